@@ -1,0 +1,34 @@
+package handlers
+
+import (
+	"context"
+
+	"github.com/stamen-dev/stamen/internal/celery"
+)
+
+// Broker is what the handlers need from a Celery broker. Implementations
+// live in internal/broker/*; every method honours ctx's deadline and wraps
+// connection failures in celery.ErrUnavailable.
+type Broker interface {
+	// Publish puts a task message on its queue.
+	Publish(ctx context.Context, msg *celery.TaskMessage) error
+	// Broadcast sends a remote-control command through the pidbox. When
+	// cmd.Reply is set it collects replies until cmd.Limit replies arrived
+	// or ctx ends, and returns what it has (possibly nothing) without error.
+	Broadcast(ctx context.Context, cmd celery.ControlCommand) ([]celery.ControlReply, error)
+	// QueueLengths returns the number of messages waiting in each queue.
+	QueueLengths(ctx context.Context, queues []string) (map[string]int64, error)
+}
+
+// ResultBackend is what the handlers need from a Celery result backend.
+type ResultBackend interface {
+	// Result returns the task's stored result; a task with no stored result
+	// is PENDING.
+	Result(ctx context.Context, taskID string) (*celery.Result, error)
+	// WaitResult blocks until the task's result is ready or ctx ends, in
+	// which case it returns an error wrapping ctx.Err().
+	WaitResult(ctx context.Context, taskID string) (*celery.Result, error)
+	// Abort flags an AbortableTask as ABORTED; celery.ErrUnsupported when
+	// the backend keeps no state the worker can read back.
+	Abort(ctx context.Context, taskID string) error
+}
