@@ -1,0 +1,110 @@
+package auth
+
+import (
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"golang.org/x/crypto/bcrypt"
+)
+
+func newTestAuth(t *testing.T) *Authenticator {
+	t.Helper()
+	hash, err := bcrypt.GenerateFromPassword([]byte("hashed-pw"), bcrypt.MinCost)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var a Authenticator
+	for _, err := range []error{
+		a.AddBasic("op:op-pw, hasher:"+string(hash), Operator),
+		a.AddBasic("view:view-pw", Viewer),
+		a.AddTokens("operator-token-0123456789", Operator),
+		a.AddFile(strings.NewReader("# comment\n\nviewer token viewer-token-0123456789\n")),
+	} {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	return &a
+}
+
+func TestMiddleware(t *testing.T) {
+	a := newTestAuth(t)
+	h := a.Middleware(func(w http.ResponseWriter, status int, msg string) {
+		http.Error(w, msg, status)
+	}, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
+
+	tests := []struct {
+		name, method, path string
+		auth               func(r *http.Request)
+		want               int
+	}{
+		{"no credentials", "GET", "/api/tasks", nil, 401},
+		{"wrong password", "GET", "/api/tasks", basic("op", "nope"), 401},
+		{"unknown user", "GET", "/api/tasks", basic("who", "op-pw"), 401},
+		{"password of another user", "GET", "/api/tasks", basic("view", "op-pw"), 401},
+		{"viewer reads", "GET", "/api/tasks", basic("view", "view-pw"), 200},
+		{"viewer writes", "POST", "/api/task/revoke/x", basic("view", "view-pw"), 403},
+		{"operator writes", "POST", "/api/task/revoke/x", basic("op", "op-pw"), 200},
+		{"bcrypt operator", "POST", "/api/worker/shutdown/w", basic("hasher", "hashed-pw"), 200},
+		{"bcrypt wrong", "GET", "/api/tasks", basic("hasher", "op-pw"), 401},
+		{"operator token", "POST", "/api/task/revoke/x", bearer("operator-token-0123456789"), 200},
+		{"viewer token reads", "GET", "/api/workers", bearer("viewer-token-0123456789"), 200},
+		{"viewer token writes", "POST", "/api/task/revoke/x", bearer("viewer-token-0123456789"), 403},
+		{"wrong token", "GET", "/api/workers", bearer("operator-token-012345678X"), 401},
+		{"healthcheck is public", "GET", "/healthcheck", nil, 200},
+		{"metrics are public", "GET", "/metrics", nil, 200},
+		{"spec is public", "GET", "/swagger.json", nil, 200},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			r := httptest.NewRequest(tc.method, tc.path, nil)
+			if tc.auth != nil {
+				tc.auth(r)
+			}
+			w := httptest.NewRecorder()
+			h.ServeHTTP(w, r)
+			if w.Code != tc.want {
+				t.Fatalf("status %d, want %d", w.Code, tc.want)
+			}
+			if tc.want == 401 && !strings.Contains(strings.Join(w.Header().Values("WWW-Authenticate"), ";"), "Basic") {
+				t.Errorf("401 without WWW-Authenticate: %v", w.Header())
+			}
+		})
+	}
+}
+
+func TestDisabledLetsEverythingThrough(t *testing.T) {
+	var a Authenticator
+	next := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(204) })
+	w := httptest.NewRecorder()
+	a.Middleware(nil, next).ServeHTTP(w, httptest.NewRequest("POST", "/api/task/revoke/x", nil))
+	if w.Code != 204 {
+		t.Fatalf("status %d", w.Code)
+	}
+}
+
+func TestBadConfigDoesNotEchoSecrets(t *testing.T) {
+	var a Authenticator
+	for _, tc := range []struct{ pairs, secret string }{
+		{"alice-without-colon-s3cret", "s3cret"},
+		{"bob:$2a$10$notreallyahashs3cret", "s3cret"},
+	} {
+		err := a.AddBasic(tc.pairs, Operator)
+		if err == nil || strings.Contains(err.Error(), tc.secret) {
+			t.Errorf("AddBasic(%q) = %v", tc.pairs, err)
+		}
+	}
+	if err := a.AddTokens("short", Viewer); err == nil || strings.Contains(err.Error(), "short") {
+		t.Errorf("short token: %v", err)
+	}
+}
+
+func basic(u, p string) func(*http.Request) {
+	return func(r *http.Request) { r.SetBasicAuth(u, p) }
+}
+
+func bearer(tok string) func(*http.Request) {
+	return func(r *http.Request) { r.Header.Set("Authorization", "Bearer "+tok) }
+}
