@@ -1,0 +1,287 @@
+// Package inspect keeps the latest answers of Celery's inspect commands per
+// worker, the data behind GET /api/workers and the "known worker" and
+// "known task" checks of the control operations.
+package inspect
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"log/slog"
+	"regexp"
+	"sort"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/stamen-dev/stamen/internal/celery"
+)
+
+// Broadcaster sends pidbox commands; a broker implements it.
+type Broadcaster interface {
+	Broadcast(ctx context.Context, cmd celery.ControlCommand) ([]celery.ControlReply, error)
+}
+
+// Methods are the inspect commands Flower caches, in the order stamen
+// serialises them.
+var Methods = []string{"stats", "active_queues", "registered", "scheduled", "active", "reserved", "revoked", "conf"}
+
+type workerInfo struct {
+	replies   map[string]json.RawMessage
+	timestamp float64
+}
+
+// Inspector caches inspect replies. It is safe for concurrent use.
+type Inspector struct {
+	b       Broadcaster
+	timeout time.Duration
+	log     *slog.Logger
+	now     func() time.Time
+
+	mu      sync.RWMutex
+	workers map[string]*workerInfo
+
+	// inflight deduplicates refreshes of the same target ("" = all workers).
+	flightMu sync.Mutex
+	inflight map[string]*flight
+}
+
+type flight struct {
+	done chan struct{}
+	err  error
+}
+
+// New returns an Inspector that waits up to timeout for each command's
+// replies.
+func New(b Broadcaster, timeout time.Duration, log *slog.Logger) *Inspector {
+	return &Inspector{
+		b:        b,
+		timeout:  timeout,
+		log:      log,
+		now:      time.Now,
+		workers:  map[string]*workerInfo{},
+		inflight: map[string]*flight{},
+	}
+}
+
+// Refresh runs every inspect method against worker (all workers when empty)
+// concurrently and merges the replies into the cache. A refresh already in
+// flight for the same target, or for all workers, is joined instead of
+// started again.
+func (in *Inspector) Refresh(ctx context.Context, worker string) error {
+	in.flightMu.Lock()
+	f, ok := in.inflight[worker]
+	if !ok && worker != "" {
+		f, ok = in.inflight[""]
+	}
+	if !ok {
+		f = &flight{done: make(chan struct{})}
+		in.inflight[worker] = f
+		in.flightMu.Unlock()
+		// The refresh outlives a caller that gives up, so that its result
+		// still lands in the cache for the next one.
+		go in.run(context.WithoutCancel(ctx), worker, f)
+	} else {
+		in.flightMu.Unlock()
+	}
+	select {
+	case <-f.done:
+		return f.err
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+func (in *Inspector) run(ctx context.Context, worker string, f *flight) {
+	defer func() {
+		in.flightMu.Lock()
+		delete(in.inflight, worker)
+		in.flightMu.Unlock()
+		close(f.done)
+	}()
+	var dest []string
+	if worker != "" {
+		dest = []string{worker}
+	}
+	var wg sync.WaitGroup
+	errs := make([]error, len(Methods))
+	for i, m := range Methods {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[i] = in.inspect(ctx, m, dest)
+		}()
+	}
+	wg.Wait()
+	// Flower leaves stale data in place when a method fails; report the
+	// failure only when every method failed (the broker is down).
+	for _, err := range errs {
+		if err == nil {
+			return
+		}
+	}
+	f.err = errs[0]
+}
+
+func (in *Inspector) inspect(ctx context.Context, method string, dest []string) error {
+	ctx, cancel := context.WithTimeout(ctx, in.timeout)
+	defer cancel()
+	args := map[string]any{}
+	switch method {
+	case "active":
+		args["safe"] = true
+	case "registered":
+		args["taskinfoitems"] = []any{}
+	case "conf":
+		args["with_defaults"] = false
+	}
+	replies, err := in.b.Broadcast(ctx, celery.ControlCommand{
+		Method: method, Arguments: args, Destination: dest, Reply: true,
+	})
+	if err != nil {
+		in.log.Warn("inspect failed", slog.String("method", method), slog.Any("err", err))
+		return err
+	}
+	now := float64(in.now().UnixMicro()) / 1e6
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	for _, r := range replies {
+		if r.Hostname == "" {
+			continue
+		}
+		w := in.workers[r.Hostname]
+		if w == nil {
+			w = &workerInfo{replies: map[string]json.RawMessage{}}
+			in.workers[r.Hostname] = w
+		}
+		w.replies[method] = sanitize(method, r.Value)
+		w.timestamp = now
+	}
+	return nil
+}
+
+// Known reports whether the worker has answered an inspection.
+func (in *Inspector) Known(worker string) bool {
+	in.mu.RLock()
+	defer in.mu.RUnlock()
+	_, ok := in.workers[worker]
+	return ok
+}
+
+// Names returns the cached worker names, sorted.
+func (in *Inspector) Names() []string {
+	in.mu.RLock()
+	defer in.mu.RUnlock()
+	names := make([]string, 0, len(in.workers))
+	for n := range in.workers {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return names
+}
+
+// Registers reports whether any cached worker registers the task name.
+func (in *Inspector) Registers(task string) bool {
+	in.mu.RLock()
+	defer in.mu.RUnlock()
+	for _, w := range in.workers {
+		var names []string
+		if json.Unmarshal(w.replies["registered"], &names) != nil {
+			continue
+		}
+		for _, n := range names {
+			// With taskinfoitems entries look like "name [rate_limit=...]".
+			if n == task || (len(n) > len(task) && n[:len(task)] == task && n[len(task)] == ' ') {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// QueueNames returns the sorted union of the queues the cached workers
+// consume, from their active_queues replies.
+func (in *Inspector) QueueNames() []string {
+	in.mu.RLock()
+	defer in.mu.RUnlock()
+	set := map[string]struct{}{}
+	for _, w := range in.workers {
+		var qs []struct {
+			Name string `json:"name"`
+		}
+		if json.Unmarshal(w.replies["active_queues"], &qs) != nil {
+			continue
+		}
+		for _, q := range qs {
+			if q.Name != "" {
+				set[q.Name] = struct{}{}
+			}
+		}
+	}
+	names := make([]string, 0, len(set))
+	for n := range set {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return names
+}
+
+// WorkerJSON returns the cached info of one worker as a JSON object in
+// Flower's shape: one key per inspect method that ever answered, then
+// "timestamp".
+func (in *Inspector) WorkerJSON(worker string) (json.RawMessage, bool) {
+	in.mu.RLock()
+	defer in.mu.RUnlock()
+	w, ok := in.workers[worker]
+	if !ok {
+		return nil, false
+	}
+	var buf bytes.Buffer
+	buf.WriteByte('{')
+	for _, m := range Methods {
+		v, ok := w.replies[m]
+		if !ok {
+			continue
+		}
+		buf.WriteString(strconv.Quote(m))
+		buf.WriteByte(':')
+		buf.Write(v)
+		buf.WriteByte(',')
+	}
+	buf.WriteString(`"timestamp":`)
+	buf.WriteString(strconv.FormatFloat(w.timestamp, 'f', -1, 64))
+	buf.WriteByte('}')
+	return buf.Bytes(), true
+}
+
+// urlPassword matches the password of a URL with credentials
+// (scheme://user:password@host).
+var urlPassword = regexp.MustCompile(`([a-zA-Z][a-zA-Z0-9+.-]*://[^:/@\s"]*:)([^@/\s"]+)(@)`)
+
+// sanitize removes secrets from a reply before it is cached and served:
+// stats.broker.alternates (Flower 2.1 drops it, it can hold broker URLs) and
+// any password inside a URL, wherever it appears (conf holds broker_url and
+// result_backend).
+func sanitize(method string, v json.RawMessage) json.RawMessage {
+	if method == "stats" {
+		var stats map[string]json.RawMessage
+		if json.Unmarshal(v, &stats) == nil {
+			if b, ok := stats["broker"]; ok {
+				var broker map[string]json.RawMessage
+				if json.Unmarshal(b, &broker) == nil {
+					delete(broker, "alternates")
+					if _, ok := broker["password"]; ok {
+						broker["password"] = json.RawMessage(`"**"`)
+					}
+					if nb, err := json.Marshal(broker); err == nil {
+						stats["broker"] = nb
+					}
+				}
+			}
+			if nv, err := json.Marshal(stats); err == nil {
+				v = nv
+			}
+		}
+	}
+	return urlPassword.ReplaceAll(v, []byte("${1}**${3}"))
+}
