@@ -1,0 +1,152 @@
+// Package metrics exports Prometheus metrics under Flower's names, so that
+// dashboards built for Flower keep working, plus stamen's own.
+package metrics
+
+import (
+	"net/http"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+)
+
+// Event is what the metrics need to know of one Celery event.
+type Event struct {
+	Type   string
+	UUID   string
+	Task   string // task name, resolved from the state when the event lacks it
+	Worker string
+	// Timestamp is the event's own time (epoch seconds).
+	Timestamp float64
+	Runtime   float64
+	HasETA    bool
+	// Active is a heartbeat's number of executing tasks.
+	Active int
+}
+
+// maxPending bounds the tasks remembered between received and started
+// (for the prefetch metrics); beyond it the metrics lose precision, not
+// memory.
+const maxPending = 100000
+
+type pending struct {
+	received float64
+	task     string
+	worker   string
+	eta      bool
+}
+
+// Metrics is safe for concurrent use.
+type Metrics struct {
+	reg *prometheus.Registry
+
+	events     *prometheus.CounterVec
+	runtime    *prometheus.HistogramVec
+	prefetch   *prometheus.GaugeVec
+	prefetched *prometheus.GaugeVec
+	online     *prometheus.GaugeVec
+	executing  *prometheus.GaugeVec
+
+	ingested *prometheus.CounterVec
+	httpDur  *prometheus.HistogramVec
+
+	mu      sync.Mutex
+	pending map[string]pending
+}
+
+// New registers every metric on a private registry. gauges are extra
+// scrape-time values (store size, broker reconnects, ...).
+func New(gauges ...prometheus.Collector) *Metrics {
+	m := &Metrics{
+		reg:     prometheus.NewRegistry(),
+		pending: map[string]pending{},
+		events: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "flower_events_total", Help: "Number of task events.",
+		}, []string{"worker", "type", "task"}),
+		runtime: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "flower_task_runtime_seconds", Help: "Task runtime.", Buckets: prometheus.DefBuckets,
+		}, []string{"worker", "task"}),
+		prefetch: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "flower_task_prefetch_time_seconds", Help: "The time the task spent waiting at the worker to be processed.",
+		}, []string{"worker", "task"}),
+		prefetched: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "flower_worker_prefetched_tasks", Help: "Number of tasks of given type prefetched at a worker.",
+		}, []string{"worker", "task"}),
+		online: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "flower_worker_online", Help: "Worker online status.",
+		}, []string{"worker"}),
+		executing: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "flower_worker_number_of_currently_executing_tasks", Help: "Number of tasks currently executing at a worker.",
+		}, []string{"worker"}),
+		ingested: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "stamen_events_ingested_total", Help: "Celery events ingested, by kind (task, worker).",
+		}, []string{"kind"}),
+		httpDur: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "stamen_http_request_duration_seconds", Help: "HTTP request durations by API operation and status code.",
+			Buckets: []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10},
+		}, []string{"operation", "code"}),
+	}
+	m.reg.MustRegister(m.events, m.runtime, m.prefetch, m.prefetched, m.online, m.executing, m.ingested, m.httpDur,
+		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	for _, g := range gauges {
+		m.reg.MustRegister(g)
+	}
+	return m
+}
+
+// Observe updates the metrics for one event, as Flower does.
+func (m *Metrics) Observe(e Event) {
+	switch e.Type {
+	case "worker-online", "worker-heartbeat":
+		m.ingested.WithLabelValues("worker").Inc()
+		m.online.WithLabelValues(e.Worker).Set(1)
+		if e.Type == "worker-heartbeat" {
+			m.executing.WithLabelValues(e.Worker).Set(float64(e.Active))
+		}
+		return
+	case "worker-offline":
+		m.ingested.WithLabelValues("worker").Inc()
+		m.online.WithLabelValues(e.Worker).Set(0)
+		return
+	}
+	m.ingested.WithLabelValues("task").Inc()
+	m.events.WithLabelValues(e.Worker, e.Type, e.Task).Inc()
+	if e.Runtime > 0 {
+		m.runtime.WithLabelValues(e.Worker, e.Task).Observe(e.Runtime)
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	switch e.Type {
+	case "task-received":
+		if !e.HasETA {
+			m.prefetched.WithLabelValues(e.Worker, e.Task).Inc()
+		}
+		if len(m.pending) < maxPending {
+			m.pending[e.UUID] = pending{received: e.Timestamp, task: e.Task, worker: e.Worker, eta: e.HasETA}
+		}
+	case "task-started":
+		p, ok := m.pending[e.UUID]
+		if ok && !p.eta {
+			m.prefetched.WithLabelValues(p.worker, p.task).Dec()
+			m.prefetch.WithLabelValues(p.worker, p.task).Set(max(0, e.Timestamp-p.received))
+		}
+	case "task-succeeded", "task-failed", "task-revoked", "task-rejected":
+		if p, ok := m.pending[e.UUID]; ok {
+			m.prefetch.WithLabelValues(p.worker, p.task).Set(0)
+			delete(m.pending, e.UUID)
+		}
+	}
+}
+
+// Handler serves the metrics in Prometheus' text format.
+func (m *Metrics) Handler() http.Handler {
+	return promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{})
+}
+
+// ObserveHTTP records one request's duration.
+func (m *Metrics) ObserveHTTP(operation string, code int, d time.Duration) {
+	m.httpDur.WithLabelValues(operation, strconv.Itoa(code)).Observe(d.Seconds())
+}

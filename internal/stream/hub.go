@@ -1,0 +1,109 @@
+// Package stream fans Celery events out to live subscribers (the
+// Server-Sent Events endpoint) without ever blocking event ingestion.
+package stream
+
+import (
+	"strings"
+	"sync"
+	"sync/atomic"
+)
+
+// Message is one event as subscribers see it.
+type Message struct {
+	Type   string
+	Task   string // task name, when known
+	Worker string
+	Data   []byte // the event's JSON
+}
+
+// Filter selects messages; empty fields match everything.
+type Filter struct {
+	// Types are exact event types, or prefixes ending in "*" (task-*).
+	Types  []string
+	Task   string
+	Worker string
+}
+
+func (f Filter) match(m *Message) bool {
+	if f.Task != "" && !strings.EqualFold(f.Task, m.Task) {
+		return false
+	}
+	if f.Worker != "" && !strings.EqualFold(f.Worker, m.Worker) {
+		return false
+	}
+	if len(f.Types) == 0 {
+		return true
+	}
+	for _, t := range f.Types {
+		if p, ok := strings.CutSuffix(t, "*"); ok {
+			if strings.HasPrefix(m.Type, p) {
+				return true
+			}
+		} else if t == m.Type {
+			return true
+		}
+	}
+	return false
+}
+
+// Subscription receives matching messages on C until it is closed.
+type Subscription struct {
+	C       chan Message
+	filter  Filter
+	dropped atomic.Int64
+}
+
+// Dropped returns and resets the number of messages lost because the
+// subscriber was too slow.
+func (s *Subscription) Dropped() int64 { return s.dropped.Swap(0) }
+
+// Hub is safe for concurrent use.
+type Hub struct {
+	mu   sync.RWMutex
+	subs map[*Subscription]struct{}
+}
+
+// NewHub returns an empty hub.
+func NewHub() *Hub { return &Hub{subs: map[*Subscription]struct{}{}} }
+
+// Subscribe registers a subscriber with a buffer of buf messages.
+func (h *Hub) Subscribe(f Filter, buf int) *Subscription {
+	s := &Subscription{C: make(chan Message, buf), filter: f}
+	h.mu.Lock()
+	h.subs[s] = struct{}{}
+	h.mu.Unlock()
+	return s
+}
+
+// Unsubscribe removes the subscriber and closes its channel.
+func (h *Hub) Unsubscribe(s *Subscription) {
+	h.mu.Lock()
+	if _, ok := h.subs[s]; ok {
+		delete(h.subs, s)
+		close(s.C)
+	}
+	h.mu.Unlock()
+}
+
+// Subscribers returns how many subscribers there are.
+func (h *Hub) Subscribers() int {
+	h.mu.RLock()
+	defer h.mu.RUnlock()
+	return len(h.subs)
+}
+
+// Publish offers m to every matching subscriber; a full subscriber loses it.
+func (h *Hub) Publish(m Message) {
+	h.mu.RLock()
+	defer h.mu.RUnlock()
+	for s := range h.subs {
+		if !s.filter.match(&m) {
+			continue
+		}
+		select {
+		case s.C <- m:
+		default:
+			s.dropped.Add(1)
+		}
+	}
+}

@@ -1,0 +1,54 @@
+package stream
+
+import (
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+func TestFilter(t *testing.T) {
+	m := Message{Type: "task-succeeded", Task: "proj.add", Worker: "w1@h"}
+	tests := []struct {
+		name string
+		f    Filter
+		want bool
+	}{
+		{"empty matches", Filter{}, true},
+		{"exact type", Filter{Types: []string{"task-succeeded"}}, true},
+		{"other type", Filter{Types: []string{"task-failed"}}, false},
+		{"prefix", Filter{Types: []string{"worker-*", "task-*"}}, true},
+		{"task name case-insensitive", Filter{Task: "PROJ.ADD"}, true},
+		{"other task", Filter{Task: "proj.mul"}, false},
+		{"worker", Filter{Worker: "w1@h", Types: []string{"task-*"}}, true},
+		{"other worker", Filter{Worker: "w2@h"}, false},
+	}
+	for _, tc := range tests {
+		if got := tc.f.match(&m); got != tc.want {
+			t.Errorf("%s: match = %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}
+
+func TestPublishNeverBlocks(t *testing.T) {
+	h := NewHub()
+	fast := h.Subscribe(Filter{}, 10)
+	slow := h.Subscribe(Filter{Types: []string{"task-*"}}, 1)
+	for _, typ := range []string{"task-sent", "worker-heartbeat", "task-received"} {
+		h.Publish(Message{Type: typ})
+	}
+	var got []string
+	for range 3 {
+		got = append(got, (<-fast.C).Type)
+	}
+	if diff := cmp.Diff([]string{"task-sent", "worker-heartbeat", "task-received"}, got); diff != "" {
+		t.Errorf("fast subscriber (-want +got):\n%s", diff)
+	}
+	if m := <-slow.C; m.Type != "task-sent" || slow.Dropped() != 1 {
+		t.Errorf("slow subscriber got %v, dropped %d", m, slow.Dropped())
+	}
+	h.Unsubscribe(fast)
+	h.Unsubscribe(fast)
+	if _, open := <-fast.C; open || h.Subscribers() != 1 {
+		t.Errorf("unsubscribe: open=%v subscribers=%d", open, h.Subscribers())
+	}
+}
