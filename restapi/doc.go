@@ -21,6 +21,7 @@
 //
 //	Produces:
 //	  - application/json
+//	  - text/event-stream
 //
 // swagger:meta
 package restapi

@@ -32,6 +32,55 @@ func init() {
   },
   "basePath": "/",
   "paths": {
+    "/api/events": {
+      "get": {
+        "description": "Celery events as they arrive, as Server-Sent Events: each event's\n` + "`" + `event:` + "`" + ` field is its type (task-succeeded, worker-heartbeat, ...) and\nits ` + "`" + `data:` + "`" + ` field the event's JSON. A comment line is sent every\nheartbeat interval to keep proxies from closing an idle stream.\n",
+        "produces": [
+          "text/event-stream"
+        ],
+        "tags": [
+          "events"
+        ],
+        "operationId": "streamEvents",
+        "parameters": [
+          {
+            "maxLength": 512,
+            "type": "string",
+            "description": "event types to send, comma-separated; a trailing * matches a prefix (task-*)",
+            "name": "type",
+            "in": "query"
+          },
+          {
+            "maxLength": 255,
+            "type": "string",
+            "description": "only events of tasks with this name",
+            "name": "taskname",
+            "in": "query"
+          },
+          {
+            "maxLength": 255,
+            "type": "string",
+            "description": "only events from this worker",
+            "name": "workername",
+            "in": "query"
+          }
+        ],
+        "responses": {
+          "200": {
+            "description": "A text/event-stream that lasts until the client disconnects",
+            "schema": {
+              "type": "string"
+            }
+          },
+          "400": {
+            "$ref": "#/responses/BadRequest"
+          },
+          "401": {
+            "$ref": "#/responses/Unauthorized"
+          }
+        }
+      }
+    },
     "/api/queues/length": {
       "get": {
         "description": "Get queue lengths (messages waiting in each queue the workers consume)",
@@ -99,6 +148,15 @@ func init() {
           },
           {
             "$ref": "#/parameters/taskBody"
+          },
+          {
+            "maximum": 3600,
+            "minimum": 0,
+            "type": "number",
+            "format": "double",
+            "description": "how long to wait for the result, in seconds (default --apply_timeout)",
+            "name": "timeout",
+            "in": "query"
           }
         ],
         "responses": {
@@ -1131,9 +1189,7 @@ func init() {
           "items": {}
         },
         "countdown": {
-          "description": "seconds from now",
-          "type": "number",
-          "format": "double"
+          "description": "seconds from now (a number, or a string holding one)"
         },
         "eta": {
           "description": "absolute time, %Y-%m-%d %H:%M:%S.%f (async-apply) or ISO 8601 (send-task)",
@@ -1220,7 +1276,8 @@ func init() {
       ],
       "properties": {
         "result": {
-          "description": "the return value, or the exception's repr for a failure"
+          "description": "the return value, or the exception's repr for a failure",
+          "x-nullable": true
         },
         "state": {
           "type": "string"
@@ -1396,6 +1453,10 @@ func init() {
     {
       "description": "Broker queues",
       "name": "queues"
+    },
+    {
+      "description": "The live stream of Celery events",
+      "name": "events"
     }
   ]
 }`))
@@ -1417,6 +1478,61 @@ func init() {
   },
   "basePath": "/",
   "paths": {
+    "/api/events": {
+      "get": {
+        "description": "Celery events as they arrive, as Server-Sent Events: each event's\n` + "`" + `event:` + "`" + ` field is its type (task-succeeded, worker-heartbeat, ...) and\nits ` + "`" + `data:` + "`" + ` field the event's JSON. A comment line is sent every\nheartbeat interval to keep proxies from closing an idle stream.\n",
+        "produces": [
+          "text/event-stream"
+        ],
+        "tags": [
+          "events"
+        ],
+        "operationId": "streamEvents",
+        "parameters": [
+          {
+            "maxLength": 512,
+            "type": "string",
+            "description": "event types to send, comma-separated; a trailing * matches a prefix (task-*)",
+            "name": "type",
+            "in": "query"
+          },
+          {
+            "maxLength": 255,
+            "type": "string",
+            "description": "only events of tasks with this name",
+            "name": "taskname",
+            "in": "query"
+          },
+          {
+            "maxLength": 255,
+            "type": "string",
+            "description": "only events from this worker",
+            "name": "workername",
+            "in": "query"
+          }
+        ],
+        "responses": {
+          "200": {
+            "description": "A text/event-stream that lasts until the client disconnects",
+            "schema": {
+              "type": "string"
+            }
+          },
+          "400": {
+            "description": "A parameter or the body is missing or invalid",
+            "schema": {
+              "$ref": "#/definitions/Error"
+            }
+          },
+          "401": {
+            "description": "Credentials are missing or wrong",
+            "schema": {
+              "$ref": "#/definitions/Error"
+            }
+          }
+        }
+      }
+    },
     "/api/queues/length": {
       "get": {
         "description": "Get queue lengths (messages waiting in each queue the workers consume)",
@@ -1514,6 +1630,15 @@ func init() {
             "schema": {
               "$ref": "#/definitions/TaskApplyRequest"
             }
+          },
+          {
+            "maximum": 3600,
+            "minimum": 0,
+            "type": "number",
+            "format": "double",
+            "description": "how long to wait for the result, in seconds (default --apply_timeout)",
+            "name": "timeout",
+            "in": "query"
           }
         ],
         "responses": {
@@ -2851,9 +2976,7 @@ func init() {
           "items": {}
         },
         "countdown": {
-          "description": "seconds from now",
-          "type": "number",
-          "format": "double"
+          "description": "seconds from now (a number, or a string holding one)"
         },
         "eta": {
           "description": "absolute time, %Y-%m-%d %H:%M:%S.%f (async-apply) or ISO 8601 (send-task)",
@@ -2940,7 +3063,8 @@ func init() {
       ],
       "properties": {
         "result": {
-          "description": "the return value, or the exception's repr for a failure"
+          "description": "the return value, or the exception's repr for a failure",
+          "x-nullable": true
         },
         "state": {
           "type": "string"
@@ -3116,6 +3240,10 @@ func init() {
     {
       "description": "Broker queues",
       "name": "queues"
+    },
+    {
+      "description": "The live stream of Celery events",
+      "name": "events"
     }
   ]
 }`))

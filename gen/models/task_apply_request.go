@@ -21,8 +21,8 @@ type TaskApplyRequest struct {
 	// args
 	Args []any `json:"args"`
 
-	// seconds from now
-	Countdown float64 `json:"countdown,omitempty"`
+	// seconds from now (a number, or a string holding one)
+	Countdown any `json:"countdown,omitempty"`
 
 	// absolute time, %Y-%m-%d %H:%M:%S.%f (async-apply) or ISO 8601 (send-task)
 	Eta string `json:"eta,omitempty"`

@@ -4,6 +4,7 @@ package operations
 
 import (
 	"fmt"
+	"io"
 	"net/http"
 	"strings"
 
@@ -15,6 +16,7 @@ import (
 	"github.com/go-openapi/spec"
 	"github.com/go-openapi/strfmt"
 	"github.com/go-openapi/swag/cmdutils"
+	"github.com/stamen-dev/stamen/restapi/operations/events"
 	"github.com/stamen-dev/stamen/restapi/operations/queues"
 	"github.com/stamen-dev/stamen/restapi/operations/tasks"
 	"github.com/stamen-dev/stamen/restapi/operations/workers"
@@ -41,6 +43,12 @@ func NewStamenAPI(spec *loads.Document) *StamenAPI {
 		JSONConsumer: runtime.JSONConsumer(),
 
 		JSONProducer: runtime.JSONProducer(),
+		TextEventStreamProducer: runtime.ProducerFunc(func(w io.Writer, data any) error {
+			_ = w
+			_ = data
+
+			return errors.NotImplemented("textEventStream producer has not yet been implemented")
+		}),
 
 		TasksAbortTaskHandler: tasks.AbortTaskHandlerFunc(func(params tasks.AbortTaskParams) middleware.Responder {
 			_ = params
@@ -161,6 +169,12 @@ func NewStamenAPI(spec *loads.Document) *StamenAPI {
 
 			return middleware.NotImplemented("operation workers.ShutdownWorker has not yet been implemented")
 		}),
+
+		EventsStreamEventsHandler: events.StreamEventsHandlerFunc(func(params events.StreamEventsParams) middleware.Responder {
+			_ = params
+
+			return middleware.NotImplemented("operation events.StreamEvents has not yet been implemented")
+		}),
 	}
 }
 
@@ -202,6 +216,9 @@ type StamenAPI struct {
 	// JSONProducer registers a producer for the following mime types:
 	//   - application/json
 	JSONProducer runtime.Producer
+	// TextEventStreamProducer registers a producer for the following mime types:
+	//   - text/event-stream
+	TextEventStreamProducer runtime.Producer
 
 	// TasksAbortTaskHandler sets the operation handler for the abort task operation
 	TasksAbortTaskHandler tasks.AbortTaskHandler
@@ -243,6 +260,8 @@ type StamenAPI struct {
 	WorkersShrinkWorkerPoolHandler workers.ShrinkWorkerPoolHandler
 	// WorkersShutdownWorkerHandler sets the operation handler for the shutdown worker operation
 	WorkersShutdownWorkerHandler workers.ShutdownWorkerHandler
+	// EventsStreamEventsHandler sets the operation handler for the stream events operation
+	EventsStreamEventsHandler events.StreamEventsHandler
 
 	// ServeError is called when an error is received, there is a default handler
 	// but you can set your own with this
@@ -319,6 +338,9 @@ func (o *StamenAPI) Validate() error {
 	if o.JSONProducer == nil {
 		unregistered = append(unregistered, "JSONProducer")
 	}
+	if o.TextEventStreamProducer == nil {
+		unregistered = append(unregistered, "TextEventStreamProducer")
+	}
 
 	if o.TasksAbortTaskHandler == nil {
 		unregistered = append(unregistered, "tasks.AbortTaskHandler")
@@ -380,6 +402,9 @@ func (o *StamenAPI) Validate() error {
 	if o.WorkersShutdownWorkerHandler == nil {
 		unregistered = append(unregistered, "workers.ShutdownWorkerHandler")
 	}
+	if o.EventsStreamEventsHandler == nil {
+		unregistered = append(unregistered, "events.StreamEventsHandler")
+	}
 
 	if len(unregistered) > 0 {
 		return fmt.Errorf("missing registration: %s", strings.Join(unregistered, ", "))
@@ -427,8 +452,11 @@ func (o *StamenAPI) ConsumersFor(mediaTypes []string) map[string]runtime.Consume
 func (o *StamenAPI) ProducersFor(mediaTypes []string) map[string]runtime.Producer {
 	result := make(map[string]runtime.Producer, len(mediaTypes))
 	for _, mt := range mediaTypes {
-		if mt == "application/json" {
+		switch mt {
+		case "application/json":
 			result["application/json"] = o.JSONProducer
+		case "text/event-stream":
+			result["text/event-stream"] = o.TextEventStreamProducer
 		}
 
 		if p, ok := o.customProducers[mt]; ok {
@@ -550,6 +578,10 @@ func (o *StamenAPI) initHandlerCache() {
 		o.handlers["POST"] = make(map[string]http.Handler)
 	}
 	o.handlers["POST"]["/api/worker/shutdown/{workername}"] = workers.NewShutdownWorker(o.context, o.WorkersShutdownWorkerHandler)
+	if o.handlers["GET"] == nil {
+		o.handlers["GET"] = make(map[string]http.Handler)
+	}
+	o.handlers["GET"]["/api/events"] = events.NewStreamEvents(o.context, o.EventsStreamEventsHandler)
 }
 
 // Serve creates a http handler to serve the API over HTTP

@@ -11,6 +11,7 @@ import (
 	"github.com/go-openapi/runtime"
 	cr "github.com/go-openapi/runtime/client"
 	"github.com/go-openapi/strfmt"
+	"github.com/go-openapi/swag/conv"
 	"github.com/stamen-dev/stamen/gen/models"
 )
 
@@ -75,6 +76,13 @@ type ApplyTaskParams struct {
 	// The task name
 	Taskname string
 
+	// Timeout.
+	//
+	// how long to wait for the result, in seconds (default --apply_timeout)
+	//
+	// Format: double
+	Timeout *float64
+
 	HTTPClient *http.Client
 
 	inner innerParams
@@ -95,14 +103,14 @@ func (o *ApplyTaskParams) SetDefaults() {
 	// no default values defined for this parameter
 }
 
-// WithTimeout adds the timeout to the apply task params.
-func (o *ApplyTaskParams) WithTimeout(timeout time.Duration) *ApplyTaskParams {
-	o.SetTimeout(timeout)
+// WithRequestTimeout adds the timeout to the apply task params.
+func (o *ApplyTaskParams) WithRequestTimeout(timeout time.Duration) *ApplyTaskParams {
+	o.SetRequestTimeout(timeout)
 	return o
 }
 
-// SetTimeout adds the timeout to the apply task params.
-func (o *ApplyTaskParams) SetTimeout(timeout time.Duration) {
+// SetRequestTimeout adds the timeout to the apply task params.
+func (o *ApplyTaskParams) SetRequestTimeout(timeout time.Duration) {
 	o.inner.timeout = timeout
 }
 
@@ -154,6 +162,17 @@ func (o *ApplyTaskParams) SetTaskname(taskname string) {
 	o.Taskname = taskname
 }
 
+// WithTimeout adds the timeout to the apply task params.
+func (o *ApplyTaskParams) WithTimeout(timeout *float64) *ApplyTaskParams {
+	o.SetTimeout(timeout)
+	return o
+}
+
+// SetTimeout adds the timeout to the apply task params.
+func (o *ApplyTaskParams) SetTimeout(timeout *float64) {
+	o.Timeout = timeout
+}
+
 // WriteToRequest writes these params to a [runtime.ClientRequest].
 func (o *ApplyTaskParams) WriteToRequest(r runtime.ClientRequest, reg strfmt.Registry) error {
 	if err := r.SetTimeout(o.inner.timeout); err != nil {
@@ -169,6 +188,23 @@ func (o *ApplyTaskParams) WriteToRequest(r runtime.ClientRequest, reg strfmt.Reg
 	// path param taskname
 	if err := r.SetPathParam("taskname", o.Taskname); err != nil {
 		return err
+	}
+
+	if o.Timeout != nil {
+
+		// query param timeout
+		var qrTimeout float64
+
+		if o.Timeout != nil {
+			qrTimeout = *o.Timeout
+		}
+		qTimeout := conv.FormatFloat(qrTimeout)
+		if qTimeout != "" {
+
+			if err := r.SetQueryParam("timeout", qTimeout); err != nil {
+				return err
+			}
+		}
 	}
 
 	if len(res) > 0 {

@@ -9,6 +9,7 @@ import (
 	"github.com/go-openapi/runtime"
 	"github.com/go-openapi/runtime/middleware"
 	"github.com/go-openapi/strfmt"
+	"github.com/go-openapi/swag/conv"
 	"github.com/go-openapi/validate"
 	"github.com/stamen-dev/stamen/gen/models"
 )
@@ -38,6 +39,11 @@ type ApplyTaskParams struct {
 	// Max Length: 255
 	// In: path
 	Taskname string
+	// how long to wait for the result, in seconds (default --apply_timeout)
+	// Maximum: 3600
+	// Minimum: 0
+	// In: query
+	Timeout *float64
 }
 
 // BindRequest both binds and validates a request, it assumes that complex things implement a Validatable(strfmt.Registry) error interface
@@ -48,6 +54,7 @@ func (o *ApplyTaskParams) BindRequest(r *http.Request, route *middleware.Matched
 	var res []error
 
 	o.HTTPRequest = r
+	qs := runtime.Values(r.URL.Query())
 
 	if runtime.HasBody(r) {
 		defer func() {
@@ -75,6 +82,11 @@ func (o *ApplyTaskParams) BindRequest(r *http.Request, route *middleware.Matched
 
 	rTaskname, rhkTaskname, _ := route.Params.GetOK("taskname")
 	if err := o.bindTaskname(rTaskname, rhkTaskname, route.Formats); err != nil {
+		res = append(res, err)
+	}
+
+	qTimeout, qhkTimeout, _ := qs.GetOK("timeout")
+	if err := o.bindTimeout(qTimeout, qhkTimeout, route.Formats); err != nil {
 		res = append(res, err)
 	}
 	if len(res) > 0 {
@@ -105,6 +117,47 @@ func (o *ApplyTaskParams) bindTaskname(rawData []string, hasKey bool, formats st
 func (o *ApplyTaskParams) validateTaskname(formats strfmt.Registry) error {
 
 	if err := validate.MaxLength("taskname", "path", o.Taskname, 255); err != nil {
+		return err
+	}
+
+	return nil
+}
+
+// bindTimeout binds and validates parameter Timeout from query.
+func (o *ApplyTaskParams) bindTimeout(rawData []string, hasKey bool, formats strfmt.Registry) error {
+	var raw string
+	if len(rawData) > 0 {
+		raw = rawData[len(rawData)-1]
+	}
+
+	// Required: false
+	// AllowEmptyValue: false
+
+	if raw == "" { // empty values pass all other validations
+		return nil
+	}
+
+	value, err := conv.ConvertFloat64(raw)
+	if err != nil {
+		return errors.InvalidType("timeout", "query", "float64", raw)
+	}
+	o.Timeout = &value
+
+	if err := o.validateTimeout(formats); err != nil {
+		return err
+	}
+
+	return nil
+}
+
+// validateTimeout carries out validations for parameter Timeout
+func (o *ApplyTaskParams) validateTimeout(formats strfmt.Registry) error {
+
+	if err := validate.Minimum("timeout", "query", *o.Timeout, 0, false); err != nil {
+		return err
+	}
+
+	if err := validate.Maximum("timeout", "query", *o.Timeout, 3600, false); err != nil {
 		return err
 	}
 

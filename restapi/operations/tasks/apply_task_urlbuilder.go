@@ -7,11 +7,15 @@ import (
 	"net/url"
 	golangswaggerpaths "path"
 	"strings"
+
+	"github.com/go-openapi/swag/conv"
 )
 
 // ApplyTaskURL generates an URL for the apply task operation
 type ApplyTaskURL struct {
 	Taskname string
+
+	Timeout *float64
 
 	_basePath string
 	// avoid unkeyed usage
@@ -51,6 +55,18 @@ func (o *ApplyTaskURL) Build() (*url.URL, error) {
 		_basePath = "/"
 	}
 	_result.Path = golangswaggerpaths.Join(_basePath, _path)
+
+	qs := make(url.Values)
+
+	var timeoutQ string
+	if o.Timeout != nil {
+		timeoutQ = conv.FormatFloat(*o.Timeout)
+	}
+	if timeoutQ != "" {
+		qs.Set("timeout", timeoutQ)
+	}
+
+	_result.RawQuery = qs.Encode()
 
 	return &_result, nil
 }

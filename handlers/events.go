@@ -1,0 +1,88 @@
+package handlers
+
+import (
+	"bufio"
+	"fmt"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/go-openapi/runtime"
+	"github.com/go-openapi/runtime/middleware"
+
+	"github.com/stamen-dev/stamen/internal/stream"
+	evops "github.com/stamen-dev/stamen/restapi/operations/events"
+)
+
+// sseBuffer is how many events a slow client may fall behind before it
+// loses some (it is told how many in a comment).
+const sseBuffer = 1024
+
+func (h *Handlers) streamEvents(p evops.StreamEventsParams) middleware.Responder {
+	f := stream.Filter{Task: deref(p.Taskname), Worker: deref(p.Workername)}
+	for _, t := range strings.Split(deref(p.Type), ",") {
+		if t = strings.TrimSpace(t); t != "" {
+			f.Types = append(f.Types, t)
+		}
+	}
+	return middleware.ResponderFunc(func(rw http.ResponseWriter, _ runtime.Producer) {
+		h.serveSSE(rw, p.HTTPRequest, f)
+	})
+}
+
+func (h *Handlers) serveSSE(rw http.ResponseWriter, r *http.Request, f stream.Filter) {
+	rc := http.NewResponseController(rw)
+	hdr := rw.Header()
+	hdr.Set("Content-Type", "text/event-stream")
+	hdr.Set("Cache-Control", "no-cache")
+	// Tell nginx-style proxies not to buffer the stream.
+	hdr.Set("X-Accel-Buffering", "no")
+	rw.WriteHeader(http.StatusOK)
+
+	sub := h.Events.Subscribe(f, sseBuffer)
+	defer h.Events.Unsubscribe(sub)
+
+	w := bufio.NewWriter(rw)
+	flush := func() bool {
+		return w.Flush() == nil && rc.Flush() == nil
+	}
+	fmt.Fprintf(w, ": stamen event stream\nretry: 2000\n\n")
+	if !flush() {
+		return
+	}
+	beat := time.NewTicker(h.SSEHeartbeat)
+	defer beat.Stop()
+	ctx := r.Context()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-beat.C:
+			if n := sub.Dropped(); n > 0 {
+				fmt.Fprintf(w, ": dropped %d events\n\n", n)
+			}
+			fmt.Fprintf(w, ": heartbeat %d\n\n", h.Now().Unix())
+		case m, ok := <-sub.C:
+			if !ok {
+				return
+			}
+			fmt.Fprintf(w, "event: %s\ndata: %s\n\n", m.Type, m.Data)
+			// Drain what is already queued before flushing once.
+			for drained := false; !drained; {
+				select {
+				case m, ok := <-sub.C:
+					if !ok {
+						flush()
+						return
+					}
+					fmt.Fprintf(w, "event: %s\ndata: %s\n\n", m.Type, m.Data)
+				default:
+					drained = true
+				}
+			}
+		}
+		if !flush() {
+			return
+		}
+	}
+}

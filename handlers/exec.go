@@ -1,0 +1,308 @@
+package handlers
+
+import (
+	"cmp"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/go-openapi/runtime/middleware"
+	"github.com/google/uuid"
+
+	"github.com/stamen-dev/stamen/gen/models"
+	"github.com/stamen-dev/stamen/internal/celery"
+	"github.com/stamen-dev/stamen/restapi/operations/tasks"
+)
+
+// flowerTimeLayout is the only date format Flower's async-apply accepts for
+// eta and expires (microseconds required). stamen also accepts RFC 3339.
+const flowerTimeLayout = "2006-01-02 15:04:05.000000"
+
+// parseTime reads an absolute time given as Flower's "%Y-%m-%d %H:%M:%S.%f"
+// (naive: taken as the server's local time, as Flower does) or RFC 3339.
+func parseTime(name, s string) (time.Time, error) {
+	if t, err := time.ParseInLocation(flowerTimeLayout, s, time.Local); err == nil {
+		return t, nil
+	}
+	if t, err := time.Parse(time.RFC3339Nano, s); err == nil {
+		return t, nil
+	}
+	return time.Time{}, fmt.Errorf("invalid %s %q: want YYYY-MM-DD HH:MM:SS.ffffff or RFC 3339", name, s)
+}
+
+// maxDelay bounds countdown and expires: beyond it a time.Duration
+// overflows, and no real task waits that long.
+const maxDelay = 10 * 365 * 24 * time.Hour
+
+// seconds reads a number of seconds given as a JSON number or a string
+// holding one (Flower clients send both for countdown).
+func seconds(v any) (float64, bool) {
+	var f float64
+	switch x := v.(type) {
+	case float64:
+		f = x
+	case json.Number:
+		var err error
+		if f, err = x.Float64(); err != nil {
+			return 0, false
+		}
+	case string:
+		var err error
+		if f, err = strconv.ParseFloat(strings.TrimSpace(x), 64); err != nil {
+			return 0, false
+		}
+	default:
+		return 0, false
+	}
+	if math.IsNaN(f) || math.Abs(f) > maxDelay.Seconds() {
+		return 0, false
+	}
+	return f, true
+}
+
+// taskMessage turns the request body into a task message, validating every
+// option before anything is sent.
+func (h *Handlers) taskMessage(name string, body *models.TaskApplyRequest) (*celery.TaskMessage, error) {
+	if !validName(name) {
+		return nil, fmt.Errorf("invalid task name")
+	}
+	if body == nil {
+		body = &models.TaskApplyRequest{}
+	}
+	now := h.Now()
+	msg := &celery.TaskMessage{
+		ID:            body.TaskID,
+		Name:          name,
+		Args:          body.Args,
+		Kwargs:        body.Kwargs,
+		Queue:         body.Queue,
+		Exchange:      body.Exchange,
+		RoutingKey:    body.RoutingKey,
+		Shadow:        body.Shadow,
+		IgnoreResult:  body.IgnoreResult,
+		Headers:       body.Headers,
+		Origin:        h.Origin,
+		TimeLimit:     body.TimeLimit,
+		SoftTimeLimit: body.SoftTimeLimit,
+	}
+	if msg.ID == "" {
+		msg.ID = uuid.NewString()
+	} else if !validName(msg.ID) {
+		return nil, fmt.Errorf("invalid task_id")
+	}
+	if msg.Queue != "" && !validName(msg.Queue) {
+		return nil, fmt.Errorf("invalid queue")
+	}
+	if body.Priority != nil {
+		msg.Priority = int(*body.Priority)
+	}
+	if body.Countdown != nil {
+		secs, ok := seconds(body.Countdown)
+		if !ok {
+			return nil, fmt.Errorf("invalid countdown: want a number of seconds")
+		}
+		eta := now.Add(time.Duration(secs * float64(time.Second)))
+		msg.ETA = &eta
+	}
+	if body.Eta != "" {
+		if body.Countdown != nil {
+			return nil, fmt.Errorf("give either eta or countdown, not both")
+		}
+		eta, err := parseTime("eta", body.Eta)
+		if err != nil {
+			return nil, err
+		}
+		msg.ETA = &eta
+	}
+	if body.Expires != nil {
+		if secs, ok := seconds(body.Expires); ok {
+			exp := now.Add(time.Duration(secs * float64(time.Second)))
+			msg.Expires = &exp
+		} else if s, ok := body.Expires.(string); ok {
+			exp, err := parseTime("expires", s)
+			if err != nil {
+				return nil, err
+			}
+			msg.Expires = &exp
+		} else {
+			return nil, fmt.Errorf("invalid expires: want seconds or a date")
+		}
+	}
+	return msg, nil
+}
+
+// knownTask is Flower's "unknown task" check made useful: a task is known
+// when a live worker registers it (Flower checks its own imported app).
+// A miss refreshes the inspection once before answering no.
+func (h *Handlers) knownTask(ctx context.Context, name string) bool {
+	if h.Inspector.Registers(name) {
+		return true
+	}
+	ctx, cancel := context.WithTimeout(ctx, h.ControlTimeout)
+	defer cancel()
+	_ = h.Inspector.Refresh(ctx, "")
+	return h.Inspector.Registers(name)
+}
+
+func (h *Handlers) publish(ctx context.Context, name string, body *models.TaskApplyRequest, checkKnown bool) (*celery.TaskMessage, middleware.Responder) {
+	msg, err := h.taskMessage(name, body)
+	if err != nil {
+		return nil, apiError(http.StatusBadRequest, "%v", err)
+	}
+	if checkKnown && !h.knownTask(ctx, name) {
+		return nil, apiError(http.StatusNotFound, "Unknown task '%s'", name)
+	}
+	pctx, cancel := context.WithTimeout(ctx, h.BrokerTimeout)
+	defer cancel()
+	if err := h.Broker.Publish(pctx, msg); err != nil {
+		return nil, h.brokerError("publish", err)
+	}
+	h.rememberQueue(cmp.Or(msg.Queue, celery.DefaultQueue))
+	return msg, nil
+}
+
+// taskIDResponse is {"task-id": id, "state": ...}; state only with a result
+// backend, as in Flower.
+func (h *Handlers) taskIDResponse(ctx context.Context, id string) middleware.Responder {
+	out := &models.TaskID{TaskID: &id}
+	if h.Results != nil {
+		rctx, cancel := context.WithTimeout(ctx, h.BrokerTimeout)
+		defer cancel()
+		if r, err := h.Results.Result(rctx, id); err == nil {
+			out.State = r.Status
+		} else {
+			out.State = "PENDING"
+		}
+	}
+	return jsonResponse{status: http.StatusOK, body: out}
+}
+
+func (h *Handlers) asyncApplyTask(p tasks.AsyncApplyTaskParams) middleware.Responder {
+	ctx := p.HTTPRequest.Context()
+	msg, fail := h.publish(ctx, p.Taskname, p.Args, true)
+	if fail != nil {
+		return fail
+	}
+	return h.taskIDResponse(ctx, msg.ID)
+}
+
+func (h *Handlers) sendTask(p tasks.SendTaskParams) middleware.Responder {
+	ctx := p.HTTPRequest.Context()
+	msg, fail := h.publish(ctx, p.Taskname, p.Args, false)
+	if fail != nil {
+		return fail
+	}
+	return h.taskIDResponse(ctx, msg.ID)
+}
+
+func (h *Handlers) applyTask(p tasks.ApplyTaskParams) middleware.Responder {
+	if h.Results == nil {
+		return apiError(http.StatusServiceUnavailable, "apply: no result backend configured")
+	}
+	wait := h.ApplyTimeout
+	if p.Timeout != nil {
+		wait = time.Duration(*p.Timeout * float64(time.Second))
+	}
+	ctx := p.HTTPRequest.Context()
+	msg, fail := h.publish(ctx, p.Taskname, p.Args, true)
+	if fail != nil {
+		return fail
+	}
+	wctx, cancel := context.WithTimeout(ctx, wait)
+	defer cancel()
+	r, err := h.Results.WaitResult(wctx, msg.ID)
+	if err != nil {
+		if errors.Is(err, context.DeadlineExceeded) {
+			return apiError(http.StatusGatewayTimeout, "task %s did not finish within %s", msg.ID, wait)
+		}
+		return h.brokerError("apply", err)
+	}
+	return jsonResponse{status: http.StatusOK, body: resultBody(msg.ID, r, true)}
+}
+
+// resultBody builds Flower's result shape. The key order follows Flower's:
+// task-id, state, result, traceback for /result; apply puts the same keys.
+func resultBody(id string, r *celery.Result, ready bool) any {
+	type body struct {
+		TaskID    string          `json:"task-id"`
+		State     string          `json:"state"`
+		Result    json.RawMessage `json:"result,omitempty"`
+		Traceback *string         `json:"traceback,omitempty"`
+	}
+	out := body{TaskID: id, State: r.Status}
+	if !ready {
+		return out
+	}
+	switch r.Status {
+	case "FAILURE", "REVOKED", "RETRY":
+		// Flower shows an exception as its Python repr.
+		repr, _ := json.Marshal(celery.ExceptionRepr(r.Result))
+		out.Result = repr
+	default:
+		out.Result = r.Result
+		if len(out.Result) == 0 {
+			out.Result = json.RawMessage("null")
+		}
+	}
+	if r.Status == "FAILURE" {
+		out.Traceback = r.Traceback
+	}
+	return out
+}
+
+func (h *Handlers) getTaskResult(p tasks.GetTaskResultParams) middleware.Responder {
+	if h.Results == nil {
+		return apiError(http.StatusServiceUnavailable, "result: no result backend configured")
+	}
+	if !validName(p.Taskid) {
+		return apiError(http.StatusBadRequest, "invalid task id")
+	}
+	ctx := p.HTTPRequest.Context()
+	var (
+		r   *celery.Result
+		err error
+	)
+	if p.Timeout != nil && *p.Timeout > 0 {
+		wait := time.Duration(*p.Timeout * float64(time.Second))
+		wctx, cancel := context.WithTimeout(ctx, wait)
+		defer cancel()
+		r, err = h.Results.WaitResult(wctx, p.Taskid)
+		if errors.Is(err, context.DeadlineExceeded) {
+			return apiError(http.StatusGatewayTimeout, "task %s did not finish within %s", p.Taskid, wait)
+		}
+	} else {
+		rctx, cancel := context.WithTimeout(ctx, h.BrokerTimeout)
+		defer cancel()
+		r, err = h.Results.Result(rctx, p.Taskid)
+	}
+	if err != nil {
+		return h.brokerError("result", err)
+	}
+	return jsonResponse{status: http.StatusOK, body: resultBody(p.Taskid, r, r.Ready())}
+}
+
+func (h *Handlers) abortTask(p tasks.AbortTaskParams) middleware.Responder {
+	if h.Results == nil {
+		return apiError(http.StatusServiceUnavailable, "abort: no result backend configured")
+	}
+	if !validName(p.Taskid) {
+		return apiError(http.StatusBadRequest, "invalid task id")
+	}
+	ctx, cancel := context.WithTimeout(p.HTTPRequest.Context(), h.BrokerTimeout)
+	defer cancel()
+	if err := h.Results.Abort(ctx, p.Taskid); err != nil {
+		return h.brokerError("abort", err)
+	}
+	return message("Aborted '%s'", p.Taskid)
+}
+
+func message(format string, args ...any) middleware.Responder {
+	m := fmt.Sprintf(format, args...)
+	return jsonResponse{status: http.StatusOK, body: &models.Message{Message: &m}}
+}

@@ -1,0 +1,164 @@
+// Package handlers fills in the bodies of the operations go-swagger generates
+// from swagger.yaml. It knows the Celery protocol and the events state, but
+// not which broker carries them: brokers plug in behind Broker and
+// ResultBackend.
+package handlers
+
+import (
+	"fmt"
+	"io"
+	"log/slog"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/go-openapi/runtime"
+
+	"github.com/stamen-dev/stamen/internal/inspect"
+	"github.com/stamen-dev/stamen/internal/state"
+	"github.com/stamen-dev/stamen/internal/stream"
+	"github.com/stamen-dev/stamen/restapi/operations"
+	evops "github.com/stamen-dev/stamen/restapi/operations/events"
+	"github.com/stamen-dev/stamen/restapi/operations/queues"
+	"github.com/stamen-dev/stamen/restapi/operations/tasks"
+	"github.com/stamen-dev/stamen/restapi/operations/workers"
+)
+
+// Config holds the dependencies and limits of the handlers.
+type Config struct {
+	State     *state.State
+	Inspector *inspect.Inspector
+	Broker    Broker
+	// Results may be nil when no result backend is configured.
+	Results ResultBackend
+	Logger  *slog.Logger
+
+	// ControlTimeout bounds the wait for a worker's reply to a control
+	// command (Flower: 1 s).
+	ControlTimeout time.Duration
+	// BrokerTimeout bounds a publish or a queue-length query.
+	BrokerTimeout time.Duration
+	// ApplyTimeout is the default bound on /api/task/apply's wait for the
+	// result (Flower waits forever).
+	ApplyTimeout time.Duration
+	// Origin is the node name stamen puts on the messages it sends.
+	Origin string
+	// Events fans live events out to /api/events subscribers.
+	Events *stream.Hub
+	// SSEHeartbeat is how often an idle event stream gets a comment line.
+	SSEHeartbeat time.Duration
+	// Now is the clock; tests replace it.
+	Now func() time.Time
+}
+
+// Handlers implements the API operations.
+type Handlers struct {
+	Config
+	log *slog.Logger
+
+	// sentQueues remembers the queues stamen published to, so that
+	// /api/queues/length reports a queue nobody consumes yet (Flower only
+	// lists queues some worker consumes, and so misses a backlog building up
+	// on a queue without consumers).
+	mu         sync.Mutex
+	sentQueues map[string]struct{}
+}
+
+// maxSentQueues bounds sentQueues against clients inventing queue names.
+const maxSentQueues = 256
+
+func (h *Handlers) rememberQueue(q string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if len(h.sentQueues) < maxSentQueues {
+		h.sentQueues[q] = struct{}{}
+	}
+}
+
+// queueNames is the sorted union of the queues workers consume and the ones
+// stamen published to.
+func (h *Handlers) queueNames() []string {
+	set := map[string]struct{}{}
+	for _, q := range h.Inspector.QueueNames() {
+		set[q] = struct{}{}
+	}
+	h.mu.Lock()
+	for q := range h.sentQueues {
+		set[q] = struct{}{}
+	}
+	h.mu.Unlock()
+	names := make([]string, 0, len(set))
+	for q := range set {
+		names = append(names, q)
+	}
+	sort.Strings(names)
+	return names
+}
+
+// New returns Handlers with defaults filled in.
+func New(cfg Config) *Handlers {
+	if cfg.ControlTimeout <= 0 {
+		cfg.ControlTimeout = time.Second
+	}
+	if cfg.BrokerTimeout <= 0 {
+		cfg.BrokerTimeout = 5 * time.Second
+	}
+	if cfg.ApplyTimeout <= 0 {
+		cfg.ApplyTimeout = 60 * time.Second
+	}
+	if cfg.SSEHeartbeat <= 0 {
+		cfg.SSEHeartbeat = 15 * time.Second
+	}
+	if cfg.Events == nil {
+		cfg.Events = stream.NewHub()
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Origin == "" {
+		cfg.Origin = "stamen@localhost"
+	}
+	return &Handlers{Config: cfg, log: cfg.Logger, sentQueues: map[string]struct{}{}}
+}
+
+// Register installs every operation's handler and stamen's error writer on
+// the generated API. api.Validate() then fails if the spec gained an
+// operation that has no handler here.
+func (h *Handlers) Register(api *operations.StamenAPI) {
+	api.ServeError = ServeError
+
+	api.TasksListTasksHandler = tasks.ListTasksHandlerFunc(h.listTasks)
+	api.TasksListTaskTypesHandler = tasks.ListTaskTypesHandlerFunc(h.listTaskTypes)
+	api.TasksGetTaskInfoHandler = tasks.GetTaskInfoHandlerFunc(h.getTaskInfo)
+	api.QueuesGetQueueLengthsHandler = queues.GetQueueLengthsHandlerFunc(h.getQueueLengths)
+	api.WorkersListWorkersHandler = workers.ListWorkersHandlerFunc(h.listWorkers)
+
+	api.TasksApplyTaskHandler = tasks.ApplyTaskHandlerFunc(h.applyTask)
+	api.TasksAsyncApplyTaskHandler = tasks.AsyncApplyTaskHandlerFunc(h.asyncApplyTask)
+	api.TasksSendTaskHandler = tasks.SendTaskHandlerFunc(h.sendTask)
+	api.TasksGetTaskResultHandler = tasks.GetTaskResultHandlerFunc(h.getTaskResult)
+	api.TasksAbortTaskHandler = tasks.AbortTaskHandlerFunc(h.abortTask)
+
+	api.TasksRevokeTaskHandler = tasks.RevokeTaskHandlerFunc(h.revokeTask)
+	api.TasksSetTaskTimeoutHandler = tasks.SetTaskTimeoutHandlerFunc(h.setTaskTimeout)
+	api.TasksSetTaskRateLimitHandler = tasks.SetTaskRateLimitHandlerFunc(h.setTaskRateLimit)
+
+	api.WorkersShutdownWorkerHandler = workers.ShutdownWorkerHandlerFunc(h.shutdownWorker)
+	api.WorkersRestartWorkerPoolHandler = workers.RestartWorkerPoolHandlerFunc(h.restartWorkerPool)
+	api.WorkersGrowWorkerPoolHandler = workers.GrowWorkerPoolHandlerFunc(h.growWorkerPool)
+	api.WorkersShrinkWorkerPoolHandler = workers.ShrinkWorkerPoolHandlerFunc(h.shrinkWorkerPool)
+	api.WorkersAutoscaleWorkerPoolHandler = workers.AutoscaleWorkerPoolHandlerFunc(h.autoscaleWorkerPool)
+	api.EventsStreamEventsHandler = evops.StreamEventsHandlerFunc(h.streamEvents)
+	// The event stream writes its own body; this producer only serves the
+	// runtime's content negotiation.
+	api.TextEventStreamProducer = runtime.ProducerFunc(func(w io.Writer, data any) error {
+		_, err := fmt.Fprint(w, data)
+		return err
+	})
+
+	api.WorkersAddConsumerHandler = workers.AddConsumerHandlerFunc(h.addConsumer)
+	api.WorkersCancelConsumerHandler = workers.CancelConsumerHandlerFunc(h.cancelConsumer)
+}

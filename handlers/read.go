@@ -1,0 +1,189 @@
+package handlers
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/go-openapi/runtime/middleware"
+
+	"github.com/stamen-dev/stamen/gen/models"
+	"github.com/stamen-dev/stamen/internal/celery"
+	"github.com/stamen-dev/stamen/internal/state"
+	"github.com/stamen-dev/stamen/restapi/operations/queues"
+	"github.com/stamen-dev/stamen/restapi/operations/tasks"
+	"github.com/stamen-dev/stamen/restapi/operations/workers"
+)
+
+const receivedLayout = "2006-01-02 15:04"
+
+func (h *Handlers) listTasks(p tasks.ListTasksParams) middleware.Responder {
+	q := state.Query{Limit: -1, Offset: int(deref(p.Offset))}
+	if p.Limit != nil {
+		q.Limit = int(*p.Limit)
+	}
+	q.Worker = deref(p.Workername)
+	q.TaskName = deref(p.Taskname)
+	q.State = deref(p.State)
+	q.SortBy = deref(p.SortBy)
+	q.Search = deref(p.Search)
+	for _, rng := range []struct {
+		name string
+		in   *string
+		out  **time.Time
+	}{
+		{"received_start", p.ReceivedStart, &q.ReceivedStart},
+		{"received_end", p.ReceivedEnd, &q.ReceivedEnd},
+	} {
+		if rng.in == nil {
+			continue
+		}
+		t, err := time.ParseInLocation(receivedLayout, *rng.in, time.Local)
+		if err != nil {
+			return apiError(http.StatusBadRequest, "%s must be YYYY-MM-DD HH:MM", rng.name)
+		}
+		*rng.out = &t
+	}
+	list, err := h.State.Tasks(q)
+	if err != nil {
+		var se *state.SearchError
+		if errors.As(err, &se) {
+			return apiError(http.StatusBadRequest, "%s", se.Error())
+		}
+		return apiError(http.StatusBadRequest, "%v", err)
+	}
+	buf := make([]byte, 0, 1024*len(list)+2)
+	buf = append(buf, '{')
+	for i := range list {
+		if i > 0 {
+			buf = append(buf, ", "...)
+		}
+		buf = appendJSONString(buf, list[i].UUID)
+		buf = append(buf, ": "...)
+		buf = list[i].AppendListJSON(buf)
+	}
+	buf = append(buf, '}')
+	return rawJSON{status: http.StatusOK, body: buf}
+}
+
+func (h *Handlers) listTaskTypes(tasks.ListTaskTypesParams) middleware.Responder {
+	return tasks.NewListTaskTypesOK().WithPayload(&models.TaskTypes{TaskTypes: h.State.TaskTypes()})
+}
+
+func (h *Handlers) getTaskInfo(p tasks.GetTaskInfoParams) middleware.Responder {
+	t, ok := h.State.Task(p.Taskid)
+	if !ok {
+		return apiError(http.StatusNotFound, "Unknown task '%s'", p.Taskid)
+	}
+	b, err := t.MarshalJSON()
+	if err != nil {
+		return apiError(http.StatusInternalServerError, "cannot encode the task")
+	}
+	return rawJSON{status: http.StatusOK, body: b}
+}
+
+func (h *Handlers) getQueueLengths(p queues.GetQueueLengthsParams) middleware.Responder {
+	if len(h.Inspector.QueueNames()) == 0 {
+		// Nobody inspected yet: ask once.
+		_ = h.Inspector.Refresh(p.HTTPRequest.Context(), "")
+	}
+	names := h.queueNames()
+	if len(names) == 0 {
+		names = []string{celery.DefaultQueue}
+	}
+	ctx, cancel := context.WithTimeout(p.HTTPRequest.Context(), h.BrokerTimeout)
+	defer cancel()
+	lengths, err := h.Broker.QueueLengths(ctx, names)
+	if err != nil {
+		return h.brokerError("queue lengths", err)
+	}
+	out := &models.QueueLengths{ActiveQueues: make([]*models.QueueLength, 0, len(names))}
+	for _, n := range names {
+		name, messages := n, lengths[n]
+		out.ActiveQueues = append(out.ActiveQueues, &models.QueueLength{Name: &name, Messages: &messages})
+	}
+	return queues.NewGetQueueLengthsOK().WithPayload(out)
+}
+
+func (h *Handlers) listWorkers(p workers.ListWorkersParams) middleware.Responder {
+	name := deref(p.Workername)
+	if deref(p.Refresh) {
+		if err := h.Inspector.Refresh(p.HTTPRequest.Context(), name); err != nil {
+			return h.brokerError("Failed to update workers", err)
+		}
+	}
+	if deref(p.Status) {
+		// Liveness comes from event heartbeats, as in Flower.
+		ws := h.State.Workers()
+		buf := []byte{'{'}
+		for i, w := range ws {
+			if i > 0 {
+				buf = append(buf, ", "...)
+			}
+			buf = appendJSONString(buf, w.Hostname)
+			buf = append(buf, ": "...)
+			buf = strconv.AppendBool(buf, w.Alive)
+		}
+		buf = append(buf, '}')
+		return rawJSON{status: http.StatusOK, body: buf}
+	}
+	if name != "" {
+		info, ok := h.Inspector.WorkerJSON(name)
+		if !ok {
+			return apiError(http.StatusNotFound, "Unknown worker '%s'", name)
+		}
+		return rawJSON{status: http.StatusOK, body: objectOf([]string{name}, [][]byte{info})}
+	}
+	names := h.Inspector.Names()
+	infos := make([][]byte, 0, len(names))
+	for _, n := range names {
+		info, _ := h.Inspector.WorkerJSON(n)
+		infos = append(infos, info)
+	}
+	return rawJSON{status: http.StatusOK, body: objectOf(names, infos)}
+}
+
+// objectOf writes {"k0": v0, ...} keeping the order of keys.
+func objectOf(keys []string, values [][]byte) []byte {
+	var b bytes.Buffer
+	b.WriteByte('{')
+	for i, k := range keys {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		b.Write(appendJSONString(nil, k))
+		b.WriteString(": ")
+		b.Write(values[i])
+	}
+	b.WriteByte('}')
+	return b.Bytes()
+}
+
+func deref[T any](p *T) T {
+	var zero T
+	if p == nil {
+		return zero
+	}
+	return *p
+}
+
+// validName rejects names that cannot be Celery task or node names before
+// they reach a broker: control characters and white space.
+func validName(s string) bool {
+	if s == "" {
+		return false
+	}
+	return !strings.ContainsFunc(s, func(r rune) bool { return r < 0x20 || r == 0x7f || r == ' ' })
+}
+
+// appendJSONString appends s as a JSON string (strconv.Quote's Go escapes
+// are not all valid JSON).
+func appendJSONString(dst []byte, s string) []byte {
+	b, _ := json.Marshal(s)
+	return append(dst, b...)
+}

@@ -1,0 +1,123 @@
+package handlers
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"strings"
+
+	oaerrors "github.com/go-openapi/errors"
+	"github.com/go-openapi/runtime"
+	"github.com/go-openapi/runtime/middleware"
+
+	"github.com/stamen-dev/stamen/internal/celery"
+)
+
+// jsonResponse writes any JSON-encodable body with a status code. Handlers
+// use it where Flower's shapes do not fit go-swagger's generated models
+// (ordered task lists, nullable results).
+type jsonResponse struct {
+	status int
+	body   any
+}
+
+func (j jsonResponse) WriteResponse(rw http.ResponseWriter, _ runtime.Producer) {
+	writeJSON(rw, j.status, j.body)
+}
+
+// rawJSON writes bytes that are already JSON.
+type rawJSON struct {
+	status int
+	body   []byte
+}
+
+func (r rawJSON) WriteResponse(rw http.ResponseWriter, _ runtime.Producer) {
+	rw.Header().Set("Content-Type", "application/json")
+	rw.WriteHeader(r.status)
+	_, _ = rw.Write(r.body)
+}
+
+func writeJSON(rw http.ResponseWriter, status int, body any) {
+	b, err := json.Marshal(body)
+	if err != nil {
+		status = http.StatusInternalServerError
+		b = []byte(`{"error":"cannot encode the response"}`)
+	}
+	rw.Header().Set("Content-Type", "application/json")
+	rw.WriteHeader(status)
+	_, _ = rw.Write(b)
+}
+
+type errorBody struct {
+	Error string `json:"error"`
+}
+
+// apiError is the one error responder: every error body is {"error": "..."}.
+func apiError(status int, format string, args ...any) middleware.Responder {
+	return jsonResponse{status: status, body: errorBody{Error: fmt.Sprintf(format, args...)}}
+}
+
+// brokerError maps an error from a broker or result backend to a status code
+// without revealing connection details (URLs may hold passwords).
+func (h *Handlers) brokerError(op string, err error) middleware.Responder {
+	switch {
+	case errors.Is(err, context.DeadlineExceeded):
+		return apiError(http.StatusGatewayTimeout, "%s: timed out", op)
+	case errors.Is(err, celery.ErrNoResultBackend):
+		return apiError(http.StatusServiceUnavailable, "%s: no result backend configured", op)
+	case errors.Is(err, celery.ErrUnsupported):
+		return apiError(http.StatusServiceUnavailable, "%s: %v", op, err)
+	case errors.Is(err, celery.ErrUnavailable):
+		h.log.Warn("broker unavailable", slog.String("op", op), slog.Any("err", err))
+		return apiError(http.StatusServiceUnavailable, "Broker or result backend unavailable")
+	default:
+		h.log.Error("broker call failed", slog.String("op", op), slog.Any("err", err))
+		return apiError(http.StatusServiceUnavailable, "Broker or result backend unavailable")
+	}
+}
+
+// ServeError replaces go-openapi's default error writer, which answers
+// validation failures with 422 {"code":6xx,"message":...}; Flower's clients
+// expect 400 and stamen's contract is {"error": "..."} everywhere.
+func ServeError(rw http.ResponseWriter, r *http.Request, err error) {
+	status := http.StatusInternalServerError
+	msg := err.Error()
+	var (
+		oaErr     oaerrors.Error
+		composite *oaerrors.CompositeError
+		notAllow  *oaerrors.MethodNotAllowedError
+	)
+	switch {
+	case errors.As(err, &composite):
+		status = http.StatusBadRequest
+		if len(composite.Errors) > 0 {
+			msg = composite.Errors[0].Error()
+			var inner oaerrors.Error
+			if errors.As(composite.Errors[0], &inner) && inner.Code() < 600 && inner.Code() >= 400 {
+				status = int(inner.Code())
+			}
+		}
+	case errors.As(err, &notAllow):
+		rw.Header().Set("Allow", strings.Join(notAllow.Allowed, ", "))
+		status = http.StatusMethodNotAllowed
+	case errors.As(err, &oaErr):
+		status = int(oaErr.Code())
+		if status >= 600 || status == http.StatusUnprocessableEntity {
+			status = http.StatusBadRequest
+		}
+	}
+	if status >= 500 {
+		// Errors from the runtime itself never carry client input worth
+		// echoing; keep the body generic.
+		msg = http.StatusText(status)
+	}
+	writeJSON(rw, status, errorBody{Error: msg})
+}
+
+// WriteError writes stamen's error body outside an operation (middleware).
+func WriteError(rw http.ResponseWriter, status int, msg string) {
+	writeJSON(rw, status, errorBody{Error: msg})
+}

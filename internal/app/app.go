@@ -1,0 +1,367 @@
+// Package app wires stamen together: the broker chosen by URL scheme (or the
+// embedded one), the events state fed by the broker's event stream, the
+// inspector, the handlers and the HTTP stack. cmd/stamen parses flags into a
+// Config; integration tests build an App directly.
+package app
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/alicebob/miniredis/v2"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/stamen-dev/stamen/handlers"
+	"github.com/stamen-dev/stamen/internal/auth"
+	"github.com/stamen-dev/stamen/internal/broker/amqp"
+	"github.com/stamen-dev/stamen/internal/broker/redis"
+	"github.com/stamen-dev/stamen/internal/celery"
+	"github.com/stamen-dev/stamen/internal/inspect"
+	"github.com/stamen-dev/stamen/internal/metrics"
+	"github.com/stamen-dev/stamen/internal/state"
+	"github.com/stamen-dev/stamen/internal/stream"
+)
+
+// Config is everything stamen can be told at start-up.
+type Config struct {
+	// BrokerURL selects the broker by scheme: redis, rediss, amqp, amqps.
+	// Empty starts the embedded broker.
+	BrokerURL string
+	// ResultBackend is a redis(s):// URL, or rpc:// with an AMQP broker.
+	// Empty means rpc:// on AMQP and the broker's own URL on Redis (stamen
+	// cannot read the Celery app's configuration, so give it explicitly when
+	// the workers use another database).
+	ResultBackend string
+	// EmbeddedAddr is where the embedded broker listens.
+	EmbeddedAddr string
+
+	MaxTasks       int
+	InspectTimeout time.Duration
+	BrokerTimeout  time.Duration
+	ApplyTimeout   time.Duration
+	URLPrefix      string
+	MaxBodyBytes   int64
+	SSEHeartbeat   time.Duration
+	// Auth holds the credentials; nil or empty serves without them.
+	Auth   *auth.Authenticator
+	Logger *slog.Logger
+}
+
+// eventSource is what the ingest loop needs from a broker.
+type eventSource interface {
+	ConsumeEvents(ctx context.Context, fn func([]celery.Event)) error
+}
+
+type brokerConn interface {
+	handlers.Broker
+	eventSource
+	Close() error
+}
+
+// App is a running stamen without its HTTP listener.
+type App struct {
+	cfg       Config
+	log       *slog.Logger
+	State     *state.State
+	Inspector *inspect.Inspector
+	Metrics   *metrics.Metrics
+	Events    *stream.Hub
+	Handler   http.Handler
+	// BrokerURL is the URL workers should use (the embedded broker's when
+	// no broker was configured).
+	BrokerURL string
+
+	broker   brokerConn
+	closers  []func() error
+	cancel   context.CancelFunc
+	wg       sync.WaitGroup
+	embedded *miniredis.Miniredis
+}
+
+// New connects to the broker and starts ingesting events. Close stops it.
+func New(ctx context.Context, cfg Config) (*App, error) {
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.MaxTasks <= 0 {
+		cfg.MaxTasks = 10000
+	}
+	if cfg.InspectTimeout <= 0 {
+		cfg.InspectTimeout = time.Second
+	}
+	if cfg.BrokerTimeout <= 0 {
+		cfg.BrokerTimeout = 5 * time.Second
+	}
+	if cfg.MaxBodyBytes <= 0 {
+		cfg.MaxBodyBytes = 1 << 20
+	}
+	a := &App{cfg: cfg, log: cfg.Logger}
+	if cfg.BrokerURL == "" {
+		if err := a.startEmbedded(); err != nil {
+			return nil, err
+		}
+	}
+	if a.BrokerURL == "" {
+		a.BrokerURL = cfg.BrokerURL
+	}
+	var results handlers.ResultBackend
+	var err error
+	a.broker, results, err = a.openBroker(ctx)
+	if err != nil {
+		a.Close()
+		return nil, err
+	}
+	a.State = state.New(state.Config{MaxTasks: cfg.MaxTasks})
+	a.Inspector = inspect.New(a.broker, cfg.InspectTimeout, a.log)
+	a.Metrics = metrics.New(a.gauges()...)
+	a.Events = stream.NewHub()
+	h := handlers.New(handlers.Config{
+		State:          a.State,
+		Inspector:      a.Inspector,
+		Broker:         a.broker,
+		Results:        results,
+		Logger:         a.log,
+		ControlTimeout: cfg.InspectTimeout,
+		BrokerTimeout:  cfg.BrokerTimeout,
+		ApplyTimeout:   cfg.ApplyTimeout,
+		Origin:         origin(),
+		Events:         a.Events,
+		SSEHeartbeat:   cfg.SSEHeartbeat,
+	})
+	a.Handler, err = newHTTPHandler(h, a.Metrics, cfg)
+	if err != nil {
+		a.Close()
+		return nil, err
+	}
+
+	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	a.cancel = cancel
+	a.wg.Add(2)
+	go func() {
+		defer a.wg.Done()
+		a.ingest(runCtx)
+	}()
+	go func() {
+		defer a.wg.Done()
+		// Fill the worker cache at start, as Flower does.
+		rctx, cancel := context.WithTimeout(runCtx, cfg.InspectTimeout+time.Second)
+		defer cancel()
+		_ = a.Inspector.Refresh(rctx, "")
+	}()
+	return a, nil
+}
+
+func origin() string {
+	host, err := os.Hostname()
+	if err != nil || host == "" {
+		host = "localhost"
+	}
+	return fmt.Sprintf("stamen%d@%s", os.Getpid(), host)
+}
+
+func (a *App) openBroker(ctx context.Context) (brokerConn, handlers.ResultBackend, error) {
+	u, err := url.Parse(a.BrokerURL)
+	if err != nil {
+		return nil, nil, fmt.Errorf("invalid broker URL %s: %w", Redact(a.BrokerURL), errors.Unwrap(err))
+	}
+	switch u.Scheme {
+	case "redis", "rediss":
+		backend := a.cfg.ResultBackend
+		if backend == "" && a.embedded != nil {
+			backend = "redis://" + a.embedded.Addr() + "/1"
+		}
+		if backend == "" {
+			backend = a.BrokerURL
+		}
+		b, err := redis.New(ctx, redis.Config{
+			BrokerURL: a.BrokerURL, ResultBackendURL: backend, Logger: a.log, OpTimeout: a.cfg.BrokerTimeout,
+		})
+		if err != nil {
+			return nil, nil, err
+		}
+		return b, b, nil
+	case "amqp", "amqps":
+		backend := a.cfg.ResultBackend
+		if backend == "" {
+			backend = "rpc://"
+		}
+		rpc := backend == "rpc://" || backend == "rpc"
+		cfg := amqp.Config{BrokerURL: a.BrokerURL, Logger: a.log, OpTimeout: a.cfg.BrokerTimeout}
+		if rpc {
+			cfg.ResultBackend = "rpc://"
+		}
+		b, err := amqp.New(ctx, cfg)
+		if err != nil {
+			return nil, nil, err
+		}
+		if rpc {
+			return b, b, nil
+		}
+		// An AMQP broker with a Redis result backend.
+		rb, err := redis.New(ctx, redis.Config{
+			BrokerURL: backend, ResultBackendURL: backend, Logger: a.log, OpTimeout: a.cfg.BrokerTimeout,
+		})
+		if err != nil {
+			_ = b.Close()
+			return nil, nil, err
+		}
+		a.closers = append(a.closers, rb.Close)
+		return b, rb, nil
+	default:
+		return nil, nil, fmt.Errorf("unsupported broker scheme %q: use redis://, rediss://, amqp:// or amqps://", u.Scheme)
+	}
+}
+
+// startEmbedded runs an in-process Redis-protocol broker that real Celery
+// workers can join.
+func (a *App) startEmbedded() error {
+	addr := a.cfg.EmbeddedAddr
+	if addr == "" {
+		addr = "127.0.0.1:6380"
+	}
+	m := miniredis.NewMiniRedis()
+	if err := m.StartAddr(addr); err != nil {
+		return fmt.Errorf("start the embedded broker on %s: %w", addr, err)
+	}
+	a.embedded = m
+	a.BrokerURL = "redis://" + m.Addr() + "/0"
+	stop := make(chan struct{})
+	go func() {
+		// miniredis keeps TTLs frozen unless told time passed; result
+		// expiry and kombu's unacked_mutex rely on them lapsing.
+		t := time.NewTicker(time.Second)
+		defer t.Stop()
+		for {
+			select {
+			case <-t.C:
+				m.FastForward(time.Second)
+			case <-stop:
+				return
+			}
+		}
+	}()
+	a.closers = append(a.closers, func() error { close(stop); m.Close(); return nil })
+	a.log.Info("embedded broker started: point Celery workers at it",
+		slog.String("broker_url", a.BrokerURL),
+		slog.String("result_backend", "redis://"+m.Addr()+"/1"))
+	return nil
+}
+
+// ingest feeds the broker's events into the state until ctx ends.
+func (a *App) ingest(ctx context.Context) {
+	for ctx.Err() == nil {
+		err := a.broker.ConsumeEvents(ctx, func(evs []celery.Event) {
+			a.State.Apply(evs...)
+			for i := range evs {
+				a.observe(ctx, &evs[i])
+			}
+		})
+		if err != nil && ctx.Err() == nil {
+			a.log.Warn("event stream ended; reconnecting", slog.Any("err", err))
+			select {
+			case <-ctx.Done():
+			case <-time.After(time.Second):
+			}
+		}
+	}
+}
+
+// observe feeds one applied event to the metrics and the live stream.
+func (a *App) observe(ctx context.Context, e *celery.Event) {
+	isTask := strings.HasPrefix(e.Type, "task-")
+	task := e.Name
+	if task == "" && isTask {
+		// Only task-sent and task-received carry the name.
+		if t, ok := a.State.Task(e.UUID); ok {
+			task = t.Name
+		}
+	}
+	m := metrics.Event{Type: e.Type, UUID: e.UUID, Task: task, Worker: e.Hostname, Timestamp: e.Timestamp}
+	if isTask {
+		if e.Runtime != nil {
+			m.Runtime = *e.Runtime
+		}
+		m.HasETA = e.ETA != ""
+	} else {
+		m.Active = e.Active
+	}
+	if e.Type != "task-sent" {
+		a.Metrics.Observe(m)
+	}
+	if a.Events.Subscribers() > 0 {
+		a.Events.Publish(stream.Message{Type: e.Type, Task: task, Worker: e.Hostname, Data: e.Raw})
+	}
+	if e.Type == "worker-online" && !a.Inspector.Known(e.Hostname) {
+		a.refreshLater(ctx, e.Hostname)
+	}
+}
+
+// gauges are the scrape-time metrics of the running app.
+func (a *App) gauges() []prometheus.Collector {
+	return []prometheus.Collector{
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "stamen_tasks_stored", Help: "Tasks held in the state.",
+		}, func() float64 { return float64(a.State.Len()) }),
+	}
+}
+
+// refreshLater inspects a worker that just came online so that
+// /api/workers and the control operations know it without ?refresh=1.
+func (a *App) refreshLater(ctx context.Context, worker string) {
+	a.wg.Add(1)
+	go func() {
+		defer a.wg.Done()
+		rctx, cancel := context.WithTimeout(ctx, a.cfg.InspectTimeout+time.Second)
+		defer cancel()
+		_ = a.Inspector.Refresh(rctx, worker)
+	}()
+}
+
+// Close stops ingestion and closes the broker connections.
+func (a *App) Close() {
+	if a.cancel != nil {
+		a.cancel()
+	}
+	a.wg.Wait()
+	if a.broker != nil {
+		_ = a.broker.Close()
+	}
+	for i := len(a.closers) - 1; i >= 0; i-- {
+		_ = a.closers[i]()
+	}
+}
+
+// Redact masks the password of a URL for logs and error messages.
+func Redact(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil {
+		// Don't echo what could not be parsed: it may hold a password.
+		if i := strings.Index(raw, "://"); i >= 0 {
+			return raw[:i] + "://…"
+		}
+		return "…"
+	}
+	if _, has := u.User.Password(); has {
+		u.User = url.UserPassword(u.User.Username(), "xxxxx")
+	}
+	return u.String()
+}
+
+// IsLoopback reports whether host (an address without port, or empty for
+// all interfaces) is a loopback address.
+func IsLoopback(host string) bool {
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}

@@ -1,0 +1,144 @@
+package app
+
+import (
+	"fmt"
+	"log/slog"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/go-openapi/loads"
+
+	"github.com/stamen-dev/stamen/handlers"
+	"github.com/stamen-dev/stamen/internal/docs"
+	"github.com/stamen-dev/stamen/internal/metrics"
+	"github.com/stamen-dev/stamen/restapi"
+	"github.com/stamen-dev/stamen/restapi/operations"
+)
+
+// NewAPI builds the generated API with every handler registered, and fails
+// when an operation of the spec has none.
+func NewAPI(h *handlers.Handlers) (*operations.StamenAPI, error) {
+	spec, err := loads.Analyzed(restapi.SwaggerJSON, "")
+	if err != nil {
+		return nil, fmt.Errorf("load the embedded spec: %w", err)
+	}
+	api := operations.NewStamenAPI(spec)
+	api.Logger = func(string, ...any) {}
+	h.Register(api)
+	if err := api.Validate(); err != nil {
+		return nil, fmt.Errorf("spec and handlers disagree: %w", err)
+	}
+	return api, nil
+}
+
+func newHTTPHandler(h *handlers.Handlers, m *metrics.Metrics, cfg Config) (http.Handler, error) {
+	api, err := NewAPI(h)
+	if err != nil {
+		return nil, err
+	}
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /healthcheck", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		_, _ = w.Write([]byte("OK"))
+	})
+	mux.HandleFunc("GET /swagger.json", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write(restapi.SwaggerJSON)
+	})
+	specYAML, err := docs.SpecYAML(restapi.SwaggerJSON)
+	if err != nil {
+		return nil, fmt.Errorf("convert the spec to YAML: %w", err)
+	}
+	mux.HandleFunc("GET /swagger.yaml", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "application/yaml")
+		_, _ = w.Write(specYAML)
+	})
+	mux.Handle("GET /docs", docs.Handler())
+	mux.Handle("GET /docs/", docs.Handler())
+	mux.Handle("GET /metrics", m.Handler())
+	mux.Handle("/", api.Serve(func(next http.Handler) http.Handler {
+		// Runs after routing, so the operation is known.
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			start := time.Now()
+			sw := &statusWriter{ResponseWriter: w, status: http.StatusOK}
+			next.ServeHTTP(sw, r)
+			op := "unknown"
+			if route, _, ok := api.Context().RouteInfo(r); ok && route != nil && route.Operation != nil {
+				op = route.Operation.ID
+			}
+			m.ObserveHTTP(op, sw.status, time.Since(start))
+		})
+	}))
+
+	var next http.Handler = mux
+	next = handlers.FlowerParams(cfg.MaxBodyBytes, next)
+	next = limitBody(cfg.MaxBodyBytes, next)
+	next = cfg.Auth.Middleware(handlers.WriteError, next)
+	next = recoverPanics(cfg.Logger, next)
+	return withPrefix(cfg.URLPrefix, next), nil
+}
+
+// limitBody caps what a handler can read from a request body.
+func limitBody(max int64, next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.ContentLength > max {
+			handlers.WriteError(w, http.StatusRequestEntityTooLarge, "request body too large")
+			return
+		}
+		r.Body = http.MaxBytesReader(w, r.Body, max)
+		next.ServeHTTP(w, r)
+	})
+}
+
+// recoverPanics turns a panic into a 500 JSON answer instead of a dropped
+// connection, and logs it.
+func recoverPanics(log *slog.Logger, next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		defer func() {
+			if v := recover(); v != nil {
+				if v == http.ErrAbortHandler {
+					panic(v)
+				}
+				log.Error("panic serving request", slog.String("path", r.URL.Path), slog.Any("panic", v))
+				handlers.WriteError(w, http.StatusInternalServerError, "internal error")
+			}
+		}()
+		next.ServeHTTP(w, r)
+	})
+}
+
+// withPrefix serves everything under /<prefix> (Flower's url_prefix) and
+// nothing outside it.
+func withPrefix(prefix string, next http.Handler) http.Handler {
+	prefix = strings.Trim(prefix, "/")
+	if prefix == "" {
+		return next
+	}
+	p := "/" + prefix
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		rest, ok := strings.CutPrefix(r.URL.Path, p)
+		if !ok || (rest != "" && rest[0] != '/') {
+			handlers.WriteError(w, http.StatusNotFound, "path "+r.URL.Path+" was not found")
+			return
+		}
+		r2 := r.Clone(r.Context())
+		r2.URL.Path = rest
+		r2.URL.RawPath = ""
+		next.ServeHTTP(w, r2)
+	})
+}
+
+// statusWriter remembers the status code for the metrics; Unwrap keeps
+// http.ResponseController (flushing the event stream) working.
+type statusWriter struct {
+	http.ResponseWriter
+	status int
+}
+
+func (w *statusWriter) WriteHeader(code int) {
+	w.status = code
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }

@@ -1,0 +1,280 @@
+// Package amqp is the Celery broker over RabbitMQ (AMQP 0-9-1), and the
+// rpc:// result backend that comes with it: it publishes task messages the
+// way kombu does, runs the pidbox remote-control exchange, follows the
+// celeryev stream and collects rpc:// results, wire-compatible with
+// unmodified Celery 5.x workers.
+//
+// amqp091-go does not reconnect by itself (its experimental recovery is not
+// used: it would replay our declarations behind our back), so a Broker
+// keeps one connection and rebuilds it, with backoff, whenever it or one of
+// the Broker's own channels dies. While it is down every call fails at once
+// with an error wrapping celery.ErrUnavailable.
+package amqp
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/url"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/google/uuid"
+	amqp091 "github.com/rabbitmq/amqp091-go"
+
+	"github.com/stamen-dev/stamen/internal/celery"
+)
+
+const (
+	// DefaultOpTimeout bounds a single broker call when Config.OpTimeout
+	// is 0.
+	DefaultOpTimeout = 5 * time.Second
+	// minBackoff and maxBackoff bound the pause between reconnect attempts.
+	minBackoff = 100 * time.Millisecond
+	maxBackoff = 5 * time.Second
+	// enableEventsEvery is how often workers are told to send task events
+	// (Flower's events_enable_interval): the setting dies with a worker.
+	enableEventsEvery = 5 * time.Second
+	// maxResults bounds the rpc:// results kept in memory.
+	maxResults = 10000
+)
+
+// Config says where the broker is and whether it doubles as the result
+// backend.
+type Config struct {
+	// BrokerURL is amqp://user:password@host:port/vhost, or amqps:// for
+	// TLS. Celery's aliases pyamqp:// and librabbitmq:// are accepted. As
+	// with Celery, "//" at the end means the vhost "/", and a missing host
+	// means localhost.
+	BrokerURL string
+	// ResultBackend is "rpc://" to receive results on a queue of our own,
+	// or "" for no result backend. Other backends live in other packages.
+	ResultBackend string
+	// Logger receives connection trouble; nil discards it. Passwords are
+	// never logged.
+	Logger *slog.Logger
+	// OpTimeout bounds every broker call; 0 means DefaultOpTimeout.
+	OpTimeout time.Duration
+}
+
+// Broker talks to Celery workers through RabbitMQ. It is safe for
+// concurrent use.
+type Broker struct {
+	log       *slog.Logger
+	opTimeout time.Duration
+	// url holds the password: it goes to the dialer only, never to logs
+	// or errors.
+	url      string
+	redacted string
+
+	// oid is our pidbox identity: workers send replies through the reply
+	// exchange with it as routing key.
+	oid        string
+	replyQueue string
+	// rpcQueue is where rpc:// results arrive; "" without rpc://.
+	rpcQueue string
+
+	mu   sync.Mutex
+	sess *session
+	// changed is closed and replaced whenever sess changes, so that
+	// waiters for a connection need no polling.
+	changed chan struct{}
+	closed  bool
+	// wg counts every goroutine the Broker starts; Close waits for them.
+	wg sync.WaitGroup
+
+	// stopCtx ends with Close and stops the supervisor.
+	stopCtx context.Context
+	stop    context.CancelFunc
+
+	reconnects atomic.Int64
+	// clock is our Lamport clock for pidbox requests.
+	clock atomic.Int64
+
+	pidbox  replyRouter
+	results *resultStore
+
+	// Fields so that tests can shorten them.
+	enableEvery time.Duration
+	minBackoff  time.Duration
+	maxBackoff  time.Duration
+}
+
+// New connects to the broker described by cfg. A broker that cannot be
+// reached yet is not an error: calls fail with celery.ErrUnavailable until
+// it comes up. A broker that answers and refuses us (bad credentials, no
+// access to the vhost, a conflicting declaration) is.
+func New(ctx context.Context, cfg Config) (*Broker, error) {
+	log := cfg.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	opTimeout := cfg.OpTimeout
+	if opTimeout <= 0 {
+		opTimeout = DefaultOpTimeout
+	}
+	brokerURL, redacted, err := normalizeURL(cfg.BrokerURL)
+	if err != nil {
+		return nil, err
+	}
+	rpc, err := isRPCBackend(cfg.ResultBackend)
+	if err != nil {
+		return nil, err
+	}
+
+	oid := uuid.NewString()
+	b := &Broker{
+		log:         log.With(slog.String("broker", redacted)),
+		opTimeout:   opTimeout,
+		url:         brokerURL,
+		redacted:    redacted,
+		oid:         oid,
+		replyQueue:  celery.ReplyQueueName(oid),
+		changed:     make(chan struct{}),
+		pidbox:      replyRouter{waiters: map[string]*replyWaiter{}},
+		enableEvery: enableEventsEvery,
+		minBackoff:  minBackoff,
+		maxBackoff:  maxBackoff,
+	}
+	if rpc {
+		b.rpcQueue = "stamen-rpc-" + uuid.NewString()
+		b.results = newResultStore(maxResults)
+	}
+	b.stopCtx, b.stop = context.WithCancel(context.Background())
+
+	s, err := b.connect(ctx)
+	switch {
+	case err == nil:
+		b.setSession(s)
+		b.log.Info("connected to RabbitMQ")
+	case ctx.Err() != nil:
+		b.shutdown()
+		return nil, fmt.Errorf("connect to %s: %w", redacted, ctx.Err())
+	case isRefusal(err):
+		b.shutdown()
+		// The broker's own words, without classify's "unavailable".
+		var aerr *amqp091.Error
+		errors.As(err, &aerr)
+		return nil, fmt.Errorf("broker %s refused us: %w", redacted, aerr)
+	default:
+		b.log.Warn("RabbitMQ not reachable yet; will keep trying", slog.Any("err", err))
+	}
+	b.wg.Go(func() { b.supervise(s) })
+	return b, nil
+}
+
+// normalizeURL checks a Celery broker URL and returns the URL to dial
+// (Celery's scheme aliases mapped to amqp) and the URL with its password
+// masked.
+func normalizeURL(raw string) (dial, redacted string, err error) {
+	u, err := url.Parse(raw)
+	if err != nil {
+		// url.Error repeats the whole URL, password included.
+		var uerr *url.Error
+		if errors.As(err, &uerr) {
+			err = uerr.Err
+		}
+		return "", "", fmt.Errorf("invalid broker URL: %w", err)
+	}
+	switch u.Scheme {
+	case "amqp", "amqps":
+	case "pyamqp", "librabbitmq":
+		u.Scheme = "amqp"
+	default:
+		return "", "", fmt.Errorf("invalid broker URL %s: scheme must be amqp or amqps", u.Redacted())
+	}
+	return u.String(), u.Redacted(), nil
+}
+
+// isRPCBackend accepts the result backends this package implements.
+func isRPCBackend(backend string) (bool, error) {
+	switch backend {
+	case "":
+		return false, nil
+	case "rpc://", "rpc":
+		return true, nil
+	}
+	scheme := backend
+	if u, err := url.Parse(backend); err == nil && u.Scheme != "" {
+		scheme = u.Scheme + "://"
+	} else {
+		// Whatever it is, it may hold a password.
+		scheme = "<unparsable>"
+	}
+	return false, fmt.Errorf("result backend %s: the AMQP broker only implements rpc://: %w", scheme, celery.ErrUnsupported)
+}
+
+// RedactedURL is the broker URL with its password masked, for logs.
+func (b *Broker) RedactedURL() string {
+	return b.redacted
+}
+
+// Connected reports whether the connection is up right now.
+func (b *Broker) Connected() bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.sess != nil && b.sess.alive()
+}
+
+// Reconnects is how many times a lost connection has been re-established.
+func (b *Broker) Reconnects() int64 {
+	return b.reconnects.Load()
+}
+
+// Close closes the connection and waits for the Broker's goroutines. Calls
+// in flight fail with celery.ErrUnavailable; ConsumeEvents returns.
+func (b *Broker) Close() error {
+	b.mu.Lock()
+	if b.closed {
+		b.mu.Unlock()
+		return nil
+	}
+	b.closed = true
+	s := b.sess
+	b.sess = nil
+	close(b.changed)
+	b.changed = make(chan struct{})
+	b.mu.Unlock()
+
+	b.stop()
+	var err error
+	if s != nil {
+		err = s.close(b.opTimeout)
+	}
+	b.wg.Wait()
+	return err
+}
+
+// shutdown undoes a New that fails.
+func (b *Broker) shutdown() {
+	b.mu.Lock()
+	b.closed = true
+	b.mu.Unlock()
+	b.stop()
+	b.wg.Wait()
+}
+
+// spawn runs fn on a goroutine that Close waits for, unless the Broker is
+// closed already. Close sets closed under mu before it waits, so no Add
+// can race with the Wait.
+func (b *Broker) spawn(fn func()) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.closed {
+		return false
+	}
+	b.wg.Go(fn)
+	return true
+}
+
+// opContext bounds one broker call.
+func (b *Broker) opContext(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(ctx, b.opTimeout)
+}
+
+// errClosed is what calls on a closed Broker return.
+func errClosed(op string) error {
+	return fmt.Errorf("amqp %s: broker closed: %w", op, celery.ErrUnavailable)
+}

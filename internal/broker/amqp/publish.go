@@ -1,0 +1,301 @@
+package amqp
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"reflect"
+	"strconv"
+	"time"
+
+	amqp091 "github.com/rabbitmq/amqp091-go"
+
+	"github.com/stamen-dev/stamen/internal/celery"
+)
+
+const (
+	// contentType and contentEncoding are Celery's json serializer.
+	contentType     = "application/json"
+	contentEncoding = "utf-8"
+	// persistent is AMQP delivery_mode 2, Celery's task_default_delivery_mode.
+	persistent = amqp091.Persistent
+	// declaredFor is how long a queue once seen to exist is trusted to
+	// still exist before the next publish checks again.
+	declaredFor = time.Minute
+)
+
+// Publish puts msg on its queue the way Celery does: through the default
+// exchange with the queue's name as routing key, after making sure the
+// queue exists (a message for a missing queue is silently dropped). It
+// returns once RabbitMQ has confirmed the message.
+func (b *Broker) Publish(ctx context.Context, msg *celery.TaskMessage) error {
+	if msg.Name == "" || msg.ID == "" {
+		return errors.New("publish: task message needs a name and an id")
+	}
+	body, err := msg.Body()
+	if err != nil {
+		return fmt.Errorf("publish: %w", err)
+	}
+	headers, err := toTable(msg.ProtocolHeaders())
+	if err != nil {
+		return fmt.Errorf("publish %s: headers: %w", msg.ID, err)
+	}
+	queue := celery.QueueName(msg)
+	s, err := b.current("publish " + msg.ID)
+	if err != nil {
+		return err
+	}
+	if err := b.ensureQueue(ctx, s, queue); err != nil {
+		return fmt.Errorf("publish %s: %w", msg.ID, err)
+	}
+	p := amqp091.Publishing{
+		Headers:         headers,
+		ContentType:     contentType,
+		ContentEncoding: contentEncoding,
+		DeliveryMode:    persistent,
+		Priority:        uint8(min(max(msg.Priority, 0), celery.MaxPriority)),
+		CorrelationId:   msg.ID,
+		ReplyTo:         msg.ReplyTo,
+		Body:            body,
+	}
+	if b.rpcQueue != "" {
+		// The rpc:// backend: the worker sends results to the queue named
+		// by reply_to, and ours is the one we consume.
+		p.ReplyTo = b.rpcQueue
+	}
+	if msg.Expires != nil {
+		// kombu sends the time left as a string of milliseconds, and
+		// RabbitMQ drops the message once it has passed.
+		ms := max(time.Until(*msg.Expires).Milliseconds(), 0)
+		p.Expiration = strconv.FormatInt(ms, 10)
+	}
+	return b.publish(ctx, s, "publish "+msg.ID, "", queue, p)
+}
+
+// publish sends p and waits for the broker's confirm.
+func (b *Broker) publish(ctx context.Context, s *session, op, exchange, key string, p amqp091.Publishing) error {
+	if s.blocked.Load() {
+		return fmt.Errorf("amqp %s: RabbitMQ is blocking publishers (resource alarm): %w", op, celery.ErrUnavailable)
+	}
+	octx, cancel := b.opContext(ctx)
+	defer cancel()
+	dc, err := bounded(octx, b, s, op, func() (*amqp091.DeferredConfirmation, error) {
+		return s.pub.PublishWithDeferredConfirmWithContext(octx, exchange, key, false, false, p)
+	}, nil)
+	if err != nil {
+		return err
+	}
+	if dc == nil {
+		// Cannot happen: the channel is in confirm mode.
+		return nil
+	}
+	select {
+	case <-dc.Done():
+	case <-octx.Done():
+		if cerr := ctxErr(ctx); cerr != nil {
+			return fmt.Errorf("amqp %s: waiting for the confirm: %w", op, cerr)
+		}
+		return fmt.Errorf("amqp %s: no confirm within %s (the message may or may not be queued): %w", op, b.opTimeout, celery.ErrUnavailable)
+	}
+	if !dc.Acked() {
+		if !s.alive() {
+			// amqp091 nacks what is pending when the channel closes.
+			return fmt.Errorf("amqp %s: connection lost before the confirm (the message may or may not be queued): %w", op, celery.ErrUnavailable)
+		}
+		return fmt.Errorf("amqp %s: RabbitMQ refused the message (nack)", op)
+	}
+	return nil
+}
+
+// ensureQueue makes sure queue exists before a message goes to it. A
+// passive declare comes first, because declaring an existing queue with
+// other arguments (x-max-priority, x-queue-type) than its owner used fails
+// with 406 PRECONDITION_FAILED. Only a missing queue is declared, the way
+// Celery's default route declares it: a durable queue without arguments,
+// plus a durable direct exchange of the same name bound to it.
+func (b *Broker) ensureQueue(ctx context.Context, s *session, queue string) error {
+	s.declMu.Lock()
+	seen, ok := s.declared[queue]
+	s.declMu.Unlock()
+	if ok && time.Since(seen) < declaredFor {
+		return nil
+	}
+	created := false
+	err := b.withChannel(ctx, "declare queue "+queue, func(c *channels) error {
+		ch, err := c.get()
+		if err != nil {
+			return err
+		}
+		_, err = ch.QueueDeclarePassive(queue, true, false, false, false, nil)
+		if err == nil || !isNotFound(err) {
+			return err
+		}
+		// The 404 closed that channel.
+		if ch, err = c.get(); err != nil {
+			return err
+		}
+		if _, err := ch.QueueDeclare(queue, true, false, false, false, nil); err != nil {
+			return err
+		}
+		created = true
+		if err := ch.ExchangeDeclare(queue, amqp091.ExchangeDirect, true, false, false, false, nil); err != nil {
+			// The queue is what the message needs; an exchange of that
+			// name declared otherwise by someone else is their business.
+			b.log.Warn("cannot declare the queue's exchange", slog.String("queue", queue), slog.Any("err", err))
+			return nil
+		}
+		return ch.QueueBind(queue, queue, queue, false, nil)
+	})
+	if err != nil {
+		return err
+	}
+	if created {
+		b.log.Info("declared missing queue", slog.String("queue", queue))
+	}
+	s.declMu.Lock()
+	s.declared[queue] = time.Now()
+	s.declMu.Unlock()
+	return nil
+}
+
+// QueueLengths returns the number of ready messages in each queue, from a
+// passive queue.declare; a queue that does not exist counts 0. Messages
+// that workers have fetched but not acknowledged are not counted.
+func (b *Broker) QueueLengths(ctx context.Context, queues []string) (map[string]int64, error) {
+	out := make(map[string]int64, len(queues))
+	if len(queues) == 0 {
+		return out, nil
+	}
+	err := b.withChannel(ctx, "queue lengths", func(c *channels) error {
+		for _, q := range queues {
+			if _, seen := out[q]; seen {
+				continue
+			}
+			// A 404 closes the channel: get opens a fresh one for the
+			// next queue.
+			ch, err := c.get()
+			if err != nil {
+				return err
+			}
+			info, err := ch.QueueDeclarePassive(q, false, false, false, false, nil)
+			switch {
+			case err == nil:
+				out[q] = int64(info.Messages)
+			case isNotFound(err):
+				out[q] = 0
+			default:
+				return fmt.Errorf("queue %s: %w", q, err)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// toTable converts headers to an AMQP table. amqp091 only writes its own
+// types: nested maps must be amqp091.Table and arrays []any, or the publish
+// fails validation.
+func toTable(m map[string]any) (amqp091.Table, error) {
+	t := make(amqp091.Table, len(m))
+	for k, v := range m {
+		f, err := toField(v)
+		if err != nil {
+			return nil, fmt.Errorf("header %q: %w", k, err)
+		}
+		t[k] = f
+	}
+	return t, nil
+}
+
+// toField converts one header value to a type amqp091 can write.
+func toField(v any) (any, error) {
+	switch v := v.(type) {
+	case nil, bool, string, int, int8, int16, int32, int64, uint8, uint16, uint32,
+		float32, float64, []byte, time.Time, amqp091.Decimal:
+		return v, nil
+	case uint:
+		return uintField(uint64(v))
+	case uint64:
+		return uintField(v)
+	case json.Number:
+		if i, err := v.Int64(); err == nil {
+			return i, nil
+		}
+		f, err := v.Float64()
+		if err != nil {
+			return nil, fmt.Errorf("number %q: %w", v.String(), err)
+		}
+		return f, nil
+	case json.RawMessage:
+		var x any
+		dec := json.NewDecoder(bytes.NewReader(v))
+		dec.UseNumber()
+		if err := dec.Decode(&x); err != nil {
+			return nil, fmt.Errorf("raw JSON: %w", err)
+		}
+		return toField(x)
+	case []any:
+		out := make([]any, len(v))
+		for i, e := range v {
+			f, err := toField(e)
+			if err != nil {
+				return nil, fmt.Errorf("[%d]: %w", i, err)
+			}
+			out[i] = f
+		}
+		return out, nil
+	case map[string]any:
+		return toTable(v)
+	case amqp091.Table:
+		return toTable(v)
+	}
+	// Typed slices and maps ([]string, map[string]string, ...).
+	rv := reflect.ValueOf(v)
+	switch rv.Kind() {
+	case reflect.Slice, reflect.Array:
+		out := make([]any, rv.Len())
+		for i := range out {
+			f, err := toField(rv.Index(i).Interface())
+			if err != nil {
+				return nil, fmt.Errorf("[%d]: %w", i, err)
+			}
+			out[i] = f
+		}
+		return out, nil
+	case reflect.Map:
+		if rv.Type().Key().Kind() != reflect.String {
+			return nil, fmt.Errorf("map with %s keys is not an AMQP table", rv.Type().Key())
+		}
+		t := make(amqp091.Table, rv.Len())
+		iter := rv.MapRange()
+		for iter.Next() {
+			k := iter.Key().String()
+			f, err := toField(iter.Value().Interface())
+			if err != nil {
+				return nil, fmt.Errorf("%q: %w", k, err)
+			}
+			t[k] = f
+		}
+		return t, nil
+	case reflect.Pointer:
+		if rv.IsNil() {
+			return nil, nil
+		}
+		return toField(rv.Elem().Interface())
+	}
+	return nil, fmt.Errorf("%T cannot be sent in an AMQP header", v)
+}
+
+// uintField fits an unsigned integer into AMQP's signed 64-bit field.
+func uintField(u uint64) (any, error) {
+	if u > 1<<63-1 {
+		return nil, fmt.Errorf("%d does not fit a signed 64-bit AMQP field", u)
+	}
+	return int64(u), nil
+}

@@ -1,0 +1,148 @@
+package redis
+
+import (
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/url"
+	"os"
+	"strings"
+	"time"
+
+	goredis "github.com/redis/go-redis/v9"
+	"github.com/redis/go-redis/v9/maintnotifications"
+)
+
+// DefaultOpTimeout bounds a single Redis call when Config.OpTimeout is 0.
+const DefaultOpTimeout = 5 * time.Second
+
+// Config says where the broker and the result backend are.
+type Config struct {
+	// BrokerURL is redis://[[user]:password@]host[:port][/db], or rediss://
+	// for TLS. Celery's ssl_cert_reqs, ssl_ca_certs, ssl_certfile and
+	// ssl_keyfile query parameters are honoured; others are ignored.
+	BrokerURL string
+	// ResultBackendURL is the Redis result backend in the same form; it may
+	// be the broker's server with another db. Empty means no result backend.
+	ResultBackendURL string
+	// Logger receives connection trouble; nil discards it.
+	Logger *slog.Logger
+	// OpTimeout bounds every Redis call that does not wait on purpose;
+	// 0 means DefaultOpTimeout.
+	OpTimeout time.Duration
+}
+
+// redactURL masks the password of a Redis URL. A URL that does not parse is
+// not echoed at all, since its password could not be located.
+func redactURL(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return "<unparsable URL>"
+	}
+	q := u.Query()
+	for k := range q {
+		if strings.Contains(strings.ToLower(k), "password") {
+			q.Set(k, "xxxxx")
+			u.RawQuery = q.Encode()
+		}
+	}
+	return u.Redacted()
+}
+
+// options turns a Celery-style Redis URL into go-redis options with every
+// timeout bounded by opTimeout.
+func options(raw string, opTimeout time.Duration, log *slog.Logger) (*goredis.Options, error) {
+	u, err := url.Parse(raw)
+	if err != nil {
+		// url.Error repeats the whole URL, password included.
+		var uerr *url.Error
+		if errors.As(err, &uerr) {
+			err = uerr.Err
+		}
+		return nil, fmt.Errorf("invalid Redis URL %s: %w", redactURL(raw), err)
+	}
+	if u.Scheme != "redis" && u.Scheme != "rediss" {
+		return nil, fmt.Errorf("invalid Redis URL %s: scheme must be redis or rediss", redactURL(raw))
+	}
+	// Celery URLs carry kombu and redis-py parameters that go-redis rejects;
+	// take the ones that matter here and hand go-redis the bare address.
+	query := u.Query()
+	u.RawQuery = ""
+	u.Fragment = ""
+	opt, err := goredis.ParseURL(u.String())
+	if err != nil {
+		return nil, fmt.Errorf("invalid Redis URL %s: %w", redactURL(raw), err)
+	}
+	if opt.TLSConfig != nil {
+		if err := applyTLSParams(opt.TLSConfig, query); err != nil {
+			return nil, fmt.Errorf("invalid Redis URL %s: %w", redactURL(raw), err)
+		}
+	}
+	for k := range query {
+		if !strings.HasPrefix(k, "ssl_") {
+			log.Debug("ignoring Redis URL parameter", slog.String("param", k))
+		}
+	}
+
+	opt.DialTimeout = opTimeout
+	opt.ReadTimeout = opTimeout
+	opt.WriteTimeout = opTimeout
+	opt.PoolTimeout = opTimeout
+	// Let each call's context deadline bound its socket I/O, so a call
+	// never outlives its caller.
+	opt.ContextTimeoutEnabled = true
+	// No transparent retries: a retried LPUSH whose reply was lost would
+	// run the task twice. Dead pooled connections are weeded out on
+	// checkout, and callers see ErrUnavailable for the rest.
+	opt.MaxRetries = -1
+	// Two dial attempts: ride out a blip, but answer 503 quickly when Redis
+	// is down instead of after go-redis's default five.
+	opt.DialerRetries = 2
+	// RESP2 like redis-py: nothing here needs RESP3, and RESP2 works with
+	// every Redis Celery supports and with the embedded miniredis broker.
+	opt.Protocol = 2
+	opt.DisableIdentity = true
+	// Named connections are easy to find in CLIENT LIST.
+	opt.ClientName = "stamen"
+	opt.MaintNotificationsConfig = &maintnotifications.Config{Mode: maintnotifications.ModeDisabled}
+	return opt, nil
+}
+
+// applyTLSParams applies redis-py's ssl_* parameters, as Celery users write
+// them in rediss:// URLs.
+func applyTLSParams(cfg *tls.Config, q url.Values) error {
+	switch strings.ToLower(q.Get("ssl_cert_reqs")) {
+	case "", "required", "cert_required", "optional", "cert_optional":
+		// Verify; optional verification is not a thing in Go's TLS client,
+		// and verifying is the safe reading of it.
+	case "none", "cert_none":
+		cfg.InsecureSkipVerify = true
+	default:
+		return fmt.Errorf("ssl_cert_reqs=%q: want required, optional or none", q.Get("ssl_cert_reqs"))
+	}
+	if path := q.Get("ssl_ca_certs"); path != "" {
+		pem, err := os.ReadFile(path)
+		if err != nil {
+			return fmt.Errorf("ssl_ca_certs: %w", err)
+		}
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(pem) {
+			return fmt.Errorf("ssl_ca_certs: no certificate in %s", path)
+		}
+		cfg.RootCAs = pool
+	}
+	certFile, keyFile := q.Get("ssl_certfile"), q.Get("ssl_keyfile")
+	if certFile != "" || keyFile != "" {
+		if keyFile == "" {
+			keyFile = certFile
+		}
+		cert, err := tls.LoadX509KeyPair(certFile, keyFile)
+		if err != nil {
+			return fmt.Errorf("ssl_certfile/ssl_keyfile: %w", err)
+		}
+		cfg.Certificates = []tls.Certificate{cert}
+	}
+	return nil
+}

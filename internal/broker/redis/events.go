@@ -1,0 +1,167 @@
+package redis
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"sync"
+	"time"
+
+	goredis "github.com/redis/go-redis/v9"
+
+	"github.com/stamen-dev/stamen/internal/celery"
+)
+
+const (
+	// enableEventsEvery is how often workers are told to send task events
+	// (Flower's events_enable_interval): the setting dies with a worker.
+	enableEventsEvery = 5 * time.Second
+	// eventsIdle is how long a quiet subscription waits before pinging the
+	// server to find out whether the connection is still there.
+	eventsIdle = 5 * time.Second
+	// reconnect backoff bounds.
+	minBackoff = 100 * time.Millisecond
+	maxBackoff = 5 * time.Second
+)
+
+// eventsPattern matches every celeryev channel of the broker's db.
+func (b *Broker) eventsPattern() string {
+	return b.prefix + "celeryev/*"
+}
+
+// ConsumeEvents follows the workers' event stream and calls fn with each
+// message's events (task events arrive batched), LocalReceived set. fn runs
+// on this goroutine; a slow fn delays the stream, it does not drop it.
+//
+// On every (re)subscription it asks all workers for a heartbeat so that they
+// show up at once, and every 5 s it broadcasts enable_events so that
+// workers started without -E send task events too. A lost connection is
+// re-established with backoff; undecodable messages are dropped. It returns
+// ctx.Err() when ctx ends, or an error once the Broker is closed.
+func (b *Broker) ConsumeEvents(ctx context.Context, fn func([]celery.Event)) error {
+	ctx, stop := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	wg.Go(func() { b.enableEventsLoop(ctx) })
+	defer func() {
+		stop()
+		wg.Wait()
+	}()
+
+	backoff := minBackoff
+	failing := false
+	for {
+		subscribed, err := b.consumeOnce(ctx, fn)
+		if b.closed.Load() {
+			return fmt.Errorf("event stream: broker closed: %w", celery.ErrUnavailable)
+		}
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		if subscribed {
+			backoff = minBackoff
+		}
+		if !failing || subscribed {
+			b.log.Warn("event stream interrupted; reconnecting", slog.String("broker", b.redacted), slog.Any("err", err))
+		} else {
+			b.log.Debug("event stream still down", slog.Any("err", err), slog.Duration("retry_in", backoff))
+		}
+		failing = true
+		if !sleep(ctx, backoff) {
+			return ctx.Err()
+		}
+		backoff = min(backoff*2, maxBackoff)
+	}
+}
+
+// consumeOnce runs one subscription until it fails or ctx ends, reporting
+// whether the subscription had been established.
+func (b *Broker) consumeOnce(ctx context.Context, fn func([]celery.Event)) (bool, error) {
+	ps := b.client.PSubscribe(ctx)
+	defer ps.Close()
+	// A blocked read only notices ctx through a closed connection.
+	release := context.AfterFunc(ctx, func() { _ = ps.Close() })
+	defer release()
+
+	octx, cancel := b.opContext(ctx)
+	err := ps.PSubscribe(octx, b.eventsPattern())
+	if err == nil {
+		_, err = ps.ReceiveTimeout(octx, b.opTimeout)
+	}
+	cancel()
+	if err != nil {
+		return false, wrap(ctx, "subscribe to events", err)
+	}
+	b.log.Info("following worker events", slog.String("broker", b.redacted), slog.String("pattern", b.eventsPattern()))
+	b.wakeWorkers(ctx)
+
+	pinged := false
+	for {
+		msg, err := ps.ReceiveTimeout(ctx, b.eventsIdle)
+		if ctx.Err() != nil {
+			return true, ctx.Err()
+		}
+		if err != nil {
+			var nerr net.Error
+			if !errors.As(err, &nerr) || !nerr.Timeout() {
+				return true, wrap(ctx, "receive events", err)
+			}
+			if pinged {
+				return true, fmt.Errorf("redis receive events: %w: no answer to ping", celery.ErrUnavailable)
+			}
+			octx, cancel := b.opContext(ctx)
+			err = ps.Ping(octx)
+			cancel()
+			if err != nil {
+				return true, wrap(ctx, "ping event subscription", err)
+			}
+			pinged = true
+			continue
+		}
+		pinged = false
+		m, ok := msg.(*goredis.Message)
+		if !ok {
+			continue // pong or subscription confirmation
+		}
+		events, err := celery.DecodeEventEnvelope([]byte(m.Payload))
+		if err != nil {
+			b.log.Debug("dropping undecodable event message", slog.String("channel", m.Channel), slog.Any("err", err))
+			continue
+		}
+		if len(events) == 0 {
+			continue
+		}
+		now := float64(time.Now().UnixNano()) / 1e9
+		for i := range events {
+			events[i].LocalReceived = now
+		}
+		fn(events)
+	}
+}
+
+// wakeWorkers asks every worker for a heartbeat and for task events, the
+// way a Python event receiver starts.
+func (b *Broker) wakeWorkers(ctx context.Context) {
+	for _, method := range []string{"heartbeat", "enable_events"} {
+		if _, err := b.Broadcast(ctx, celery.ControlCommand{Method: method}); err != nil {
+			b.log.Debug("broadcast failed", slog.String("method", method), slog.Any("err", err))
+		}
+	}
+}
+
+// enableEventsLoop re-broadcasts enable_events until ctx ends.
+func (b *Broker) enableEventsLoop(ctx context.Context) {
+	t := time.NewTicker(b.enableEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			if _, err := b.Broadcast(ctx, celery.ControlCommand{Method: "enable_events"}); err != nil {
+				b.log.Debug("enable_events broadcast failed", slog.Any("err", err))
+			}
+		}
+	}
+}

@@ -1,0 +1,239 @@
+package redis
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	goredis "github.com/redis/go-redis/v9"
+
+	"github.com/stamen-dev/stamen/internal/celery"
+)
+
+// eventsRun is ConsumeEvents running in the background.
+type eventsRun struct {
+	batches chan []celery.Event
+	done    chan error
+	cancel  context.CancelFunc
+}
+
+func consume(t *testing.T, b *Broker) *eventsRun {
+	t.Helper()
+	ctx, cancel := context.WithCancel(t.Context())
+	r := &eventsRun{batches: make(chan []celery.Event, 100), done: make(chan error, 1), cancel: cancel}
+	go func() {
+		r.done <- b.ConsumeEvents(ctx, func(evs []celery.Event) { r.batches <- evs })
+	}()
+	t.Cleanup(func() {
+		cancel()
+		<-r.done
+	})
+	return r
+}
+
+// publishUntil publishes payload on channel until a batch arrives (the
+// subscription may not be up yet) and returns that batch.
+func (r *eventsRun) publishUntil(t *testing.T, rdb *goredis.Client, channel string, payload []byte) []celery.Event {
+	t.Helper()
+	deadline := time.After(10 * time.Second)
+	tick := time.NewTicker(50 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		if err := rdb.Publish(t.Context(), channel, payload).Err(); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case evs := <-r.batches:
+			// Drain copies published while we waited.
+			for {
+				select {
+				case <-r.batches:
+				case <-time.After(100 * time.Millisecond):
+					return evs
+				}
+			}
+		case <-tick.C:
+		case <-deadline:
+			t.Fatalf("no events from %s", channel)
+		}
+	}
+}
+
+// countMethod counts the requests for method that w saw within d.
+func countMethod(w *fakeWorker, method string, d time.Duration) int {
+	n := 0
+	timeout := time.After(d)
+	for {
+		select {
+		case req := <-w.seen:
+			if req.Method == method {
+				if req.ReplyTo != nil {
+					return -1000 // a reply was asked for: count it as a failure
+				}
+				n++
+			}
+		case <-timeout:
+			return n
+		}
+	}
+}
+
+func TestConsumeEvents(t *testing.T) {
+	b := newTestBroker(t)
+	b.enableEvery = 200 * time.Millisecond
+	rdb := flushBroker(t)
+	w := &fakeWorker{name: "w1@h"}
+	startWorkers(t, w)
+	run := consume(t, b)
+	channel := fmt.Sprintf("/%d.celeryev/task.multi", brokerDB)
+
+	before := float64(time.Now().UnixNano()) / 1e9
+	evs := run.publishUntil(t, rdb, channel, readWire(t, "event-task-received-redis.json"))
+	after := float64(time.Now().UnixNano()) / 1e9
+	if len(evs) != 1 {
+		t.Fatalf("got %d events, want 1: %+v", len(evs), evs)
+	}
+	e := evs[0]
+	if e.Type != "task-received" || e.UUID != "d7ea2150-f63a-4c62-b5a4-f1fc8d85db5a" || e.Hostname != "w3@vm" {
+		t.Errorf("event %+v", e)
+	}
+	if e.LocalReceived < before || e.LocalReceived > after {
+		t.Errorf("LocalReceived %f not within [%f, %f]", e.LocalReceived, before, after)
+	}
+
+	// Garbage on our channel and an event of another db are not passed on.
+	for _, p := range []struct{ channel, payload string }{
+		{channel, "not json"},
+		{channel, `{"body": "!!", "properties": {"body_encoding": "base64"}}`},
+		{"/3.celeryev/task.multi", string(readWire(t, "event-task-failed-redis.json"))},
+	} {
+		if err := rdb.Publish(t.Context(), p.channel, p.payload).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	batch := run.publishUntil(t, rdb, channel, readWire(t, "event-task-multi-batch-redis.json"))
+	if len(batch) != 2 || batch[0].Type != "task-received" || batch[1].Type != "task-succeeded" {
+		t.Errorf("batch %+v, want received and succeeded", batch)
+	}
+	hb := run.publishUntil(t, rdb, fmt.Sprintf("/%d.celeryev/worker.heartbeat", brokerDB), readWire(t, "event-worker-heartbeat-redis.json"))
+	if len(hb) != 1 || hb[0].Type != "worker-heartbeat" {
+		t.Errorf("heartbeat %+v", hb)
+	}
+
+	// Workers were woken up and are kept sending task events.
+	if n := countMethod(w, "enable_events", time.Second); n < 3 {
+		t.Errorf("%d enable_events casts in a second at a 200ms period", n)
+	}
+
+	cancelAt := time.Now()
+	run.cancel()
+	select {
+	case err := <-run.done:
+		if !errors.Is(err, context.Canceled) {
+			t.Errorf("ConsumeEvents returned %v, want Canceled", err)
+		}
+		run.done <- err // for the cleanup
+	case <-time.After(2 * time.Second):
+		t.Fatal("ConsumeEvents did not stop")
+	}
+	if d := time.Since(cancelAt); d > time.Second {
+		t.Errorf("ConsumeEvents took %v to stop", d)
+	}
+}
+
+// TestConsumeEventsReconnects kills the subscription's connection: the
+// stream comes back by itself and wakes the workers again.
+func TestConsumeEventsReconnects(t *testing.T) {
+	b := newTestBroker(t)
+	rdb := flushBroker(t)
+	w := &fakeWorker{name: "w1@h"}
+	startWorkers(t, w)
+	run := consume(t, b)
+	channel := fmt.Sprintf("/%d.celeryev/worker.heartbeat", brokerDB)
+	payload := readWire(t, "event-worker-heartbeat-redis.json")
+	run.publishUntil(t, rdb, channel, payload)
+	if n := countMethod(w, "heartbeat", 200*time.Millisecond); n != 1 {
+		t.Fatalf("%d heartbeat casts on subscribing, want 1", n)
+	}
+
+	list, err := rdb.ClientList(t.Context()).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	killed := 0
+	for _, line := range strings.Split(list, "\n") {
+		if !strings.Contains(line, " name=stamen ") || !strings.Contains(line, fmt.Sprintf(" db=%d ", brokerDB)) ||
+			!strings.Contains(line, " psub=1 ") {
+			continue
+		}
+		id, _, _ := strings.Cut(strings.TrimPrefix(line, "id="), " ")
+		if err := rdb.Do(t.Context(), "CLIENT", "KILL", "ID", id).Err(); err != nil {
+			t.Fatal(err)
+		}
+		killed++
+	}
+	if killed != 1 {
+		t.Fatalf("killed %d subscriptions, want 1:\n%s", killed, list)
+	}
+
+	evs := run.publishUntil(t, rdb, channel, payload)
+	if len(evs) != 1 || evs[0].Type != "worker-heartbeat" {
+		t.Errorf("after reconnecting: %+v", evs)
+	}
+	if n := countMethod(w, "heartbeat", 200*time.Millisecond); n < 1 {
+		t.Error("no heartbeat cast after reconnecting")
+	}
+}
+
+// TestConsumeEventsQuiet keeps a subscription without traffic alive with
+// pings instead of reconnecting.
+func TestConsumeEventsQuiet(t *testing.T) {
+	b := newTestBroker(t)
+	b.eventsIdle = 100 * time.Millisecond
+	rdb := flushBroker(t)
+	w := &fakeWorker{name: "w1@h"}
+	startWorkers(t, w)
+	run := consume(t, b)
+	channel := fmt.Sprintf("/%d.celeryev/worker.heartbeat", brokerDB)
+	payload := readWire(t, "event-worker-heartbeat-redis.json")
+	run.publishUntil(t, rdb, channel, payload)
+	time.Sleep(time.Second) // ten idle periods
+	if err := rdb.Publish(t.Context(), channel, payload).Err(); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case evs := <-run.batches:
+		if len(evs) != 1 {
+			t.Errorf("events %+v", evs)
+		}
+	case <-time.After(2 * time.Second):
+		t.Fatal("the quiet subscription lost the next event")
+	}
+	if n := countMethod(w, "heartbeat", 100*time.Millisecond); n != 1 {
+		t.Errorf("%d heartbeat casts: the subscription was re-established", n)
+	}
+}
+
+// TestConsumeEventsAfterClose: closing the Broker ends the stream instead of
+// leaving it retrying.
+func TestConsumeEventsAfterClose(t *testing.T) {
+	b := newTestBroker(t)
+	rdb := flushBroker(t)
+	run := consume(t, b)
+	run.publishUntil(t, rdb, fmt.Sprintf("/%d.celeryev/worker.heartbeat", brokerDB), readWire(t, "event-worker-heartbeat-redis.json"))
+	if err := b.Close(); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-run.done:
+		if !errors.Is(err, celery.ErrUnavailable) {
+			t.Errorf("ConsumeEvents after Close: %v, want ErrUnavailable", err)
+		}
+		run.done <- err // for the cleanup
+	case <-time.After(3 * time.Second):
+		t.Fatal("ConsumeEvents kept running after Close")
+	}
+}

@@ -1,0 +1,65 @@
+package redis
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+
+	goredis "github.com/redis/go-redis/v9"
+
+	"github.com/stamen-dev/stamen/internal/celery"
+)
+
+// Publish puts msg on its queue's list, in the priority sub-queue its
+// priority selects. Workers BRPOP the other end, so the queue is FIFO.
+func (b *Broker) Publish(ctx context.Context, msg *celery.TaskMessage) error {
+	env, err := msg.RedisEnvelope()
+	if err != nil {
+		return fmt.Errorf("publish: %w", err)
+	}
+	data, err := json.Marshal(env)
+	if err != nil {
+		return fmt.Errorf("publish %s: %w", msg.ID, err)
+	}
+	key := celery.RedisQueueKey(celery.QueueName(msg), msg.Priority)
+	octx, cancel := b.opContext(ctx)
+	defer cancel()
+	if err := b.client.LPush(octx, key, data).Err(); err != nil {
+		return wrap(ctx, "publish "+msg.ID, err)
+	}
+	return nil
+}
+
+// QueueLengths sums LLEN over each queue's priority lists in one round
+// trip. Messages that workers have already fetched are not counted.
+func (b *Broker) QueueLengths(ctx context.Context, queues []string) (map[string]int64, error) {
+	out := make(map[string]int64, len(queues))
+	if len(queues) == 0 {
+		return out, nil
+	}
+	cmds := make(map[string][]*goredis.IntCmd, len(queues))
+	octx, cancel := b.opContext(ctx)
+	defer cancel()
+	_, err := b.client.Pipelined(octx, func(p goredis.Pipeliner) error {
+		for _, q := range queues {
+			if _, seen := cmds[q]; seen {
+				continue
+			}
+			for _, key := range celery.RedisQueueKeys(q) {
+				cmds[q] = append(cmds[q], p.LLen(octx, key))
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, wrap(ctx, "queue lengths", err)
+	}
+	for q, cs := range cmds {
+		var n int64
+		for _, c := range cs {
+			n += c.Val()
+		}
+		out[q] = n
+	}
+	return out, nil
+}

@@ -1,0 +1,134 @@
+package redis
+
+import (
+	"fmt"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/uuid"
+
+	"github.com/stamen-dev/stamen/internal/celery"
+)
+
+// TestPublishLikeCelery publishes the lab's canonical add(2, 3) and reads it
+// back with LRANGE: apart from the fresh delivery tag and the body's
+// whitespace it is the envelope Celery pushed.
+func TestPublishLikeCelery(t *testing.T) {
+	b := newTestBroker(t)
+	rdb := flushBroker(t)
+	raw := readWire(t, "task-message-redis.json")
+	want, err := celery.DecodeEnvelope(raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	msg := &celery.TaskMessage{
+		ID:      want.Headers["id"].(string),
+		Name:    want.Headers["task"].(string),
+		Args:    []any{2.0, 3.0},
+		Origin:  want.Headers["origin"].(string),
+		ReplyTo: want.Properties.ReplyTo,
+	}
+	if err := b.Publish(t.Context(), msg); err != nil {
+		t.Fatal(err)
+	}
+	items, err := rdb.LRange(t.Context(), "celery", 0, -1).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(items) != 1 {
+		t.Fatalf("LRANGE celery: %d items, want 1", len(items))
+	}
+	got, err := celery.DecodeEnvelope([]byte(items[0]))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := uuid.Parse(got.Properties.DeliveryTag); err != nil {
+		t.Errorf("delivery_tag %q: %v", got.Properties.DeliveryTag, err)
+	}
+	strip := func(v any) any {
+		m := v.(map[string]any)
+		delete(m["properties"].(map[string]any), "delivery_tag")
+		delete(m, "body")
+		return m
+	}
+	if diff := cmp.Diff(strip(generic(t, raw)), strip(generic(t, []byte(items[0])))); diff != "" {
+		t.Errorf("envelope (-celery +stamen):\n%s", diff)
+	}
+	wantBody, _ := want.BodyBytes()
+	gotBody, err := got.BodyBytes()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(generic(t, wantBody), generic(t, gotBody)); diff != "" {
+		t.Errorf("body (-celery +stamen):\n%s", diff)
+	}
+}
+
+func TestPublishPriorityAndQueues(t *testing.T) {
+	b := newTestBroker(t)
+	rdb := flushBroker(t)
+	tests := []struct {
+		queue    string
+		priority int
+		key      string
+	}{
+		{"", 0, "celery"},
+		{"", 2, "celery"},
+		{"", 5, "celery\x06\x163"},
+		{"", 7, "celery\x06\x166"},
+		{"", 9, "celery\x06\x169"},
+		{"hipri", 0, "hipri"},
+		{"hipri", 4, "hipri\x06\x163"},
+	}
+	for i, tt := range tests {
+		id := fmt.Sprintf("id-%d", i)
+		if err := b.Publish(t.Context(), &celery.TaskMessage{ID: id, Name: "t", Queue: tt.queue, Priority: tt.priority}); err != nil {
+			t.Fatal(err)
+		}
+		// The message is the newest on its key (LPUSH puts it at the head).
+		item, err := rdb.LIndex(t.Context(), tt.key, 0).Result()
+		if err != nil {
+			t.Fatalf("%s: LINDEX %q: %v", id, tt.key, err)
+		}
+		env, err := celery.DecodeEnvelope([]byte(item))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if env.Headers["id"] != id || env.Properties.Priority != tt.priority {
+			t.Errorf("%q head is %v priority %d, want %s priority %d", tt.key, env.Headers["id"], env.Properties.Priority, id, tt.priority)
+		}
+		wantRK := tt.queue
+		if wantRK == "" {
+			wantRK = "celery"
+		}
+		if env.Properties.DeliveryInfo != (celery.DeliveryInfo{Exchange: "", RoutingKey: wantRK}) {
+			t.Errorf("%s: delivery_info %+v", id, env.Properties.DeliveryInfo)
+		}
+	}
+
+	got, err := b.QueueLengths(t.Context(), []string{"celery", "hipri", "empty", "celery"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]int64{"celery": 5, "hipri": 2, "empty": 0}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("QueueLengths (-want +got):\n%s", diff)
+	}
+	if got, err := b.QueueLengths(t.Context(), nil); err != nil || len(got) != 0 {
+		t.Errorf("QueueLengths(nil) = %v, %v", got, err)
+	}
+}
+
+func TestPublishRejectsIncompleteMessage(t *testing.T) {
+	b := newTestBroker(t)
+	rdb := flushBroker(t)
+	if err := b.Publish(t.Context(), &celery.TaskMessage{Name: "t"}); err == nil {
+		t.Error("Publish without an id succeeded")
+	}
+	if err := b.Publish(t.Context(), &celery.TaskMessage{ID: "x", Name: "t", Args: []any{func() {}}}); err == nil {
+		t.Error("Publish of an unserializable argument succeeded")
+	}
+	if n, _ := rdb.DBSize(t.Context()).Result(); n != 0 {
+		t.Errorf("%d keys after failed publishes", n)
+	}
+}

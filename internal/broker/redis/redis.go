@@ -1,0 +1,175 @@
+// Package redis is the Celery broker and result backend over Redis: it puts
+// task messages on kombu's lists, runs the pidbox remote-control exchange,
+// follows the celeryev pub/sub stream and reads and writes result documents,
+// byte-compatible with unmodified Celery 5.x workers.
+package redis
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"sync/atomic"
+	"time"
+
+	goredis "github.com/redis/go-redis/v9"
+
+	"github.com/stamen-dev/stamen/internal/celery"
+)
+
+// Broker talks to Celery workers through Redis. It is safe for concurrent
+// use.
+type Broker struct {
+	log       *slog.Logger
+	opTimeout time.Duration
+	redacted  string
+
+	client *goredis.Client
+	// results is the result backend's client: client itself when both are
+	// the same database, nil when no backend is configured.
+	results *goredis.Client
+	// prefix is kombu's fanout prefix "/<db>.": pub/sub ignores databases,
+	// so the broker's db number keeps clusters on one server apart.
+	prefix string
+
+	// enableEvery is the enable_events period and eventsIdle the quiet
+	// time after which the event subscription is pinged (fields so that
+	// tests can shorten them).
+	enableEvery time.Duration
+	eventsIdle  time.Duration
+
+	// clock is our Lamport clock for pidbox requests.
+	clock  atomic.Int64
+	closed atomic.Bool
+}
+
+// New connects to the broker (and result backend) described by cfg. A
+// server that cannot be reached yet is not an error: calls fail with
+// celery.ErrUnavailable until it comes up and ConsumeEvents keeps retrying.
+// A server that answers and refuses us (bad password, bad db) is.
+func New(ctx context.Context, cfg Config) (*Broker, error) {
+	log := cfg.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	opTimeout := cfg.OpTimeout
+	if opTimeout <= 0 {
+		opTimeout = DefaultOpTimeout
+	}
+	opt, err := options(cfg.BrokerURL, opTimeout, log)
+	if err != nil {
+		return nil, fmt.Errorf("broker: %w", err)
+	}
+	b := &Broker{
+		log:       log,
+		opTimeout: opTimeout,
+		redacted:  redactURL(cfg.BrokerURL),
+		prefix:    "/" + strconv.Itoa(opt.DB) + ".",
+
+		enableEvery: enableEventsEvery,
+		eventsIdle:  eventsIdle,
+	}
+	b.client = goredis.NewClient(opt)
+	if cfg.ResultBackendURL != "" {
+		if cfg.ResultBackendURL == cfg.BrokerURL {
+			b.results = b.client
+		} else {
+			ropt, err := options(cfg.ResultBackendURL, opTimeout, log)
+			if err != nil {
+				_ = b.client.Close()
+				return nil, fmt.Errorf("result backend: %w", err)
+			}
+			b.results = goredis.NewClient(ropt)
+		}
+	}
+	if err := b.check(ctx, b.client, "broker", cfg.BrokerURL); err != nil {
+		_ = b.Close()
+		return nil, err
+	}
+	if b.results != nil && b.results != b.client {
+		if err := b.check(ctx, b.results, "result backend", cfg.ResultBackendURL); err != nil {
+			_ = b.Close()
+			return nil, err
+		}
+	}
+	return b, nil
+}
+
+// check pings a server once: a refusal is fatal, silence only logged. The
+// caller giving up is an error too.
+func (b *Broker) check(ctx context.Context, c *goredis.Client, what, rawURL string) error {
+	octx, cancel := b.opContext(ctx)
+	defer cancel()
+	err := c.Ping(octx).Err()
+	switch {
+	case err == nil:
+		b.log.Debug("connected to Redis", slog.String("role", what), slog.String("url", redactURL(rawURL)))
+		return nil
+	case ctxErr(ctx) != nil:
+		return fmt.Errorf("connect to %s %s: %w", what, redactURL(rawURL), ctxErr(ctx))
+	case isServerError(err):
+		return fmt.Errorf("%s %s refused the connection: %w", what, redactURL(rawURL), err)
+	default:
+		b.log.Warn("Redis not reachable yet; will keep trying",
+			slog.String("role", what), slog.String("url", redactURL(rawURL)), slog.Any("err", err))
+		return nil
+	}
+}
+
+// RedactedURL is the broker URL with its password masked, for logs.
+func (b *Broker) RedactedURL() string {
+	return b.redacted
+}
+
+// Close releases the connections. Calls in flight fail.
+func (b *Broker) Close() error {
+	if b.closed.Swap(true) {
+		return nil
+	}
+	err := b.client.Close()
+	if b.results != nil && b.results != b.client {
+		err = errors.Join(err, b.results.Close())
+	}
+	return err
+}
+
+// opContext bounds one Redis call.
+func (b *Broker) opContext(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(ctx, b.opTimeout)
+}
+
+// wrap classifies a Redis error. The caller's own context ending wins: the
+// error then wraps ctx.Err(). A server that answered with an error stays
+// as it is. Everything else (refused, reset, EOF, pool exhausted, our
+// per-call timeout, a closed client) means Redis is unavailable; the cause
+// is kept as text only, so that an expired per-call timeout is not taken for
+// the caller's deadline.
+func wrap(ctx context.Context, op string, err error) error {
+	if err == nil {
+		return nil
+	}
+	if cerr := ctxErr(ctx); cerr != nil {
+		return fmt.Errorf("redis %s: %w", op, cerr)
+	}
+	if isServerError(err) {
+		return fmt.Errorf("redis %s: %w", op, err)
+	}
+	return fmt.Errorf("redis %s: %w: %v", op, celery.ErrUnavailable, err)
+}
+
+// isServerError reports an error reply from Redis (as opposed to not
+// getting a reply at all). LOADING and similar transient states count as
+// replies too; they are rare enough not to need retrying here.
+func isServerError(err error) bool {
+	var rerr goredis.Error
+	return errors.As(err, &rerr) && !errors.Is(err, goredis.Nil)
+}
+
+// resultsClient is the result backend's client, or ErrNoResultBackend.
+func (b *Broker) resultsClient() (*goredis.Client, error) {
+	if b.results == nil {
+		return nil, celery.ErrNoResultBackend
+	}
+	return b.results, nil
+}

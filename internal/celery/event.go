@@ -1,0 +1,911 @@
+package celery
+
+import (
+	"bytes"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"strconv"
+	"strings"
+	"unicode/utf8"
+)
+
+// EventField names one key of an event. Event.Present and Event.Null are
+// sets of them, because Celery's state copies only the keys an event
+// carries, and a key sent as null overwrites while a missing one does not.
+type EventField uint64
+
+// The keys of celery-protocol.md §3.4 and §3.5.
+const (
+	FieldType EventField = 1 << iota
+	FieldHostname
+	FieldTimestamp
+	FieldUTCOffset
+	FieldPID
+	FieldClock
+	FieldUUID
+	FieldName
+	FieldArgs
+	FieldKwargs
+	FieldRootID
+	FieldParentID
+	FieldRetries
+	FieldETA
+	FieldExpires
+	FieldResult
+	FieldException
+	FieldTraceback
+	FieldRuntime
+	FieldQueue
+	FieldExchange
+	FieldRoutingKey
+	FieldTerminated
+	FieldSignum
+	FieldExpired
+	FieldRequeue
+	FieldFreq
+	FieldActive
+	FieldProcessed
+	FieldLoadavg
+	FieldSWIdent
+	FieldSWVer
+	FieldSWSys
+)
+
+// Event is one Celery event (a task-* or worker-* message).
+//
+// Fields hold their zero value when the key was missing or null; Present
+// and Null tell those cases apart. Decoding is lenient about value types,
+// as the Python receiver is: a string field given another JSON value keeps
+// that value's JSON text (or the __value__ of kombu's {"__type__",
+// "__value__"} wrapper), an integer field accepts an integral float, and a
+// value that fits nowhere (say an object for timestamp) is treated as a
+// missing key rather than failing the whole batch.
+type Event struct {
+	Type      string
+	Hostname  string
+	Timestamp float64
+	UTCOffset int
+	PID       int
+	Clock     int64
+
+	UUID       string
+	Name       string
+	Args       string
+	Kwargs     string
+	RootID     string
+	ParentID   string
+	Retries    int
+	ETA        string
+	Expires    string
+	Result     string
+	Exception  string
+	Traceback  string
+	Runtime    *float64
+	Queue      string
+	Exchange   string
+	RoutingKey string
+	Terminated bool
+	// Signum is the raw JSON value: Celery sends an int, a signal name or null.
+	Signum  json.RawMessage
+	Expired bool
+	Requeue bool
+
+	Freq      float64
+	Active    int
+	Processed int
+	Loadavg   []float64
+	SWIdent   string
+	SWVer     string
+	SWSys     string
+
+	// Present holds the keys the event carried, Null those sent as null.
+	Present EventField
+	Null    EventField
+
+	// LocalReceived is the receiver's clock (epoch seconds) when the event
+	// arrived; it is never on the wire.
+	LocalReceived float64
+	// Raw is the event's own JSON object as received.
+	Raw json.RawMessage
+}
+
+// Has reports whether the event carried the key, null or not.
+func (e *Event) Has(f EventField) bool { return e.Present&f != 0 }
+
+// HasValue reports whether the event carried the key with a non-null value.
+func (e *Event) HasValue(f EventField) bool { return e.Present&f != 0 && e.Null&f == 0 }
+
+// DecodeEvents decodes an event body: one JSON object, or a list of them as
+// in task.multi batches. List elements that are not objects are skipped;
+// anything that is not valid JSON is an error. The result does not alias
+// body.
+func DecodeEvents(body []byte) ([]Event, error) {
+	return decodeOwnedEvents(bytes.Clone(body))
+}
+
+// DecodeEventEnvelope decodes a Redis pub/sub payload on a celeryev channel:
+// a kombu envelope whose body (usually base64) is the event JSON.
+func DecodeEventEnvelope(payload []byte) ([]Event, error) {
+	// Read only the three keys needed, with the event eventScanner: this runs
+	// once per event and Envelope's headers map would cost more than the
+	// event itself.
+	d := eventScanner{data: payload}
+	d.skipWS()
+	if d.peek() != '{' {
+		return nil, errors.New("decode event envelope: not a JSON object")
+	}
+	var body, ctype, encoding jsonSpan
+	err := d.object(1, func(key []byte, v jsonSpan) {
+		switch string(key) {
+		case "body":
+			body = v
+		case "content-type":
+			ctype = v
+		case "properties":
+			if v.kind != jsonObject {
+				return
+			}
+			props := eventScanner{data: payload[:v.end], pos: v.start}
+			_ = props.object(2, func(key []byte, v jsonSpan) {
+				if string(key) == "body_encoding" {
+					encoding = v
+				}
+			})
+		}
+	})
+	if err != nil {
+		return nil, fmt.Errorf("decode event envelope: %w", err)
+	}
+	if d.skipWS(); d.pos != len(payload) {
+		return nil, errors.New("decode event envelope: data after the envelope")
+	}
+	if body.kind != jsonString {
+		return nil, errors.New("decode event envelope: body is not a string")
+	}
+	if ct := d.stringOf(ctype); ct != "" && !strings.HasPrefix(ct, "application/json") {
+		return nil, fmt.Errorf("decode event envelope: unsupported content type %q", ct)
+	}
+	text := payload[body.start:body.end]
+	if !body.plain {
+		text = []byte(d.decodeString(body))
+	}
+	if d.stringOf(encoding) != "base64" {
+		return decodeOwnedEvents(bytes.Clone(text))
+	}
+	raw := make([]byte, base64.StdEncoding.DecodedLen(len(text)))
+	n, err := base64.StdEncoding.Decode(raw, text)
+	if err != nil {
+		return nil, fmt.Errorf("decode event envelope body: %w", err)
+	}
+	return decodeOwnedEvents(raw[:n])
+}
+
+// stringOf returns a scanned string value, or "" for anything else.
+func (d *eventScanner) stringOf(v jsonSpan) string {
+	if v.kind != jsonString {
+		return ""
+	}
+	return d.decodeString(v)
+}
+
+// decodeOwnedEvents decodes data, which it owns: Raw slices point into it.
+func decodeOwnedEvents(data []byte) ([]Event, error) {
+	d := eventScanner{data: data}
+	d.skipWS()
+	if d.pos >= len(d.data) {
+		return nil, errors.New("decode events: empty body")
+	}
+	var events []Event
+	switch d.data[d.pos] {
+	case '{':
+		events = make([]Event, 1)
+		if err := d.event(&events[0], 1); err != nil {
+			return nil, err
+		}
+	case '[':
+		events = make([]Event, 0, 2)
+		d.pos++
+		d.skipWS()
+		if d.peek() == ']' {
+			d.pos++
+			break
+		}
+		for {
+			if d.peek() == '{' {
+				events = append(events, Event{})
+				if err := d.event(&events[len(events)-1], 2); err != nil {
+					return nil, err
+				}
+			} else if _, err := d.value(2); err != nil {
+				return nil, err
+			}
+			d.skipWS()
+			c := d.peek()
+			d.pos++
+			if c == ']' {
+				break
+			}
+			if c != ',' {
+				return nil, d.errorf("expected ',' or ']'")
+			}
+			d.skipWS()
+		}
+	default:
+		if _, err := d.value(1); err != nil {
+			return nil, err
+		}
+		return nil, errors.New("decode events: body is neither an object nor a list")
+	}
+	d.skipWS()
+	if d.pos != len(d.data) {
+		return nil, d.errorf("data after the top-level value")
+	}
+	return events, nil
+}
+
+// maxEventDepth matches encoding/json's nesting limit, so that what one rejects
+// the other does too.
+const maxEventDepth = 10000
+
+// eventScanner is a validating JSON reader specialised for flat event objects.
+// Events are small and uniform, and a generic decoder either allocates a
+// map per event or cannot tell a missing key from a null one.
+type eventScanner struct {
+	data []byte
+	pos  int
+}
+
+type jsonKind uint8
+
+const (
+	jsonNone jsonKind = iota // a jsonSpan never filled in
+	jsonString
+	jsonNumber
+	jsonTrue
+	jsonFalse
+	jsonNull
+	jsonObject
+	jsonArray
+)
+
+// jsonSpan locates a scanned value. For strings, start/end bound the contents
+// and plain says they need no unescaping.
+type jsonSpan struct {
+	kind       jsonKind
+	start, end int
+	rawStart   int
+	plain      bool
+}
+
+func (d *eventScanner) errorf(format string, args ...any) error {
+	return fmt.Errorf("decode events: "+format+" at offset %d", append(args, d.pos)...)
+}
+
+func (d *eventScanner) peek() byte {
+	if d.pos < len(d.data) {
+		return d.data[d.pos]
+	}
+	return 0
+}
+
+func (d *eventScanner) skipWS() {
+	for d.pos < len(d.data) {
+		switch d.data[d.pos] {
+		case ' ', '\t', '\n', '\r':
+			d.pos++
+		default:
+			return
+		}
+	}
+}
+
+// value scans any JSON value at d.pos (no leading white space).
+func (d *eventScanner) value(depth int) (jsonSpan, error) {
+	start := d.pos
+	switch c := d.peek(); {
+	case c == '"':
+		return d.str()
+	case c == '-' || (c >= '0' && c <= '9'):
+		return d.number()
+	case c == '{' || c == '[':
+		if depth > maxEventDepth {
+			return jsonSpan{}, d.errorf("nesting too deep")
+		}
+		var err error
+		if c == '{' {
+			err = d.skipObject(depth)
+		} else {
+			err = d.skipArray(depth)
+		}
+		kind := jsonObject
+		if c == '[' {
+			kind = jsonArray
+		}
+		return jsonSpan{kind: kind, start: start, end: d.pos, rawStart: start}, err
+	case c == 't':
+		return d.literal("true", jsonTrue)
+	case c == 'f':
+		return d.literal("false", jsonFalse)
+	case c == 'n':
+		return d.literal("null", jsonNull)
+	case d.pos >= len(d.data):
+		return jsonSpan{}, d.errorf("unexpected end of data")
+	default:
+		return jsonSpan{}, d.errorf("unexpected character %q", c)
+	}
+}
+
+func (d *eventScanner) literal(word string, kind jsonKind) (jsonSpan, error) {
+	start := d.pos
+	if !bytes.HasPrefix(d.data[d.pos:], []byte(word)) {
+		return jsonSpan{}, d.errorf("invalid literal")
+	}
+	d.pos += len(word)
+	return jsonSpan{kind: kind, start: start, end: d.pos, rawStart: start}, nil
+}
+
+func (d *eventScanner) str() (jsonSpan, error) {
+	rawStart := d.pos
+	start := d.pos + 1
+	// Fast path: most strings have no escapes, so find the closing quote
+	// with IndexByte and only check the bytes in between.
+	if q := bytes.IndexByte(d.data[start:], '"'); q >= 0 {
+		seg := d.data[start : start+q]
+		if bytes.IndexByte(seg, '\\') < 0 {
+			high := false
+			for i, c := range seg {
+				if c < 0x20 {
+					d.pos = start + i
+					return jsonSpan{}, d.errorf("control character in string")
+				}
+				high = high || c >= 0x80
+			}
+			d.pos = start + q + 1
+			// Invalid UTF-8 takes the slow path for encoding/json's U+FFFD.
+			plain := !high || utf8.Valid(seg)
+			return jsonSpan{kind: jsonString, start: start, end: start + q, rawStart: rawStart, plain: plain}, nil
+		}
+	}
+	d.pos = start
+	s := jsonSpan{kind: jsonString, start: start, rawStart: rawStart}
+	for d.pos < len(d.data) {
+		c := d.data[d.pos]
+		switch {
+		case c == '"':
+			s.end = d.pos
+			d.pos++
+			return s, nil
+		case c == '\\':
+			d.pos++
+			switch d.peek() {
+			case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
+				d.pos++
+			case 'u':
+				d.pos++
+				for range 4 {
+					if !isHexDigit(d.peek()) {
+						return jsonSpan{}, d.errorf("invalid \\u escape")
+					}
+					d.pos++
+				}
+			default:
+				return jsonSpan{}, d.errorf("invalid escape")
+			}
+		case c < 0x20:
+			return jsonSpan{}, d.errorf("control character in string")
+		default:
+			d.pos++
+		}
+	}
+	return jsonSpan{}, d.errorf("unterminated string")
+}
+
+func isHexDigit(c byte) bool {
+	return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F')
+}
+
+func isDecimalDigit(c byte) bool { return c >= '0' && c <= '9' }
+
+func (d *eventScanner) number() (jsonSpan, error) {
+	start := d.pos
+	if d.peek() == '-' {
+		d.pos++
+	}
+	switch c := d.peek(); {
+	case c == '0':
+		d.pos++
+	case c >= '1' && c <= '9':
+		for isDecimalDigit(d.peek()) {
+			d.pos++
+		}
+	default:
+		return jsonSpan{}, d.errorf("invalid number")
+	}
+	if d.peek() == '.' {
+		d.pos++
+		if !isDecimalDigit(d.peek()) {
+			return jsonSpan{}, d.errorf("invalid number")
+		}
+		for isDecimalDigit(d.peek()) {
+			d.pos++
+		}
+	}
+	if c := d.peek(); c == 'e' || c == 'E' {
+		d.pos++
+		if c := d.peek(); c == '+' || c == '-' {
+			d.pos++
+		}
+		if !isDecimalDigit(d.peek()) {
+			return jsonSpan{}, d.errorf("invalid number")
+		}
+		for isDecimalDigit(d.peek()) {
+			d.pos++
+		}
+	}
+	return jsonSpan{kind: jsonNumber, start: start, end: d.pos, rawStart: start}, nil
+}
+
+// skipObject validates an object at d.pos and moves past it.
+func (d *eventScanner) skipObject(depth int) error {
+	return d.object(depth, func([]byte, jsonSpan) {})
+}
+
+// object walks the members of the object at d.pos, calling member for each.
+func (d *eventScanner) object(depth int, member func(key []byte, v jsonSpan)) error {
+	d.pos++ // '{'
+	d.skipWS()
+	if d.peek() == '}' {
+		d.pos++
+		return nil
+	}
+	for {
+		if d.peek() != '"' {
+			return d.errorf("expected object key")
+		}
+		k, err := d.str()
+		if err != nil {
+			return err
+		}
+		key := d.data[k.start:k.end]
+		if !k.plain {
+			key = []byte(d.decodeString(k))
+		}
+		d.skipWS()
+		if d.peek() != ':' {
+			return d.errorf("expected ':'")
+		}
+		d.pos++
+		d.skipWS()
+		v, err := d.value(depth + 1)
+		if err != nil {
+			return err
+		}
+		member(key, v)
+		d.skipWS()
+		c := d.peek()
+		d.pos++
+		switch c {
+		case '}':
+			return nil
+		case ',':
+			d.skipWS()
+		default:
+			d.pos--
+			return d.errorf("expected ',' or '}'")
+		}
+	}
+}
+
+func (d *eventScanner) skipArray(depth int) error {
+	d.pos++ // '['
+	d.skipWS()
+	if d.peek() == ']' {
+		d.pos++
+		return nil
+	}
+	for {
+		if _, err := d.value(depth + 1); err != nil {
+			return err
+		}
+		d.skipWS()
+		c := d.peek()
+		d.pos++
+		switch c {
+		case ']':
+			return nil
+		case ',':
+			d.skipWS()
+		default:
+			d.pos--
+			return d.errorf("expected ',' or ']'")
+		}
+	}
+}
+
+// raw returns the JSON text of a scanned value.
+func (d *eventScanner) raw(v jsonSpan) []byte {
+	end := v.end
+	if v.kind == jsonString {
+		end++ // closing quote
+	}
+	return d.data[v.rawStart:end:end]
+}
+
+// decodeString returns the contents of a scanned string.
+func (d *eventScanner) decodeString(s jsonSpan) string {
+	if s.plain {
+		return string(d.data[s.start:s.end])
+	}
+	// Escapes and invalid UTF-8 are rare: let encoding/json handle them
+	// so that surrogates and replacement characters come out identical.
+	var out string
+	if err := json.Unmarshal(d.data[s.rawStart:s.end+1], &out); err != nil {
+		return string(d.data[s.start:s.end])
+	}
+	return out
+}
+
+// event decodes the object at d.pos into e.
+func (d *eventScanner) event(e *Event, depth int) error {
+	start := d.pos
+	err := d.object(depth, func(key []byte, v jsonSpan) {
+		if f := eventFieldOf(key); f != 0 {
+			d.assign(e, f, v)
+		}
+	})
+	if err != nil {
+		return err
+	}
+	e.Raw = d.data[start:d.pos:d.pos]
+	return nil
+}
+
+func eventFieldOf(key []byte) EventField {
+	switch string(key) {
+	case "type":
+		return FieldType
+	case "hostname":
+		return FieldHostname
+	case "timestamp":
+		return FieldTimestamp
+	case "utcoffset":
+		return FieldUTCOffset
+	case "pid":
+		return FieldPID
+	case "clock":
+		return FieldClock
+	case "uuid":
+		return FieldUUID
+	case "name":
+		return FieldName
+	case "args":
+		return FieldArgs
+	case "kwargs":
+		return FieldKwargs
+	case "root_id":
+		return FieldRootID
+	case "parent_id":
+		return FieldParentID
+	case "retries":
+		return FieldRetries
+	case "eta":
+		return FieldETA
+	case "expires":
+		return FieldExpires
+	case "result":
+		return FieldResult
+	case "exception":
+		return FieldException
+	case "traceback":
+		return FieldTraceback
+	case "runtime":
+		return FieldRuntime
+	case "queue":
+		return FieldQueue
+	case "exchange":
+		return FieldExchange
+	case "routing_key":
+		return FieldRoutingKey
+	case "terminated":
+		return FieldTerminated
+	case "signum":
+		return FieldSignum
+	case "expired":
+		return FieldExpired
+	case "requeue":
+		return FieldRequeue
+	case "freq":
+		return FieldFreq
+	case "active":
+		return FieldActive
+	case "processed":
+		return FieldProcessed
+	case "loadavg":
+		return FieldLoadavg
+	case "sw_ident":
+		return FieldSWIdent
+	case "sw_ver":
+		return FieldSWVer
+	case "sw_sys":
+		return FieldSWSys
+	}
+	return 0
+}
+
+// assign stores v in the field f of e, tracking presence and null.
+func (d *eventScanner) assign(e *Event, f EventField, v jsonSpan) {
+	if v.kind == jsonNull {
+		e.Present |= f
+		e.Null |= f
+		clearEventField(e, f)
+		return
+	}
+	ok := false
+	switch f {
+	case FieldType:
+		e.Type, ok = d.text(v)
+	case FieldHostname:
+		e.Hostname, ok = d.text(v)
+	case FieldTimestamp:
+		e.Timestamp, ok = d.floatValue(v)
+	case FieldUTCOffset:
+		e.UTCOffset, ok = d.intValue(v)
+	case FieldPID:
+		e.PID, ok = d.intValue(v)
+	case FieldClock:
+		var c int64
+		c, ok = d.int64Value(v)
+		if ok {
+			e.Clock = c
+		}
+	case FieldUUID:
+		e.UUID, ok = d.text(v)
+	case FieldName:
+		e.Name, ok = d.text(v)
+	case FieldArgs:
+		e.Args, ok = d.text(v)
+	case FieldKwargs:
+		e.Kwargs, ok = d.text(v)
+	case FieldRootID:
+		e.RootID, ok = d.text(v)
+	case FieldParentID:
+		e.ParentID, ok = d.text(v)
+	case FieldRetries:
+		e.Retries, ok = d.intValue(v)
+	case FieldETA:
+		e.ETA, ok = d.text(v)
+	case FieldExpires:
+		e.Expires, ok = d.text(v)
+	case FieldResult:
+		e.Result, ok = d.text(v)
+	case FieldException:
+		e.Exception, ok = d.text(v)
+	case FieldTraceback:
+		e.Traceback, ok = d.text(v)
+	case FieldRuntime:
+		var r float64
+		if r, ok = d.floatValue(v); ok {
+			e.Runtime = &r
+		}
+	case FieldQueue:
+		e.Queue, ok = d.text(v)
+	case FieldExchange:
+		e.Exchange, ok = d.text(v)
+	case FieldRoutingKey:
+		e.RoutingKey, ok = d.text(v)
+	case FieldTerminated:
+		e.Terminated, ok = spanBool(v)
+	case FieldSignum:
+		e.Signum, ok = d.raw(v), true
+	case FieldExpired:
+		e.Expired, ok = spanBool(v)
+	case FieldRequeue:
+		e.Requeue, ok = spanBool(v)
+	case FieldFreq:
+		e.Freq, ok = d.floatValue(v)
+	case FieldActive:
+		e.Active, ok = d.intValue(v)
+	case FieldProcessed:
+		e.Processed, ok = d.intValue(v)
+	case FieldLoadavg:
+		e.Loadavg, ok = d.floatsValue(v)
+	case FieldSWIdent:
+		e.SWIdent, ok = d.text(v)
+	case FieldSWVer:
+		e.SWVer, ok = d.text(v)
+	case FieldSWSys:
+		e.SWSys, ok = d.text(v)
+	}
+	if ok {
+		e.Present |= f
+		e.Null &^= f
+		return
+	}
+	// The last occurrence of a key decides, even when it does not fit.
+	clearEventField(e, f)
+	e.Present &^= f
+	e.Null &^= f
+}
+
+// clear zeroes a field sent as null (a duplicate key may have set it).
+func clearEventField(e *Event, f EventField) {
+	switch f {
+	case FieldType:
+		e.Type = ""
+	case FieldHostname:
+		e.Hostname = ""
+	case FieldTimestamp:
+		e.Timestamp = 0
+	case FieldUTCOffset:
+		e.UTCOffset = 0
+	case FieldPID:
+		e.PID = 0
+	case FieldClock:
+		e.Clock = 0
+	case FieldUUID:
+		e.UUID = ""
+	case FieldName:
+		e.Name = ""
+	case FieldArgs:
+		e.Args = ""
+	case FieldKwargs:
+		e.Kwargs = ""
+	case FieldRootID:
+		e.RootID = ""
+	case FieldParentID:
+		e.ParentID = ""
+	case FieldRetries:
+		e.Retries = 0
+	case FieldETA:
+		e.ETA = ""
+	case FieldExpires:
+		e.Expires = ""
+	case FieldResult:
+		e.Result = ""
+	case FieldException:
+		e.Exception = ""
+	case FieldTraceback:
+		e.Traceback = ""
+	case FieldRuntime:
+		e.Runtime = nil
+	case FieldQueue:
+		e.Queue = ""
+	case FieldExchange:
+		e.Exchange = ""
+	case FieldRoutingKey:
+		e.RoutingKey = ""
+	case FieldTerminated:
+		e.Terminated = false
+	case FieldSignum:
+		e.Signum = nil
+	case FieldExpired:
+		e.Expired = false
+	case FieldRequeue:
+		e.Requeue = false
+	case FieldFreq:
+		e.Freq = 0
+	case FieldActive:
+		e.Active = 0
+	case FieldProcessed:
+		e.Processed = 0
+	case FieldLoadavg:
+		e.Loadavg = nil
+	case FieldSWIdent:
+		e.SWIdent = ""
+	case FieldSWVer:
+		e.SWVer = ""
+	case FieldSWSys:
+		e.SWSys = ""
+	}
+}
+
+// text reads a string field; other JSON values keep their JSON text.
+func (d *eventScanner) text(v jsonSpan) (string, bool) {
+	switch v.kind {
+	case jsonString:
+		return d.decodeString(v), true
+	case jsonObject:
+		if s, ok := kombuWrappedValue(d.data[v.start:v.end]); ok {
+			return s, true
+		}
+		fallthrough
+	case jsonArray:
+		var b bytes.Buffer
+		if err := json.Compact(&b, d.data[v.start:v.end]); err != nil {
+			return "", false
+		}
+		return b.String(), true
+	default:
+		return string(d.data[v.start:v.end]), true
+	}
+}
+
+// kombuWrappedValue unwraps kombu ≥5.3's {"__type__": ..., "__value__": "..."}.
+func kombuWrappedValue(obj []byte) (string, bool) {
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal(obj, &m); err != nil || len(m) != 2 || m["__type__"] == nil {
+		return "", false
+	}
+	var s string
+	if err := json.Unmarshal(m["__value__"], &s); err != nil {
+		return "", false
+	}
+	return s, true
+}
+
+func (d *eventScanner) floatValue(v jsonSpan) (float64, bool) {
+	if v.kind != jsonNumber {
+		return 0, false
+	}
+	f, err := strconv.ParseFloat(string(d.data[v.start:v.end]), 64)
+	return f, err == nil
+}
+
+func (d *eventScanner) int64Value(v jsonSpan) (int64, bool) {
+	if v.kind != jsonNumber {
+		return 0, false
+	}
+	num := d.data[v.start:v.end]
+	if n, err := strconv.ParseInt(string(num), 10, 64); err == nil {
+		return n, true
+	}
+	// 2.0 or 1e3 from a producer that writes every number as a float.
+	f, err := strconv.ParseFloat(string(num), 64)
+	if err != nil || f != math.Trunc(f) || f < math.MinInt64 || f >= math.MaxInt64 {
+		return 0, false
+	}
+	return int64(f), true
+}
+
+func (d *eventScanner) intValue(v jsonSpan) (int, bool) {
+	n, ok := d.int64Value(v)
+	if !ok || n != int64(int(n)) {
+		return 0, false
+	}
+	return int(n), true
+}
+
+func (d *eventScanner) floatsValue(v jsonSpan) ([]float64, bool) {
+	if v.kind != jsonArray {
+		return nil, false
+	}
+	sub := eventScanner{data: d.data[:v.end], pos: v.start + 1}
+	out := make([]float64, 0, 3)
+	ok := true
+	sub.skipWS()
+	for sub.pos < len(sub.data) && sub.peek() != ']' {
+		el, err := sub.value(1)
+		if err != nil {
+			return nil, false
+		}
+		f, good := sub.floatValue(el)
+		ok = ok && good
+		out = append(out, f)
+		sub.skipWS()
+		switch sub.peek() {
+		case ',':
+			sub.pos++
+			sub.skipWS()
+		case ']':
+		default:
+			return nil, false
+		}
+	}
+	if !ok {
+		return nil, false
+	}
+	return out, true
+}
+
+func spanBool(v jsonSpan) (bool, bool) {
+	switch v.kind {
+	case jsonTrue:
+		return true, true
+	case jsonFalse:
+		return false, true
+	}
+	return false, false
+}

@@ -1,0 +1,219 @@
+package e2e
+
+import (
+	"context"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stamen-dev/stamen/internal/app"
+	"github.com/stamen-dev/stamen/internal/auth"
+)
+
+type authCase struct {
+	method, path string
+	query        url.Values
+	body         string
+	// operatorOK is the status an operator gets; 0 means any 2xx.
+	operatorOK int
+}
+
+// allOperations lists each of the 20 operations once, with parameters an
+// operator's call succeeds with on the cluster (shutdown targets an unknown
+// worker, so that nobody is shut down: passing the auth check is what counts).
+func allOperations(c *cluster, taskID string) []authCase {
+	w1 := pathEscape(c.w1.Name)
+	return []authCase{
+		{"GET", "/api/tasks", nil, "", 0},
+		{"GET", "/api/task/types", nil, "", 0},
+		{"GET", "/api/queues/length", nil, "", 0},
+		{"GET", "/api/task/info/" + taskID, nil, "", 0},
+		{"GET", "/api/task/result/" + taskID, nil, "", 0},
+		{"GET", "/api/workers", nil, "", 0},
+		{"POST", "/api/task/apply/stamen.add", nil, `{"args": [1, 1]}`, 0},
+		{"POST", "/api/task/async-apply/stamen.add", nil, `{"args": [1, 1]}`, 0},
+		{"POST", "/api/task/send-task/stamen.add", nil, `{"args": [1, 1]}`, 0},
+		{"POST", "/api/task/abort/" + taskID, nil, "", map[bool]int{true: 0, false: 503}[c.hasAbort]},
+		{"POST", "/api/task/revoke/" + taskID, nil, "", 0},
+		{"POST", "/api/task/timeout/stamen.echo", q("workername", c.w1.Name, "soft", "50"), "", 0},
+		{"POST", "/api/task/rate-limit/stamen.echo", q("workername", c.w1.Name, "rateLimit", "50/s"), "", 0},
+		{"POST", "/api/worker/shutdown/nobody@nowhere", nil, "", 404},
+		{"POST", "/api/worker/pool/restart/" + pathEscape(c.w2.Name), nil, "", 0},
+		{"POST", "/api/worker/pool/grow/" + w1, nil, "", 0},
+		{"POST", "/api/worker/pool/shrink/" + w1, nil, "", 0},
+		{"POST", "/api/worker/pool/autoscale/" + pathEscape(c.w2.Name), q("min", "2", "max", "4"), "", 0},
+		{"POST", "/api/worker/queue/add-consumer/" + w1, q("queue", "auth-q"), "", 0},
+		{"POST", "/api/worker/queue/cancel-consumer/" + w1, q("queue", "auth-q"), "", 0},
+	}
+}
+
+func securityCases() []suiteCase {
+	return []suiteCase{
+		{"roles: 20 operations x 4 callers", func(t *testing.T, c *cluster) {
+			var authn auth.Authenticator
+			if err := authn.AddBasic("op:op-secret", auth.Operator); err != nil {
+				t.Fatal(err)
+			}
+			if err := authn.AddBasic("viewer:viewer-secret", auth.Viewer); err != nil {
+				t.Fatal(err)
+			}
+			// A second stamen with credentials on the same broker.
+			cfg := c.cfg
+			cfg.Auth = &authn
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			a, err := app.New(ctx, cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			srv := httptest.NewServer(a.Handler)
+			defer func() { srv.Close(); a.Close() }()
+
+			id := runTask(t, c, "stamen.add", map[string]any{"args": []any{3, 3}})
+			taskInfo(t, c, id, "SUCCESS")
+			// Wait for the second stamen's own state to see the task too.
+			eventually(t, 10*time.Second, "second stamen inspected the workers", func() bool {
+				req, _ := http.NewRequest("GET", srv.URL+"/api/workers?refresh=1", nil)
+				req.SetBasicAuth("op", "op-secret")
+				resp, err := http.DefaultClient.Do(req)
+				if err != nil {
+					return false
+				}
+				resp.Body.Close()
+				return resp.StatusCode == 200
+			})
+
+			callers := []struct {
+				name       string
+				user, pass string
+			}{
+				{"no credentials", "", ""},
+				{"wrong password", "op", "nope"},
+				{"viewer", "viewer", "viewer-secret"},
+				{"operator", "op", "op-secret"},
+			}
+			for _, op := range allOperations(c, id) {
+				for _, caller := range callers {
+					u := srv.URL + op.path
+					if len(op.query) > 0 {
+						u += "?" + op.query.Encode()
+					}
+					req, _ := http.NewRequest(op.method, u, strings.NewReader(op.body))
+					if op.body != "" {
+						req.Header.Set("Content-Type", "application/json")
+					}
+					if caller.user != "" {
+						req.SetBasicAuth(caller.user, caller.pass)
+					}
+					resp, err := http.DefaultClient.Do(req)
+					if err != nil {
+						t.Fatalf("%s %s: %v", op.method, op.path, err)
+					}
+					resp.Body.Close()
+					var want func(int) bool
+					switch {
+					case caller.name == "no credentials" || caller.name == "wrong password":
+						want = func(s int) bool { return s == 401 }
+						if resp.Header.Get("WWW-Authenticate") == "" {
+							t.Errorf("%s %s as %s: 401 without WWW-Authenticate", op.method, op.path, caller.name)
+						}
+					case caller.name == "viewer" && op.method == "POST":
+						want = func(s int) bool { return s == 403 }
+					case op.operatorOK != 0:
+						want = func(s int) bool { return s == op.operatorOK }
+					default:
+						want = func(s int) bool { return s >= 200 && s < 300 }
+					}
+					if !want(resp.StatusCode) {
+						t.Errorf("%s %s as %s: status %d", op.method, op.path, caller.name, resp.StatusCode)
+					}
+				}
+			}
+			// Health and metrics stay public.
+			for _, p := range []string{"/healthcheck", "/metrics", "/swagger.json"} {
+				resp, err := http.Get(srv.URL + p)
+				if err != nil || resp.StatusCode != 200 {
+					t.Errorf("GET %s without credentials: %v %v", p, resp, err)
+				}
+				if resp != nil {
+					resp.Body.Close()
+				}
+			}
+		}},
+		{"hostile requests: no panics, no 5xx", func(t *testing.T, c *cluster) {
+			w1 := pathEscape(c.w1.Name)
+			big := strings.Repeat("x", 2<<20)
+			for _, tc := range []struct {
+				method, path, body, contentType string
+			}{
+				{"POST", "/api/task/async-apply/stamen.add", `{"args": ["` + big + `"]}`, "application/json"},
+				{"POST", "/api/task/async-apply/stamen.add", `{"args": [1, 2`, "application/json"},
+				{"POST", "/api/task/async-apply/stamen.add", `{"args": 5, "kwargs": "x"}`, "application/json"},
+				{"POST", "/api/task/async-apply/stamen.add", `{"countdown": {"a": 1}}`, "application/json"},
+				{"POST", "/api/task/async-apply/stamen.add", `{"expires": [1]}`, "application/json"},
+				{"POST", "/api/task/async-apply/stamen.add", `{"eta": "9999-99-99 99:99:99.999999"}`, "application/json"},
+				{"POST", "/api/task/async-apply/stamen.add", `{"countdown": 1e308}`, "application/json"},
+				{"POST", "/api/task/apply/%2e%2e%2f%2e%2e%2fetc%2fpasswd", `{}`, "application/json"},
+				{"POST", "/api/task/send-task/stamen%2Fadd", `{}`, "application/json"},
+				{"POST", "/api/task/send-task/" + url.PathEscape("ünïcödé.task"), `{}`, "application/json"},
+				{"POST", "/api/task/send-task/" + url.PathEscape("bad\x00name"), `{}`, "application/json"},
+				{"GET", "/api/tasks?limit=99999999999999999999", "", ""},
+				{"GET", "/api/tasks?limit=2147483647", "", ""},
+				{"GET", "/api/tasks?offset=2147483647", "", ""},
+				{"GET", "/api/tasks?search=" + url.QueryEscape(strings.Repeat("(", 50)), "", ""},
+				{"GET", "/api/tasks?search=" + url.QueryEscape(`"unterminated`), "", ""},
+				{"GET", "/api/tasks?state=" + url.QueryEscape("<script>"), "", ""},
+				{"GET", "/api/task/info/" + url.PathEscape("../../etc/passwd"), "", ""},
+				{"GET", "/api/task/result/" + url.PathEscape("x\ny") + "?timeout=-1", "", ""},
+				{"GET", "/api/task/result/x?timeout=NaN", "", ""},
+				{"GET", "/api/workers?workername=" + url.QueryEscape(strings.Repeat("w", 5000)), "", ""},
+				{"POST", "/api/worker/pool/grow/" + w1 + "?n=99999999999", "", ""},
+				{"POST", "/api/worker/queue/add-consumer/" + w1, "queue=%ZZ", "application/x-www-form-urlencoded"},
+				{"POST", "/api/worker/queue/add-consumer/" + w1, "queue=" + url.QueryEscape("q\x00x"), "application/x-www-form-urlencoded"},
+				{"POST", "/api/worker/pool/autoscale/" + w1, `{"min": 1, "max": 2}`, "application/json"},
+				{"POST", "/api/task/revoke/" + url.PathEscape("id with spaces"), "", ""},
+				{"PUT", "/api/tasks", "", ""},
+				{"DELETE", "/api/worker/shutdown/" + w1, "", ""},
+			} {
+				var body *strings.Reader
+				if tc.body != "" {
+					body = strings.NewReader(tc.body)
+				} else {
+					body = strings.NewReader("")
+				}
+				req, err := http.NewRequest(tc.method, c.api.base+tc.path, body)
+				if err != nil {
+					t.Fatalf("%s %.60s: %v", tc.method, tc.path, err)
+				}
+				if tc.contentType != "" {
+					req.Header.Set("Content-Type", tc.contentType)
+				}
+				resp, err := c.api.hc.Do(req)
+				if err != nil {
+					t.Errorf("%s %.60s: %v", tc.method, tc.path, err)
+					continue
+				}
+				var r response
+				r.Status = resp.StatusCode
+				buf := make([]byte, 4096)
+				n, _ := resp.Body.Read(buf)
+				resp.Body.Close()
+				r.Body = buf[:n]
+				if r.Status >= 500 {
+					t.Errorf("%s %.60s: status %d: %s", tc.method, tc.path, r.Status, r.Body)
+				}
+				if r.Status >= 400 && !strings.Contains(string(r.Body), `"error"`) {
+					t.Errorf("%s %.60s: status %d without a JSON error: %s", tc.method, tc.path, r.Status, r.Body)
+				}
+			}
+			// The workers survived all of it.
+			status := c.api.mustOK(c.api.get("/api/workers", q("status", "true")))
+			if status[c.w1.Name] != true {
+				t.Errorf("%s went offline: %v", c.w1.Name, status)
+			}
+		}},
+	}
+}

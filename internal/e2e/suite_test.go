@@ -1,0 +1,172 @@
+// Package e2e runs stamen against real Celery workers on real brokers: one
+// table-driven suite, run once per broker (Redis, the embedded broker,
+// RabbitMQ with rpc://).
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stamen-dev/stamen/internal/app"
+	"github.com/stamen-dev/stamen/internal/testcluster"
+)
+
+// cluster is one stamen and its workers on one broker.
+type cluster struct {
+	kind string
+	app  *app.App
+	api  *api
+	// w1: prefork -c 2, no autoscaler, no pool restarts.
+	// w2: --autoscale=4,2 with pool restarts.
+	// w3: -c 1, killed by a test. w4: -c 1, shut down by a test.
+	w1, w2, w3, w4 *testcluster.Worker
+	// hasAbort is false on rpc://, which keeps no state a worker can read.
+	hasAbort bool
+	// cfg starts another stamen on the same broker.
+	cfg app.Config
+}
+
+type brokerSetup struct {
+	kind string
+	// start returns stamen's config and the URLs the workers use.
+	start    func(t *testing.T) (cfg app.Config, workerBroker, workerBackend string)
+	hasAbort bool
+}
+
+func brokers() []brokerSetup {
+	return []brokerSetup{
+		{
+			kind: "redis",
+			start: func(t *testing.T) (app.Config, string, string) {
+				testcluster.FlushRedisDB(t, 10)
+				testcluster.FlushRedisDB(t, 11)
+				b, r := testcluster.RedisURL(10), testcluster.RedisURL(11)
+				return app.Config{BrokerURL: b, ResultBackend: r}, b, r
+			},
+			hasAbort: true,
+		},
+		{
+			kind: "embedded",
+			start: func(t *testing.T) (app.Config, string, string) {
+				addr := fmt.Sprintf("127.0.0.1:%d", testcluster.FreePort(t))
+				return app.Config{EmbeddedAddr: addr}, "redis://" + addr + "/0", "redis://" + addr + "/1"
+			},
+			hasAbort: true,
+		},
+		{
+			kind: "amqp",
+			start: func(t *testing.T) (app.Config, string, string) {
+				b := testcluster.AMQPURL("stamen-test")
+				return app.Config{BrokerURL: b, ResultBackend: "rpc://"}, b, "rpc://"
+			},
+			hasAbort: false,
+		},
+	}
+}
+
+func newCluster(t *testing.T, s brokerSetup) *cluster {
+	t.Helper()
+	testcluster.Require(t)
+	cfg, wb, wr := s.start(t)
+	cfg.InspectTimeout = 2 * time.Second
+	cfg.ApplyTimeout = 30 * time.Second
+	if testing.Verbose() {
+		cfg.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	a, err := app.New(ctx, cfg)
+	if err != nil {
+		t.Fatalf("start stamen on %s: %v", s.kind, err)
+	}
+	srv := httptest.NewServer(a.Handler)
+	t.Cleanup(func() {
+		srv.Close()
+		a.Close()
+	})
+	if cfg.BrokerURL == "" {
+		wb = a.BrokerURL
+	}
+	c := &cluster{kind: s.kind, app: a, api: &api{t: t, base: srv.URL, hc: &http.Client{Timeout: 60 * time.Second}}, hasAbort: s.hasAbort}
+	c.cfg = cfg
+	c.cfg.BrokerURL, c.cfg.ResultBackend, c.cfg.EmbeddedAddr = wb, wr, ""
+
+	specs := []testcluster.WorkerOptions{
+		{Name: "w1", Broker: wb, Backend: wr, Concurrency: 2},
+		{Name: "w2", Broker: wb, Backend: wr, Autoscale: "4,2", PoolRestarts: true},
+		{Name: "w3", Broker: wb, Backend: wr, Concurrency: 1},
+		{Name: "w4", Broker: wb, Backend: wr, Concurrency: 1},
+	}
+	ws := make([]*testcluster.Worker, len(specs))
+	var wg sync.WaitGroup
+	for i := range specs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			ws[i] = testcluster.StartWorker(t, specs[i])
+		}()
+	}
+	wg.Wait()
+	for _, w := range ws {
+		if w == nil {
+			t.FailNow()
+		}
+	}
+	c.w1, c.w2, c.w3, c.w4 = ws[0], ws[1], ws[2], ws[3]
+
+	// Every worker must be known to the inspector and alive in the events
+	// state before the suite starts.
+	eventually(t, 30*time.Second, "all workers inspected and alive", func() bool {
+		workers := c.api.mustOK(c.api.get("/api/workers", q("refresh", "true")))
+		status := c.api.mustOK(c.api.get("/api/workers", q("status", "true")))
+		for _, w := range ws {
+			if _, ok := workers[w.Name]; !ok || status[w.Name] != true {
+				return false
+			}
+		}
+		return true
+	})
+	return c
+}
+
+func TestCluster(t *testing.T) {
+	if testing.Short() {
+		t.Skip("integration suite: real workers and brokers")
+	}
+	for _, s := range brokers() {
+		t.Run(s.kind, func(t *testing.T) {
+			c := newCluster(t, s)
+			for _, tc := range suite() {
+				t.Run(tc.name, func(t *testing.T) {
+					c.api.t = t
+					tc.run(t, c)
+				})
+			}
+		})
+	}
+}
+
+type suiteCase struct {
+	name string
+	run  func(t *testing.T, c *cluster)
+}
+
+// suite lists the cases in the order they run: read operations first, then
+// control operations, then the ones that take workers away.
+func suite() []suiteCase {
+	var cases []suiteCase
+	cases = append(cases, readCases()...)
+	cases = append(cases, writeCases()...)
+	cases = append(cases, contractCases()...)
+	cases = append(cases, observeCases()...)
+	cases = append(cases, securityCases()...)
+	cases = append(cases, lifecycleCases()...)
+	return cases
+}

@@ -1,0 +1,332 @@
+package e2e
+
+import (
+	"fmt"
+	"net/http"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+)
+
+// workerInfo refreshes and returns one worker's inspection.
+func workerInfo(t *testing.T, c *cluster, worker string) map[string]any {
+	t.Helper()
+	r := c.api.mustOK(c.api.get("/api/workers", q("refresh", "true", "workername", worker)))
+	info, ok := r[worker].(map[string]any)
+	if !ok {
+		t.Fatalf("no info for %s: %v", worker, r)
+	}
+	return info
+}
+
+func queueNames(info map[string]any) []string {
+	var names []string
+	qs, _ := info["active_queues"].([]any)
+	for _, q := range qs {
+		if m, ok := q.(map[string]any); ok {
+			names = append(names, fmt.Sprint(m["name"]))
+		}
+	}
+	return names
+}
+
+func poolProcesses(info map[string]any) int {
+	stats, _ := info["stats"].(map[string]any)
+	pool, _ := stats["pool"].(map[string]any)
+	procs, _ := pool["processes"].([]any)
+	return len(procs)
+}
+
+// consumeOn makes worker consume an extra queue (and only that worker), so
+// that a task can be sent to it alone.
+func consumeOn(t *testing.T, c *cluster, worker, queue string) {
+	t.Helper()
+	r := c.api.mustOK(c.api.post("/api/worker/queue/add-consumer/"+pathEscape(worker), q("queue", queue), nil))
+	if r["message"] != "add consumer "+queue {
+		t.Fatalf("add-consumer: %v", r)
+	}
+	eventually(t, 15*time.Second, worker+" consuming "+queue, func() bool {
+		return slices.Contains(queueNames(workerInfo(t, c, worker)), queue)
+	})
+}
+
+func flowerTime(t time.Time) string { return t.Format("2006-01-02 15:04:05.000000") }
+
+func writeCases() []suiteCase {
+	return []suiteCase{
+		{"apply returns the result", func(t *testing.T, c *cluster) {
+			r := c.api.mustOK(c.api.post("/api/task/apply/stamen.add", nil, map[string]any{"args": []any{4, 5}}))
+			if r["state"] != "SUCCESS" || r["result"] != float64(9) || r["task-id"] == "" {
+				t.Errorf("apply: %v", r)
+			}
+		}},
+		{"apply of a failing task returns exception and traceback", func(t *testing.T, c *cluster) {
+			r := c.api.mustOK(c.api.post("/api/task/apply/stamen.fail", nil, map[string]any{"args": []any{"kaput"}}))
+			if r["state"] != "FAILURE" || r["result"] != "ValueError('kaput')" || !strings.Contains(fmt.Sprint(r["traceback"]), "ValueError: kaput") {
+				t.Errorf("apply fail: %v", r)
+			}
+		}},
+		{"apply with a short bound on a long task answers 504", func(t *testing.T, c *cluster) {
+			start := time.Now()
+			r := c.api.post("/api/task/apply/stamen.sleep", q("timeout", "1"), map[string]any{"args": []any{4}})
+			if r.Status != http.StatusGatewayTimeout || r.JSON(t)["error"] == nil {
+				t.Errorf("status %d: %s", r.Status, r.Body)
+			}
+			if d := time.Since(start); d > 3*time.Second {
+				t.Errorf("504 took %s", d)
+			}
+		}},
+		{"result with timeout waits then answers", func(t *testing.T, c *cluster) {
+			id := runTask(t, c, "stamen.sleep", map[string]any{"args": []any{1}})
+			r := c.api.mustOK(c.api.get("/api/task/result/"+id, q("timeout", "20")))
+			if r["state"] != "SUCCESS" || r["result"] != float64(1) || r["task-id"] != id {
+				t.Errorf("result: %v", r)
+			}
+			fail := runTask(t, c, "stamen.fail", map[string]any{"args": []any{"oops"}})
+			f := c.api.mustOK(c.api.get("/api/task/result/"+fail, q("timeout", "20")))
+			if f["state"] != "FAILURE" || f["result"] != "ValueError('oops')" || f["traceback"] == nil {
+				t.Errorf("failed result: %v", f)
+			}
+			slow := runTask(t, c, "stamen.sleep", map[string]any{"args": []any{5}})
+			if r := c.api.get("/api/task/result/"+slow, q("timeout", "0.5")); r.Status != http.StatusGatewayTimeout {
+				t.Errorf("result wait past its timeout: status %d: %s", r.Status, r.Body)
+			}
+		}},
+		{"async-apply countdown and eta delay the run", func(t *testing.T, c *cluster) {
+			t0 := float64(time.Now().UnixMicro()) / 1e6
+			cd := runTask(t, c, "stamen.add", map[string]any{"args": []any{1, 1}, "countdown": 3})
+			eta := runTask(t, c, "stamen.add", map[string]any{"args": []any{1, 2}, "eta": flowerTime(time.Now().Add(3 * time.Second))})
+			for _, id := range []string{cd, eta} {
+				info := taskInfo(t, c, id, "SUCCESS")
+				if started, _ := info["started"].(float64); started < t0+2.5 {
+					t.Errorf("task %s started %.2fs after publish, want >= 3s", id, started-t0)
+				}
+				if info["eta"] == nil {
+					t.Errorf("task %s has no eta: %v", id, info)
+				}
+			}
+		}},
+		{"async-apply expires revokes a task that waited too long", func(t *testing.T, c *cluster) {
+			id := runTask(t, c, "stamen.add", map[string]any{"args": []any{1, 1}, "countdown": 3, "expires": 1})
+			info := taskInfo(t, c, id, "REVOKED", "SUCCESS")
+			if info["state"] != "REVOKED" {
+				t.Errorf("expired task ran: %v", info)
+			}
+		}},
+		{"async-apply queue routes to the consuming worker", func(t *testing.T, c *cluster) {
+			queue := "only-w1-" + c.kind
+			consumeOn(t, c, c.w1.Name, queue)
+			id := runTask(t, c, "stamen.add", map[string]any{"args": []any{2, 2}, "queue": queue})
+			info := taskInfo(t, c, id, "SUCCESS")
+			if info["worker"] != c.w1.Name {
+				t.Errorf("task on queue %s ran on %v", queue, info["worker"])
+			}
+		}},
+		{"async-apply priority orders a backlog", func(t *testing.T, c *cluster) {
+			if c.kind == "amqp" {
+				t.Skip("RabbitMQ honours priority only on queues declared with x-max-priority; Celery's default queues have none")
+			}
+			queue := "prio-" + c.kind
+			low := runTask(t, c, "stamen.add", map[string]any{"args": []any{1, 0}, "queue": queue, "priority": 9})
+			high := runTask(t, c, "stamen.add", map[string]any{"args": []any{0, 1}, "queue": queue, "priority": 0})
+			consumeOn(t, c, c.w1.Name, queue)
+			li, hi := taskInfo(t, c, low, "SUCCESS"), taskInfo(t, c, high, "SUCCESS")
+			// On Redis a lower number is served first.
+			if hi["received"].(float64) > li["received"].(float64) {
+				t.Errorf("priority 0 received after priority 9: %v > %v", hi["received"], li["received"])
+			}
+		}},
+		{"revoke terminate stops a running task", func(t *testing.T, c *cluster) {
+			id := runTask(t, c, "stamen.sleep", map[string]any{"args": []any{30}})
+			info := taskInfo(t, c, id, "STARTED")
+			r := c.api.mustOK(c.api.post("/api/task/revoke/"+id, q("terminate", "true", "signal", "SIGKILL"), nil))
+			if r["message"] != fmt.Sprintf("Revoked '%s'", id) {
+				t.Errorf("revoke: %v", r)
+			}
+			taskInfo(t, c, id, "REVOKED")
+			worker := info["worker"].(string)
+			if !slices.Contains(toStrings(workerInfo(t, c, worker)["revoked"]), id) {
+				t.Errorf("%s not in %s's revoked list", id, worker)
+			}
+		}},
+		{"abort stops an abortable task", func(t *testing.T, c *cluster) {
+			id := runTask(t, c, "stamen.abortable", map[string]any{"kwargs": map[string]any{"seconds": 30}})
+			taskInfo(t, c, id, "STARTED")
+			r := c.api.post("/api/task/abort/"+id, nil, nil)
+			if !c.hasAbort {
+				if r.Status != http.StatusServiceUnavailable || !strings.Contains(string(r.Body), "rpc://") {
+					t.Errorf("abort on rpc://: status %d: %s", r.Status, r.Body)
+				}
+				c.api.mustOK(c.api.post("/api/task/revoke/"+id, q("terminate", "true"), nil))
+				return
+			}
+			if m := c.api.mustOK(r); m["message"] != fmt.Sprintf("Aborted '%s'", id) {
+				t.Errorf("abort: %v", m)
+			}
+			res := c.api.mustOK(c.api.get("/api/task/result/"+id, q("timeout", "20")))
+			if out, _ := res["result"].(map[string]any); res["state"] != "SUCCESS" || out["aborted"] != true {
+				t.Errorf("aborted task result: %v", res)
+			}
+		}},
+		{"rate-limit shows in the worker's registered tasks", func(t *testing.T, c *cluster) {
+			r := c.api.mustOK(c.api.post("/api/task/rate-limit/stamen.add", q("workername", c.w1.Name, "rateLimit", "10/m"), nil))
+			if r["message"] != "new rate limit set successfully" {
+				t.Errorf("rate-limit: %v", r)
+			}
+			if !slices.Contains(toStrings(workerInfo(t, c, c.w1.Name)["registered"]), "stamen.add [rate_limit=10/m]") {
+				t.Errorf("rate limit not visible on %s", c.w1.Name)
+			}
+			// Flower's own parameter name works too, and an empty rate lifts the limit.
+			r = c.api.mustOK(c.api.post("/api/task/rate-limit/stamen.add", q("workername", c.w1.Name, "ratelimit", ""), nil))
+			if r["message"] != "rate limit disabled successfully" {
+				t.Errorf("rate-limit reset: %v", r)
+			}
+		}},
+		{"timeout makes a long task fail", func(t *testing.T, c *cluster) {
+			queue := "only-w1-" + c.kind
+			r := c.api.mustOK(c.api.post("/api/task/timeout/stamen.sleep", q("workername", c.w1.Name, "soft", "1", "hard", "2"), nil))
+			if r["message"] != "time limits set successfully" {
+				t.Errorf("timeout: %v", r)
+			}
+			id := runTask(t, c, "stamen.sleep", map[string]any{"args": []any{6}, "queue": queue})
+			info := taskInfo(t, c, id, "FAILURE", "SUCCESS")
+			if info["state"] != "FAILURE" || !strings.Contains(fmt.Sprint(info["exception"]), "TimeLimitExceeded") {
+				t.Errorf("task under a 1 s soft limit: %v %v", info["state"], info["exception"])
+			}
+		}},
+		{"pool grow and shrink change the process count", func(t *testing.T, c *cluster) {
+			before := poolProcesses(workerInfo(t, c, c.w1.Name))
+			r := c.api.mustOK(c.api.post("/api/worker/pool/grow/"+pathEscape(c.w1.Name), q("n", "1"), nil))
+			if r["message"] != fmt.Sprintf("Growing '%s' worker's pool by 1", c.w1.Name) {
+				t.Errorf("grow: %v", r)
+			}
+			eventually(t, 20*time.Second, "pool grown", func() bool { return poolProcesses(workerInfo(t, c, c.w1.Name)) == before+1 })
+			r = c.api.mustOK(c.api.post("/api/worker/pool/shrink/"+pathEscape(c.w1.Name), nil, nil))
+			if r["message"] != fmt.Sprintf("Shrinking '%s' worker's pool by 1", c.w1.Name) {
+				t.Errorf("shrink: %v", r)
+			}
+			eventually(t, 20*time.Second, "pool shrunk", func() bool { return poolProcesses(workerInfo(t, c, c.w1.Name)) == before })
+			// A worker with an autoscaler refuses: 403 with its reason.
+			r2 := c.api.post("/api/worker/pool/grow/"+pathEscape(c.w2.Name), nil, nil)
+			if r2.Status != http.StatusForbidden || !strings.Contains(string(r2.Body), "not supported with autoscale") {
+				t.Errorf("grow with autoscaler: %d %s", r2.Status, r2.Body)
+			}
+		}},
+		{"autoscale changes the autoscaler range", func(t *testing.T, c *cluster) {
+			r := c.api.mustOK(c.api.post("/api/worker/pool/autoscale/"+pathEscape(c.w2.Name), q("min", "1", "max", "3"), nil))
+			if r["message"] != fmt.Sprintf("Autoscaling '%s' worker (min=1, max=3)", c.w2.Name) {
+				t.Errorf("autoscale: %v", r)
+			}
+			eventually(t, 10*time.Second, "autoscaler range 1..3", func() bool {
+				stats, _ := workerInfo(t, c, c.w2.Name)["stats"].(map[string]any)
+				as, _ := stats["autoscaler"].(map[string]any)
+				return as["min"] == float64(1) && as["max"] == float64(3)
+			})
+			r2 := c.api.post("/api/worker/pool/autoscale/"+pathEscape(c.w1.Name), q("min", "1", "max", "3"), nil)
+			if r2.Status != http.StatusForbidden || !strings.Contains(string(r2.Body), "Autoscale not enabled") {
+				t.Errorf("autoscale without --autoscale: %d %s", r2.Status, r2.Body)
+			}
+		}},
+		{"pool restart needs pool restarts enabled", func(t *testing.T, c *cluster) {
+			r := c.api.mustOK(c.api.post("/api/worker/pool/restart/"+pathEscape(c.w2.Name), nil, nil))
+			if r["message"] != fmt.Sprintf("Restarting '%s' worker's pool", c.w2.Name) {
+				t.Errorf("restart: %v", r)
+			}
+			r2 := c.api.post("/api/worker/pool/restart/"+pathEscape(c.w1.Name), nil, nil)
+			if r2.Status != http.StatusForbidden || !strings.Contains(string(r2.Body), "Pool restarts not enabled") {
+				t.Errorf("restart without pool restarts: %d %s", r2.Status, r2.Body)
+			}
+		}},
+		{"add and cancel consumer change active queues", func(t *testing.T, c *cluster) {
+			queue := "extra-" + c.kind
+			consumeOn(t, c, c.w2.Name, queue)
+			r := c.api.mustOK(c.api.post("/api/worker/queue/cancel-consumer/"+pathEscape(c.w2.Name), q("queue", queue), nil))
+			if r["message"] != "no longer consuming from "+queue {
+				t.Errorf("cancel-consumer: %v", r)
+			}
+			eventually(t, 15*time.Second, "queue dropped", func() bool {
+				return !slices.Contains(queueNames(workerInfo(t, c, c.w2.Name)), queue)
+			})
+		}},
+		{"bad and missing parameters are 4xx and send nothing", func(t *testing.T, c *cluster) {
+			w1 := pathEscape(c.w1.Name)
+			w2 := pathEscape(c.w2.Name)
+			for _, tc := range []struct {
+				path   string
+				query  []string
+				body   any
+				status int
+			}{
+				{"/api/worker/queue/add-consumer/" + w1, nil, nil, 400},
+				{"/api/worker/queue/add-consumer/" + w1, []string{"queue", ""}, nil, 400},
+				{"/api/worker/queue/add-consumer/" + w1, []string{"queue", "a b"}, nil, 400},
+				{"/api/worker/queue/cancel-consumer/" + w1, nil, nil, 400},
+				{"/api/worker/queue/add-consumer/nobody@nowhere", []string{"queue", "x"}, nil, 404},
+				{"/api/worker/pool/autoscale/" + w2, []string{"max", "3"}, nil, 400},
+				{"/api/worker/pool/autoscale/" + w2, []string{"min", "abc", "max", "3"}, nil, 400},
+				{"/api/worker/pool/autoscale/" + w2, []string{"min", "5", "max", "3"}, nil, 400},
+				{"/api/worker/pool/grow/" + w1, []string{"n", "two"}, nil, 400},
+				{"/api/worker/pool/grow/" + w1, []string{"n", "0"}, nil, 400},
+				{"/api/worker/pool/shrink/" + w1, []string{"n", "-1"}, nil, 400},
+				{"/api/worker/pool/grow/nobody@nowhere", nil, nil, 404},
+				{"/api/worker/pool/restart/nobody@nowhere", nil, nil, 404},
+				{"/api/worker/shutdown/nobody@nowhere", nil, nil, 404},
+				{"/api/task/timeout/stamen.sleep", []string{"soft", "1"}, nil, 400},
+				{"/api/task/timeout/stamen.sleep", []string{"workername", c.w1.Name, "soft", "abc"}, nil, 400},
+				{"/api/task/timeout/no.such.task", []string{"workername", c.w1.Name, "soft", "1"}, nil, 404},
+				{"/api/task/timeout/stamen.sleep", []string{"workername", "nobody@nowhere", "soft", "1"}, nil, 404},
+				{"/api/task/rate-limit/stamen.add", []string{"workername", c.w1.Name}, nil, 400},
+				{"/api/task/rate-limit/stamen.add", []string{"workername", c.w1.Name, "rateLimit", "xx/q"}, nil, 400},
+				{"/api/task/rate-limit/no.such.task", []string{"workername", c.w1.Name, "rateLimit", "1"}, nil, 404},
+				{"/api/task/revoke/some-id", []string{"terminate", "perhaps"}, nil, 400},
+				{"/api/task/async-apply/no.such.task", nil, map[string]any{}, 404},
+				{"/api/task/apply/no.such.task", nil, map[string]any{}, 404},
+				{"/api/task/async-apply/stamen.add", nil, "{not json", 400},
+				{"/api/task/async-apply/stamen.add", nil, map[string]any{"args": "notalist"}, 400},
+				{"/api/task/async-apply/stamen.add", nil, "[1, 2]", 400},
+				{"/api/task/async-apply/stamen.add", nil, map[string]any{"eta": "2030-01-01T00:00"}, 400},
+				{"/api/task/async-apply/stamen.add", nil, map[string]any{"countdown": "soon"}, 400},
+				{"/api/task/async-apply/stamen.add", nil, map[string]any{"priority": 300}, 400},
+				{"/api/task/send-task/stamen.add", nil, map[string]any{"kwargs": []any{1}}, 400},
+			} {
+				r := c.api.post(tc.path, q(tc.query...), tc.body)
+				if r.Status != tc.status {
+					t.Errorf("POST %s %v %v: status %d, want %d: %s", tc.path, tc.query, tc.body, r.Status, tc.status, r.Body)
+					continue
+				}
+				if e, _ := r.JSON(t)["error"].(string); e == "" {
+					t.Errorf("POST %s %v: no error message: %s", tc.path, tc.query, r.Body)
+				}
+			}
+			// Nothing malformed reached the workers: they are all still alive
+			// and answering.
+			for _, w := range []string{c.w1.Name, c.w2.Name} {
+				if !slices.Contains(toStrings(workerInfo(t, c, w)["registered"]), "stamen.sleep") {
+					t.Errorf("%s does not answer any more", w)
+				}
+			}
+		}},
+	}
+}
+
+func lifecycleCases() []suiteCase {
+	return []suiteCase{
+		{"a killed worker goes offline", func(t *testing.T, c *cluster) {
+			c.w3.Kill()
+			eventually(t, 20*time.Second, c.w3.Name+" offline", func() bool {
+				return c.api.mustOK(c.api.get("/api/workers", q("status", "true")))[c.w3.Name] == false
+			})
+		}},
+		{"shutdown makes the worker exit", func(t *testing.T, c *cluster) {
+			r := c.api.mustOK(c.api.post("/api/worker/shutdown/"+pathEscape(c.w4.Name), nil, nil))
+			if r["message"] != "Shutting down!" {
+				t.Errorf("shutdown: %v", r)
+			}
+			eventually(t, 20*time.Second, c.w4.Name+" exited", func() bool { return !c.w4.Alive() })
+			eventually(t, 10*time.Second, c.w4.Name+" offline", func() bool {
+				return c.api.mustOK(c.api.get("/api/workers", q("status", "true")))[c.w4.Name] == false
+			})
+		}},
+	}
+}

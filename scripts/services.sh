@@ -1,0 +1,140 @@
+#!/usr/bin/env bash
+# Makes sure what stamen's integration tests need is installed and running:
+# Redis on 127.0.0.1:6379, RabbitMQ on 127.0.0.1:5672 (guest/guest, vhost
+# "stamen-test"), and Debian's Celery for /usr/bin/python3.
+#
+# Idempotent: installs only missing packages (no apt-get at all when nothing
+# is missing), starts only what does not already answer, and is quick (~2 s)
+# when everything is up. Installing and starting services needs root.
+#
+# Env knobs:
+#   STAMEN_SERVICES_DIR     pid/log files of what this script starts
+#                           (default /tmp/stamen-services)
+#   STAMEN_RABBIT_TIMEOUT   seconds to wait for RabbitMQ (default 120)
+#   STAMEN_SKIP_RABBITMQ=1  Redis and Celery only
+set -euo pipefail
+
+RUN_DIR=${STAMEN_SERVICES_DIR:-/tmp/stamen-services}
+RABBIT_TIMEOUT=${STAMEN_RABBIT_TIMEOUT:-120}
+PY=/usr/bin/python3 # Debian's interpreter: the apt python3-* packages are for it
+REDIS_PORT=6379
+AMQP_PORT=5672
+VHOST=stamen-test
+
+PKGS=(redis-server redis-tools rabbitmq-server python3-celery python3-redis python3-amqp python3-kombu)
+
+log() { printf '[services %s] %s\n' "$(date +%H:%M:%S)" "$*"; }
+die() {
+  printf '[services %s] ERROR: %s\n' "$(date +%H:%M:%S)" "$*" >&2
+  exit 1
+}
+now() { date +%s.%N; }
+since() { awk -v a="$1" -v b="$(now)" 'BEGIN{printf "%.1f", b-a}'; }
+port_open() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
+redis_up() { redis-cli -h 127.0.0.1 -p "$REDIS_PORT" ping 2>/dev/null | grep -q PONG; }
+trap 'die "failed at line $LINENO: $BASH_COMMAND"' ERR
+
+mkdir -p "$RUN_DIR"
+is_root() { [ "$(id -u)" = 0 ]; }
+
+# ---- 1. packages --------------------------------------------------------------
+pkgs=("${PKGS[@]}")
+[ "${STAMEN_SKIP_RABBITMQ:-0}" = 1 ] && pkgs=(redis-server redis-tools python3-celery python3-redis python3-kombu)
+missing=()
+for p in "${pkgs[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed'; then
+    missing+=("$p")
+  fi
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  is_root || die "missing packages (${missing[*]}); run as root or install them: apt-get install -y --no-install-recommends ${missing[*]}"
+  command -v apt-get >/dev/null || die "missing packages (${missing[*]}) and no apt-get: install them by hand"
+  t=$(now)
+  log "installing: ${missing[*]} (log: $RUN_DIR/apt.log)"
+  export DEBIAN_FRONTEND=noninteractive
+  {
+    apt-get update -q &&
+      apt-get install -y -q --no-install-recommends "${missing[@]}"
+  } >"$RUN_DIR/apt.log" 2>&1 || {
+    tail -n 30 "$RUN_DIR/apt.log" >&2
+    die "apt-get failed (full log: $RUN_DIR/apt.log)"
+  }
+  log "installed in $(since "$t")s"
+else
+  log "packages already installed: ${pkgs[*]}"
+fi
+
+"$PY" -c 'import celery, redis, kombu' 2>/dev/null ||
+  die "$PY cannot import celery/redis/kombu although the packages are installed"
+
+# ---- 2. Redis, no persistence ----------------------------------------------------
+t=$(now)
+if redis_up; then
+  log "redis already answering on 127.0.0.1:$REDIS_PORT"
+else
+  command -v redis-server >/dev/null || die "redis-server not found"
+  log "starting redis on 127.0.0.1:$REDIS_PORT (log: $RUN_DIR/redis.log)"
+  redis-server --daemonize yes --bind 127.0.0.1 --port "$REDIS_PORT" --save "" --appendonly no \
+    --pidfile "$RUN_DIR/redis.pid" --logfile "$RUN_DIR/redis.log" --dir "$RUN_DIR"
+  for _ in $(seq 200); do
+    redis_up && break
+    sleep 0.05
+  done
+  redis_up || {
+    tail -n 20 "$RUN_DIR/redis.log" >&2 || true
+    die "redis did not answer PING within 10s"
+  }
+  log "redis ready after $(since "$t")s (pid $(cat "$RUN_DIR/redis.pid" 2>/dev/null || echo '?'))"
+fi
+
+# ---- 3. RabbitMQ ----------------------------------------------------------------
+if [ "${STAMEN_SKIP_RABBITMQ:-0}" = 1 ]; then
+  log "skipping RabbitMQ (STAMEN_SKIP_RABBITMQ=1)"
+  exit 0
+fi
+t=$(now)
+if port_open "$AMQP_PORT"; then
+  log "something already listens on 127.0.0.1:$AMQP_PORT"
+else
+  is_root || die "RabbitMQ is not running and starting it needs root"
+  log "starting rabbitmq on 127.0.0.1:$AMQP_PORT (logs: /var/log/rabbitmq/)"
+  # Loopback only: the AMQP listener, epmd and the Erlang distribution port.
+  export RABBITMQ_NODE_IP_ADDRESS=127.0.0.1
+  export ERL_EPMD_ADDRESS=127.0.0.1
+  export RABBITMQ_SERVER_ADDITIONAL_ERL_ARGS="-kernel inet_dist_use_interface {127,0,0,1}"
+  if id rabbitmq >/dev/null 2>&1; then
+    install -d -o rabbitmq -g rabbitmq /var/lib/rabbitmq/mnesia /var/log/rabbitmq
+  fi
+  # Debian's wrapper re-runs itself as user rabbitmq; the variables above pass through.
+  rabbitmq-server -detached
+  deadline=$(($(date +%s) + RABBIT_TIMEOUT))
+  until port_open "$AMQP_PORT"; do
+    [ "$(date +%s)" -lt "$deadline" ] || die "RabbitMQ did not open port $AMQP_PORT within ${RABBIT_TIMEOUT}s; see /var/log/rabbitmq/"
+    sleep 0.2
+  done
+  log "rabbitmq port $AMQP_PORT open after $(since "$t")s"
+fi
+# An open port is not enough: wait until the rabbit application has booted.
+rabbitmqctl -q await_startup --timeout "$RABBIT_TIMEOUT" ||
+  die "rabbitmqctl await_startup failed; see /var/log/rabbitmq/"
+
+# The vhost the tests use, with full permissions for guest (both idempotent).
+if rabbitmqctl -q list_vhosts name 2>/dev/null | grep -qx "$VHOST"; then
+  log "rabbitmq vhost $VHOST exists"
+else
+  rabbitmqctl -q add_vhost "$VHOST" || die "rabbitmqctl add_vhost $VHOST failed"
+  log "rabbitmq vhost $VHOST created"
+fi
+rabbitmqctl -q set_permissions -p "$VHOST" guest '.*' '.*' '.*' ||
+  die "rabbitmqctl set_permissions -p $VHOST guest failed"
+
+# Prove an AMQP login as guest into the test vhost (guest is loopback-only).
+"$PY" - "$VHOST" <<'PYEOF' || die "AMQP login as guest to vhost $VHOST failed"
+import sys
+import amqp
+c = amqp.Connection("127.0.0.1:5672", userid="guest", password="guest",
+                    virtual_host=sys.argv[1], connect_timeout=5)
+c.connect()
+c.close()
+PYEOF
+log "rabbitmq ready (await_startup, vhost $VHOST, guest login) after $(since "$t")s"

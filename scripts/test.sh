@@ -1,0 +1,121 @@
+#!/usr/bin/env bash
+# The test command (`make test`, and CI through .ci/run):
+#
+#   1. scripts/services.sh   install (apt, as root) and start what is missing:
+#                            Redis, RabbitMQ, Debian's python3-celery
+#   2. go vet ./...
+#   3. gofmt                 every .go file outside the generated restapi/ and gen/
+#   4. make check-generated  regenerate the go-swagger code; fail on any diff
+#   5. go test -race -count=1 ./...   with STAMEN_INTEGRATION=1, so the
+#                            integration tests run (and fail, never skip,
+#                            when Celery or a broker is missing)
+#
+# Every step runs even when an earlier one failed (except 1: without the
+# services the tests cannot run), then a summary is printed; the exit status
+# is non-zero when any step failed.
+#
+# Arguments are package patterns for step 5 (default ./...), e.g.
+#   bash scripts/test.sh ./internal/testcluster/
+# Env knobs:
+#   GO_TEST_FLAGS               default "-race -count=1"
+#   STAMEN_TEST_TIMEOUT         go test -timeout, default 14m
+#   STAMEN_TEST_VERBOSE=1       go test -v
+#   STAMEN_SKIP_SERVICES=1      skip step 1 (services managed elsewhere)
+#   STAMEN_SKIP_GENERATED=1     skip step 4 (it runs go mod tidy and compares
+#                               with git: uncommitted changes to restapi/,
+#                               gen/, go.mod or go.sum make it fail)
+#   STAMEN_TEST_LOG_DIR         keep the Celery workers' logs there
+#   STAMEN_TEST_OUT             where go-test.log goes (default a new
+#                               /tmp/stamen-test.XXXXXX)
+set -uo pipefail
+
+cd "$(dirname "$0")/.."
+export STAMEN_INTEGRATION=1
+
+LOG_DIR=${STAMEN_TEST_OUT:-$(mktemp -d /tmp/stamen-test.XXXXXX)}
+mkdir -p "$LOG_DIR"
+declare -a SUMMARY=()
+FAILED=0
+
+now() { date +%s.%N; }
+since() { awk -v a="$1" -v b="$(now)" 'BEGIN{printf "%.1f", b-a}'; }
+banner() { printf '\n==> %s\n' "$*"; }
+record() { # record NAME STATUS SECONDS
+  SUMMARY+=("$(printf '%-18s %-5s %6ss' "$1" "$2" "$3")")
+  [ "$2" = ok ] || [ "$2" = skip ] || FAILED=1
+}
+# step NAME CMD...: runs CMD, records the outcome and its duration.
+step() {
+  local name=$1 t rc
+  shift
+  banner "$name: $*"
+  t=$(now)
+  "$@" 2>&1 # one stream, so that CI logs keep the order
+  rc=$?
+  if [ $rc -eq 0 ]; then
+    record "$name" ok "$(since "$t")"
+  else
+    record "$name" FAIL "$(since "$t")"
+    echo "--- $name failed (exit $rc)"
+  fi
+  return $rc
+}
+finish() {
+  banner "summary"
+  printf '  %s\n' "${SUMMARY[@]}"
+  if [ "$FAILED" -ne 0 ]; then
+    echo "FAIL (go test output: $LOG_DIR/go-test.log)"
+    exit 1
+  fi
+  echo "PASS"
+  exit 0
+}
+
+gofmt_check() {
+  local files out
+  files=$(find . -name '*.go' -not -path './restapi/*' -not -path './gen/*' \
+    -not -path './.git/*' -not -path './vendor/*' -not -path '*/testdata/*')
+  # shellcheck disable=SC2086
+  out=$(gofmt -l $files) || return 1
+  if [ -n "$out" ]; then
+    echo "not gofmt'ed (run: gofmt -w <file>, or make fmt):"
+    printf '  %s\n' $out
+    return 1
+  fi
+  echo "all files gofmt'ed"
+}
+
+go_test() {
+  local flags=(${GO_TEST_FLAGS:--race -count=1} -timeout "${STAMEN_TEST_TIMEOUT:-14m}")
+  [ "${STAMEN_TEST_VERBOSE:-0}" = 1 ] && flags+=(-v)
+  local pkgs=("$@")
+  [ ${#pkgs[@]} -gt 0 ] || pkgs=(./...)
+  echo "go test ${flags[*]} ${pkgs[*]}  (log: $LOG_DIR/go-test.log)"
+  go test "${flags[@]}" "${pkgs[@]}" 2>&1 | tee "$LOG_DIR/go-test.log"
+  local rc=${PIPESTATUS[0]}
+  if [ "$rc" -ne 0 ]; then
+    # The failing tests, together, at the end of a long CI log.
+    banner "failed tests"
+    grep -E '^\s*--- FAIL|^FAIL|^panic:|\[build failed\]|^# ' "$LOG_DIR/go-test.log" || true
+  fi
+  return "$rc"
+}
+
+T0=$(now)
+echo "stamen tests: $(go version), $(nproc) CPUs, CI=${CI:-false}"
+
+if [ "${STAMEN_SKIP_SERVICES:-0}" = 1 ]; then
+  record services skip 0
+else
+  step services bash scripts/services.sh || finish
+fi
+step "go vet" go vet ./...
+step gofmt gofmt_check
+if [ "${STAMEN_SKIP_GENERATED:-0}" = 1 ]; then
+  record check-generated skip 0
+else
+  step check-generated make --no-print-directory check-generated
+fi
+step "go test" go_test "$@"
+record total "$([ "$FAILED" = 0 ] && echo ok || echo FAIL)" "$(since "$T0")"
+finish

@@ -1,0 +1,105 @@
+"""Sample Celery app used by stamen's integration tests (internal/testcluster).
+
+Run it with Debian's interpreter, /usr/bin/python3 (python3-celery 5.2.6); a
+python3 earlier on PATH (pyenv, a virtualenv) usually has no Celery:
+
+    cd testdata/celeryapp
+    STAMEN_TEST_BROKER=redis://127.0.0.1:6379/14 \
+    STAMEN_TEST_BACKEND=redis://127.0.0.1:6379/15 \
+        /usr/bin/python3 -m celery -A stamen_testapp worker -n demo@%h -E -l INFO
+
+Environment:
+
+    STAMEN_TEST_BROKER         broker URL (default redis://127.0.0.1:6379/0)
+    STAMEN_TEST_BACKEND        result backend (default redis://127.0.0.1:6379/1);
+                               "rpc://" with an amqp:// broker
+    STAMEN_TEST_POOL_RESTARTS  "1" turns on worker_pool_restarts, without which
+                               the pool_restart control command replies
+                               {"error": "ValueError('Pool restarts not enabled')"}
+
+Task names are explicit ("stamen.*") so they do not depend on how the module
+is imported.
+"""
+
+import os
+import time
+
+from celery import Celery
+from celery.contrib.abortable import AbortableTask
+from celery.utils.log import get_task_logger
+
+BROKER = os.environ.get("STAMEN_TEST_BROKER", "redis://127.0.0.1:6379/0")
+BACKEND = os.environ.get("STAMEN_TEST_BACKEND", "redis://127.0.0.1:6379/1")
+
+app = Celery("stamen_testapp", broker=BROKER, backend=BACKEND)
+app.conf.update(
+    # JSON only: stamen speaks JSON, and refusing pickle keeps root workers
+    # from needing C_FORCE_ROOT.
+    task_serializer="json",
+    result_serializer="json",
+    accept_content=["json"],
+    # The client's task-sent event, the workers' task-* events, and the
+    # STARTED state between RECEIVED and SUCCESS.
+    task_send_sent_event=True,
+    worker_send_task_events=True,
+    task_track_started=True,
+    result_expires=3600,
+    worker_pool_restarts=os.environ.get("STAMEN_TEST_POOL_RESTARTS") == "1",
+)
+
+log = get_task_logger(__name__)
+
+
+@app.task(name="stamen.add")
+def add(x, y):
+    return x + y
+
+
+@app.task(name="stamen.sleep")
+def sleep(seconds):
+    time.sleep(float(seconds))
+    return seconds
+
+
+@app.task(name="stamen.fail")
+def fail(message="boom"):
+    raise ValueError(message)
+
+
+@app.task(name="stamen.echo")
+def echo(*args, **kwargs):
+    return {"args": list(args), "kwargs": kwargs}
+
+
+@app.task(bind=True, base=AbortableTask, name="stamen.abortable")
+def abortable(self, seconds=30, step=0.2):
+    """Loops until aborted or `seconds` have passed.
+
+    The abort flag lives in the result backend, so this only works with a
+    backend the worker can read back (Redis yes, rpc:// no).
+    """
+    deadline = time.monotonic() + float(seconds)
+    loops = 0
+    while time.monotonic() < deadline:
+        if self.is_aborted():
+            log.warning("task %s aborted after %d loops", self.request.id, loops)
+            return {"aborted": True, "loops": loops}
+        loops += 1
+        time.sleep(float(step))
+    return {"aborted": False, "loops": loops}
+
+
+@app.task(bind=True, name="stamen.retry", max_retries=3, default_retry_delay=0.5)
+def retry(self, succeed_on=3):
+    """Fails and retries until attempt `succeed_on` (1-based), which succeeds.
+
+    succeed_on > max_retries + 1 ends in FAILURE after the last retry.
+    """
+    attempt = self.request.retries + 1
+    if attempt < int(succeed_on):
+        raise self.retry(exc=RuntimeError(f"attempt {attempt} failed"))
+    return {"attempts": attempt}
+
+
+if __name__ == "__main__":
+    app.start()
