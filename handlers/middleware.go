@@ -3,6 +3,7 @@ package handlers
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"io"
 	"mime"
 	"net/http"
@@ -31,6 +32,10 @@ func FlowerParams(maxBody int64, next http.Handler) http.Handler {
 				writeJSON(w, http.StatusBadRequest, errorBody{Error: err.Error()})
 				return
 			}
+		}
+		if err := strictParams(r.URL.Query()); err != nil {
+			writeJSON(w, http.StatusBadRequest, errorBody{Error: err.Error()})
+			return
 		}
 		if strings.HasPrefix(r.URL.Path, "/api/task/rate-limit/") {
 			q := r.URL.Query()
@@ -107,4 +112,41 @@ func dropBody(r *http.Request) {
 	r.ContentLength = 0
 	r.Header.Del("Content-Type")
 	r.Header.Del("Content-Length")
+}
+
+// boolParams and numberParams are the typed query parameters of the API.
+// go-openapi reads an unparsable boolean as false and an empty number as
+// absent; Flower answers 400 for both, and so does stamen.
+var (
+	boolParams   = []string{"refresh", "status", "terminate"}
+	numberParams = []string{"limit", "offset", "n", "min", "max", "timeout", "soft", "hard"}
+)
+
+func strictParams(q url.Values) error {
+	for _, name := range boolParams {
+		for _, v := range q[name] {
+			if _, ok := parseFlowerBool(v); !ok {
+				return fmt.Errorf("invalid %s %q: want true or false", name, v)
+			}
+		}
+	}
+	for _, name := range numberParams {
+		for _, v := range q[name] {
+			if strings.TrimSpace(v) == "" {
+				return fmt.Errorf("%s must not be empty", name)
+			}
+		}
+	}
+	return nil
+}
+
+// parseFlowerBool accepts what Flower (Tornado) accepts.
+func parseFlowerBool(v string) (bool, bool) {
+	switch strings.ToLower(strings.TrimSpace(v)) {
+	case "y", "yes", "t", "true", "on", "1":
+		return true, true
+	case "n", "no", "f", "false", "off", "0":
+		return false, true
+	}
+	return false, false
 }

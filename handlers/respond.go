@@ -96,7 +96,7 @@ func ServeError(rw http.ResponseWriter, r *http.Request, err error) {
 		if len(composite.Errors) > 0 {
 			msg = composite.Errors[0].Error()
 			var inner oaerrors.Error
-			if errors.As(composite.Errors[0], &inner) && inner.Code() < 600 && inner.Code() >= 400 {
+			if errors.As(composite.Errors[0], &inner) && inner.Code() < 600 && inner.Code() >= 400 && inner.Code() != http.StatusUnprocessableEntity {
 				status = int(inner.Code())
 			}
 		}

@@ -326,6 +326,10 @@ func (a *App) refreshLater(ctx context.Context, worker string) {
 	}()
 }
 
+// Broker returns the broker connection (tests use it to inspect workers
+// beyond what the API shows).
+func (a *App) Broker() handlers.Broker { return a.broker }
+
 // Close stops ingestion and closes the broker connections.
 func (a *App) Close() {
 	if a.cancel != nil {
