@@ -9,6 +9,7 @@
 #   5. go test -race -count=1 ./...   with STAMEN_INTEGRATION=1, so the
 #                            integration tests run (and fail, never skip,
 #                            when Celery or a broker is missing)
+#   6. fuzz                  each Go fuzz target for STAMEN_FUZZ_TIME (5s)
 #
 # Every step runs even when an earlier one failed (except 1: without the
 # services the tests cannot run), then a summary is printed; the exit status
@@ -85,6 +86,19 @@ gofmt_check() {
   echo "all files gofmt'ed"
 }
 
+# fuzz_targets runs every fuzz target for a bounded time (STAMEN_FUZZ_TIME,
+# default 5s each) on top of its seed corpus, which go test already ran.
+fuzz_targets() {
+  local pkg target rc=0
+  for pkg in ./internal/celery ./internal/state ./handlers; do
+    for target in $(grep -ho '^func Fuzz[A-Za-z0-9_]*' "$pkg"/*_test.go | sed 's/^func //'); do
+      echo "fuzz $pkg $target"
+      go test -run '^$' -fuzz "^${target}\$" -fuzztime "${STAMEN_FUZZ_TIME:-5s}" "$pkg" || rc=1
+    done
+  done
+  return $rc
+}
+
 go_test() {
   local flags=(${GO_TEST_FLAGS:--race -count=1} -timeout "${STAMEN_TEST_TIMEOUT:-14m}")
   [ "${STAMEN_TEST_VERBOSE:-0}" = 1 ] && flags+=(-v)
@@ -117,5 +131,6 @@ else
   step check-generated make --no-print-directory check-generated
 fi
 step "go test" go_test "$@"
+step fuzz fuzz_targets
 record total "$([ "$FAILED" = 0 ] && echo ok || echo FAIL)" "$(since "$T0")"
 finish

@@ -19,8 +19,11 @@ import (
 	"syscall"
 	"time"
 
+	goredis "github.com/redis/go-redis/v9"
+
 	"github.com/stamen-dev/stamen/internal/app"
 	"github.com/stamen-dev/stamen/internal/auth"
+	"github.com/stamen-dev/stamen/internal/broker/redis"
 )
 
 type options struct {
@@ -184,6 +187,8 @@ func run(args []string, stderr io.Writer) int {
 		return 2
 	}
 	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
+	// go-redis otherwise prints pool and dial trouble straight to stderr.
+	goredis.SetLogger(redis.LibraryLogger{Log: log})
 
 	authn, err := o.authenticator()
 	if err != nil {

@@ -1,0 +1,169 @@
+package app
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	goredis "github.com/redis/go-redis/v9"
+
+	"github.com/stamen-dev/stamen/internal/testcluster"
+)
+
+// benchDB is the Redis database the benchmarks publish events on.
+const benchDB = 9
+
+// eventPayload builds a kombu envelope carrying one task.multi batch of a
+// received, started and succeeded event for task i, as a worker sends them.
+func eventPayload(i int) []byte {
+	id := fmt.Sprintf("00000000-0000-4000-8000-%012d", i)
+	now := float64(time.Now().UnixMicro()) / 1e6
+	evs := []map[string]any{
+		{"type": "task-received", "uuid": id, "name": "bench.add", "args": "(1, 2)", "kwargs": "{}", "hostname": "bench@h", "timestamp": now, "clock": i, "pid": 1, "utcoffset": 0, "retries": 0},
+		{"type": "task-started", "uuid": id, "hostname": "bench@h", "timestamp": now, "clock": i, "pid": 1, "utcoffset": 0},
+		{"type": "task-succeeded", "uuid": id, "hostname": "bench@h", "timestamp": now, "clock": i, "pid": 1, "utcoffset": 0, "result": "3", "runtime": 0.001},
+	}
+	body, _ := json.Marshal(evs)
+	env, _ := json.Marshal(map[string]any{
+		"body": base64.StdEncoding.EncodeToString(body), "content-encoding": "utf-8", "content-type": "application/json",
+		"headers":    map[string]any{"hostname": "bench@h"},
+		"properties": map[string]any{"delivery_mode": 1, "delivery_info": map[string]any{"exchange": "celeryev", "routing_key": "task.multi"}, "priority": 0, "body_encoding": "base64", "delivery_tag": id},
+	})
+	return env
+}
+
+func benchRedis(b *testing.B) *goredis.Client {
+	b.Helper()
+	testcluster.Require(b)
+	c := goredis.NewClient(&goredis.Options{Addr: "127.0.0.1:6379", DB: benchDB})
+	b.Cleanup(func() { c.Close() })
+	return c
+}
+
+// publishAll publishes payloads with pipelining, as a busy cluster would.
+func publishAll(b *testing.B, c *goredis.Client, channel string, payloads [][]byte) {
+	b.Helper()
+	ctx := context.Background()
+	for i := 0; i < len(payloads); i += 500 {
+		pipe := c.Pipeline()
+		for _, p := range payloads[i:min(i+500, len(payloads))] {
+			pipe.Publish(ctx, channel, p)
+		}
+		if _, err := pipe.Exec(ctx); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkRawPubSub measures what Redis pub/sub delivers to one plain
+// go-redis subscriber on this machine: the ceiling for event ingestion.
+func BenchmarkRawPubSub(b *testing.B) {
+	c := benchRedis(b)
+	channel := fmt.Sprintf("/%d.celeryev/task.multi", benchDB)
+	payloads := make([][]byte, b.N)
+	for i := range payloads {
+		payloads[i] = eventPayload(i)
+	}
+	sub := c.Subscribe(context.Background(), channel)
+	defer sub.Close()
+	if _, err := sub.Receive(context.Background()); err != nil {
+		b.Fatal(err)
+	}
+	var got atomic.Int64
+	done := make(chan struct{})
+	go func() {
+		for range sub.Channel(goredis.WithChannelSize(100000)) {
+			if got.Add(1) == int64(b.N) {
+				close(done)
+			}
+		}
+	}()
+	b.ResetTimer()
+	publishAll(b, c, channel, payloads)
+	select {
+	case <-done:
+	case <-time.After(60 * time.Second):
+		b.Fatalf("received %d of %d", got.Load(), b.N)
+	}
+	b.ReportMetric(float64(b.N*3)/b.Elapsed().Seconds(), "events/s")
+}
+
+// BenchmarkIngest measures events published to Redis pub/sub until the
+// state holds every task: decoding, the state machine, metrics.
+func BenchmarkIngest(b *testing.B) {
+	c := benchRedis(b)
+	a, err := New(context.Background(), Config{BrokerURL: testcluster.RedisURL(benchDB), MaxTasks: b.N + 1})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer a.Close()
+	payloads := make([][]byte, b.N)
+	for i := range payloads {
+		payloads[i] = eventPayload(i)
+	}
+	// Let the subscription settle before timing.
+	time.Sleep(300 * time.Millisecond)
+	b.ResetTimer()
+	publishAll(b, c, fmt.Sprintf("/%d.celeryev/task.multi", benchDB), payloads)
+	deadline := time.Now().Add(60 * time.Second)
+	for a.State.Len() < b.N {
+		if time.Now().After(deadline) {
+			b.Fatalf("state holds %d of %d tasks", a.State.Len(), b.N)
+		}
+		time.Sleep(time.Millisecond)
+	}
+	b.ReportMetric(float64(b.N*3)/b.Elapsed().Seconds(), "events/s")
+}
+
+// BenchmarkHTTP measures the read operations at 10,000 tasks through the
+// whole HTTP stack (routing, validation, the handler, encoding).
+func BenchmarkHTTP(b *testing.B) {
+	c := benchRedis(b)
+	a, err := New(context.Background(), Config{BrokerURL: testcluster.RedisURL(benchDB), MaxTasks: 20000})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer a.Close()
+	const n = 10000
+	payloads := make([][]byte, n)
+	for i := range payloads {
+		payloads[i] = eventPayload(i)
+	}
+	time.Sleep(300 * time.Millisecond)
+	publishAll(b, c, fmt.Sprintf("/%d.celeryev/task.multi", benchDB), payloads)
+	for a.State.Len() < n {
+		time.Sleep(10 * time.Millisecond)
+	}
+	srv := httptest.NewServer(a.Handler)
+	defer srv.Close()
+	for _, path := range []string{
+		"/api/tasks?limit=100",
+		"/api/tasks?limit=100&state=SUCCESS",
+		"/api/tasks?limit=100&taskname=bench.add",
+		"/api/tasks?limit=100&workername=bench@h",
+		"/api/task/info/00000000-0000-4000-8000-000000004242",
+	} {
+		b.Run(path, func(b *testing.B) {
+			b.RunParallel(func(pb *testing.PB) {
+				for pb.Next() {
+					resp, err := http.Get(srv.URL + path)
+					if err != nil {
+						b.Fatal(err)
+					}
+					_, _ = io.Copy(io.Discard, resp.Body)
+					resp.Body.Close()
+					if resp.StatusCode != 200 {
+						b.Fatalf("%s: %d", path, resp.StatusCode)
+					}
+				}
+			})
+		})
+	}
+}
