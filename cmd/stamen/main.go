@@ -45,6 +45,10 @@ type options struct {
 	authToken       string
 	viewerAuthToken string
 	authFile        string
+
+	persistent        bool
+	db                string
+	stateSaveInterval int
 }
 
 // env returns the first set variable among STAMEN_<NAME> and FLOWER_<NAME>.
@@ -133,6 +137,13 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	str(&o.authToken, "auth_token", env("AUTH_TOKEN"), "operators' bearer tokens, comma-separated")
 	str(&o.viewerAuthToken, "viewer_auth_token", env("VIEWER_AUTH_TOKEN"), "viewers' bearer tokens, comma-separated")
 	str(&o.authFile, "auth_file", env("AUTH_FILE"), "credentials file: lines '<viewer|operator> basic user:password' or '<viewer|operator> token <token>'")
+	both("persistent", func(n string) {
+		fs.BoolVar(&o.persistent, n, envBool("PERSISTENT"), "keep the history in --db and restore it at start (always on with the embedded broker)")
+	})
+	str(&o.db, "db", orDefault(env("DB"), "stamen.db"), "the store's file")
+	both("state_save_interval", func(n string) {
+		fs.IntVar(&o.stateSaveInterval, n, envInt("STATE_SAVE_INTERVAL", 1000), "how often the history is written to --db, in milliseconds")
+	})
 	str(&o.logLevel, "logging", orDefault(env("LOGGING"), "info"), "log level: debug, info, warn, error")
 	if err := fs.Parse(args); err != nil {
 		return o, err
@@ -206,7 +217,12 @@ func run(args []string, stderr io.Writer) int {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 
+	var dbPath string
+	if o.persistent || o.broker == "" {
+		dbPath = o.db
+	}
 	a, err := app.New(ctx, app.Config{
+		DBPath:         dbPath,
 		BrokerURL:      o.broker,
 		ResultBackend:  o.resultBackend,
 		EmbeddedAddr:   o.embeddedAddr,
@@ -216,6 +232,7 @@ func run(args []string, stderr io.Writer) int {
 		ApplyTimeout:   o.applyTimeout,
 		URLPrefix:      o.urlPrefix,
 		Auth:           authn,
+		SaveInterval:   time.Duration(o.stateSaveInterval) * time.Millisecond,
 		Logger:         log,
 	})
 	if err != nil {

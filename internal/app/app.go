@@ -28,6 +28,7 @@ import (
 	"github.com/stamen-dev/stamen/internal/inspect"
 	"github.com/stamen-dev/stamen/internal/metrics"
 	"github.com/stamen-dev/stamen/internal/state"
+	"github.com/stamen-dev/stamen/internal/store"
 	"github.com/stamen-dev/stamen/internal/stream"
 )
 
@@ -51,6 +52,12 @@ type Config struct {
 	URLPrefix      string
 	MaxBodyBytes   int64
 	SSEHeartbeat   time.Duration
+	// DBPath, when set, keeps the history in a store there and restores it
+	// at start (Flower's --persistent with --db).
+	DBPath string
+	// SaveInterval is how often buffered events are written to the store
+	// (Flower's --state_save_interval); a crash loses at most this much.
+	SaveInterval time.Duration
 	// Auth holds the credentials; nil or empty serves without them.
 	Auth   *auth.Authenticator
 	Logger *slog.Logger
@@ -81,6 +88,7 @@ type App struct {
 	BrokerURL string
 
 	broker   brokerConn
+	store    *store.Store
 	closers  []func() error
 	cancel   context.CancelFunc
 	wg       sync.WaitGroup
@@ -121,6 +129,12 @@ func New(ctx context.Context, cfg Config) (*App, error) {
 		return nil, err
 	}
 	a.State = state.New(state.Config{MaxTasks: cfg.MaxTasks})
+	if cfg.DBPath != "" {
+		if err := a.openStore(); err != nil {
+			a.Close()
+			return nil, err
+		}
+	}
 	a.Inspector = inspect.New(a.broker, cfg.InspectTimeout, a.log)
 	a.Metrics = metrics.New(a.gauges()...)
 	a.Events = stream.NewHub()
@@ -145,6 +159,13 @@ func New(ctx context.Context, cfg Config) (*App, error) {
 
 	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	a.cancel = cancel
+	if a.store != nil {
+		a.wg.Add(1)
+		go func() {
+			defer a.wg.Done()
+			a.flushLoop(runCtx)
+		}()
+	}
 	a.wg.Add(2)
 	go func() {
 		defer a.wg.Done()
@@ -297,11 +318,67 @@ func (a *App) observe(ctx context.Context, e *celery.Event) {
 	if e.Type != "task-sent" {
 		a.Metrics.Observe(m)
 	}
+	if a.store != nil && len(e.Raw) > 0 {
+		if e.Type == "worker-heartbeat" {
+			a.store.SetHeartbeat(e.Hostname, e.Raw)
+		} else {
+			a.store.Append(e.Raw)
+		}
+	}
 	if a.Events.Subscribers() > 0 {
 		a.Events.Publish(stream.Message{Type: e.Type, Task: task, Worker: e.Hostname, Data: e.Raw})
 	}
 	if e.Type == "worker-online" && !a.Inspector.Known(e.Hostname) {
 		a.refreshLater(ctx, e.Hostname)
+	}
+}
+
+// eventsPerTask bounds the store's log: a task sends 3 to 6 events, more
+// when retried.
+const eventsPerTask = 8
+
+// openStore opens the store and replays its history into the state.
+func (a *App) openStore() error {
+	st, err := store.Open(a.cfg.DBPath, a.cfg.MaxTasks*eventsPerTask)
+	if err != nil {
+		return err
+	}
+	a.store = st
+	start, n := time.Now(), 0
+	err = st.Replay(func(raw []byte) error {
+		evs, err := celery.DecodeEvents(raw)
+		if err != nil {
+			return nil // a record this version cannot read is skipped, not fatal
+		}
+		n += len(evs)
+		a.State.Apply(evs...)
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("restore from %s: %w", a.cfg.DBPath, err)
+	}
+	a.log.Info("state restored", slog.String("db", a.cfg.DBPath), slog.Int("events", n),
+		slog.Int("tasks", a.State.Len()), slog.Duration("took", time.Since(start)))
+	return nil
+}
+
+// flushLoop writes buffered events to the store every SaveInterval.
+func (a *App) flushLoop(ctx context.Context) {
+	every := a.cfg.SaveInterval
+	if every <= 0 {
+		every = time.Second
+	}
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			if err := a.store.Flush(); err != nil {
+				a.log.Error("store flush failed", slog.Any("err", err))
+			}
+		}
 	}
 }
 
@@ -338,6 +415,11 @@ func (a *App) Close() {
 	a.wg.Wait()
 	if a.broker != nil {
 		_ = a.broker.Close()
+	}
+	if a.store != nil {
+		if err := a.store.Close(); err != nil {
+			a.log.Error("closing the store", slog.Any("err", err))
+		}
 	}
 	for i := len(a.closers) - 1; i >= 0; i-- {
 		_ = a.closers[i]()

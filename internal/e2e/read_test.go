@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"os/exec"
 	"slices"
 	"strings"
 	"testing"
@@ -183,7 +184,13 @@ func readCases() []suiteCase {
 			}
 		}},
 		{"queue length counts parked messages", func(t *testing.T, c *cluster) {
-			queue := "parked-" + c.kind
+			queue := fmt.Sprintf("parked-%s-%d", c.kind, time.Now().UnixNano())
+			if c.kind == "amqp" {
+				// RabbitMQ queues outlive the test: drop this one afterwards.
+				t.Cleanup(func() {
+					_ = exec.Command("rabbitmqctl", "-q", "delete_queue", "-p", "stamen-test", queue).Run()
+				})
+			}
 			for i := range 3 {
 				c.api.mustOK(c.api.post("/api/task/send-task/stamen.add", nil, map[string]any{"args": []any{i, i}, "queue": queue}))
 			}
