@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -20,23 +19,9 @@ import (
 
 const crashDB = 7
 
-// succeededTask is one task.multi envelope: a task received, started and
-// succeeded on worker crash@h.
+// succeededTask is task i's received, started and succeeded events.
 func succeededTask(i int) []byte {
-	id := fmt.Sprintf("00000000-0000-4000-9000-%012d", i)
-	now := float64(time.Now().UnixMicro()) / 1e6
-	evs := []map[string]any{
-		{"type": "task-received", "uuid": id, "name": "crash.add", "hostname": "crash@h", "timestamp": now, "clock": i},
-		{"type": "task-started", "uuid": id, "hostname": "crash@h", "timestamp": now, "clock": i},
-		{"type": "task-succeeded", "uuid": id, "hostname": "crash@h", "timestamp": now, "clock": i, "result": "1", "runtime": 0.01},
-	}
-	body, _ := json.Marshal(evs)
-	env, _ := json.Marshal(map[string]any{
-		"body": base64.StdEncoding.EncodeToString(body), "content-encoding": "utf-8", "content-type": "application/json",
-		"headers":    map[string]any{"hostname": "crash@h"},
-		"properties": map[string]any{"delivery_mode": 1, "delivery_info": map[string]any{"exchange": "celeryev", "routing_key": "task.multi"}, "priority": 0, "body_encoding": "base64", "delivery_tag": id},
-	})
-	return env
+	return testcluster.SucceededTaskEnvelope(fmt.Sprintf("00000000-0000-4000-9000-%012d", i), "crash.add", "crash@h", i)
 }
 
 func startStamen(t *testing.T, bin string, args ...string) (*exec.Cmd, string) {

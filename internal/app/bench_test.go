@@ -2,8 +2,6 @@ package app
 
 import (
 	"context"
-	"encoding/base64"
-	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -20,23 +18,9 @@ import (
 // benchDB is the Redis database the benchmarks publish events on.
 const benchDB = 9
 
-// eventPayload builds a kombu envelope carrying one task.multi batch of a
-// received, started and succeeded event for task i, as a worker sends them.
+// eventPayload is task i's received, started and succeeded events.
 func eventPayload(i int) []byte {
-	id := fmt.Sprintf("00000000-0000-4000-8000-%012d", i)
-	now := float64(time.Now().UnixMicro()) / 1e6
-	evs := []map[string]any{
-		{"type": "task-received", "uuid": id, "name": "bench.add", "args": "(1, 2)", "kwargs": "{}", "hostname": "bench@h", "timestamp": now, "clock": i, "pid": 1, "utcoffset": 0, "retries": 0},
-		{"type": "task-started", "uuid": id, "hostname": "bench@h", "timestamp": now, "clock": i, "pid": 1, "utcoffset": 0},
-		{"type": "task-succeeded", "uuid": id, "hostname": "bench@h", "timestamp": now, "clock": i, "pid": 1, "utcoffset": 0, "result": "3", "runtime": 0.001},
-	}
-	body, _ := json.Marshal(evs)
-	env, _ := json.Marshal(map[string]any{
-		"body": base64.StdEncoding.EncodeToString(body), "content-encoding": "utf-8", "content-type": "application/json",
-		"headers":    map[string]any{"hostname": "bench@h"},
-		"properties": map[string]any{"delivery_mode": 1, "delivery_info": map[string]any{"exchange": "celeryev", "routing_key": "task.multi"}, "priority": 0, "body_encoding": "base64", "delivery_tag": id},
-	})
-	return env
+	return testcluster.SucceededTaskEnvelope(fmt.Sprintf("00000000-0000-4000-8000-%012d", i), "bench.add", "bench@h", i)
 }
 
 func benchRedis(b *testing.B) *goredis.Client {

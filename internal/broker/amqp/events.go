@@ -39,7 +39,7 @@ func eventQueueArgs() amqp091.Table {
 func (b *Broker) ConsumeEvents(ctx context.Context, fn func([]celery.Event)) error {
 	ctx, stop := context.WithCancel(ctx)
 	var wg sync.WaitGroup
-	wg.Go(func() { b.enableEventsLoop(ctx) })
+	wg.Go(func() { celery.EnableEventsLoop(ctx, b, b.enableEvery, b.log) })
 	defer func() {
 		stop()
 		wg.Wait()
@@ -127,7 +127,7 @@ func (b *Broker) consumeEvents(ctx context.Context, s *session, queue string, fn
 	}()
 
 	b.log.Info("following worker events", slog.String("queue", queue))
-	b.wakeWorkers(ctx)
+	celery.WakeWorkers(ctx, b, b.log)
 	for {
 		select {
 		case d, ok := <-c.deliveries:
@@ -157,32 +157,6 @@ func (b *Broker) consumeEvents(ctx context.Context, s *session, queue string, fn
 			fn(events)
 		case <-ctx.Done():
 			return true, ctx.Err()
-		}
-	}
-}
-
-// wakeWorkers asks every worker for a heartbeat and for task events, the
-// way a Python event receiver starts.
-func (b *Broker) wakeWorkers(ctx context.Context) {
-	for _, method := range []string{"heartbeat", "enable_events"} {
-		if _, err := b.Broadcast(ctx, celery.ControlCommand{Method: method}); err != nil {
-			b.log.Debug("broadcast failed", slog.String("method", method), slog.Any("err", err))
-		}
-	}
-}
-
-// enableEventsLoop re-broadcasts enable_events until ctx ends.
-func (b *Broker) enableEventsLoop(ctx context.Context) {
-	t := time.NewTicker(b.enableEvery)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-			if _, err := b.Broadcast(ctx, celery.ControlCommand{Method: "enable_events"}); err != nil {
-				b.log.Debug("enable_events broadcast failed", slog.Any("err", err))
-			}
 		}
 	}
 }

@@ -43,7 +43,7 @@ func (b *Broker) eventsPattern() string {
 func (b *Broker) ConsumeEvents(ctx context.Context, fn func([]celery.Event)) error {
 	ctx, stop := context.WithCancel(ctx)
 	var wg sync.WaitGroup
-	wg.Go(func() { b.enableEventsLoop(ctx) })
+	wg.Go(func() { celery.EnableEventsLoop(ctx, b, b.enableEvery, b.log) })
 	defer func() {
 		stop()
 		wg.Wait()
@@ -94,7 +94,7 @@ func (b *Broker) consumeOnce(ctx context.Context, fn func([]celery.Event)) (bool
 		return false, wrap(ctx, "subscribe to events", err)
 	}
 	b.log.Info("following worker events", slog.String("broker", b.redacted), slog.String("pattern", b.eventsPattern()))
-	b.wakeWorkers(ctx)
+	celery.WakeWorkers(ctx, b, b.log)
 
 	pinged := false
 	for {
@@ -137,31 +137,5 @@ func (b *Broker) consumeOnce(ctx context.Context, fn func([]celery.Event)) (bool
 			events[i].LocalReceived = now
 		}
 		fn(events)
-	}
-}
-
-// wakeWorkers asks every worker for a heartbeat and for task events, the
-// way a Python event receiver starts.
-func (b *Broker) wakeWorkers(ctx context.Context) {
-	for _, method := range []string{"heartbeat", "enable_events"} {
-		if _, err := b.Broadcast(ctx, celery.ControlCommand{Method: method}); err != nil {
-			b.log.Debug("broadcast failed", slog.String("method", method), slog.Any("err", err))
-		}
-	}
-}
-
-// enableEventsLoop re-broadcasts enable_events until ctx ends.
-func (b *Broker) enableEventsLoop(ctx context.Context) {
-	t := time.NewTicker(b.enableEvery)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-			if _, err := b.Broadcast(ctx, celery.ControlCommand{Method: "enable_events"}); err != nil {
-				b.log.Debug("enable_events broadcast failed", slog.Any("err", err))
-			}
-		}
 	}
 }

@@ -1,0 +1,41 @@
+package celery
+
+import (
+	"context"
+	"log/slog"
+	"time"
+)
+
+// Broadcaster sends a remote-control command; both brokers implement it.
+type Broadcaster interface {
+	Broadcast(ctx context.Context, cmd ControlCommand) ([]ControlReply, error)
+}
+
+// WakeWorkers asks every worker for a heartbeat and for task events, the way
+// a Python event receiver starts, so that workers announce themselves at
+// once and workers started without -E send task events.
+func WakeWorkers(ctx context.Context, b Broadcaster, log *slog.Logger) {
+	for _, method := range []string{"heartbeat", "enable_events"} {
+		if _, err := b.Broadcast(ctx, ControlCommand{Method: method}); err != nil {
+			log.Debug("broadcast failed", slog.String("method", method), slog.Any("err", err))
+		}
+	}
+}
+
+// EnableEventsLoop re-broadcasts enable_events every period until ctx ends:
+// the setting does not survive a worker restart (Flower does the same every
+// 5 s).
+func EnableEventsLoop(ctx context.Context, b Broadcaster, every time.Duration, log *slog.Logger) {
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			if _, err := b.Broadcast(ctx, ControlCommand{Method: "enable_events"}); err != nil {
+				log.Debug("enable_events broadcast failed", slog.Any("err", err))
+			}
+		}
+	}
+}
