@@ -2,6 +2,7 @@ package state
 
 import (
 	"fmt"
+	"runtime"
 	"testing"
 
 	"github.com/stamen-dev/stamen/internal/celery"
@@ -82,6 +83,12 @@ func BenchmarkApplyMillion(b *testing.B) {
 	}
 	b.ReportMetric(float64(n)/b.Elapsed().Seconds(), "events/s")
 	b.StopTimer()
+	// What the state holds at a million tasks, after a collection.
+	var ms runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&ms)
+	b.ReportMetric(float64(ms.HeapInuse)/(1<<20), "heapMiB@1M")
+	b.ReportMetric(float64(ms.HeapInuse)/1e6, "heapB/task")
 	if s.Len() != 1000000 {
 		b.Fatalf("Len() = %d", s.Len())
 	}
