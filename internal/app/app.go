@@ -87,12 +87,15 @@ type App struct {
 	// no broker was configured).
 	BrokerURL string
 
-	broker   brokerConn
-	store    *store.Store
-	closers  []func() error
-	cancel   context.CancelFunc
-	wg       sync.WaitGroup
-	embedded *miniredis.Miniredis
+	broker brokerConn
+	store  *store.Store
+	// workerEvents holds each worker's latest event until the next flush.
+	workerMu     sync.Mutex
+	workerEvents map[string][]byte
+	closers      []func() error
+	cancel       context.CancelFunc
+	wg           sync.WaitGroup
+	embedded     *miniredis.Miniredis
 }
 
 // New connects to the broker and starts ingesting events. Close stops it.
@@ -128,7 +131,7 @@ func New(ctx context.Context, cfg Config) (*App, error) {
 		a.Close()
 		return nil, err
 	}
-	a.State = state.New(state.Config{MaxTasks: cfg.MaxTasks})
+	a.State = state.New(state.Config{MaxTasks: cfg.MaxTasks, TrackChanges: cfg.DBPath != ""})
 	if cfg.DBPath != "" {
 		if err := a.openStore(); err != nil {
 			a.Close()
@@ -318,12 +321,8 @@ func (a *App) observe(ctx context.Context, e *celery.Event) {
 	if e.Type != "task-sent" {
 		a.Metrics.Observe(m)
 	}
-	if a.store != nil && len(e.Raw) > 0 {
-		if e.Type == "worker-heartbeat" {
-			a.store.SetHeartbeat(e.Hostname, e.Raw)
-		} else {
-			a.store.Append(e.Raw)
-		}
+	if a.store != nil && !isTask && len(e.Raw) > 0 {
+		a.noteWorkerEvent(e.Hostname, e.Raw)
 	}
 	if a.Events.Subscribers() > 0 {
 		a.Events.Publish(stream.Message{Type: e.Type, Task: task, Worker: e.Hostname, Data: e.Raw})
@@ -333,36 +332,55 @@ func (a *App) observe(ctx context.Context, e *celery.Event) {
 	}
 }
 
-// eventsPerTask bounds the store's log: a task sends 3 to 6 events, more
-// when retried.
-const eventsPerTask = 8
+func (a *App) noteWorkerEvent(hostname string, raw []byte) {
+	a.workerMu.Lock()
+	a.workerEvents[hostname] = raw
+	a.workerMu.Unlock()
+}
 
-// openStore opens the store and replays its history into the state.
+// openStore opens the store and restores the state from it.
 func (a *App) openStore() error {
-	st, err := store.Open(a.cfg.DBPath, a.cfg.MaxTasks*eventsPerTask)
+	st, err := store.Open(a.cfg.DBPath)
 	if err != nil {
 		return err
 	}
 	a.store = st
-	start, n := time.Now(), 0
-	err = st.Replay(func(raw []byte) error {
-		evs, err := celery.DecodeEvents(raw)
-		if err != nil {
-			return nil // a record this version cannot read is skipped, not fatal
+	a.workerEvents = map[string][]byte{}
+	start, skipped := time.Now(), 0
+	err = st.Load(func(seq uint64, data []byte) error {
+		if err := a.State.Restore(seq, data); err != nil {
+			skipped++ // a record this version cannot read is skipped, not fatal
 		}
-		n += len(evs)
-		a.State.Apply(evs...)
 		return nil
-	})
+	}, func(raw []byte) error {
+		if evs, err := celery.DecodeEvents(raw); err == nil {
+			a.State.Apply(evs...)
+		}
+		return nil
+	}, a.State.RestoreType)
 	if err != nil {
 		return fmt.Errorf("restore from %s: %w", a.cfg.DBPath, err)
 	}
-	a.log.Info("state restored", slog.String("db", a.cfg.DBPath), slog.Int("events", n),
-		slog.Int("tasks", a.State.Len()), slog.Duration("took", time.Since(start)))
+	a.log.Info("state restored", slog.String("db", a.cfg.DBPath), slog.Int("tasks", a.State.Len()),
+		slog.Int("unreadable", skipped), slog.Duration("took", time.Since(start)))
 	return nil
 }
 
-// flushLoop writes buffered events to the store every SaveInterval.
+// flush writes what changed since the last flush to the store.
+func (a *App) flush() error {
+	c := a.State.Drain()
+	a.workerMu.Lock()
+	workers := a.workerEvents
+	a.workerEvents = map[string][]byte{}
+	a.workerMu.Unlock()
+	b := store.Batch{FirstSeq: c.FirstSeq, Workers: workers, Types: c.Types, Tasks: make([]store.Task, len(c.Tasks))}
+	for i, t := range c.Tasks {
+		b.Tasks[i] = store.Task{Seq: t.Seq, Data: t.Data}
+	}
+	return a.store.Write(b)
+}
+
+// flushLoop writes the state's changes to the store every SaveInterval.
 func (a *App) flushLoop(ctx context.Context) {
 	every := a.cfg.SaveInterval
 	if every <= 0 {
@@ -375,7 +393,7 @@ func (a *App) flushLoop(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case <-t.C:
-			if err := a.store.Flush(); err != nil {
+			if err := a.flush(); err != nil {
 				a.log.Error("store flush failed", slog.Any("err", err))
 			}
 		}
@@ -388,6 +406,14 @@ func (a *App) gauges() []prometheus.Collector {
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "stamen_tasks_stored", Help: "Tasks held in the state.",
 		}, func() float64 { return float64(a.State.Len()) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "stamen_store_size_bytes", Help: "Size of the on-disk store (0 without --persistent).",
+		}, func() float64 {
+			if a.store == nil {
+				return 0
+			}
+			return float64(a.store.Size())
+		}),
 	}
 }
 
@@ -417,7 +443,7 @@ func (a *App) Close() {
 		_ = a.broker.Close()
 	}
 	if a.store != nil {
-		if err := a.store.Close(); err != nil {
+		if err := errors.Join(a.flush(), a.store.Close()); err != nil {
 			a.log.Error("closing the store", slog.Any("err", err))
 		}
 	}

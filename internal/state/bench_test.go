@@ -4,13 +4,14 @@ import (
 	"fmt"
 	"runtime"
 	"testing"
+	"time"
 
 	"github.com/stamen-dev/stamen/internal/celery"
 )
 
 // benchEvents is the life of n tasks on four workers: received, started,
 // succeeded (or failed), with a heartbeat every 50 events.
-func benchEvents(b *testing.B, n int) []celery.Event {
+func benchEvents(b testing.TB, n int) []celery.Event {
 	b.Helper()
 	var evs []celery.Event
 	for i := range n {
@@ -52,17 +53,33 @@ func BenchmarkApply(b *testing.B) {
 	b.ReportMetric(float64(n)/b.Elapsed().Seconds(), "events/s")
 }
 
-// BenchmarkApplyMillion fills a state to a million tasks and keeps going.
-func BenchmarkApplyMillion(b *testing.B) {
-	if testing.Short() {
-		b.Skip("builds a million tasks")
-	}
+// million fills a state to a million tasks: passes of the same 20,000
+// task lives, each relabelled with new ids (in Celery's form) and moved
+// 200 s later, so that the million tasks span 10,000 s as a cluster
+// running 100 tasks a second would leave them. It returns the state and a
+// function that streams further events, and reports the heap the state
+// holds.
+func million(b *testing.B) (*State, func(n int)) {
+	b.Helper()
 	evs := benchEvents(b, 20000)
+	var before runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
 	s := New(Config{MaxTasks: 1000000})
-	// Re-label the stream so that every pass creates new tasks.
 	pass := 0
 	apply := func(e celery.Event) {
-		e.UUID = fmt.Sprintf("%s-%d", e.UUID, pass)
+		if e.UUID != "" {
+			own := e.RootID == e.UUID
+			e.UUID = fmt.Sprintf("%s%04x%s", e.UUID[:9], pass, e.UUID[13:])
+			if own {
+				e.RootID = e.UUID
+			}
+		}
+		shift := float64(pass) * 200
+		e.Timestamp += shift
+		if e.LocalReceived != 0 {
+			e.LocalReceived += shift
+		}
 		s.Apply(e)
 	}
 	for s.Len() < 1000000 {
@@ -71,32 +88,85 @@ func BenchmarkApplyMillion(b *testing.B) {
 		}
 		pass++
 	}
+	var ms runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&ms)
+	heap := float64(ms.HeapInuse - before.HeapInuse)
+	b.ReportMetric(heap/(1<<20), "heapMiB@1M")
+	b.ReportMetric(heap/1e6, "heapB/task")
+	n := 0
+	return s, func(count int) {
+		for range count {
+			if n%len(evs) == 0 {
+				pass++
+			}
+			apply(evs[n%len(evs)])
+			n++
+		}
+	}
+}
+
+// BenchmarkApplyMillion is ingestion into a state of a million tasks,
+// each new task evicting the oldest.
+func BenchmarkApplyMillion(b *testing.B) {
+	if testing.Short() {
+		b.Skip("builds a million tasks")
+	}
+	s, stream := million(b)
 	b.ReportAllocs()
 	b.ResetTimer()
 	n := 0
 	for b.Loop() {
-		if n%len(evs) == 0 {
-			pass++
-		}
-		apply(evs[n%len(evs)])
+		stream(1)
 		n++
 	}
 	b.ReportMetric(float64(n)/b.Elapsed().Seconds(), "events/s")
-	b.StopTimer()
-	// What the state holds at a million tasks, after a collection.
-	var ms runtime.MemStats
-	runtime.GC()
-	runtime.ReadMemStats(&ms)
-	b.ReportMetric(float64(ms.HeapInuse)/(1<<20), "heapMiB@1M")
-	b.ReportMetric(float64(ms.HeapInuse)/1e6, "heapB/task")
 	if s.Len() != 1000000 {
 		b.Fatalf("Len() = %d", s.Len())
 	}
-	b.StartTimer()
-	for range 1 {
-		if got, _ := s.Tasks(Query{Limit: 100}); len(got) != 100 {
-			b.Fatal("short page")
-		}
+}
+
+// BenchmarkTasksMillion is a page of GET /api/tasks?limit=100 with each
+// filter at a million tasks (see million for what they are).
+func BenchmarkTasksMillion(b *testing.B) {
+	if testing.Short() {
+		b.Skip("builds a million tasks")
+	}
+	s, _ := million(b)
+	at := func(sec float64) *time.Time {
+		t := time.Unix(1700000000, 0).Add(time.Duration(sec * float64(time.Second)))
+		return &t
+	}
+	for _, tc := range []struct {
+		name string
+		q    Query
+		want int
+	}{
+		{"none", Query{}, 100},
+		{"state=SUCCESS", Query{State: "SUCCESS"}, 100},
+		{"state=FAILURE", Query{State: "FAILURE"}, 100},
+		{"taskname", Query{TaskName: "proj.mail"}, 100},
+		{"workername", Query{Worker: "w3@host"}, 100},
+		{"taskname+workername+state", Query{TaskName: "proj.add", Worker: "w2@host", State: "FAILURE"}, 100},
+		{"received=last-hour", Query{ReceivedStart: at(10000 - 3600), ReceivedEnd: at(10000)}, 100},
+		{"received=an-hour-ago", Query{ReceivedStart: at(10000 - 3600), ReceivedEnd: at(10000 - 3500)}, 100},
+		{"received=oldest-100s", Query{ReceivedStart: at(100), ReceivedEnd: at(200)}, 100},
+		{"offset=10000", Query{Offset: 10000}, 100},
+		{"taskname=unknown", Query{TaskName: "nope"}, 0},
+		{"sort_by=-received", Query{SortBy: "-received"}, 100},
+		{"sort_by=name", Query{SortBy: "name"}, 100},
+		{"search", Query{Search: "kwargs:user=u7"}, 100},
+	} {
+		b.Run(tc.name, func(b *testing.B) {
+			tc.q.Limit = 100
+			b.ReportAllocs()
+			for b.Loop() {
+				got, err := s.Tasks(tc.q)
+				if err != nil || len(got) != tc.want {
+					b.Fatal(err, len(got))
+				}
+			}
+		})
 	}
 }
 

@@ -23,12 +23,12 @@ func TestRandomEventsKeepInvariants(t *testing.T) {
 			for range 1 + rng.IntN(4) {
 				fields := map[string]any{
 					"type":      "task-" + kinds[rng.IntN(len(kinds))],
-					"uuid":      fmt.Sprintf("u%d", rng.IntN(20)),
+					"uuid":      randomID(rng),
 					"hostname":  fmt.Sprintf("w%d@h", rng.IntN(5)),
 					"timestamp": float64(rng.IntN(30)), // many ties
 				}
 				if rng.IntN(3) == 0 {
-					fields["parent_id"] = fmt.Sprintf("u%d", rng.IntN(25))
+					fields["parent_id"] = randomID(rng)
 				}
 				if rng.IntN(4) == 0 {
 					fields["parent_id"] = nil
@@ -49,73 +49,110 @@ func TestRandomEventsKeepInvariants(t *testing.T) {
 	}
 }
 
+// randomID is one of 20 ids, half of them in Celery's uuid form, which
+// the state stores differently.
+func randomID(rng *rand.Rand) string {
+	n := rng.IntN(20)
+	if n%2 == 0 {
+		return fmt.Sprintf("%08x-0000-4000-8000-%012x", n, n)
+	}
+	return fmt.Sprintf("u%d", n)
+}
+
 func checkInvariants(t *testing.T, s *State) {
 	t.Helper()
 	s.mu.RLock()
 	defer s.mu.RUnlock()
-	if len(s.tasks) > s.maxTasks {
-		t.Fatalf("%d tasks, max %d", len(s.tasks), s.maxTasks)
+	if s.live > s.maxTasks || s.live != s.byUUID.n+len(s.byText) || len(s.byText) != len(s.textIDs) {
+		t.Fatalf("%d live tasks (max %d), %d + %d ids", s.live, s.maxTasks, s.byUUID.n, len(s.byText))
 	}
-	if n := len(s.created) - s.head; n != len(s.tasks) {
-		t.Fatalf("creation list %d, tasks %d", n, len(s.tasks))
-	}
-	// The index lists every task once, newest first.
-	var listed []*entry
-	for e := s.order.first(); e != nil; e = e.next[0] {
-		listed = append(listed, e)
-	}
-	want := make([]*entry, 0, len(s.tasks))
-	for _, e := range s.tasks {
-		want = append(want, e)
-		if e.key != orderKey(&e.t) {
-			t.Fatalf("task %s indexed at %v, timestamp %v", e.t.UUID, e.key, e.t.Timestamp)
-		}
-	}
-	slices.SortFunc(want, func(a, b *entry) int {
-		if c := cmp.Compare(b.key, a.key); c != 0 {
-			return c
-		}
-		return cmp.Compare(b.t.UUID, a.t.UUID)
-	})
-	if !slices.Equal(listed, want) {
-		t.Fatalf("index holds %d entries out of order, want %d", len(listed), len(want))
-	}
-	for i := 1; i < s.order.level; i++ { // every level is a sorted sublist
-		for e := s.order.head[i]; e != nil && e.next[i] != nil; e = e.next[i] {
-			if !before(e, e.next[i]) {
-				t.Fatalf("level %d out of order", i)
+	var live []uint32
+	for p := range s.slots.pages {
+		for j := range s.slots.pages[p] {
+			i := uint32(p<<pageBits | j)
+			sl := s.slots.at(i)
+			if !sl.live {
+				continue
+			}
+			live = append(live, i)
+			if got, ok := s.lookup(s.taskID(i)); !ok || got != i {
+				t.Fatalf("slot %d (%s) not found by its id", i, s.taskID(i))
+			}
+			owner, _, _ := s.arena.record(sl.cold)
+			if owner != i {
+				t.Fatalf("slot %d's record belongs to slot %d", i, owner)
+			}
+			task := s.load(i, copyText)
+			if sl.key != orderKey(&task) {
+				t.Fatalf("task %s indexed at %v, timestamp %v", task.UUID, sl.key, task.Timestamp)
+			}
+			if p := parentOf(&task); p != "" && !slices.Contains(s.children[p], i) {
+				t.Fatalf("%s is not among the children of its parent %s", task.UUID, p)
 			}
 		}
 	}
-	for id, list := range s.pending {
-		if len(list) == 0 {
-			t.Fatalf("empty pending list for %s", id)
-		}
-		if s.tasks[id] != nil {
-			t.Fatalf("children wait for %s, which exists", id)
-		}
-		for i, c := range list {
-			if c.evicted || c.pendingOn != id || c.pendingIdx != i {
-				t.Fatalf("pending entry %s under %s: evicted=%v on=%q idx=%d/%d", c.t.UUID, id, c.evicted, c.pendingOn, c.pendingIdx, i)
-			}
-		}
+	if len(live) != s.live {
+		t.Fatalf("%d live slots, counted %d", len(live), s.live)
 	}
-	for _, e := range s.tasks {
-		live := 0
-		for _, c := range e.children {
-			if !c.evicted {
-				live++
-				if !slices.Contains(c.parents, e) {
-					t.Fatalf("%s lists child %s that does not know it", e.t.UUID, c.t.UUID)
+	// Each index is sorted and holds exactly the tasks placed in it.
+	for d := range dims {
+		n := 0
+		for k, x := range s.dimension(d) {
+			count := 0
+			var prev *item
+			for _, b := range x.blocks {
+				if len(b) == 0 {
+					t.Fatalf("dimension %d index %d has an empty block", d, k)
+				}
+				for _, it := range b {
+					if prev != nil && !s.less(*prev, it) {
+						t.Fatalf("dimension %d index %d out of order", d, k)
+					}
+					sl := s.slots.at(it.slot)
+					if !sl.live || s.place(d, it.slot, sl) != (placement{k, it, true}) {
+						t.Fatalf("dimension %d index %d holds slot %d wrongly", d, k, it.slot)
+					}
+					prev = &it
+					count++
 				}
 			}
+			if count != x.n || count == 0 {
+				t.Fatalf("dimension %d index %d counts %d, holds %d", d, k, x.n, count)
+			}
+			n += count
 		}
-		if live != len(e.children)-e.dead {
-			t.Fatalf("%s: %d live children, %d listed, %d counted dead", e.t.UUID, live, len(e.children), e.dead)
+		want := 0
+		for _, i := range live {
+			if s.place(d, i, s.slots.at(i)).ok {
+				want++
+			}
 		}
-		for _, p := range e.parents {
-			if p.evicted {
-				t.Fatalf("%s keeps evicted parent %s", e.t.UUID, p.t.UUID)
+		if n != want {
+			t.Fatalf("dimension %d indexes hold %d tasks, want %d", d, n, want)
+		}
+	}
+	// The union of the state indexes lists every task once, newest first.
+	var listed []uint32
+	s.newestFirst(s.sources(&filter{}), func(i uint32) bool { listed = append(listed, i); return true })
+	want := slices.Clone(live)
+	slices.SortFunc(want, func(a, b uint32) int {
+		x, y := s.slots.at(a), s.slots.at(b)
+		if c := cmp.Compare(y.key, x.key); c != 0 {
+			return c
+		}
+		return cmp.Compare(s.taskID(b), s.taskID(a))
+	})
+	if !slices.Equal(listed, want) {
+		t.Fatalf("indexes list %d tasks out of order, want %d", len(listed), len(want))
+	}
+	for p, list := range s.children {
+		if len(list) == 0 {
+			t.Fatalf("empty children list for %s", p)
+		}
+		for _, c := range list {
+			task := s.load(c, copyText)
+			if !s.slots.at(c).live || parentOf(&task) != p {
+				t.Fatalf("child %s listed under %s", task.UUID, p)
 			}
 		}
 	}

@@ -2,6 +2,7 @@ package state
 
 import (
 	"cmp"
+	"container/heap"
 	"fmt"
 	"slices"
 	"strings"
@@ -44,6 +45,9 @@ type filter struct {
 	hasStart, hasEnd    bool
 	search              expr
 	m                   matcher
+
+	// The symbols of worker, name and state, resolved under the lock.
+	workerSym, nameSym, stateSym uint32
 }
 
 func compile(q Query) (*filter, error) {
@@ -69,28 +73,102 @@ func foldFilter(v string) string {
 	return fold(v)
 }
 
-// match applies the filters, then the search. Flower indexes only
-// non-empty names, workers and states, so an empty one never matches.
-func (f *filter) match(t *Task) bool {
-	if f.worker != "" && (!t.Has(FieldWorker) || t.Worker == "" || !foldEqual(t.Worker, f.worker)) {
+// resolve looks up the filters' symbols; false when one names something no
+// task has, so that nothing can match.
+func (f *filter) resolve(y *symbols) bool {
+	for _, x := range [3]struct {
+		v   string
+		sym *uint32
+	}{{f.worker, &f.workerSym}, {f.name, &f.nameSym}, {f.state, &f.stateSym}} {
+		if x.v == "" {
+			continue
+		}
+		id, ok := y.lookup(x.v)
+		if !ok {
+			return false
+		}
+		*x.sym = id
+	}
+	return true
+}
+
+// sources returns the indexes whose union holds every match: the smallest
+// index of a filtered field, or every state's index.
+func (s *State) sources(f *filter) []*index {
+	var best *index
+	for _, x := range [3]struct {
+		v   string
+		m   map[uint32]*index
+		sym uint32
+	}{{f.state, s.byState, f.stateSym}, {f.name, s.byName, f.nameSym}, {f.worker, s.byWorker, f.workerSym}} {
+		if x.v == "" {
+			continue
+		}
+		idx := x.m[x.sym]
+		if idx == nil {
+			return nil
+		}
+		if best == nil || idx.n < best.n {
+			best = idx
+		}
+	}
+	if best != nil {
+		return []*index{best}
+	}
+	all := make([]*index, 0, len(s.byState))
+	for _, x := range s.byState {
+		all = append(all, x)
+	}
+	return all
+}
+
+// match applies the filters, then the search, to slot i. Flower indexes
+// only non-empty names, workers and states, so an empty one never matches.
+func (s *State) match(f *filter, i uint32) bool {
+	sl := s.slots.at(i)
+	if f.worker != "" && s.workerKey(sl) != f.workerSym {
 		return false
 	}
-	if f.name != "" && (!t.Has(FieldName) || t.Name == "" || !foldEqual(t.Name, f.name)) {
+	if f.name != "" && s.nameKey(sl) != f.nameSym {
 		return false
 	}
-	if f.state != "" && (t.State == "" || !foldEqual(t.State, f.state)) {
+	if f.state != "" && s.stateKey(sl) != f.stateSym {
 		return false
 	}
-	if t.Has(FieldReceived) {
-		if f.hasStart && t.Received < f.start || f.hasEnd && t.Received > f.end {
+	if sl.set&FieldReceived != 0 {
+		if f.hasStart && sl.received < f.start || f.hasEnd && sl.received > f.end {
 			return false
 		}
 	}
 	if f.search == nil {
 		return true
 	}
-	f.m.reset(t)
+	// A view is enough: the record is only read under the lock.
+	t := s.load(i, viewText)
+	f.m.reset(&t)
 	return f.search.match(&f.m)
+}
+
+// newestFirst walks the union of indexes from the newest item, calling
+// fn until it returns false.
+func (s *State) newestFirst(xs []*index, fn func(slot uint32) bool) {
+	cs := make([]cursor, len(xs))
+	for i, x := range xs {
+		cs[i] = x.newest()
+	}
+	for {
+		best, bestIt := -1, item{}
+		for i := range cs {
+			it, ok := cs[i].peek()
+			if ok && (best < 0 || s.less(bestIt, it)) {
+				best, bestIt = i, it
+			}
+		}
+		if best < 0 || !fn(bestIt.slot) {
+			return
+		}
+		cs[best].next()
+	}
 }
 
 // sortSpec is a parsed SortBy.
@@ -114,24 +192,27 @@ func parseSort(s string) (sortSpec, error) {
 
 // sortKey is Flower's (has value, value, id) sort key.
 type sortKey struct {
-	e   *entry
-	has bool
-	num float64
-	str string
+	slot uint32
+	has  bool
+	num  float64
+	str  string
 }
 
-func keyOf(e *entry, field string) sortKey {
-	t := &e.t
-	k := sortKey{e: e}
+func (s *State) keyOf(i uint32, field string) sortKey {
+	sl := s.slots.at(i)
+	k := sortKey{slot: i}
 	switch field {
 	case "name":
-		k.has, k.str = t.Has(FieldName), fold(t.Name)
+		k.has, k.str = sl.set&FieldName != 0, s.sym.str(s.sym.folded[sl.name])
 	case "state":
-		k.has, k.str = true, fold(t.State)
+		k.has, k.str = true, s.sym.str(s.sym.folded[sl.state])
 	case "received":
-		k.has, k.num = t.Has(FieldReceived), t.Received
+		k.has, k.num = sl.set&FieldReceived != 0, sl.received
 	case "started":
-		k.has, k.num = t.Has(FieldStarted), t.Started
+		if sl.set&FieldStarted != 0 {
+			t := s.load(i, viewText)
+			k.has, k.num = true, t.Started
+		}
 	}
 	if !k.has {
 		k.num, k.str = 0, ""
@@ -139,7 +220,7 @@ func keyOf(e *entry, field string) sortKey {
 	return k
 }
 
-func compareKeys(a, b sortKey) int {
+func (s *State) compareKeys(a, b sortKey) int {
 	switch {
 	case a.has != b.has:
 		if a.has {
@@ -151,16 +232,17 @@ func compareKeys(a, b sortKey) int {
 	case a.str != b.str:
 		return strings.Compare(a.str, b.str)
 	}
-	return strings.Compare(a.e.t.UUID, b.e.t.UUID)
+	return s.compareIDs(a.slot, b.slot)
 }
 
 // Tasks returns the tasks q selects, in order: filters, then search, then
 // sort, then offset and limit. An invalid search is a *SearchError; an
 // invalid SortBy a plain error.
 //
-// The default order walks the state's timestamp index and stops after
-// offset+limit matches, so the usual "latest 100" page costs microseconds
-// at any size; other orders sort every match.
+// The default order walks the smallest index that holds every match,
+// newest first, and stops after offset+limit matches, so the usual
+// "latest 100" page costs microseconds at any size; other orders sort
+// every match.
 func (s *State) Tasks(q Query) ([]Task, error) {
 	spec, err := parseSort(q.SortBy)
 	if err != nil {
@@ -178,36 +260,61 @@ func (s *State) Tasks(q Query) ([]Task, error) {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	out := []Task{}
+	if !f.resolve(&s.sym) {
+		return out, nil
+	}
+	xs := s.sources(f)
+	if spec.field == "" && (f.hasStart || f.hasEnd) && s.receivedFirst(f, xs, offset, limit, &out) {
+		return out, nil
+	}
 	if spec.field == "" {
 		skipped := 0
-		for e := s.order.first(); e != nil; e = e.next[0] {
-			if !f.match(&e.t) {
-				continue
+		s.newestFirst(xs, func(i uint32) bool {
+			if !s.match(f, i) {
+				return true
 			}
 			if skipped < offset {
 				skipped++
-				continue
+				return true
 			}
-			out = append(out, e.snapshot())
-			if len(out) == limit {
-				break
-			}
-		}
+			out = append(out, s.snapshot(i))
+			return len(out) != limit
+		})
+		return out, nil
+	}
+	if spec.field == "received" {
+		s.byReceivedTime(f, spec.desc, offset, limit, &out)
 		return out, nil
 	}
 
-	var keys []sortKey
-	for e := s.order.first(); e != nil; e = e.next[0] {
-		if f.match(&e.t) {
-			keys = append(keys, keyOf(e, spec.field))
-		}
-	}
-	slices.SortFunc(keys, func(a, b sortKey) int {
+	order := func(a, b sortKey) int {
 		if spec.desc {
-			return compareKeys(b, a)
+			return s.compareKeys(b, a)
 		}
-		return compareKeys(a, b)
-	})
+		return s.compareKeys(a, b)
+	}
+	var keys []sortKey
+	if limit == NoLimit {
+		s.newestFirst(xs, func(i uint32) bool {
+			if s.match(f, i) {
+				keys = append(keys, s.keyOf(i, spec.field))
+			}
+			return true
+		})
+		slices.SortFunc(keys, order)
+	} else {
+		// Only the first offset+limit are listed: keep those in a heap
+		// whose root is the last of them, so a million matches cost a
+		// pass and no million-entry sort.
+		top := &keyHeap{order: order, max: offset + limit}
+		s.newestFirst(xs, func(i uint32) bool {
+			if s.match(f, i) {
+				top.offer(s.keyOf(i, spec.field))
+			}
+			return true
+		})
+		keys = top.sorted()
+	}
 	if offset >= len(keys) {
 		return out, nil
 	}
@@ -216,7 +323,172 @@ func (s *State) Tasks(q Query) ([]Task, error) {
 		keys = keys[:limit]
 	}
 	for _, k := range keys {
-		out = append(out, k.e.snapshot())
+		out = append(out, s.snapshot(k.slot))
 	}
 	return out, nil
+}
+
+// keyHeap keeps the max first keys in order: a heap with the greatest
+// kept key at the root.
+type keyHeap struct {
+	keys  []sortKey
+	order func(a, b sortKey) int
+	max   int
+}
+
+func (h *keyHeap) Len() int           { return len(h.keys) }
+func (h *keyHeap) Less(i, j int) bool { return h.order(h.keys[i], h.keys[j]) > 0 }
+func (h *keyHeap) Swap(i, j int)      { h.keys[i], h.keys[j] = h.keys[j], h.keys[i] }
+func (h *keyHeap) Push(x any)         { h.keys = append(h.keys, x.(sortKey)) }
+func (h *keyHeap) Pop() any {
+	k := h.keys[len(h.keys)-1]
+	h.keys = h.keys[:len(h.keys)-1]
+	return k
+}
+
+func (h *keyHeap) offer(k sortKey) {
+	switch {
+	case len(h.keys) < h.max:
+		heap.Push(h, k)
+	case h.max > 0 && h.order(k, h.keys[0]) < 0:
+		h.keys[0] = k
+		heap.Fix(h, 0)
+	}
+}
+
+func (h *keyHeap) sorted() []sortKey {
+	slices.SortFunc(h.keys, h.order)
+	return h.keys
+}
+
+// receivedSpan is the part of the received-time index that a received
+// range selects, and the number of tasks received after it.
+func (s *State) receivedSpan(f *filter) (x *index, p, q pos, after int) {
+	x = s.byReceived[received]
+	if x == nil {
+		return &index{}, pos{}, pos{}, 0
+	}
+	p, q = x.all()
+	end := q
+	if f.hasStart {
+		p = x.bound(f.start, false)
+	}
+	if f.hasEnd {
+		q = x.bound(f.end, true)
+	}
+	return x, p, q, x.count(q, end)
+}
+
+// receivedFirst answers a default-order page of a received range from the
+// received-time index when that range is the cheaper way in: when walking
+// newest first would first pass over more tasks received after the range
+// than the range (plus the never-received tasks, which the filter keeps)
+// holds. It reports whether it did.
+func (s *State) receivedFirst(f *filter, xs []*index, offset, limit int, out *[]Task) bool {
+	x, p, q, after := s.receivedSpan(f)
+	inRange := x.count(p, q)
+	never := s.byReceived[notReceived]
+	if never != nil {
+		inRange += never.n
+	}
+	walk := after
+	if len(xs) == 1 && s.live > 0 {
+		// A filtered index passes over its share of them.
+		walk = int(int64(after) * int64(xs[0].n) / int64(s.live))
+	}
+	if inRange >= walk {
+		return false
+	}
+	want := offset + limit
+	if limit == NoLimit {
+		want = inRange
+	}
+	// The newest want matches, newest first. Walking the range from its
+	// latest received makes nearly every later candidate older than the
+	// ones kept, so insertions stay rare.
+	var top []item
+	consider := func(it item) bool {
+		if !s.match(f, it.slot) {
+			return true
+		}
+		c := item{key: s.slots.at(it.slot).key, slot: it.slot}
+		if len(top) == want && !s.less(top[want-1], c) {
+			return true
+		}
+		i, _ := slices.BinarySearchFunc(top, c, func(e, t item) int {
+			if s.less(t, e) {
+				return -1
+			}
+			return 1
+		})
+		if len(top) == want {
+			top = top[:want-1]
+		}
+		top = slices.Insert(top, i, c)
+		return true
+	}
+	if want > 0 {
+		x.walk(p, q, true, consider)
+		if never != nil {
+			a, b := never.all()
+			never.walk(a, b, true, consider)
+		}
+	}
+	for _, it := range top[min(offset, len(top)):] {
+		*out = append(*out, s.snapshot(it.slot))
+	}
+	return true
+}
+
+// byReceivedTime answers sort_by=received from the received-time index:
+// tasks never received come first ascending (last descending), ordered by
+// id, as Flower sorts a missing value.
+func (s *State) byReceivedTime(f *filter, desc bool, offset, limit int, out *[]Task) {
+	x, p, q, _ := s.receivedSpan(f)
+	var never []uint32
+	if nx := s.byReceived[notReceived]; nx != nil {
+		a, b := nx.all()
+		nx.walk(a, b, false, func(it item) bool {
+			if s.match(f, it.slot) {
+				never = append(never, it.slot)
+			}
+			return true
+		})
+		slices.SortFunc(never, s.compareIDs)
+		if desc {
+			slices.Reverse(never)
+		}
+	}
+	skipped := 0
+	take := func(i uint32) bool {
+		if skipped < offset {
+			skipped++
+			return true
+		}
+		*out = append(*out, s.snapshot(i))
+		return len(*out) != limit
+	}
+	takeAll := func(slots []uint32) bool {
+		for _, i := range slots {
+			if !take(i) {
+				return false
+			}
+		}
+		return true
+	}
+	fromIndex := func() bool {
+		more := true
+		x.walk(p, q, desc, func(it item) bool {
+			if s.match(f, it.slot) {
+				more = take(it.slot)
+			}
+			return more
+		})
+		return more
+	}
+	if desc {
+		_ = fromIndex() && takeAll(never)
+	} else {
+		_ = takeAll(never) && fromIndex()
+	}
 }

@@ -5,12 +5,13 @@
 package state
 
 import (
+	"bytes"
 	"math"
 	"slices"
 	"strings"
 	"sync"
 	"time"
-	"unique"
+	"unsafe"
 
 	"github.com/stamen-dev/stamen/internal/celery"
 )
@@ -29,25 +30,47 @@ type Config struct {
 	MaxWorkers int
 	// Now is the clock for liveness and for events without LocalReceived.
 	Now func() time.Time
+	// TrackChanges makes the state remember what changed, for Drain.
+	TrackChanges bool
 }
 
 // State is the in-memory cluster state. Apply is meant to be called from
 // one ingest goroutine while any number of readers query; all methods are
 // safe for concurrent use.
+//
+// Task records are kept compact (see slots.go and pack.go) and indexed by
+// state, task name and worker, each index sorted newest first, so that the
+// pages of GET /api/tasks cost the same at ten thousand and a million
+// tasks.
 type State struct {
 	mu         sync.RWMutex
 	maxTasks   int
 	maxWorkers int
 	now        func() time.Time
 
-	tasks map[string]*entry
-	// created lists tasks oldest first from created[head]: eviction takes
-	// the head, so it is O(1) amortised at any MaxTasks.
-	created []*entry
-	head    int
-	order   order
-	// pending holds, per unknown parent id, the children waiting for it.
-	pending map[string][]*entry
+	slots slab
+	arena arena
+	sym   symbols
+	// created counts the tasks ever created; the next one takes slot
+	// created mod maxTasks, evicting the oldest.
+	created uint64
+	live    int
+	byUUID  idTable
+	// Ids that are not canonical uuids, both ways.
+	byText  map[string]uint32
+	textIDs map[uint32]string
+
+	// The indexes, by casefolded symbol: every task is in the one of its
+	// state; a task with a name (worker) in the one of its name (worker).
+	byState  map[uint32]*index
+	byName   map[uint32]*index
+	byWorker map[uint32]*index
+	// byReceived holds two indexes: the received tasks by received time,
+	// the others by timestamp.
+	byReceived map[uint32]*index
+	// children lists, per parent id, the slots of the tasks that name it
+	// as their parent, whether that parent is known or not (yet).
+	children map[string][]uint32
 
 	workers       map[string]*Worker
 	workerCreated []*Worker
@@ -56,22 +79,14 @@ type State struct {
 	// clock is the receiver's Lamport clock (kombu's LamportClock in
 	// Celery's EventReceiver), which stamps task-sent events.
 	clock int64
-}
 
-// entry is a task record plus its bookkeeping.
-type entry struct {
-	t       Task // Children unused: built from children on snapshot
-	key     float64
-	next    []*entry // order links
-	indexed bool
-	evicted bool
+	buf  []byte // scratch for packing
+	less lessFunc
 
-	children []*entry
-	dead     int      // evicted entries still in children
-	parents  []*entry // entries whose children include this one
-
-	pendingOn  string // parent id this entry waits for in State.pending
-	pendingIdx int
+	// dirty holds the slots changed since the last Drain, and newTypes
+	// the names first seen; nil unless changes are tracked.
+	dirty    map[uint32]struct{}
+	newTypes []string
 }
 
 // New returns an empty state.
@@ -85,16 +100,28 @@ func New(cfg Config) *State {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	return &State{
+	s := &State{
 		maxTasks:   cfg.MaxTasks,
 		maxWorkers: cfg.MaxWorkers,
 		now:        cfg.Now,
-		tasks:      make(map[string]*entry),
-		order:      newOrder(),
-		pending:    make(map[string][]*entry),
+		arena:      newArena(),
+		sym:        newSymbols(),
+		byUUID:     newIDTable(),
+		byText:     make(map[string]uint32),
+		textIDs:    make(map[uint32]string),
+		byState:    make(map[uint32]*index),
+		byName:     make(map[uint32]*index),
+		byWorker:   make(map[uint32]*index),
+		byReceived: make(map[uint32]*index),
+		children:   make(map[string][]uint32),
 		workers:    make(map[string]*Worker),
 		types:      make(map[string]struct{}),
 	}
+	s.less = s.itemLess
+	if cfg.TrackChanges {
+		s.dirty = make(map[uint32]struct{})
+	}
+	return s
 }
 
 // Apply updates the state with events, in order. Events that Celery's
@@ -191,7 +218,7 @@ func (s *State) addWorker(hostname string) *Worker {
 		s.workerCreated = slices.Delete(s.workerCreated, 0, 1)
 		delete(s.workers, old.Hostname)
 	}
-	w := &Worker{Hostname: intern(hostname), Freq: defaultFreq}
+	w := &Worker{Hostname: strings.Clone(hostname), Freq: defaultFreq}
 	s.workers[w.Hostname] = w
 	s.workerCreated = append(s.workerCreated, w)
 	return w
@@ -249,14 +276,22 @@ func (s *State) taskEvent(e *celery.Event, subject string, clock int64, localRec
 	if !e.HasValue(celery.FieldUUID) || !e.HasValue(celery.FieldHostname) || !e.HasValue(celery.FieldTimestamp) {
 		return
 	}
-	ent := s.tasks[e.UUID]
-	if ent == nil {
-		ent = s.addTask(e.UUID)
+	i, known := s.lookup(e.UUID)
+	var t Task
+	oldParent := ""
+	if known {
+		// Views into the arena are safe here: the record is rewritten
+		// below before the arena can reuse their bytes, and nothing keeps
+		// them but the children map, which copies its key.
+		t = s.load(i, viewText)
+		oldParent = parentOf(&t)
+	} else {
+		i = s.addTask(e.UUID)
+		t = Task{UUID: e.UUID, State: Pending}
 	}
-	t := &ent.t
 	if subject == "sent" {
 		// task-sent comes from the client, not from a worker.
-		t.Client = intern(e.Hostname)
+		t.Client = e.Hostname
 		t.Set |= FieldClient
 	} else {
 		w := s.workers[e.Hostname]
@@ -275,7 +310,7 @@ func (s *State) taskEvent(e *celery.Event, subject string, clock int64, localRec
 
 	state, at := taskState(subject)
 	if at != 0 {
-		setFloat(t, at, stampOf(t, at), e.Timestamp)
+		setFloat(&t, at, stampOf(&t, at), e.Timestamp)
 	}
 	// An event whose state precedes the current one arrived out of order:
 	// it does not change the state. A late task-received only contributes
@@ -283,39 +318,53 @@ func (s *State) taskEvent(e *celery.Event, subject string, clock int64, localRec
 	// and clock included, exactly as Celery updates the record's __dict__.
 	late := state != Retry && t.State != Retry && precedence(state) > precedence(t.State)
 	if late && state == Received {
-		copyReceived(t, e)
+		copyReceived(&t, e)
 	} else {
-		copyAll(t, e)
+		copyAll(&t, e)
 		t.Clock = clock
-		setFloat(t, FieldTimestamp, &t.Timestamp, e.Timestamp)
+		setFloat(&t, FieldTimestamp, &t.Timestamp, e.Timestamp)
 		if !late {
 			t.State = state
 		}
 	}
-	switch key := orderKey(t); {
-	case !ent.indexed:
-		ent.key, ent.indexed = key, true
-		s.order.insert(ent)
-	default:
-		s.order.move(ent, key)
+	s.save(i, &t, known)
+	if s.dirty != nil {
+		s.dirty[i] = struct{}{}
 	}
-
 	if t.Has(FieldName) {
-		s.types[t.Name] = struct{}{}
+		s.addType(s.sym.str(s.slots.at(i).name))
 	}
-	if t.Has(FieldParentID) && t.ParentID != "" {
-		if parent := s.tasks[t.ParentID]; parent != nil {
-			link(parent, ent)
-		} else {
-			s.wait(t.ParentID, ent)
+	// Celery links a child to its parent when either arrives; listing the
+	// tasks that name a parent gives the same children, known or pending.
+	if parent := parentOf(&t); parent != oldParent {
+		if oldParent != "" {
+			s.unlinkChild(oldParent, i)
+		}
+		if parent != "" {
+			parent = strings.Clone(parent)
+			s.children[parent] = append(s.children[parent], i)
 		}
 	}
-	if waiting, ok := s.pending[t.UUID]; ok {
-		delete(s.pending, t.UUID)
-		for _, child := range waiting {
-			child.pendingOn = ""
-			link(ent, child)
-		}
+}
+
+func parentOf(t *Task) string {
+	if t.Has(FieldParentID) {
+		return t.ParentID
+	}
+	return ""
+}
+
+func (s *State) unlinkChild(parent string, child uint32) {
+	list := s.children[parent]
+	// Children are evicted oldest first, so the one to go is nearly
+	// always at the front.
+	if i := slices.Index(list, child); i >= 0 {
+		list = slices.Delete(list, i, i+1)
+	}
+	if len(list) == 0 {
+		delete(s.children, parent)
+	} else {
+		s.children[parent] = list
 	}
 }
 
@@ -359,11 +408,11 @@ func setFloat(t *Task, f Field, dst *float64, v float64) {
 // copyReceived takes what a late task-received contributes (Celery's
 // merge_rules for RECEIVED).
 func copyReceived(t *Task, e *celery.Event) {
-	copyString(t, e, FieldName, celery.FieldName, &t.Name, intern(e.Name))
+	copyString(t, e, FieldName, celery.FieldName, &t.Name, e.Name)
 	copyString(t, e, FieldArgs, celery.FieldArgs, &t.Args, e.Args)
 	copyString(t, e, FieldKwargs, celery.FieldKwargs, &t.Kwargs, e.Kwargs)
-	copyString(t, e, FieldParentID, celery.FieldParentID, &t.ParentID, sameAs(e.ParentID, t.UUID))
-	copyString(t, e, FieldRootID, celery.FieldRootID, &t.RootID, sameAs(e.RootID, t.UUID))
+	copyString(t, e, FieldParentID, celery.FieldParentID, &t.ParentID, e.ParentID)
+	copyString(t, e, FieldRootID, celery.FieldRootID, &t.RootID, e.RootID)
 	copyInt(t, e, FieldRetries, celery.FieldRetries, &t.Retries, e.Retries)
 	copyString(t, e, FieldETA, celery.FieldETA, &t.ETA, e.ETA)
 	copyString(t, e, FieldExpires, celery.FieldExpires, &t.Expires, e.Expires)
@@ -375,8 +424,8 @@ func copyAll(t *Task, e *celery.Event) {
 	copyString(t, e, FieldResult, celery.FieldResult, &t.Result, e.Result)
 	copyString(t, e, FieldException, celery.FieldException, &t.Exception, e.Exception)
 	copyString(t, e, FieldTraceback, celery.FieldTraceback, &t.Traceback, e.Traceback)
-	copyString(t, e, FieldExchange, celery.FieldExchange, &t.Exchange, intern(e.Exchange))
-	copyString(t, e, FieldRoutingKey, celery.FieldRoutingKey, &t.RoutingKey, intern(e.RoutingKey))
+	copyString(t, e, FieldExchange, celery.FieldExchange, &t.Exchange, e.Exchange)
+	copyString(t, e, FieldRoutingKey, celery.FieldRoutingKey, &t.RoutingKey, e.RoutingKey)
 	if e.Has(celery.FieldRuntime) {
 		if e.Runtime != nil {
 			t.Runtime = *e.Runtime
@@ -413,123 +462,271 @@ func copyInt(t *Task, e *celery.Event, f Field, ef celery.EventField, dst *int, 
 	}
 }
 
-// sameAs returns id, sharing the memory of uuid when equal: most tasks are
-// their own root, and a million records need not hold two copies.
-func sameAs(id, uuid string) string {
-	if id == uuid {
-		return uuid
-	}
-	return id
-}
-
-// intern shares the few distinct names (task names, hostnames, routing)
-// across a million records instead of keeping one copy per event.
-func intern(s string) string {
-	if s == "" {
+func viewText(b []byte) string {
+	if len(b) == 0 {
 		return ""
 	}
-	return unique.Make(s).Value()
+	return unsafe.String(&b[0], len(b))
 }
 
-func (s *State) addTask(uuid string) *entry {
-	if len(s.tasks) >= s.maxTasks {
-		s.evictOldest()
+func copyText(b []byte) string { return string(b) }
+
+// lookup finds the slot of a task id.
+func (s *State) lookup(uuid string) (uint32, bool) {
+	if id, ok := parseUUID(uuid); ok {
+		return s.byUUID.get(&id, &s.slots)
 	}
-	ent := &entry{t: Task{UUID: uuid, State: Pending}}
-	s.tasks[uuid] = ent
-	s.created = append(s.created, ent)
-	return ent
+	i, ok := s.byText[uuid]
+	return i, ok
 }
 
-func (s *State) evictOldest() {
-	if s.head >= len(s.created) {
-		return
+// taskID is the id of the task in slot i.
+func (s *State) taskID(i uint32) string {
+	sl := s.slots.at(i)
+	if sl.textID {
+		return s.textIDs[i]
 	}
-	e := s.created[s.head]
-	s.created[s.head] = nil
-	s.head++
-	// Reclaim the consumed prefix once it is most of the slice.
-	if s.head >= 1024 && s.head*2 >= len(s.created) {
-		n := copy(s.created, s.created[s.head:])
-		clear(s.created[n:])
-		s.created = s.created[:n]
-		s.head = 0
-	}
-	delete(s.tasks, e.t.UUID)
-	if e.indexed {
-		s.order.remove(e)
-	}
-	e.evicted = true
-	// Parents drop evicted children lazily, when they are mostly dead.
-	for _, p := range e.parents {
-		if p == e || p.evicted {
-			continue
-		}
-		p.dead++
-		if p.dead*2 > len(p.children) {
-			p.children = slices.DeleteFunc(p.children, func(c *entry) bool { return c.evicted })
-			p.dead = 0
-		}
-	}
-	for _, c := range e.children {
-		if c != e {
-			c.parents = slices.DeleteFunc(c.parents, func(p *entry) bool { return p == e })
-		}
-	}
-	e.parents, e.children = nil, nil
-	if e.pendingOn != "" {
-		s.unwait(e)
-	}
+	return formatUUID(sl.id)
 }
 
-// link makes child one of parent's children, once.
-func link(parent, child *entry) {
-	if slices.Contains(child.parents, parent) {
-		return
+// itemLess orders index items by key, then by task id.
+func (s *State) itemLess(a, b item) bool {
+	if a.key != b.key {
+		return a.key < b.key
 	}
-	parent.children = append(parent.children, child)
-	child.parents = append(child.parents, parent)
+	return s.compareIDs(a.slot, b.slot) < 0
 }
 
-// wait parks child until a task with id parentID appears.
-func (s *State) wait(parentID string, child *entry) {
-	if child.pendingOn == parentID {
-		return
+// compareIDs compares the ids of two tasks as text; canonical uuids
+// compare as their bytes do, without being formatted.
+func (s *State) compareIDs(a, b uint32) int {
+	x, y := s.slots.at(a), s.slots.at(b)
+	if !x.textID && !y.textID {
+		return bytes.Compare(x.id[:], y.id[:])
 	}
-	if child.pendingOn != "" {
-		s.unwait(child)
-	}
-	child.pendingOn = parentID
-	child.pendingIdx = len(s.pending[parentID])
-	s.pending[parentID] = append(s.pending[parentID], child)
+	return strings.Compare(s.taskID(a), s.taskID(b))
 }
 
-// unwait removes a child from its pending list in O(1).
-func (s *State) unwait(child *entry) {
-	list := s.pending[child.pendingOn]
-	last := len(list) - 1
-	if i := child.pendingIdx; i <= last && list[i] == child {
-		list[i] = list[last]
-		list[i].pendingIdx = i
-		list[last] = nil
-		list = list[:last]
+// addTask takes the next slot of the ring for a new task, evicting the
+// oldest task when the ring is full.
+func (s *State) addTask(uuid string) uint32 {
+	i := uint32(s.created % uint64(s.maxTasks))
+	s.created++
+	s.slots.ensure(i)
+	if s.slots.at(i).live {
+		s.evict(i)
 	}
-	if len(list) == 0 {
-		delete(s.pending, child.pendingOn)
+	sl := s.slots.at(i)
+	*sl = slot{live: true, cold: noRef}
+	if id, ok := parseUUID(uuid); ok {
+		sl.id = id
+		s.byUUID.put(i, &s.slots)
 	} else {
-		s.pending[child.pendingOn] = list
+		sl.textID = true
+		uuid = strings.Clone(uuid)
+		s.byText[uuid] = i
+		s.textIDs[i] = uuid
 	}
-	child.pendingOn = ""
+	s.live++
+	return i
 }
 
-// snapshot copies a record out of the state.
-func (e *entry) snapshot() Task {
-	t := e.t
-	t.Children = make([]string, 0, max(len(e.children)-e.dead, 0))
-	for _, c := range e.children {
-		if !c.evicted {
-			t.Children = append(t.Children, c.t.UUID)
+func (s *State) evict(i uint32) {
+	sl := s.slots.at(i)
+	t := s.load(i, viewText)
+	if parent := parentOf(&t); parent != "" {
+		s.unlinkChild(parent, i)
+	}
+	s.unindex(i, sl)
+	if sl.textID {
+		delete(s.byText, s.textIDs[i])
+		delete(s.textIDs, i)
+	} else {
+		s.byUUID.remove(i, &s.slots)
+	}
+	s.arena.release(sl.cold)
+	*sl = slot{cold: noRef}
+	s.live--
+	s.arena.compactDue(s.owner)
+}
+
+// owner is the arena's way back to the live slot that owns a record.
+func (s *State) owner(i uint32) *ref {
+	sl := s.slots.at(i)
+	if !sl.live {
+		return nil
+	}
+	return &sl.cold
+}
+
+// The indexes a slot belongs to: its state's, and its name's and
+// worker's when it has them (Flower does not index empty ones).
+func (s *State) stateKey(sl *slot) uint32 { return s.sym.folded[sl.state] }
+
+func (s *State) nameKey(sl *slot) uint32 {
+	if sl.set&FieldName == 0 {
+		return 0
+	}
+	return s.sym.folded[sl.name]
+}
+
+func (s *State) workerKey(sl *slot) uint32 {
+	if sl.set&FieldWorker == 0 {
+		return 0
+	}
+	return s.sym.folded[sl.worker]
+}
+
+// The dimensions a task is indexed by.
+const (
+	dimState = iota
+	dimName
+	dimWorker
+	dimReceived
+	dims
+)
+
+// Keys of the received dimension's two indexes.
+const (
+	notReceived uint32 = iota
+	received
+)
+
+// placement is where a task sits in one dimension: the index's key in
+// its map and the item; ok is false when the task is not in any.
+type placement struct {
+	k  uint32
+	it item
+	ok bool
+}
+
+func (s *State) dimension(d int) map[uint32]*index {
+	switch d {
+	case dimState:
+		return s.byState
+	case dimName:
+		return s.byName
+	case dimWorker:
+		return s.byWorker
+	}
+	return s.byReceived
+}
+
+// place returns where slot i, holding sl, sits in dimension d. The
+// received dimension orders received tasks by that time, for the
+// received_start/received_end filters and sort_by=received, and the
+// others by timestamp, as the default order does.
+func (s *State) place(d int, i uint32, sl *slot) placement {
+	it := item{key: sl.key, slot: i}
+	switch d {
+	case dimState:
+		return placement{s.stateKey(sl), it, true}
+	case dimName:
+		k := s.nameKey(sl)
+		return placement{k, it, k != 0}
+	case dimWorker:
+		k := s.workerKey(sl)
+		return placement{k, it, k != 0}
+	}
+	if sl.set&FieldReceived != 0 {
+		return placement{received, item{key: sl.received, slot: i}, true}
+	}
+	return placement{notReceived, it, true}
+}
+
+func (s *State) unindex(i uint32, sl *slot) {
+	for d := range dims {
+		s.removeFrom(d, s.place(d, i, sl))
+	}
+}
+
+func (s *State) removeFrom(d int, p placement) {
+	if !p.ok {
+		return
+	}
+	m := s.dimension(d)
+	x := m[p.k]
+	if x == nil || !x.remove(p.it, s.less) {
+		panic("state: index out of step with its records")
+	}
+	if x.n == 0 {
+		delete(m, p.k)
+	}
+}
+
+func (s *State) insertInto(d int, p placement) {
+	if !p.ok {
+		return
+	}
+	m := s.dimension(d)
+	x := m[p.k]
+	if x == nil {
+		x = &index{}
+		m[p.k] = x
+	}
+	x.insert(p.it, s.less)
+}
+
+// save writes t back to slot i and moves it in the indexes it changed.
+func (s *State) save(i uint32, t *Task, indexed bool) {
+	sl := s.slots.at(i)
+	old := *sl
+	sl.key = orderKey(t)
+	sl.received = t.Received
+	sl.set = t.Set
+	sl.state = s.sym.id(t.State)
+	sl.name = s.sym.id(t.Name)
+	sl.worker = s.sym.id(t.Worker)
+	// Index comparisons read only the item's key and the slot's id, which
+	// does not change, so the slot can hold its new values already.
+	for d := range dims {
+		to := s.place(d, i, sl)
+		if indexed {
+			from := s.place(d, i, &old)
+			if from == to {
+				continue
+			}
+			s.removeFrom(d, from)
 		}
+		s.insertInto(d, to)
+	}
+	s.buf = pack(s.buf[:0], t, &s.sym)
+	newRef := s.arena.put(i, s.buf)
+	if prev := sl.cold; prev != noRef {
+		s.arena.release(prev)
+	}
+	sl.cold = newRef
+	s.arena.compactDue(s.owner)
+}
+
+// load reads the record of slot i; text makes its strings.
+func (s *State) load(i uint32, text func([]byte) string) Task {
+	sl := s.slots.at(i)
+	t := Task{
+		UUID:     s.taskID(i),
+		State:    s.sym.str(sl.state),
+		Received: sl.received,
+		Set:      sl.set,
+	}
+	if sl.set&FieldName != 0 {
+		t.Name = s.sym.str(sl.name)
+	}
+	if sl.set&FieldWorker != 0 {
+		t.Worker = s.sym.str(sl.worker)
+	}
+	if err := unpack(s.arena.get(sl.cold), sl.key, &t, &s.sym, text); err != nil {
+		panic(err) // only this package writes records
+	}
+	return t
+}
+
+// snapshot copies the record of slot i out of the state.
+func (s *State) snapshot(i uint32) Task {
+	t := s.load(i, copyText)
+	kids := s.children[t.UUID]
+	t.Children = make([]string, len(kids))
+	for j, k := range kids {
+		t.Children[j] = s.taskID(k)
 	}
 	return t
 }
@@ -538,18 +735,18 @@ func (e *entry) snapshot() Task {
 func (s *State) Task(id string) (Task, bool) {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
-	e := s.tasks[id]
-	if e == nil {
+	i, ok := s.lookup(id)
+	if !ok {
 		return Task{}, false
 	}
-	return e.snapshot(), true
+	return s.snapshot(i), true
 }
 
 // Len is the number of tasks kept.
 func (s *State) Len() int {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
-	return len(s.tasks)
+	return s.live
 }
 
 // TaskTypes returns the sorted names of all tasks seen since the state was

@@ -225,8 +225,8 @@ func TestEviction(t *testing.T) {
 	if diff := cmp.Diff([]string{"c2", "c3"}, p.Children); diff != "" {
 		t.Errorf("children (-want +got):\n%s", diff)
 	}
-	if len(s.pending) != 0 {
-		t.Errorf("pending children left: %v", s.pending)
+	if len(s.children) != 1 {
+		t.Errorf("children lists left: %v", s.children)
 	}
 }
 
@@ -248,14 +248,14 @@ func TestEvictionAtScale(t *testing.T) {
 	if s.Len() != max {
 		t.Fatalf("Len() = %d, want %d", s.Len(), max)
 	}
-	if n := len(s.created) - s.head; n != max {
-		t.Errorf("creation list holds %d, want %d", n, max)
+	if n := len(s.slots.pages) << pageBits; n > 2*max+1<<pageBits {
+		t.Errorf("%d slots for %d tasks", n, max)
 	}
-	if cap(s.created) > 4*max {
-		t.Errorf("creation list capacity %d grows without bound", cap(s.created))
-	}
-	if n := len(s.pending["never-seen"]); n > max {
+	if n := len(s.children["never-seen"]); n > max {
 		t.Errorf("%d pending children kept for %d tasks", n, max)
+	}
+	if s.arena.bytes > 4*max*64+2*chunkSize {
+		t.Errorf("arena holds %d bytes for %d small tasks", s.arena.bytes, max)
 	}
 	got, _ := s.Tasks(Query{Limit: 3})
 	if diff := cmp.Diff([]string{"59999", "59998", "59997"}, ids(got)); diff != "" {
@@ -266,9 +266,7 @@ func TestEvictionAtScale(t *testing.T) {
 		t.Errorf("children %v", p.Children)
 	}
 	n := 0
-	for e := s.order.first(); e != nil; e = e.next[0] {
-		n++
-	}
+	s.newestFirst(s.sources(&filter{}), func(uint32) bool { n++; return true })
 	if n != max {
 		t.Errorf("order index holds %d, want %d", n, max)
 	}

@@ -1,48 +1,53 @@
-// Package store keeps stamen's history on disk so that a restart restores
-// it. It stores the Celery events themselves, in arrival order, and replays
-// them into a fresh state: the state machine stays the one source of truth
-// for merging events, and the store needs no schema of its own.
+// Package store keeps stamen's state on disk so that a restart restores
+// it: the task records, keyed by their sequence numbers (the order the
+// tasks were created in), the latest event of each worker, and the task
+// names seen.
 //
-// Heartbeats, which would dominate the log, are kept as one latest event per
-// worker. The log is bounded: beyond MaxEvents the oldest events go first.
-// Writes are buffered and committed in one transaction per Flush, off the
-// ingestion path; bbolt's copy-on-write B+tree never leaves a torn file, so
-// a crash loses at most what was not flushed yet.
+// The state hands over its changes in batches (state.Drain), written in
+// one bbolt transaction each, off the ingestion path. Sequence keys make
+// every write an append or an update near the end of the B+tree, and
+// eviction one range delete at its start, so the file holds about what
+// the state holds. bbolt's copy-on-write B+tree never leaves a torn file:
+// a crash loses at most the batch in flight.
 package store
 
 import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"sync"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
 )
 
 var (
-	eventsBucket     = []byte("events")
-	heartbeatsBucket = []byte("heartbeats")
+	tasksBucket   = []byte("tasks")
+	workersBucket = []byte("workers")
+	typesBucket   = []byte("types")
+	// Buckets of the earlier event-log format, dropped on open.
+	oldBuckets = [][]byte{[]byte("events"), []byte("heartbeats")}
 )
 
 // Store is safe for concurrent use.
 type Store struct {
-	db        *bolt.DB
-	maxEvents int
-
-	mu         sync.Mutex
-	pending    [][]byte
-	heartbeats map[string][]byte
+	db *bolt.DB
 }
 
-// Open opens or creates the store at path. maxEvents bounds the event log.
-func Open(path string, maxEvents int) (*Store, error) {
+// Open opens or creates the store at path.
+func Open(path string) (*Store, error) {
 	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: 2 * time.Second, NoFreelistSync: true})
 	if err != nil {
 		return nil, fmt.Errorf("open the store %s: %w", path, err)
 	}
 	err = db.Update(func(tx *bolt.Tx) error {
-		for _, b := range [][]byte{eventsBucket, heartbeatsBucket} {
+		for _, b := range oldBuckets {
+			if tx.Bucket(b) != nil {
+				if err := tx.DeleteBucket(b); err != nil {
+					return err
+				}
+			}
+		}
+		for _, b := range [][]byte{tasksBucket, workersBucket, typesBucket} {
 			if _, err := tx.CreateBucketIfNotExists(b); err != nil {
 				return err
 			}
@@ -53,75 +58,54 @@ func Open(path string, maxEvents int) (*Store, error) {
 		_ = db.Close()
 		return nil, fmt.Errorf("prepare the store %s: %w", path, err)
 	}
-	return &Store{db: db, maxEvents: maxEvents, heartbeats: map[string][]byte{}}, nil
+	return &Store{db: db}, nil
 }
 
-// Append buffers one event (its JSON object) for the next Flush.
-func (s *Store) Append(event []byte) {
-	s.mu.Lock()
-	s.pending = append(s.pending, event)
-	s.mu.Unlock()
+// Task is one task record and its sequence number.
+type Task struct {
+	Seq  uint64
+	Data []byte
 }
 
-// SetHeartbeat buffers the latest heartbeat of a worker.
-func (s *Store) SetHeartbeat(worker string, event []byte) {
-	s.mu.Lock()
-	s.heartbeats[worker] = event
-	s.mu.Unlock()
+// Batch is one write.
+type Batch struct {
+	// Tasks are put, replacing the records of the same numbers.
+	Tasks []Task
+	// Records numbered below FirstSeq are deleted.
+	FirstSeq uint64
+	// Workers maps a hostname to that worker's latest event.
+	Workers map[string][]byte
+	// Types are task names to keep.
+	Types []string
 }
 
-// Flush commits what was buffered, then trims the log to maxEvents.
-func (s *Store) Flush() error {
-	s.mu.Lock()
-	pending, hbs := s.pending, s.heartbeats
-	s.pending, s.heartbeats = nil, map[string][]byte{}
-	s.mu.Unlock()
-	if len(pending) == 0 && len(hbs) == 0 {
-		return nil
-	}
+// Write commits a batch in one transaction.
+func (s *Store) Write(b Batch) error {
 	return s.db.Update(func(tx *bolt.Tx) error {
-		ev := tx.Bucket(eventsBucket)
-		// Sequential keys fill pages completely.
-		ev.FillPercent = 1
-		for _, e := range pending {
-			seq, err := ev.NextSequence()
-			if err != nil {
-				return err
-			}
-			if err := ev.Put(seqKey(seq), e); err != nil {
+		tasks := tx.Bucket(tasksBucket)
+		// Keys come in creation order: full pages, as an append-only
+		// B+tree fills them.
+		tasks.FillPercent = 1
+		for _, t := range b.Tasks {
+			if err := tasks.Put(seqKey(t.Seq), t.Data); err != nil {
 				return err
 			}
 		}
-		hb := tx.Bucket(heartbeatsBucket)
-		for w, e := range hbs {
-			if err := hb.Put([]byte(w), e); err != nil {
-				return err
-			}
-		}
-		// Keys are contiguous sequence numbers (only the oldest are ever
-		// deleted), so the count is last - first + 1.
-		c := ev.Cursor()
-		first, _ := c.First()
-		if first == nil {
-			return nil
-		}
-		excess := int(ev.Sequence()-binary.BigEndian.Uint64(first)+1) - s.maxEvents
-		for k := first; k != nil && excess > 0; k, _ = c.First() {
+		c := tasks.Cursor()
+		for k, _ := c.First(); k != nil && binary.BigEndian.Uint64(k) < b.FirstSeq; k, _ = c.First() {
 			if err := c.Delete(); err != nil {
 				return err
 			}
-			excess--
 		}
-		return nil
-	})
-}
-
-// Replay calls fn with every stored event, oldest first, then with the
-// latest heartbeat of each worker.
-func (s *Store) Replay(fn func(event []byte) error) error {
-	return s.db.View(func(tx *bolt.Tx) error {
-		for _, b := range [][]byte{eventsBucket, heartbeatsBucket} {
-			if err := tx.Bucket(b).ForEach(func(_, v []byte) error { return fn(v) }); err != nil {
+		workers := tx.Bucket(workersBucket)
+		for w, e := range b.Workers {
+			if err := workers.Put([]byte(w), e); err != nil {
+				return err
+			}
+		}
+		types := tx.Bucket(typesBucket)
+		for _, name := range b.Types {
+			if err := types.Put([]byte(name), nil); err != nil {
 				return err
 			}
 		}
@@ -129,17 +113,28 @@ func (s *Store) Replay(fn func(event []byte) error) error {
 	})
 }
 
-// Len returns the number of events in the log.
-func (s *Store) Len() int {
-	var n int
-	_ = s.db.View(func(tx *bolt.Tx) error {
-		b := tx.Bucket(eventsBucket)
-		if first, _ := b.Cursor().First(); first != nil {
-			n = int(b.Sequence() - binary.BigEndian.Uint64(first) + 1)
+// Load calls task with every task record in sequence order, then worker
+// with each worker's latest event, then typ with each task name. The
+// bytes are valid only during the call.
+func (s *Store) Load(task func(seq uint64, data []byte) error, worker func(event []byte) error, typ func(name string)) error {
+	return s.db.View(func(tx *bolt.Tx) error {
+		err := tx.Bucket(tasksBucket).ForEach(func(k, v []byte) error {
+			if len(k) != 8 {
+				return errors.New("store: malformed task key")
+			}
+			return task(binary.BigEndian.Uint64(k), v)
+		})
+		if err != nil {
+			return err
 		}
-		return nil
+		if err := tx.Bucket(workersBucket).ForEach(func(_, v []byte) error { return worker(v) }); err != nil {
+			return err
+		}
+		return tx.Bucket(typesBucket).ForEach(func(k, _ []byte) error {
+			typ(string(k))
+			return nil
+		})
 	})
-	return n
 }
 
 // Size returns the file's size in bytes.
@@ -152,9 +147,9 @@ func (s *Store) Size() int64 {
 	return n
 }
 
-// Close flushes and closes the store.
+// Close closes the store.
 func (s *Store) Close() error {
-	return errors.Join(s.Flush(), s.db.Close())
+	return s.db.Close()
 }
 
 func seqKey(seq uint64) []byte {

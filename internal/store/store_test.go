@@ -6,52 +6,88 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	bolt "go.etcd.io/bbolt"
 )
 
-func replayAll(t *testing.T, s *Store) []string {
-	t.Helper()
-	var got []string
-	if err := s.Replay(func(e []byte) error { got = append(got, string(e)); return nil }); err != nil {
-		t.Fatal(err)
-	}
-	return got
+type loaded struct {
+	Tasks   []string
+	Workers []string
+	Types   []string
 }
 
-func TestAppendFlushReopenReplay(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "stamen.db")
-	s, err := Open(path, 5)
+func loadAll(t *testing.T, s *Store) loaded {
+	t.Helper()
+	var l loaded
+	err := s.Load(func(seq uint64, data []byte) error {
+		l.Tasks = append(l.Tasks, fmt.Sprintf("%d=%s", seq, data))
+		return nil
+	}, func(e []byte) error {
+		l.Workers = append(l.Workers, string(e))
+		return nil
+	}, func(name string) { l.Types = append(l.Types, name) })
 	if err != nil {
 		t.Fatal(err)
 	}
-	for i := range 3 {
-		s.Append([]byte(fmt.Sprintf(`{"n":%d}`, i)))
-	}
-	s.SetHeartbeat("w1", []byte(`{"hb":1}`))
-	s.SetHeartbeat("w1", []byte(`{"hb":2}`))
-	if got := replayAll(t, s); len(got) != 0 {
-		t.Errorf("unflushed events visible: %v", got)
-	}
-	if err := s.Flush(); err != nil {
+	return l
+}
+
+func TestWriteReopenLoad(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "stamen.db")
+	// A file of the earlier event-log format: its buckets go.
+	db, err := bolt.Open(path, 0o600, nil)
+	if err != nil {
 		t.Fatal(err)
 	}
-	for i := 3; i < 7; i++ {
-		s.Append([]byte(fmt.Sprintf(`{"n":%d}`, i)))
+	if err := db.Update(func(tx *bolt.Tx) error {
+		_, err := tx.CreateBucket([]byte("events"))
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	db.Close()
+
+	s, err := Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	batches := []Batch{
+		{Tasks: []Task{{1, []byte("a1")}, {2, []byte("b1")}, {3, []byte("c1")}}, FirstSeq: 1,
+			Workers: map[string][]byte{"w1": []byte("online")}, Types: []string{"t.a"}},
+		// c is updated, d and e created, a and b evicted.
+		{Tasks: []Task{{3, []byte("c2")}, {4, []byte("d1")}, {5, []byte("e1")}}, FirstSeq: 3,
+			Workers: map[string][]byte{"w1": []byte("heartbeat"), "w2": []byte("online")}, Types: []string{"t.b", "t.a"}},
+	}
+	for _, b := range batches {
+		if err := s.Write(b); err != nil {
+			t.Fatal(err)
+		}
 	}
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
 	}
 
-	s, err = Open(path, 5)
+	s, err = Open(path)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	// Trimmed to the 5 newest events, oldest first, then the heartbeat.
-	want := []string{`{"n":2}`, `{"n":3}`, `{"n":4}`, `{"n":5}`, `{"n":6}`, `{"hb":2}`}
-	if diff := cmp.Diff(want, replayAll(t, s)); diff != "" {
-		t.Errorf("replay (-want +got):\n%s", diff)
+	want := loaded{
+		Tasks:   []string{"3=c2", "4=d1", "5=e1"},
+		Workers: []string{"heartbeat", "online"},
+		Types:   []string{"t.a", "t.b"},
 	}
-	if s.Len() != 5 || s.Size() <= 0 {
-		t.Errorf("Len %d Size %d", s.Len(), s.Size())
+	if diff := cmp.Diff(want, loadAll(t, s)); diff != "" {
+		t.Errorf("load (-want +got):\n%s", diff)
+	}
+	if s.Size() <= 0 {
+		t.Errorf("Size %d", s.Size())
+	}
+	if err := s.db.View(func(tx *bolt.Tx) error {
+		if tx.Bucket([]byte("events")) != nil {
+			return fmt.Errorf("the old event log is still there")
+		}
+		return nil
+	}); err != nil {
+		t.Error(err)
 	}
 }

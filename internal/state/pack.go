@@ -1,0 +1,322 @@
+package state
+
+import (
+	"encoding/binary"
+	"errors"
+	"math"
+)
+
+// The packed part of a record: the fields a slot does not hold, each
+// written only when set (Task.Set says which), in a fixed order. Floats
+// take 8 bytes, strings a length and their bytes, interned strings their
+// symbol, integers a varint. A typical finished task packs into about 60
+// bytes where the Task struct alone is 400.
+
+// floatFields are the packed times, in order.
+var floatFields = [...]Field{FieldSent, FieldStarted, FieldRejected, FieldSucceeded, FieldFailed, FieldRetried, FieldRevoked, FieldRuntime}
+
+func floatOf(t *Task, f Field) *float64 {
+	switch f {
+	case FieldSent:
+		return &t.Sent
+	case FieldStarted:
+		return &t.Started
+	case FieldRejected:
+		return &t.Rejected
+	case FieldSucceeded:
+		return &t.Succeeded
+	case FieldFailed:
+		return &t.Failed
+	case FieldRetried:
+		return &t.Retried
+	case FieldRevoked:
+		return &t.Revoked
+	default:
+		return &t.Runtime
+	}
+}
+
+// stringFields are the packed free-text strings, in order.
+var stringFields = [...]Field{FieldArgs, FieldKwargs, FieldETA, FieldExpires, FieldResult, FieldException, FieldTraceback}
+
+func stringOf(t *Task, f Field) *string {
+	switch f {
+	case FieldArgs:
+		return &t.Args
+	case FieldKwargs:
+		return &t.Kwargs
+	case FieldETA:
+		return &t.ETA
+	case FieldExpires:
+		return &t.Expires
+	case FieldResult:
+		return &t.Result
+	case FieldException:
+		return &t.Exception
+	default:
+		return &t.Traceback
+	}
+}
+
+// symbolFields are the packed interned strings, in order.
+var symbolFields = [...]Field{FieldExchange, FieldRoutingKey, FieldClient}
+
+func symbolOf(t *Task, f Field) *string {
+	switch f {
+	case FieldExchange:
+		return &t.Exchange
+	case FieldRoutingKey:
+		return &t.RoutingKey
+	default:
+		return &t.Client
+	}
+}
+
+// Tags of the root and parent ids: most tasks are their own root, and
+// the others' ids are uuids too, 16 bytes instead of 36.
+const (
+	idSelf byte = iota
+	idText
+	idUUID
+)
+
+// ownTimestamp, in a record's first byte, says that the timestamp is
+// packed. It is only when it is not the slot's order key: a NaN, which the
+// key cannot hold.
+const ownTimestamp byte = 1
+
+// pack appends the packed fields of t to b, symbols as numbers of y, or
+// as text when y is nil.
+func pack(b []byte, t *Task, y *symbols) []byte {
+	own := t.Has(FieldTimestamp) && math.IsNaN(t.Timestamp)
+	if own {
+		b = append(b, ownTimestamp)
+	} else {
+		b = append(b, 0)
+	}
+	for _, f := range floatFields {
+		if t.Has(f) {
+			b = binary.LittleEndian.AppendUint64(b, math.Float64bits(*floatOf(t, f)))
+		}
+	}
+	if own {
+		b = binary.LittleEndian.AppendUint64(b, math.Float64bits(t.Timestamp))
+	}
+	for _, f := range stringFields {
+		if t.Has(f) {
+			b = appendString(b, *stringOf(t, f))
+		}
+	}
+	for _, f := range symbolFields {
+		if !t.Has(f) {
+			continue
+		}
+		if y == nil {
+			b = appendString(b, *symbolOf(t, f))
+		} else {
+			b = binary.AppendUvarint(b, uint64(y.id(*symbolOf(t, f))))
+		}
+	}
+	if t.Has(FieldRetries) {
+		b = binary.AppendVarint(b, int64(t.Retries))
+	}
+	b = binary.AppendVarint(b, t.Clock)
+	for _, id := range [2]struct {
+		f Field
+		v string
+	}{{FieldRootID, t.RootID}, {FieldParentID, t.ParentID}} {
+		if !t.Has(id.f) {
+			continue
+		}
+		if id.v == t.UUID {
+			b = append(b, idSelf)
+			continue
+		}
+		if u, ok := parseUUID(id.v); ok {
+			b = append(b, idUUID)
+			b = append(b, u[:]...)
+			continue
+		}
+		b = append(b, idText)
+		b = appendString(b, id.v)
+	}
+	return b
+}
+
+func appendString(b []byte, s string) []byte {
+	b = binary.AppendUvarint(b, uint64(len(s)))
+	return append(b, s...)
+}
+
+// The record of a task as the store keeps it: the fields a slot holds,
+// then the packed rest, every string written out (symbols are numbered
+// per process).
+func encodeRecord(b []byte, t *Task) []byte {
+	b = binary.AppendUvarint(b, uint64(t.Set))
+	b = appendString(b, t.UUID)
+	b = appendString(b, t.State)
+	if t.Has(FieldName) {
+		b = appendString(b, t.Name)
+	}
+	if t.Has(FieldWorker) {
+		b = appendString(b, t.Worker)
+	}
+	if t.Has(FieldReceived) {
+		b = binary.LittleEndian.AppendUint64(b, math.Float64bits(t.Received))
+	}
+	if t.Has(FieldTimestamp) {
+		b = binary.LittleEndian.AppendUint64(b, math.Float64bits(t.Timestamp))
+	}
+	return pack(b, t, nil)
+}
+
+func decodeRecord(rec []byte) (Task, error) {
+	u := unpacker{b: rec, text: copyText}
+	var t Task
+	t.Set = Field(u.uvarint())
+	t.UUID = u.str()
+	t.State = u.str()
+	if t.Has(FieldName) {
+		t.Name = u.str()
+	}
+	if t.Has(FieldWorker) {
+		t.Worker = u.str()
+	}
+	if t.Has(FieldReceived) {
+		t.Received = u.float()
+	}
+	var key float64
+	if t.Has(FieldTimestamp) {
+		key = u.float()
+	}
+	if u.err {
+		return Task{}, errCorrupt
+	}
+	if err := unpack(u.b, key, &t, nil, copyText); err != nil {
+		return Task{}, err
+	}
+	return t, nil
+}
+
+var errCorrupt = errors.New("state: corrupt packed record")
+
+// unpacker reads a packed record into a Task whose UUID and Set are
+// already filled in. text turns bytes of the record into a string: a copy
+// for records that leave the state, a view for a search that reads them
+// under the lock.
+type unpacker struct {
+	b    []byte
+	err  bool
+	text func([]byte) string
+}
+
+func (u *unpacker) float() float64 {
+	if len(u.b) < 8 {
+		u.err = true
+		return 0
+	}
+	v := math.Float64frombits(binary.LittleEndian.Uint64(u.b))
+	u.b = u.b[8:]
+	return v
+}
+
+func (u *unpacker) uvarint() uint64 {
+	v, n := binary.Uvarint(u.b)
+	if n <= 0 {
+		u.err = true
+		return 0
+	}
+	u.b = u.b[n:]
+	return v
+}
+
+func (u *unpacker) varint() int64 {
+	v, n := binary.Varint(u.b)
+	if n <= 0 {
+		u.err = true
+		return 0
+	}
+	u.b = u.b[n:]
+	return v
+}
+
+func (u *unpacker) str() string {
+	n := u.uvarint()
+	if n > uint64(len(u.b)) {
+		u.err = true
+		return ""
+	}
+	s := u.text(u.b[:n])
+	u.b = u.b[n:]
+	return s
+}
+
+// unpack fills t from rec; key is the slot's order key. y is the
+// symbols pack used.
+func unpack(rec []byte, key float64, t *Task, y *symbols, text func([]byte) string) error {
+	if len(rec) == 0 {
+		return errCorrupt
+	}
+	u := unpacker{b: rec[1:], text: text}
+	for _, f := range floatFields {
+		if t.Has(f) {
+			*floatOf(t, f) = u.float()
+		}
+	}
+	if t.Has(FieldTimestamp) {
+		if rec[0]&ownTimestamp != 0 {
+			t.Timestamp = u.float()
+		} else {
+			t.Timestamp = key
+		}
+	}
+	for _, f := range stringFields {
+		if t.Has(f) {
+			*stringOf(t, f) = u.str()
+		}
+	}
+	for _, f := range symbolFields {
+		if t.Has(f) && y == nil {
+			*symbolOf(t, f) = u.str()
+		} else if t.Has(f) {
+			id := u.uvarint()
+			if id >= uint64(len(y.strs)) {
+				return errCorrupt
+			}
+			*symbolOf(t, f) = y.str(uint32(id))
+		}
+	}
+	if t.Has(FieldRetries) {
+		t.Retries = int(u.varint())
+	}
+	t.Clock = u.varint()
+	for _, id := range [2]struct {
+		f Field
+		v *string
+	}{{FieldRootID, &t.RootID}, {FieldParentID, &t.ParentID}} {
+		if !t.Has(id.f) {
+			continue
+		}
+		if len(u.b) == 0 {
+			return errCorrupt
+		}
+		tag := u.b[0]
+		u.b = u.b[1:]
+		switch tag {
+		case idSelf:
+			*id.v = t.UUID
+		case idUUID:
+			if len(u.b) < 16 {
+				return errCorrupt
+			}
+			*id.v = formatUUID([16]byte(u.b))
+			u.b = u.b[16:]
+		default:
+			*id.v = u.str()
+		}
+	}
+	if u.err {
+		return errCorrupt
+	}
+	return nil
+}

@@ -1,0 +1,100 @@
+package state
+
+// What the state hands to a store, and takes back at start. Every task
+// has a sequence number, the order it was created in; the live tasks hold
+// a contiguous range of them, because eviction always takes the oldest.
+// A store keyed by sequence therefore stays the state's exact copy with
+// puts for the changed tasks and one "delete below" for the evicted.
+
+// Record is one task as a store keeps it.
+type Record struct {
+	Seq  uint64
+	Data []byte
+}
+
+// Changes is what changed since the previous Drain.
+type Changes struct {
+	// Tasks are the records of the tasks created or updated.
+	Tasks []Record
+	// FirstSeq is the oldest live task's sequence number: every record
+	// below it is gone.
+	FirstSeq uint64
+	// Types are the task names first seen.
+	Types []string
+}
+
+// seqOf is the sequence number of the task in slot i: the ring gives slot
+// i to the tasks whose numbers are i modulo MaxTasks, and the live one is
+// the latest of them.
+func (s *State) seqOf(i uint32) uint64 {
+	last := s.created - 1
+	return last - (last-uint64(i))%uint64(s.maxTasks)
+}
+
+// Drain returns the changes since the previous call and forgets them. It
+// returns nothing unless Config.TrackChanges was set.
+func (s *State) Drain() Changes {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	c := Changes{FirstSeq: s.created - uint64(s.live), Types: s.newTypes}
+	s.newTypes = nil
+	c.Tasks = make([]Record, 0, len(s.dirty))
+	var buf []byte
+	for i := range s.dirty {
+		if !s.slots.at(i).live {
+			continue // evicted since
+		}
+		t := s.load(i, viewText)
+		start := len(buf)
+		buf = encodeRecord(buf, &t)
+		c.Tasks = append(c.Tasks, Record{Seq: s.seqOf(i), Data: buf[start:len(buf):len(buf)]})
+	}
+	clear(s.dirty)
+	return c
+}
+
+// Restore adds a task from a record, as the task numbered seq. Records
+// must come in increasing order of seq, before any event is applied.
+func (s *State) Restore(seq uint64, data []byte) error {
+	t, err := decodeRecord(data)
+	if err != nil {
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if _, known := s.lookup(t.UUID); known || seq < s.created {
+		return errCorrupt
+	}
+	s.created = seq
+	if t.Has(FieldWorker) && s.workers[t.Worker] == nil {
+		// Known from its tasks; its own latest event, if any, follows.
+		s.addWorker(t.Worker)
+	}
+	i := s.addTask(t.UUID)
+	s.save(i, &t, false)
+	if t.Has(FieldName) {
+		s.addType(t.Name)
+	}
+	if parent := parentOf(&t); parent != "" {
+		s.children[parent] = append(s.children[parent], i)
+	}
+	s.clock = max(s.clock, t.Clock)
+	return nil
+}
+
+// RestoreType adds a task name seen before a restart.
+func (s *State) RestoreType(name string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.types[name] = struct{}{}
+}
+
+func (s *State) addType(name string) {
+	if _, ok := s.types[name]; ok {
+		return
+	}
+	s.types[name] = struct{}{}
+	if s.dirty != nil {
+		s.newTypes = append(s.newTypes, name)
+	}
+}
