@@ -14,6 +14,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"runtime/debug"
 	"strconv"
 	"strings"
 	"syscall"
@@ -32,6 +33,7 @@ type options struct {
 	address          string
 	port             int
 	maxTasks         int
+	maxTaskAge       time.Duration
 	inspectTimeoutMS float64
 	applyTimeout     time.Duration
 	brokerTimeout    time.Duration
@@ -116,6 +118,9 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	both("max_tasks", func(n string) {
 		fs.IntVar(&o.maxTasks, n, envInt("MAX_TASKS", 10000), "tasks kept; the oldest go first")
 	})
+	both("max_task_age", func(n string) {
+		fs.DurationVar(&o.maxTaskAge, n, envDuration("MAX_TASK_AGE", 0), "also drop tasks whose latest event is older than this (e.g. 72h); 0 keeps them until --max_tasks")
+	})
 	both("inspect_timeout", func(n string) {
 		fs.Float64Var(&o.inspectTimeoutMS, n, envFloat("INSPECT_TIMEOUT", 1000), "how long to wait for workers' replies, in milliseconds")
 	})
@@ -179,7 +184,17 @@ func (o options) authenticator() (*auth.Authenticator, error) {
 	return &a, nil
 }
 
+// defaultGCPercent replaces Go's 100 unless GOGC is set. The task state is
+// a few large pointer-free arrays, which a collection does not scan, so
+// collecting four times as often costs little CPU, while it keeps the
+// process near its live heap instead of twice it: at a million tasks that
+// is the difference between about 200 MB resident and 350.
+const defaultGCPercent = 25
+
 func main() {
+	if os.Getenv("GOGC") == "" {
+		debug.SetGCPercent(defaultGCPercent)
+	}
 	os.Exit(run(os.Args[1:], os.Stderr))
 }
 
@@ -227,6 +242,7 @@ func run(args []string, stderr io.Writer) int {
 		ResultBackend:  o.resultBackend,
 		EmbeddedAddr:   o.embeddedAddr,
 		MaxTasks:       o.maxTasks,
+		MaxTaskAge:     o.maxTaskAge,
 		InspectTimeout: time.Duration(o.inspectTimeoutMS * float64(time.Millisecond)),
 		BrokerTimeout:  o.brokerTimeout,
 		ApplyTimeout:   o.applyTimeout,

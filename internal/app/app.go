@@ -45,7 +45,9 @@ type Config struct {
 	// EmbeddedAddr is where the embedded broker listens.
 	EmbeddedAddr string
 
-	MaxTasks       int
+	MaxTasks int
+	// MaxTaskAge, when set, evicts the tasks whose latest event is older.
+	MaxTaskAge     time.Duration
 	InspectTimeout time.Duration
 	BrokerTimeout  time.Duration
 	ApplyTimeout   time.Duration
@@ -55,7 +57,7 @@ type Config struct {
 	// DBPath, when set, keeps the history in a store there and restores it
 	// at start (Flower's --persistent with --db).
 	DBPath string
-	// SaveInterval is how often buffered events are written to the store
+	// SaveInterval is how often changed records are written to the store
 	// (Flower's --state_save_interval); a crash loses at most this much.
 	SaveInterval time.Duration
 	// Auth holds the credentials; nil or empty serves without them.
@@ -167,6 +169,13 @@ func New(ctx context.Context, cfg Config) (*App, error) {
 		go func() {
 			defer a.wg.Done()
 			a.flushLoop(runCtx)
+		}()
+	}
+	if cfg.MaxTaskAge > 0 {
+		a.wg.Add(1)
+		go func() {
+			defer a.wg.Done()
+			a.expireLoop(runCtx)
 		}()
 	}
 	a.wg.Add(2)
@@ -395,6 +404,23 @@ func (a *App) flushLoop(ctx context.Context) {
 		case <-t.C:
 			if err := a.flush(); err != nil {
 				a.log.Error("store flush failed", slog.Any("err", err))
+			}
+		}
+	}
+}
+
+// expireLoop evicts the tasks older than MaxTaskAge, every second: a task
+// outlives the limit by at most that.
+func (a *App) expireLoop(ctx context.Context) {
+	t := time.NewTicker(time.Second)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case now := <-t.C:
+			if n := a.State.Expire(now.Add(-a.cfg.MaxTaskAge)); n > 0 {
+				a.log.Debug("expired old tasks", slog.Int("tasks", n))
 			}
 		}
 	}

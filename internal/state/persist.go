@@ -1,5 +1,7 @@
 package state
 
+import "time"
+
 // What the state hands to a store, and takes back at start. Every task
 // has a sequence number, the order it was created in; the live tasks hold
 // a contiguous range of them, because eviction always takes the oldest.
@@ -97,4 +99,24 @@ func (s *State) addType(name string) {
 	if s.dirty != nil {
 		s.newTypes = append(s.newTypes, name)
 	}
+}
+
+// Expire evicts the tasks whose latest event is older than before, oldest
+// created first, and returns how many went. It stops at the first task
+// that is not that old: a long-running task keeps the ones created after
+// it until it is old too, which keeps eviction strictly oldest first.
+func (s *State) Expire(before time.Time) int {
+	cut := epoch(before)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := 0
+	for s.live > 0 {
+		i := uint32((s.created - uint64(s.live)) % uint64(s.maxTasks))
+		if s.slots.at(i).key >= cut {
+			break
+		}
+		s.evict(i)
+		n++
+	}
+	return n
 }

@@ -5,6 +5,7 @@ import (
 	"math/rand/v2"
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 )
@@ -95,4 +96,34 @@ func TestDrainRestoreRoundTrip(t *testing.T) {
 			t.Fatalf("seed %d: first live task %d, restored %d", seed, a.FirstSeq, b.FirstSeq)
 		}
 	}
+}
+
+func TestExpire(t *testing.T) {
+	s := New(Config{MaxTasks: 10})
+	// Created in this order; "slow" is old but still running.
+	for i, tc := range []struct {
+		id string
+		ts float64
+	}{{"a", 100}, {"b", 110}, {"slow", 120}, {"c", 130}, {"d", 300}} {
+		s.Apply(taskEv(t, "received", tc.id, "w@h", tc.ts, map[string]any{"clock": i}))
+	}
+	s.Apply(taskEv(t, "started", "slow", "w@h", 400, nil))
+
+	if n := s.Expire(time.Unix(200, 0)); n != 2 {
+		t.Errorf("Expire evicted %d, want a and b", n)
+	}
+	got, _ := s.Tasks(Query{Limit: NoLimit})
+	if diff := cmp.Diff([]string{"slow", "d", "c"}, ids(got)); diff != "" {
+		t.Errorf("left (-want +got):\n%s", diff)
+	}
+	if n := s.Expire(time.Unix(1000, 0)); n != 3 || s.Len() != 0 {
+		t.Errorf("Expire evicted %d, left %d", n, s.Len())
+	}
+	checkInvariants(t, s)
+	// Numbering goes on: the next task is still the newest.
+	s.Apply(taskEv(t, "received", "e", "w@h", 500, nil))
+	if got, _ := s.Tasks(Query{Limit: NoLimit}); len(got) != 1 {
+		t.Errorf("after expiry: %v", ids(got))
+	}
+	checkInvariants(t, s)
 }
