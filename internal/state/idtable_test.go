@@ -29,16 +29,16 @@ func TestIDTableAgainstMap(t *testing.T) {
 	for step := range 40000 {
 		i := uint32(rng.IntN(slots))
 		s := sl.at(i)
-		if s.live {
+		if s.live() {
 			tab.remove(i, &sl)
 			delete(model, s.id)
-			s.live = false
+			s.set = 0
 		} else {
 			id := idOf(step)
 			if _, dup := model[id]; dup {
 				continue
 			}
-			s.id, s.live = id, true
+			s.id, s.set = id, slotLive
 			tab.put(i, &sl)
 			model[id] = i
 		}

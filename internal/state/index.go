@@ -9,9 +9,30 @@ type item struct {
 }
 
 // blockSize bounds a block of an index. Inserting moves at most this many
-// 16-byte items, and a block filled by appends is full, so the index costs
-// close to 16 bytes a task.
+// items, and a block filled by appends is full.
 const blockSize = 256
+
+// block holds items in two arrays rather than one of items, which would
+// pad each to 16 bytes: 12 bytes a task per index.
+type block struct {
+	keys  []float64
+	slots []uint32
+}
+
+func newBlock(capacity int) block {
+	return block{keys: make([]float64, 0, capacity), slots: make([]uint32, 0, capacity)}
+}
+
+func (b *block) len() int      { return len(b.keys) }
+func (b *block) at(i int) item { return item{b.keys[i], b.slots[i]} }
+func (b *block) last() item    { return b.at(len(b.keys) - 1) }
+func (b *block) add(it item)   { b.keys, b.slots = append(b.keys, it.key), append(b.slots, it.slot) }
+func (b *block) insertAt(i int, it item) {
+	b.keys, b.slots = slices.Insert(b.keys, i, it.key), slices.Insert(b.slots, i, it.slot)
+}
+func (b *block) deleteAt(i int) {
+	b.keys, b.slots = slices.Delete(b.keys, i, i+1), slices.Delete(b.slots, i, i+1)
+}
 
 // index keeps a set of tasks sorted by (key, id) ascending, so that
 // GET /api/tasks reads its newest-first pages from the end. It is a list
@@ -20,7 +41,7 @@ const blockSize = 256
 // hold no pointers, so a million of them cost the garbage collector
 // nothing to scan.
 type index struct {
-	blocks [][]item
+	blocks []block
 	n      int
 }
 
@@ -30,8 +51,8 @@ type lessFunc func(a, b item) bool
 // find returns the block that holds, or would hold, it.
 func (x *index) find(it item, less lessFunc) int {
 	// The first block whose last item is not before it.
-	i, _ := slices.BinarySearchFunc(x.blocks, it, func(b []item, t item) int {
-		if less(b[len(b)-1], t) {
+	i, _ := slices.BinarySearchFunc(x.blocks, it, func(b block, t item) int {
+		if less(b.last(), t) {
 			return -1
 		}
 		return 1
@@ -39,14 +60,18 @@ func (x *index) find(it item, less lessFunc) int {
 	return min(i, len(x.blocks)-1)
 }
 
-func position(b []item, it item, less lessFunc) int {
-	i, _ := slices.BinarySearchFunc(b, it, func(e, t item) int {
-		if less(e, t) {
-			return -1
+// position is where it goes in b: the first item not before it.
+func (b *block) position(it item, less lessFunc) int {
+	lo, hi := 0, b.len()
+	for lo < hi {
+		m := int(uint(lo+hi) >> 1)
+		if less(b.at(m), it) {
+			lo = m + 1
+		} else {
+			hi = m
 		}
-		return 1
-	})
-	return i
+	}
+	return lo
 }
 
 func (x *index) insert(it item, less lessFunc) {
@@ -54,32 +79,37 @@ func (x *index) insert(it item, less lessFunc) {
 	if len(x.blocks) == 0 {
 		// Small at first: the indexes of passing states (RECEIVED,
 		// STARTED) empty and refill all the time.
-		x.blocks = append(x.blocks, append(make([]item, 0, 4), it))
+		b := newBlock(4)
+		b.add(it)
+		x.blocks = append(x.blocks, b)
 		return
 	}
 	bi := x.find(it, less)
-	b := x.blocks[bi]
-	pos := position(b, it, less)
-	if len(b) < blockSize {
-		x.blocks[bi] = slices.Insert(b, pos, it)
+	b := &x.blocks[bi]
+	pos := b.position(it, less)
+	if b.len() < blockSize {
+		b.insertAt(pos, it)
 		return
 	}
-	if pos == len(b) && bi == len(x.blocks)-1 {
+	if pos == b.len() && bi == len(x.blocks)-1 {
 		// The common case, a task newer than all: a fresh block keeps the
 		// full one full.
-		x.blocks = append(x.blocks, append(make([]item, 0, blockSize), it))
+		nb := newBlock(blockSize)
+		nb.add(it)
+		x.blocks = append(x.blocks, nb)
 		return
 	}
 	// Split the full block in two halves, then insert in the right one.
-	right := append(make([]item, 0, blockSize), b[blockSize/2:]...)
-	left := b[:blockSize/2]
-	x.blocks[bi] = left
-	x.blocks = slices.Insert(x.blocks, bi+1, right)
-	if pos <= len(left) {
-		x.blocks[bi] = slices.Insert(left, pos, it)
+	right := newBlock(blockSize)
+	right.keys = append(right.keys, b.keys[blockSize/2:]...)
+	right.slots = append(right.slots, b.slots[blockSize/2:]...)
+	b.keys, b.slots = b.keys[:blockSize/2], b.slots[:blockSize/2]
+	if pos <= b.len() {
+		b.insertAt(pos, it)
 	} else {
-		x.blocks[bi+1] = slices.Insert(right, pos-len(left), it)
+		right.insertAt(pos-b.len(), it)
 	}
+	x.blocks = slices.Insert(x.blocks, bi+1, right)
 }
 
 // remove takes it out; it must be in the index with exactly that key.
@@ -88,25 +118,33 @@ func (x *index) remove(it item, less lessFunc) bool {
 		return false
 	}
 	bi := x.find(it, less)
-	b := x.blocks[bi]
-	pos := position(b, it, less)
-	if pos == len(b) || b[pos] != it {
+	b := &x.blocks[bi]
+	pos := b.position(it, less)
+	if pos == b.len() || b.at(pos) != it {
 		return false
 	}
 	x.n--
-	b = slices.Delete(b, pos, pos+1)
-	x.blocks[bi] = b
-	switch {
-	case len(b) == 0:
+	b.deleteAt(pos)
+	if b.len() == 0 {
 		x.blocks = slices.Delete(x.blocks, bi, bi+1)
-	case len(b) < blockSize/4 && bi+1 < len(x.blocks) && len(b)+len(x.blocks[bi+1]) <= blockSize:
-		// Merge a sparse block into its neighbour so that deletes, which
-		// eviction makes as common as inserts, do not leave the index
-		// mostly empty blocks.
-		x.blocks[bi] = append(b, x.blocks[bi+1]...)
-		x.blocks = slices.Delete(x.blocks, bi+1, bi+2)
+		return true
+	}
+	// A block that fits in a neighbour joins it, so blocks stay full
+	// although every event moves its task out of the newest blocks.
+	if bi+1 < len(x.blocks) && x.blocks[bi].len()+x.blocks[bi+1].len() <= blockSize {
+		x.merge(bi)
+	}
+	if bi > 0 && x.blocks[bi-1].len()+x.blocks[bi].len() <= blockSize {
+		x.merge(bi - 1)
 	}
 	return true
+}
+
+// merge appends block bi+1 to block bi.
+func (x *index) merge(bi int) {
+	b, next := &x.blocks[bi], x.blocks[bi+1]
+	b.keys, b.slots = append(b.keys, next.keys...), append(b.slots, next.slots...)
+	x.blocks = slices.Delete(x.blocks, bi+1, bi+2)
 }
 
 // cursor walks an index from the newest item to the oldest.
@@ -118,7 +156,7 @@ type cursor struct {
 func (x *index) newest() cursor {
 	c := cursor{x: x, bi: len(x.blocks) - 1}
 	if c.bi >= 0 {
-		c.i = len(x.blocks[c.bi]) - 1
+		c.i = x.blocks[c.bi].len() - 1
 	}
 	return c
 }
@@ -128,7 +166,7 @@ func (c *cursor) peek() (item, bool) {
 	if c.bi < 0 {
 		return item{}, false
 	}
-	return c.x.blocks[c.bi][c.i], true
+	return c.x.blocks[c.bi].at(c.i), true
 }
 
 func (c *cursor) next() {
@@ -136,7 +174,7 @@ func (c *cursor) next() {
 	if c.i < 0 {
 		c.bi--
 		if c.bi >= 0 {
-			c.i = len(c.x.blocks[c.bi]) - 1
+			c.i = c.x.blocks[c.bi].len() - 1
 		}
 	}
 }
@@ -149,8 +187,8 @@ type pos struct{ bi, i int }
 // (after false) or greater than key (after true), ids aside.
 func (x *index) bound(key float64, after bool) pos {
 	below := func(k float64) bool { return k < key || after && k == key }
-	bi, _ := slices.BinarySearchFunc(x.blocks, key, func(b []item, _ float64) int {
-		if below(b[len(b)-1].key) {
+	bi, _ := slices.BinarySearchFunc(x.blocks, key, func(b block, _ float64) int {
+		if below(b.keys[len(b.keys)-1]) {
 			return -1
 		}
 		return 1
@@ -158,8 +196,8 @@ func (x *index) bound(key float64, after bool) pos {
 	if bi == len(x.blocks) {
 		return pos{bi, 0}
 	}
-	i, _ := slices.BinarySearchFunc(x.blocks[bi], key, func(e item, _ float64) int {
-		if below(e.key) {
+	i, _ := slices.BinarySearchFunc(x.blocks[bi].keys, key, func(k, _ float64) int {
+		if below(k) {
 			return -1
 		}
 		return 1
@@ -175,9 +213,9 @@ func (x *index) count(p, q pos) int {
 	case p.bi == q.bi:
 		return max(q.i-p.i, 0)
 	}
-	n := len(x.blocks[p.bi]) - p.i
+	n := x.blocks[p.bi].len() - p.i
 	for bi := p.bi + 1; bi < q.bi && bi < len(x.blocks); bi++ {
-		n += len(x.blocks[bi])
+		n += x.blocks[bi].len()
 	}
 	return n + q.i
 }
@@ -187,11 +225,11 @@ func (x *index) count(p, q pos) int {
 func (x *index) walk(p, q pos, backward bool, fn func(item) bool) {
 	if !backward {
 		for bi, i := p.bi, p.i; bi < q.bi || bi == q.bi && i < q.i; {
-			if i >= len(x.blocks[bi]) {
+			if i >= x.blocks[bi].len() {
 				bi, i = bi+1, 0
 				continue
 			}
-			if !fn(x.blocks[bi][i]) {
+			if !fn(x.blocks[bi].at(i)) {
 				return
 			}
 			i++
@@ -203,11 +241,11 @@ func (x *index) walk(p, q pos, backward bool, fn func(item) bool) {
 		if i < 0 {
 			bi--
 			if bi >= 0 {
-				i = len(x.blocks[bi]) - 1
+				i = x.blocks[bi].len() - 1
 			}
 			continue
 		}
-		if !fn(x.blocks[bi][i]) {
+		if !fn(x.blocks[bi].at(i)) {
 			return
 		}
 		i--

@@ -63,8 +63,8 @@ func TestIndexAgainstModel(t *testing.T) {
 					t.Fatalf("step %d: n %d, model %d (-want +got):\n%s", step, x.n, len(model), diff)
 				}
 				for _, b := range x.blocks {
-					if len(b) == 0 || len(b) > blockSize {
-						t.Fatalf("step %d: block of %d items", step, len(b))
+					if b.len() == 0 || b.len() > blockSize || len(b.slots) != b.len() {
+						t.Fatalf("step %d: block of %d items", step, b.len())
 					}
 				}
 			}

@@ -71,7 +71,7 @@ func checkInvariants(t *testing.T, s *State) {
 		for j := range s.slots.pages[p] {
 			i := uint32(p<<pageBits | j)
 			sl := s.slots.at(i)
-			if !sl.live {
+			if !sl.live() {
 				continue
 			}
 			live = append(live, i)
@@ -101,15 +101,16 @@ func checkInvariants(t *testing.T, s *State) {
 			count := 0
 			var prev *item
 			for _, b := range x.blocks {
-				if len(b) == 0 {
+				if b.len() == 0 {
 					t.Fatalf("dimension %d index %d has an empty block", d, k)
 				}
-				for _, it := range b {
+				for j := range b.len() {
+					it := b.at(j)
 					if prev != nil && !s.less(*prev, it) {
 						t.Fatalf("dimension %d index %d out of order", d, k)
 					}
 					sl := s.slots.at(it.slot)
-					if !sl.live || s.place(d, it.slot, sl) != (placement{k, it, true}) {
+					if !sl.live() || s.place(d, it.slot, sl) != (placement{k, it, true}) {
 						t.Fatalf("dimension %d index %d holds slot %d wrongly", d, k, it.slot)
 					}
 					prev = &it
@@ -151,7 +152,7 @@ func checkInvariants(t *testing.T, s *State) {
 		}
 		for _, c := range list {
 			task := s.load(c, copyText)
-			if !s.slots.at(c).live || parentOf(&task) != p {
+			if !s.slots.at(c).live() || parentOf(&task) != p {
 				t.Fatalf("child %s listed under %s", task.UUID, p)
 			}
 		}

@@ -94,6 +94,11 @@ func pack(b []byte, t *Task, y *symbols) []byte {
 	} else {
 		b = append(b, 0)
 	}
+	// The received time comes first, where filters read it without
+	// unpacking the rest.
+	if t.Has(FieldReceived) {
+		b = binary.LittleEndian.AppendUint64(b, math.Float64bits(t.Received))
+	}
 	for _, f := range floatFields {
 		if t.Has(f) {
 			b = binary.LittleEndian.AppendUint64(b, math.Float64bits(*floatOf(t, f)))
@@ -161,9 +166,6 @@ func encodeRecord(b []byte, t *Task) []byte {
 	if t.Has(FieldWorker) {
 		b = appendString(b, t.Worker)
 	}
-	if t.Has(FieldReceived) {
-		b = binary.LittleEndian.AppendUint64(b, math.Float64bits(t.Received))
-	}
 	if t.Has(FieldTimestamp) {
 		b = binary.LittleEndian.AppendUint64(b, math.Float64bits(t.Timestamp))
 	}
@@ -182,9 +184,6 @@ func decodeRecord(rec []byte) (Task, error) {
 	if t.Has(FieldWorker) {
 		t.Worker = u.str()
 	}
-	if t.Has(FieldReceived) {
-		t.Received = u.float()
-	}
 	var key float64
 	if t.Has(FieldTimestamp) {
 		key = u.float()
@@ -199,6 +198,12 @@ func decodeRecord(rec []byte) (Task, error) {
 }
 
 var errCorrupt = errors.New("state: corrupt packed record")
+
+// packedReceived reads the received time of a packed record whose task
+// has one.
+func packedReceived(rec []byte) float64 {
+	return math.Float64frombits(binary.LittleEndian.Uint64(rec[1:9]))
+}
 
 // unpacker reads a packed record into a Task whose UUID and Set are
 // already filled in. text turns bytes of the record into a string: a copy
@@ -258,6 +263,9 @@ func unpack(rec []byte, key float64, t *Task, y *symbols, text func([]byte) stri
 		return errCorrupt
 	}
 	u := unpacker{b: rec[1:], text: text}
+	if t.Has(FieldReceived) {
+		t.Received = u.float()
+	}
 	for _, f := range floatFields {
 		if t.Has(f) {
 			*floatOf(t, f) = u.float()

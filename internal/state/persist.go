@@ -1,6 +1,10 @@
 package state
 
-import "time"
+import (
+	"cmp"
+	"slices"
+	"time"
+)
 
 // What the state hands to a store, and takes back at start. Every task
 // has a sequence number, the order it was created in; the live tasks hold
@@ -33,17 +37,28 @@ func (s *State) seqOf(i uint32) uint64 {
 	return last - (last-uint64(i))%uint64(s.maxTasks)
 }
 
-// Drain returns the changes since the previous call and forgets them. It
-// returns nothing unless Config.TrackChanges was set.
+// Drain returns the changes since the previous call and forgets them, the
+// records in sequence order (the order a B+tree appends fastest). It
+// returns no records unless Config.TrackChanges was set.
 func (s *State) Drain() Changes {
+	// Swap the change set under the write lock, then encode under the read
+	// lock: readers are not held up by the encoding, and a task changed in
+	// between is simply in the next set too.
 	s.mu.Lock()
-	defer s.mu.Unlock()
-	c := Changes{FirstSeq: s.created - uint64(s.live), Types: s.newTypes}
+	dirty, types := s.dirty, s.newTypes
+	if dirty != nil {
+		s.dirty = make(map[uint32]struct{}, len(dirty))
+	}
 	s.newTypes = nil
-	c.Tasks = make([]Record, 0, len(s.dirty))
+	s.mu.Unlock()
+
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	c := Changes{FirstSeq: s.created - uint64(s.live), Types: types}
+	c.Tasks = make([]Record, 0, len(dirty))
 	var buf []byte
-	for i := range s.dirty {
-		if !s.slots.at(i).live {
+	for i := range dirty {
+		if !s.slots.at(i).live() {
 			continue // evicted since
 		}
 		t := s.load(i, viewText)
@@ -51,7 +66,7 @@ func (s *State) Drain() Changes {
 		buf = encodeRecord(buf, &t)
 		c.Tasks = append(c.Tasks, Record{Seq: s.seqOf(i), Data: buf[start:len(buf):len(buf)]})
 	}
-	clear(s.dirty)
+	slices.SortFunc(c.Tasks, func(a, b Record) int { return cmp.Compare(a.Seq, b.Seq) })
 	return c
 }
 

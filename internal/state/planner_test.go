@@ -77,7 +77,7 @@ func scanTasks(s *State, q Query) []string {
 	var all []Task
 	for p := range s.slots.pages {
 		for j := range s.slots.pages[p] {
-			if i := uint32(p<<pageBits | j); s.slots.at(i).live {
+			if i := uint32(p<<pageBits | j); s.slots.at(i).live() {
 				all = append(all, s.load(i, copyText))
 			}
 		}

@@ -135,8 +135,8 @@ func (s *State) match(f *filter, i uint32) bool {
 	if f.state != "" && s.stateKey(sl) != f.stateSym {
 		return false
 	}
-	if sl.set&FieldReceived != 0 {
-		if f.hasStart && sl.received < f.start || f.hasEnd && sl.received > f.end {
+	if sl.set&FieldReceived != 0 && (f.hasStart || f.hasEnd) {
+		if r := s.receivedOf(sl); f.hasStart && r < f.start || f.hasEnd && r > f.end {
 			return false
 		}
 	}
@@ -207,7 +207,9 @@ func (s *State) keyOf(i uint32, field string) sortKey {
 	case "state":
 		k.has, k.str = true, s.sym.str(s.sym.folded[sl.state])
 	case "received":
-		k.has, k.num = sl.set&FieldReceived != 0, sl.received
+		if sl.set&FieldReceived != 0 {
+			k.has, k.num = true, s.receivedOf(sl)
+		}
 	case "started":
 		if sl.set&FieldStarted != 0 {
 			t := s.load(i, viewText)

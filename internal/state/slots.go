@@ -14,18 +14,27 @@ import (
 // million tasks the heap is a few large pointer-free arrays that the
 // garbage collector does not scan.
 type slot struct {
-	id       [16]byte // the uuid's bytes when canonical (see parseUUID)
-	key      float64  // order key: the timestamp, or 0
-	received float64
-	cold     ref
-	set      Field
-	name     uint32 // symbols
-	worker   uint32
-	state    uint32
-	live     bool
-	// textID: the id is not a canonical uuid and lives in State.textIDs.
-	textID bool
+	id   [16]byte // the uuid's bytes when canonical (see parseUUID)
+	key  float64  // order key: the timestamp, or 0
+	cold ref
+	// set is the record's Task.Set plus the slot's own flags.
+	set    Field
+	name   uint32 // symbols
+	worker uint32
+	state  uint32
 }
+
+// The slot's flags, in bits of set that no Field uses.
+const (
+	slotLive Field = 1 << 30
+	// slotTextID: the id is not a canonical uuid and lives in
+	// State.textIDs.
+	slotTextID Field = 1 << 31
+	taskFields       = slotLive - 1
+)
+
+func (sl *slot) live() bool      { return sl.set&slotLive != 0 }
+func (sl *slot) hasTextID() bool { return sl.set&slotTextID != 0 }
 
 const pageBits = 12
 

@@ -483,7 +483,7 @@ func (s *State) lookup(uuid string) (uint32, bool) {
 // taskID is the id of the task in slot i.
 func (s *State) taskID(i uint32) string {
 	sl := s.slots.at(i)
-	if sl.textID {
+	if sl.hasTextID() {
 		return s.textIDs[i]
 	}
 	return formatUUID(sl.id)
@@ -501,7 +501,7 @@ func (s *State) itemLess(a, b item) bool {
 // compare as their bytes do, without being formatted.
 func (s *State) compareIDs(a, b uint32) int {
 	x, y := s.slots.at(a), s.slots.at(b)
-	if !x.textID && !y.textID {
+	if !x.hasTextID() && !y.hasTextID() {
 		return bytes.Compare(x.id[:], y.id[:])
 	}
 	return strings.Compare(s.taskID(a), s.taskID(b))
@@ -513,16 +513,16 @@ func (s *State) addTask(uuid string) uint32 {
 	i := uint32(s.created % uint64(s.maxTasks))
 	s.created++
 	s.slots.ensure(i)
-	if s.slots.at(i).live {
+	if s.slots.at(i).live() {
 		s.evict(i)
 	}
 	sl := s.slots.at(i)
-	*sl = slot{live: true, cold: noRef}
+	*sl = slot{set: slotLive, cold: noRef}
 	if id, ok := parseUUID(uuid); ok {
 		sl.id = id
 		s.byUUID.put(i, &s.slots)
 	} else {
-		sl.textID = true
+		sl.set |= slotTextID
 		uuid = strings.Clone(uuid)
 		s.byText[uuid] = i
 		s.textIDs[i] = uuid
@@ -538,7 +538,7 @@ func (s *State) evict(i uint32) {
 		s.unlinkChild(parent, i)
 	}
 	s.unindex(i, sl)
-	if sl.textID {
+	if sl.hasTextID() {
 		delete(s.byText, s.textIDs[i])
 		delete(s.textIDs, i)
 	} else {
@@ -553,7 +553,7 @@ func (s *State) evict(i uint32) {
 // owner is the arena's way back to the live slot that owns a record.
 func (s *State) owner(i uint32) *ref {
 	sl := s.slots.at(i)
-	if !sl.live {
+	if !sl.live() {
 		return nil
 	}
 	return &sl.cold
@@ -629,7 +629,7 @@ func (s *State) place(d int, i uint32, sl *slot) placement {
 		return placement{k, it, k != 0}
 	}
 	if sl.set&FieldReceived != 0 {
-		return placement{received, item{key: sl.received, slot: i}, true}
+		return placement{received, item{key: s.receivedOf(sl), slot: i}, true}
 	}
 	return placement{notReceived, it, true}
 }
@@ -671,9 +671,12 @@ func (s *State) insertInto(d int, p placement) {
 func (s *State) save(i uint32, t *Task, indexed bool) {
 	sl := s.slots.at(i)
 	old := *sl
+	// The new record is written first and the old one released last: the
+	// placements read the received time from them.
+	s.buf = pack(s.buf[:0], t, &s.sym)
+	sl.cold = s.arena.put(i, s.buf)
 	sl.key = orderKey(t)
-	sl.received = t.Received
-	sl.set = t.Set
+	sl.set = t.Set | old.set&^taskFields
 	sl.state = s.sym.id(t.State)
 	sl.name = s.sym.id(t.Name)
 	sl.worker = s.sym.id(t.Worker)
@@ -690,23 +693,24 @@ func (s *State) save(i uint32, t *Task, indexed bool) {
 		}
 		s.insertInto(d, to)
 	}
-	s.buf = pack(s.buf[:0], t, &s.sym)
-	newRef := s.arena.put(i, s.buf)
-	if prev := sl.cold; prev != noRef {
-		s.arena.release(prev)
+	if old.cold != noRef {
+		s.arena.release(old.cold)
 	}
-	sl.cold = newRef
 	s.arena.compactDue(s.owner)
+}
+
+// receivedOf is the received time of the record of sl.
+func (s *State) receivedOf(sl *slot) float64 {
+	return packedReceived(s.arena.get(sl.cold))
 }
 
 // load reads the record of slot i; text makes its strings.
 func (s *State) load(i uint32, text func([]byte) string) Task {
 	sl := s.slots.at(i)
 	t := Task{
-		UUID:     s.taskID(i),
-		State:    s.sym.str(sl.state),
-		Received: sl.received,
-		Set:      sl.set,
+		UUID:  s.taskID(i),
+		State: s.sym.str(sl.state),
+		Set:   sl.set & taskFields,
 	}
 	if sl.set&FieldName != 0 {
 		t.Name = s.sym.str(sl.name)

@@ -30,14 +30,15 @@ var (
 
 // Store is safe for concurrent use.
 type Store struct {
-	db *bolt.DB
+	db   *bolt.DB
+	path string
 }
 
 // Open opens or creates the store at path.
 func Open(path string) (*Store, error) {
-	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: 2 * time.Second, NoFreelistSync: true})
+	db, err := open(path)
 	if err != nil {
-		return nil, fmt.Errorf("open the store %s: %w", path, err)
+		return nil, err
 	}
 	err = db.Update(func(tx *bolt.Tx) error {
 		for _, b := range oldBuckets {
@@ -58,7 +59,17 @@ func Open(path string) (*Store, error) {
 		_ = db.Close()
 		return nil, fmt.Errorf("prepare the store %s: %w", path, err)
 	}
-	return &Store{db: db}, nil
+	return &Store{db: db, path: path}, nil
+}
+
+func open(path string) (*bolt.DB, error) {
+	// The freelist is synced: without it bbolt rebuilds it at open by
+	// reading every page, which maps the whole file into memory.
+	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: 2 * time.Second})
+	if err != nil {
+		return nil, fmt.Errorf("open the store %s: %w", path, err)
+	}
+	return db, nil
 }
 
 // Task is one task record and its sequence number.
@@ -115,8 +126,28 @@ func (s *Store) Write(b Batch) error {
 
 // Load calls task with every task record in sequence order, then worker
 // with each worker's latest event, then typ with each task name. The
-// bytes are valid only during the call.
+// bytes are valid only during the call. Meant to be called once, before
+// any Write.
 func (s *Store) Load(task func(seq uint64, data []byte) error, worker func(event []byte) error, typ func(name string)) error {
+	if err := s.load(task, worker, typ); err != nil {
+		return err
+	}
+	// Reading every record mapped the whole file into the process, and
+	// the kernel counts those pages as its resident memory until they are
+	// unmapped. Reopening maps the file afresh: writes only ever touch
+	// its ends.
+	if err := s.db.Close(); err != nil {
+		return fmt.Errorf("close the store after loading: %w", err)
+	}
+	db, err := open(s.path)
+	if err != nil {
+		return err
+	}
+	s.db = db
+	return nil
+}
+
+func (s *Store) load(task func(seq uint64, data []byte) error, worker func(event []byte) error, typ func(name string)) error {
 	return s.db.View(func(tx *bolt.Tx) error {
 		err := tx.Bucket(tasksBucket).ForEach(func(k, v []byte) error {
 			if len(k) != 8 {
