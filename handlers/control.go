@@ -56,7 +56,7 @@ func (h *Handlers) control(ctx context.Context, worker, method string, args map[
 	return "", apiError(http.StatusForbidden, "%s: Unknown reason", failure)
 }
 
-func (h *Handlers) shutdownWorker(p workers.ShutdownWorkerParams) middleware.Responder {
+func (h *Handlers) shutdownWorker(p workers.ShutdownWorkerParams, _ any) middleware.Responder {
 	ctx := p.HTTPRequest.Context()
 	if !validName(p.Workername) {
 		return apiError(http.StatusBadRequest, "invalid worker name")
@@ -75,7 +75,7 @@ func (h *Handlers) shutdownWorker(p workers.ShutdownWorkerParams) middleware.Res
 	return message("Shutting down!")
 }
 
-func (h *Handlers) restartWorkerPool(p workers.RestartWorkerPoolParams) middleware.Responder {
+func (h *Handlers) restartWorkerPool(p workers.RestartWorkerPoolParams, _ any) middleware.Responder {
 	w := p.Workername
 	_, fail := h.control(p.HTTPRequest.Context(), w, "pool_restart",
 		map[string]any{"reload": false}, "Failed to restart the '"+w+"' pool")
@@ -85,7 +85,7 @@ func (h *Handlers) restartWorkerPool(p workers.RestartWorkerPoolParams) middlewa
 	return message("Restarting '%s' worker's pool", w)
 }
 
-func (h *Handlers) growWorkerPool(p workers.GrowWorkerPoolParams) middleware.Responder {
+func (h *Handlers) growWorkerPool(p workers.GrowWorkerPoolParams, _ any) middleware.Responder {
 	w, n := p.Workername, deref(p.N)
 	_, fail := h.control(p.HTTPRequest.Context(), w, "pool_grow",
 		map[string]any{"n": n}, "Failed to grow '"+w+"' worker's pool")
@@ -95,7 +95,7 @@ func (h *Handlers) growWorkerPool(p workers.GrowWorkerPoolParams) middleware.Res
 	return message("Growing '%s' worker's pool by %d", w, n)
 }
 
-func (h *Handlers) shrinkWorkerPool(p workers.ShrinkWorkerPoolParams) middleware.Responder {
+func (h *Handlers) shrinkWorkerPool(p workers.ShrinkWorkerPoolParams, _ any) middleware.Responder {
 	w, n := p.Workername, deref(p.N)
 	_, fail := h.control(p.HTTPRequest.Context(), w, "pool_shrink",
 		map[string]any{"n": n}, "Failed to shrink '"+w+"' worker's pool")
@@ -105,7 +105,7 @@ func (h *Handlers) shrinkWorkerPool(p workers.ShrinkWorkerPoolParams) middleware
 	return message("Shrinking '%s' worker's pool by %d", w, n)
 }
 
-func (h *Handlers) autoscaleWorkerPool(p workers.AutoscaleWorkerPoolParams) middleware.Responder {
+func (h *Handlers) autoscaleWorkerPool(p workers.AutoscaleWorkerPoolParams, _ any) middleware.Responder {
 	w, lo, hi := p.Workername, p.Min, p.Max
 	if lo > hi {
 		return apiError(http.StatusBadRequest, "min (%d) must not exceed max (%d)", lo, hi)
@@ -118,7 +118,7 @@ func (h *Handlers) autoscaleWorkerPool(p workers.AutoscaleWorkerPoolParams) midd
 	return message("Autoscaling '%s' worker (min=%d, max=%d)", w, lo, hi)
 }
 
-func (h *Handlers) addConsumer(p workers.AddConsumerParams) middleware.Responder {
+func (h *Handlers) addConsumer(p workers.AddConsumerParams, _ any) middleware.Responder {
 	w, q := p.Workername, strings.TrimSpace(p.Queue)
 	if !validName(q) {
 		return apiError(http.StatusBadRequest, "invalid queue name")
@@ -131,7 +131,7 @@ func (h *Handlers) addConsumer(p workers.AddConsumerParams) middleware.Responder
 	return message("%s", ok)
 }
 
-func (h *Handlers) cancelConsumer(p workers.CancelConsumerParams) middleware.Responder {
+func (h *Handlers) cancelConsumer(p workers.CancelConsumerParams, _ any) middleware.Responder {
 	w, q := p.Workername, strings.TrimSpace(p.Queue)
 	if !validName(q) {
 		return apiError(http.StatusBadRequest, "invalid queue name")
@@ -144,7 +144,7 @@ func (h *Handlers) cancelConsumer(p workers.CancelConsumerParams) middleware.Res
 	return message("%s", ok)
 }
 
-func (h *Handlers) setTaskTimeout(p tasks.SetTaskTimeoutParams) middleware.Responder {
+func (h *Handlers) setTaskTimeout(p tasks.SetTaskTimeoutParams, _ any) middleware.Responder {
 	ctx := p.HTTPRequest.Context()
 	if !validName(p.Taskname) {
 		return apiError(http.StatusBadRequest, "invalid task name")
@@ -169,7 +169,7 @@ func (h *Handlers) setTaskTimeout(p tasks.SetTaskTimeoutParams) middleware.Respo
 	return message("%s", ok)
 }
 
-func (h *Handlers) setTaskRateLimit(p tasks.SetTaskRateLimitParams) middleware.Responder {
+func (h *Handlers) setTaskRateLimit(p tasks.SetTaskRateLimitParams, _ any) middleware.Responder {
 	ctx := p.HTTPRequest.Context()
 	if !validName(p.Taskname) {
 		return apiError(http.StatusBadRequest, "invalid task name")
@@ -185,7 +185,7 @@ func (h *Handlers) setTaskRateLimit(p tasks.SetTaskRateLimitParams) middleware.R
 	return message("%s", ok)
 }
 
-func (h *Handlers) revokeTask(p tasks.RevokeTaskParams) middleware.Responder {
+func (h *Handlers) revokeTask(p tasks.RevokeTaskParams, _ any) middleware.Responder {
 	if !validName(p.Taskid) {
 		return apiError(http.StatusBadRequest, "invalid task id")
 	}

@@ -18,7 +18,7 @@ import (
 // loses some (it is told how many in a comment).
 const sseBuffer = 1024
 
-func (h *Handlers) streamEvents(p evops.StreamEventsParams) middleware.Responder {
+func (h *Handlers) streamEvents(p evops.StreamEventsParams, _ any) middleware.Responder {
 	f := stream.Filter{Task: deref(p.Taskname), Worker: deref(p.Workername)}
 	for _, t := range strings.Split(deref(p.Type), ",") {
 		if t = strings.TrimSpace(t); t != "" {

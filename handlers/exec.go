@@ -183,7 +183,7 @@ func (h *Handlers) taskIDResponse(ctx context.Context, id string) middleware.Res
 	return jsonResponse{status: http.StatusOK, body: out}
 }
 
-func (h *Handlers) asyncApplyTask(p tasks.AsyncApplyTaskParams) middleware.Responder {
+func (h *Handlers) asyncApplyTask(p tasks.AsyncApplyTaskParams, _ any) middleware.Responder {
 	ctx := p.HTTPRequest.Context()
 	msg, fail := h.publish(ctx, p.Taskname, p.Args, true)
 	if fail != nil {
@@ -192,7 +192,7 @@ func (h *Handlers) asyncApplyTask(p tasks.AsyncApplyTaskParams) middleware.Respo
 	return h.taskIDResponse(ctx, msg.ID)
 }
 
-func (h *Handlers) sendTask(p tasks.SendTaskParams) middleware.Responder {
+func (h *Handlers) sendTask(p tasks.SendTaskParams, _ any) middleware.Responder {
 	ctx := p.HTTPRequest.Context()
 	msg, fail := h.publish(ctx, p.Taskname, p.Args, false)
 	if fail != nil {
@@ -201,7 +201,7 @@ func (h *Handlers) sendTask(p tasks.SendTaskParams) middleware.Responder {
 	return h.taskIDResponse(ctx, msg.ID)
 }
 
-func (h *Handlers) applyTask(p tasks.ApplyTaskParams) middleware.Responder {
+func (h *Handlers) applyTask(p tasks.ApplyTaskParams, _ any) middleware.Responder {
 	if h.Results == nil {
 		return apiError(http.StatusServiceUnavailable, "apply: no result backend configured")
 	}
@@ -256,7 +256,7 @@ func resultBody(id string, r *celery.Result, ready bool) any {
 	return out
 }
 
-func (h *Handlers) getTaskResult(p tasks.GetTaskResultParams) middleware.Responder {
+func (h *Handlers) getTaskResult(p tasks.GetTaskResultParams, _ any) middleware.Responder {
 	if h.Results == nil {
 		return apiError(http.StatusServiceUnavailable, "result: no result backend configured")
 	}
@@ -287,7 +287,7 @@ func (h *Handlers) getTaskResult(p tasks.GetTaskResultParams) middleware.Respond
 	return jsonResponse{status: http.StatusOK, body: resultBody(p.Taskid, r, r.Ready())}
 }
 
-func (h *Handlers) abortTask(p tasks.AbortTaskParams) middleware.Responder {
+func (h *Handlers) abortTask(p tasks.AbortTaskParams, _ any) middleware.Responder {
 	if h.Results == nil {
 		return apiError(http.StatusServiceUnavailable, "abort: no result backend configured")
 	}

@@ -126,7 +126,9 @@ func New(cfg Config) *Handlers {
 
 // Register installs every operation's handler and stamen's error writer on
 // the generated API. api.Validate() then fails if the spec gained an
-// operation that has no handler here.
+// operation that has no handler here. The handlers ignore the principal
+// (the caller's auth.Role): the auth middleware has already checked that the
+// role may call the operation.
 func (h *Handlers) Register(api *operations.StamenAPI) {
 	api.ServeError = ServeError
 

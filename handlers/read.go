@@ -22,7 +22,7 @@ import (
 
 const receivedLayout = "2006-01-02 15:04"
 
-func (h *Handlers) listTasks(p tasks.ListTasksParams) middleware.Responder {
+func (h *Handlers) listTasks(p tasks.ListTasksParams, _ any) middleware.Responder {
 	q := state.Query{Limit: -1, Offset: int(deref(p.Offset))}
 	if p.Limit != nil {
 		q.Limit = int(*p.Limit)
@@ -71,11 +71,11 @@ func (h *Handlers) listTasks(p tasks.ListTasksParams) middleware.Responder {
 	return rawJSON{status: http.StatusOK, body: buf}
 }
 
-func (h *Handlers) listTaskTypes(tasks.ListTaskTypesParams) middleware.Responder {
+func (h *Handlers) listTaskTypes(_ tasks.ListTaskTypesParams, _ any) middleware.Responder {
 	return tasks.NewListTaskTypesOK().WithPayload(&models.TaskTypes{TaskTypes: h.State.TaskTypes()})
 }
 
-func (h *Handlers) getTaskInfo(p tasks.GetTaskInfoParams) middleware.Responder {
+func (h *Handlers) getTaskInfo(p tasks.GetTaskInfoParams, _ any) middleware.Responder {
 	t, ok := h.State.Task(p.Taskid)
 	if !ok {
 		return apiError(http.StatusNotFound, "Unknown task '%s'", p.Taskid)
@@ -87,7 +87,7 @@ func (h *Handlers) getTaskInfo(p tasks.GetTaskInfoParams) middleware.Responder {
 	return rawJSON{status: http.StatusOK, body: b}
 }
 
-func (h *Handlers) getQueueLengths(p queues.GetQueueLengthsParams) middleware.Responder {
+func (h *Handlers) getQueueLengths(p queues.GetQueueLengthsParams, _ any) middleware.Responder {
 	if len(h.Inspector.QueueNames()) == 0 {
 		// Nobody inspected yet: ask once.
 		_ = h.Inspector.Refresh(p.HTTPRequest.Context(), "")
@@ -110,7 +110,7 @@ func (h *Handlers) getQueueLengths(p queues.GetQueueLengthsParams) middleware.Re
 	return queues.NewGetQueueLengthsOK().WithPayload(out)
 }
 
-func (h *Handlers) listWorkers(p workers.ListWorkersParams) middleware.Responder {
+func (h *Handlers) listWorkers(p workers.ListWorkersParams, _ any) middleware.Responder {
 	name := deref(p.Workername)
 	if deref(p.Refresh) {
 		if err := h.Inspector.Refresh(p.HTTPRequest.Context(), name); err != nil {

@@ -41,141 +41,161 @@ func configureAPI(api *operations.StamenAPI) http.Handler {
 	api.JSONProducer = runtime.JSONProducer()
 
 	if api.TasksAbortTaskHandler == nil {
-		api.TasksAbortTaskHandler = tasks.AbortTaskHandlerFunc(func(params tasks.AbortTaskParams) middleware.Responder {
+		api.TasksAbortTaskHandler = tasks.AbortTaskHandlerFunc(func(params tasks.AbortTaskParams, principal any) middleware.Responder {
 			_ = params
+			_ = principal
 
 			return middleware.NotImplemented("operation tasks.AbortTask has not yet been implemented")
 		})
 	}
 	if api.WorkersAddConsumerHandler == nil {
-		api.WorkersAddConsumerHandler = workers.AddConsumerHandlerFunc(func(params workers.AddConsumerParams) middleware.Responder {
+		api.WorkersAddConsumerHandler = workers.AddConsumerHandlerFunc(func(params workers.AddConsumerParams, principal any) middleware.Responder {
 			_ = params
+			_ = principal
 
 			return middleware.NotImplemented("operation workers.AddConsumer has not yet been implemented")
 		})
 	}
 	if api.TasksApplyTaskHandler == nil {
-		api.TasksApplyTaskHandler = tasks.ApplyTaskHandlerFunc(func(params tasks.ApplyTaskParams) middleware.Responder {
+		api.TasksApplyTaskHandler = tasks.ApplyTaskHandlerFunc(func(params tasks.ApplyTaskParams, principal any) middleware.Responder {
 			_ = params
+			_ = principal
 
 			return middleware.NotImplemented("operation tasks.ApplyTask has not yet been implemented")
 		})
 	}
 	if api.TasksAsyncApplyTaskHandler == nil {
-		api.TasksAsyncApplyTaskHandler = tasks.AsyncApplyTaskHandlerFunc(func(params tasks.AsyncApplyTaskParams) middleware.Responder {
+		api.TasksAsyncApplyTaskHandler = tasks.AsyncApplyTaskHandlerFunc(func(params tasks.AsyncApplyTaskParams, principal any) middleware.Responder {
 			_ = params
+			_ = principal
 
 			return middleware.NotImplemented("operation tasks.AsyncApplyTask has not yet been implemented")
 		})
 	}
 	if api.WorkersAutoscaleWorkerPoolHandler == nil {
-		api.WorkersAutoscaleWorkerPoolHandler = workers.AutoscaleWorkerPoolHandlerFunc(func(params workers.AutoscaleWorkerPoolParams) middleware.Responder {
+		api.WorkersAutoscaleWorkerPoolHandler = workers.AutoscaleWorkerPoolHandlerFunc(func(params workers.AutoscaleWorkerPoolParams, principal any) middleware.Responder {
 			_ = params
+			_ = principal
 
 			return middleware.NotImplemented("operation workers.AutoscaleWorkerPool has not yet been implemented")
 		})
 	}
 	if api.WorkersCancelConsumerHandler == nil {
-		api.WorkersCancelConsumerHandler = workers.CancelConsumerHandlerFunc(func(params workers.CancelConsumerParams) middleware.Responder {
+		api.WorkersCancelConsumerHandler = workers.CancelConsumerHandlerFunc(func(params workers.CancelConsumerParams, principal any) middleware.Responder {
 			_ = params
+			_ = principal
 
 			return middleware.NotImplemented("operation workers.CancelConsumer has not yet been implemented")
 		})
 	}
 	if api.QueuesGetQueueLengthsHandler == nil {
-		api.QueuesGetQueueLengthsHandler = queues.GetQueueLengthsHandlerFunc(func(params queues.GetQueueLengthsParams) middleware.Responder {
+		api.QueuesGetQueueLengthsHandler = queues.GetQueueLengthsHandlerFunc(func(params queues.GetQueueLengthsParams, principal any) middleware.Responder {
 			_ = params
+			_ = principal
 
 			return middleware.NotImplemented("operation queues.GetQueueLengths has not yet been implemented")
 		})
 	}
 	if api.TasksGetTaskInfoHandler == nil {
-		api.TasksGetTaskInfoHandler = tasks.GetTaskInfoHandlerFunc(func(params tasks.GetTaskInfoParams) middleware.Responder {
+		api.TasksGetTaskInfoHandler = tasks.GetTaskInfoHandlerFunc(func(params tasks.GetTaskInfoParams, principal any) middleware.Responder {
 			_ = params
+			_ = principal
 
 			return middleware.NotImplemented("operation tasks.GetTaskInfo has not yet been implemented")
 		})
 	}
 	if api.TasksGetTaskResultHandler == nil {
-		api.TasksGetTaskResultHandler = tasks.GetTaskResultHandlerFunc(func(params tasks.GetTaskResultParams) middleware.Responder {
+		api.TasksGetTaskResultHandler = tasks.GetTaskResultHandlerFunc(func(params tasks.GetTaskResultParams, principal any) middleware.Responder {
 			_ = params
+			_ = principal
 
 			return middleware.NotImplemented("operation tasks.GetTaskResult has not yet been implemented")
 		})
 	}
 	if api.WorkersGrowWorkerPoolHandler == nil {
-		api.WorkersGrowWorkerPoolHandler = workers.GrowWorkerPoolHandlerFunc(func(params workers.GrowWorkerPoolParams) middleware.Responder {
+		api.WorkersGrowWorkerPoolHandler = workers.GrowWorkerPoolHandlerFunc(func(params workers.GrowWorkerPoolParams, principal any) middleware.Responder {
 			_ = params
+			_ = principal
 
 			return middleware.NotImplemented("operation workers.GrowWorkerPool has not yet been implemented")
 		})
 	}
 	if api.TasksListTaskTypesHandler == nil {
-		api.TasksListTaskTypesHandler = tasks.ListTaskTypesHandlerFunc(func(params tasks.ListTaskTypesParams) middleware.Responder {
+		api.TasksListTaskTypesHandler = tasks.ListTaskTypesHandlerFunc(func(params tasks.ListTaskTypesParams, principal any) middleware.Responder {
 			_ = params
+			_ = principal
 
 			return middleware.NotImplemented("operation tasks.ListTaskTypes has not yet been implemented")
 		})
 	}
 	if api.TasksListTasksHandler == nil {
-		api.TasksListTasksHandler = tasks.ListTasksHandlerFunc(func(params tasks.ListTasksParams) middleware.Responder {
+		api.TasksListTasksHandler = tasks.ListTasksHandlerFunc(func(params tasks.ListTasksParams, principal any) middleware.Responder {
 			_ = params
+			_ = principal
 
 			return middleware.NotImplemented("operation tasks.ListTasks has not yet been implemented")
 		})
 	}
 	if api.WorkersListWorkersHandler == nil {
-		api.WorkersListWorkersHandler = workers.ListWorkersHandlerFunc(func(params workers.ListWorkersParams) middleware.Responder {
+		api.WorkersListWorkersHandler = workers.ListWorkersHandlerFunc(func(params workers.ListWorkersParams, principal any) middleware.Responder {
 			_ = params
+			_ = principal
 
 			return middleware.NotImplemented("operation workers.ListWorkers has not yet been implemented")
 		})
 	}
 	if api.WorkersRestartWorkerPoolHandler == nil {
-		api.WorkersRestartWorkerPoolHandler = workers.RestartWorkerPoolHandlerFunc(func(params workers.RestartWorkerPoolParams) middleware.Responder {
+		api.WorkersRestartWorkerPoolHandler = workers.RestartWorkerPoolHandlerFunc(func(params workers.RestartWorkerPoolParams, principal any) middleware.Responder {
 			_ = params
+			_ = principal
 
 			return middleware.NotImplemented("operation workers.RestartWorkerPool has not yet been implemented")
 		})
 	}
 	if api.TasksRevokeTaskHandler == nil {
-		api.TasksRevokeTaskHandler = tasks.RevokeTaskHandlerFunc(func(params tasks.RevokeTaskParams) middleware.Responder {
+		api.TasksRevokeTaskHandler = tasks.RevokeTaskHandlerFunc(func(params tasks.RevokeTaskParams, principal any) middleware.Responder {
 			_ = params
+			_ = principal
 
 			return middleware.NotImplemented("operation tasks.RevokeTask has not yet been implemented")
 		})
 	}
 	if api.TasksSendTaskHandler == nil {
-		api.TasksSendTaskHandler = tasks.SendTaskHandlerFunc(func(params tasks.SendTaskParams) middleware.Responder {
+		api.TasksSendTaskHandler = tasks.SendTaskHandlerFunc(func(params tasks.SendTaskParams, principal any) middleware.Responder {
 			_ = params
+			_ = principal
 
 			return middleware.NotImplemented("operation tasks.SendTask has not yet been implemented")
 		})
 	}
 	if api.TasksSetTaskRateLimitHandler == nil {
-		api.TasksSetTaskRateLimitHandler = tasks.SetTaskRateLimitHandlerFunc(func(params tasks.SetTaskRateLimitParams) middleware.Responder {
+		api.TasksSetTaskRateLimitHandler = tasks.SetTaskRateLimitHandlerFunc(func(params tasks.SetTaskRateLimitParams, principal any) middleware.Responder {
 			_ = params
+			_ = principal
 
 			return middleware.NotImplemented("operation tasks.SetTaskRateLimit has not yet been implemented")
 		})
 	}
 	if api.TasksSetTaskTimeoutHandler == nil {
-		api.TasksSetTaskTimeoutHandler = tasks.SetTaskTimeoutHandlerFunc(func(params tasks.SetTaskTimeoutParams) middleware.Responder {
+		api.TasksSetTaskTimeoutHandler = tasks.SetTaskTimeoutHandlerFunc(func(params tasks.SetTaskTimeoutParams, principal any) middleware.Responder {
 			_ = params
+			_ = principal
 
 			return middleware.NotImplemented("operation tasks.SetTaskTimeout has not yet been implemented")
 		})
 	}
 	if api.WorkersShrinkWorkerPoolHandler == nil {
-		api.WorkersShrinkWorkerPoolHandler = workers.ShrinkWorkerPoolHandlerFunc(func(params workers.ShrinkWorkerPoolParams) middleware.Responder {
+		api.WorkersShrinkWorkerPoolHandler = workers.ShrinkWorkerPoolHandlerFunc(func(params workers.ShrinkWorkerPoolParams, principal any) middleware.Responder {
 			_ = params
+			_ = principal
 
 			return middleware.NotImplemented("operation workers.ShrinkWorkerPool has not yet been implemented")
 		})
 	}
 	if api.WorkersShutdownWorkerHandler == nil {
-		api.WorkersShutdownWorkerHandler = workers.ShutdownWorkerHandlerFunc(func(params workers.ShutdownWorkerParams) middleware.Responder {
+		api.WorkersShutdownWorkerHandler = workers.ShutdownWorkerHandlerFunc(func(params workers.ShutdownWorkerParams, principal any) middleware.Responder {
 			_ = params
+			_ = principal
 
 			return middleware.NotImplemented("operation workers.ShutdownWorker has not yet been implemented")
 		})

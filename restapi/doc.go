@@ -10,6 +10,12 @@
 //	waits forever, stamen answers 400 (bad or missing parameter) or 504 (a
 //	bounded wait that expired).
 //
+//	When stamen runs with credentials, every operation needs HTTP basic
+//	credentials or a bearer token (Authorize, in Swagger UI). Viewers may
+//	call the GET operations; operators may call every operation. Without
+//	credentials configured stamen listens on loopback only and asks for
+//	none.
+//
 //	Schemes:
 //	  http
 //	Host: localhost

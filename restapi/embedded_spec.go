@@ -26,7 +26,7 @@ func init() {
   ],
   "swagger": "2.0",
   "info": {
-    "description": "The flower API spec, as served by stamen: the Celery Flower 2.x REST API\n(20 operations under /api/) over a real Celery cluster.\n\nSuccess bodies have Flower's keys and shapes. Every error body is JSON\n` + "`" + `{\"error\": \"...\"}` + "`" + `. Where Flower answers a bad parameter with 500 or\nwaits forever, stamen answers 400 (bad or missing parameter) or 504 (a\nbounded wait that expired).\n",
+    "description": "The flower API spec, as served by stamen: the Celery Flower 2.x REST API\n(20 operations under /api/) over a real Celery cluster.\n\nSuccess bodies have Flower's keys and shapes. Every error body is JSON\n` + "`" + `{\"error\": \"...\"}` + "`" + `. Where Flower answers a bad parameter with 500 or\nwaits forever, stamen answers 400 (bad or missing parameter) or 504 (a\nbounded wait that expired).\n\nWhen stamen runs with credentials, every operation needs HTTP basic\ncredentials or a bearer token (Authorize, in Swagger UI). Viewers may\ncall the GET operations; operators may call every operation. Without\ncredentials configured stamen listens on loopback only and asks for\nnone.\n",
     "title": "Flower",
     "version": "1.0.0-dev"
   },
@@ -1441,6 +1441,26 @@ func init() {
       }
     }
   },
+  "securityDefinitions": {
+    "basicAuth": {
+      "description": "A user of --basic_auth (operator) or --viewer_basic_auth (viewer)",
+      "type": "basic"
+    },
+    "bearerAuth": {
+      "description": "` + "`" + `Bearer \u003ctoken\u003e` + "`" + `, a token of --auth_token (operator) or --viewer_auth_token (viewer)",
+      "type": "apiKey",
+      "name": "Authorization",
+      "in": "header"
+    }
+  },
+  "security": [
+    {
+      "basicAuth": []
+    },
+    {
+      "bearerAuth": []
+    }
+  ],
   "tags": [
     {
       "description": "Tasks seen in events, and running tasks on workers",
@@ -1472,7 +1492,7 @@ func init() {
   ],
   "swagger": "2.0",
   "info": {
-    "description": "The flower API spec, as served by stamen: the Celery Flower 2.x REST API\n(20 operations under /api/) over a real Celery cluster.\n\nSuccess bodies have Flower's keys and shapes. Every error body is JSON\n` + "`" + `{\"error\": \"...\"}` + "`" + `. Where Flower answers a bad parameter with 500 or\nwaits forever, stamen answers 400 (bad or missing parameter) or 504 (a\nbounded wait that expired).\n",
+    "description": "The flower API spec, as served by stamen: the Celery Flower 2.x REST API\n(20 operations under /api/) over a real Celery cluster.\n\nSuccess bodies have Flower's keys and shapes. Every error body is JSON\n` + "`" + `{\"error\": \"...\"}` + "`" + `. Where Flower answers a bad parameter with 500 or\nwaits forever, stamen answers 400 (bad or missing parameter) or 504 (a\nbounded wait that expired).\n\nWhen stamen runs with credentials, every operation needs HTTP basic\ncredentials or a bearer token (Authorize, in Swagger UI). Viewers may\ncall the GET operations; operators may call every operation. Without\ncredentials configured stamen listens on loopback only and asks for\nnone.\n",
     "title": "Flower",
     "version": "1.0.0-dev"
   },
@@ -3228,6 +3248,26 @@ func init() {
       }
     }
   },
+  "securityDefinitions": {
+    "basicAuth": {
+      "description": "A user of --basic_auth (operator) or --viewer_basic_auth (viewer)",
+      "type": "basic"
+    },
+    "bearerAuth": {
+      "description": "` + "`" + `Bearer \u003ctoken\u003e` + "`" + `, a token of --auth_token (operator) or --viewer_auth_token (viewer)",
+      "type": "apiKey",
+      "name": "Authorization",
+      "in": "header"
+    }
+  },
+  "security": [
+    {
+      "basicAuth": []
+    },
+    {
+      "bearerAuth": []
+    }
+  ],
   "tags": [
     {
       "description": "Tasks seen in events, and running tasks on workers",

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Makes sure what stamen's integration tests need is installed and running:
 # Redis on 127.0.0.1:6379, RabbitMQ on 127.0.0.1:5672 (guest/guest, vhost
-# "stamen-test"), and Debian's Celery for /usr/bin/python3.
+# "stamen-test"), Debian's Celery for /usr/bin/python3, and Debian's Chromium
+# (/usr/bin/chromium) for the test that drives Swagger UI in a headless browser.
 #
 # Idempotent: installs only missing packages (no apt-get at all when nothing
 # is missing), starts only what does not already answer, and is quick (~2 s)
@@ -11,7 +12,7 @@
 #   STAMEN_SERVICES_DIR     pid/log files of what this script starts
 #                           (default /tmp/stamen-services)
 #   STAMEN_RABBIT_TIMEOUT   seconds to wait for RabbitMQ (default 120)
-#   STAMEN_SKIP_RABBITMQ=1  Redis and Celery only
+#   STAMEN_SKIP_RABBITMQ=1  Redis and Celery only (what make bench needs)
 set -euo pipefail
 
 RUN_DIR=${STAMEN_SERVICES_DIR:-/tmp/stamen-services}
@@ -21,7 +22,7 @@ REDIS_PORT=6379
 AMQP_PORT=5672
 VHOST=stamen-test
 
-PKGS=(redis-server redis-tools rabbitmq-server python3-celery python3-redis python3-amqp python3-kombu)
+PKGS=(redis-server redis-tools rabbitmq-server python3-celery python3-redis python3-amqp python3-kombu chromium)
 
 log() { printf '[services %s] %s\n' "$(date +%H:%M:%S)" "$*"; }
 die() {
@@ -66,6 +67,8 @@ fi
 
 "$PY" -c 'import celery, redis, kombu' 2>/dev/null ||
   die "$PY cannot import celery/redis/kombu although the packages are installed"
+[ "${STAMEN_SKIP_RABBITMQ:-0}" = 1 ] || [ -x /usr/bin/chromium ] ||
+  die "/usr/bin/chromium missing although the chromium package is installed"
 
 # ---- 2. Redis, no persistence ----------------------------------------------------
 t=$(now)

@@ -2,7 +2,8 @@
 # The test command (`make test`, and CI through .ci/run):
 #
 #   1. scripts/services.sh   install (apt, as root) and start what is missing:
-#                            Redis, RabbitMQ, Debian's python3-celery
+#                            Redis, RabbitMQ, Debian's python3-celery and
+#                            chromium
 #   2. go vet ./...
 #   3. gofmt                 every .go file outside the generated restapi/ and gen/
 #   4. make check-generated  regenerate the go-swagger code; fail on any diff

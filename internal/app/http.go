@@ -8,8 +8,11 @@ import (
 	"time"
 
 	"github.com/go-openapi/loads"
+	"github.com/go-openapi/runtime"
+	"github.com/go-openapi/runtime/security"
 
 	"github.com/stamen-dev/stamen/handlers"
+	"github.com/stamen-dev/stamen/internal/auth"
 	"github.com/stamen-dev/stamen/internal/docs"
 	"github.com/stamen-dev/stamen/internal/metrics"
 	"github.com/stamen-dev/stamen/restapi"
@@ -26,10 +29,33 @@ func NewAPI(h *handlers.Handlers) (*operations.StamenAPI, error) {
 	api := operations.NewStamenAPI(spec)
 	api.Logger = func(string, ...any) {}
 	h.Register(api)
+	useMiddlewareAuth(api)
 	if err := api.Validate(); err != nil {
 		return nil, fmt.Errorf("spec and handlers disagree: %w", err)
 	}
 	return api, nil
+}
+
+// useMiddlewareAuth makes the spec's security schemes (basicAuth,
+// bearerAuth) yield the role that auth.Middleware established. The
+// middleware stays the one place that checks credentials and roles: it also
+// guards the paths outside the spec (an unknown path answers 401, not 404,
+// to a caller without credentials), and checking again here would run bcrypt
+// twice per request. go-swagger's hooks (BasicAuthAuth, BearerAuthAuth) get
+// only the user and password or the token, not the request, so the
+// authenticators built from them are replaced by one that reads the role
+// from the request's context; the hooks keep go-swagger's defaults, which
+// refuse, and are never called. A request that did not go through the
+// middleware carries no role, and the runtime answers it 401. Roles are not
+// checked twice either: APIAuthorizer stays go-swagger's default, which
+// lets every authenticated caller through.
+func useMiddlewareAuth(api *operations.StamenAPI) {
+	fromMiddleware := security.HTTPAuthenticator(func(r *http.Request) (bool, any, error) {
+		role := auth.RoleFrom(r.Context())
+		return role != auth.None, role, nil
+	})
+	api.BasicAuthenticator = func(security.UserPassAuthentication) runtime.Authenticator { return fromMiddleware }
+	api.APIKeyAuthenticator = func(string, string, security.TokenAuthentication) runtime.Authenticator { return fromMiddleware }
 }
 
 func newHTTPHandler(h *handlers.Handlers, m *metrics.Metrics, cfg Config) (http.Handler, error) {

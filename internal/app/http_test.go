@@ -12,19 +12,27 @@ import (
 	"testing"
 
 	"go.yaml.in/yaml/v3"
+
+	"github.com/stamen-dev/stamen/handlers"
+	"github.com/stamen-dev/stamen/internal/auth"
 )
 
 // newEmbedded starts an App on its embedded broker: enough for the HTTP
 // surface that needs no worker.
 func newEmbedded(t *testing.T, prefix string) *httptest.Server {
 	t.Helper()
+	return newEmbeddedWith(t, Config{URLPrefix: prefix})
+}
+
+func newEmbeddedWith(t *testing.T, cfg Config) *httptest.Server {
+	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	addr := l.Addr().String()
+	cfg.EmbeddedAddr = l.Addr().String()
 	l.Close()
-	a, err := New(context.Background(), Config{EmbeddedAddr: addr, URLPrefix: prefix})
+	a, err := New(context.Background(), cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -85,6 +93,16 @@ func TestDocsServeSwaggerUIOffline(t *testing.T) {
 		if code != 200 || !strings.Contains(page, "swagger-ui-bundle.js") || strings.Contains(page, "https://") {
 			t.Fatalf("prefix %q: /docs/ = %d: %.200s", prefix, code, page)
 		}
+		// /docs redirects relative to where the browser is, prefix included.
+		noFollow := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+		resp, err := noFollow.Get(base + "/docs")
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusMovedPermanently || resp.Header.Get("Location") != "docs/" {
+			t.Errorf("prefix %q: /docs = %d, Location %q", prefix, resp.StatusCode, resp.Header.Get("Location"))
+		}
 		for _, asset := range []string{"swagger-ui-bundle.js", "swagger-ui-standalone-preset.js", "swagger-ui.css", "stamen-initializer.js"} {
 			if code, body, _ := get(t, base+"/docs/"+asset); code != 200 || len(body) == 0 {
 				t.Errorf("prefix %q: %s = %d", prefix, asset, code)
@@ -101,6 +119,126 @@ func TestDocsServeSwaggerUIOffline(t *testing.T) {
 				t.Errorf("outside the prefix: %d %s", code, body)
 			}
 		}
+	}
+}
+
+// TestAuthThroughTheGeneratedAPI checks that the spec's security schemes
+// and the auth middleware agree: the middleware answers, the generated API
+// accepts the callers it let through, and nothing else.
+func TestAuthThroughTheGeneratedAPI(t *testing.T) {
+	const token = "operator-token-0123456789"
+	var authn auth.Authenticator
+	for _, err := range []error{
+		authn.AddBasic("op:op-secret", auth.Operator),
+		authn.AddBasic("viewer:viewer-secret", auth.Viewer),
+		authn.AddTokens(token, auth.Operator),
+	} {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	srv := newEmbeddedWith(t, Config{Auth: &authn})
+	do := func(method, path string, set func(*http.Request)) (int, string, http.Header) {
+		t.Helper()
+		req, err := http.NewRequest(method, srv.URL+path, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if set != nil {
+			set(req)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b), resp.Header
+	}
+	basic := func(u, p string) func(*http.Request) { return func(r *http.Request) { r.SetBasicAuth(u, p) } }
+	bearer := func(r *http.Request) { r.Header.Set("Authorization", "Bearer "+token) }
+
+	for _, tc := range []struct {
+		name, method, path string
+		set                func(*http.Request)
+		want               int
+	}{
+		{"no credentials", "GET", "/api/workers", nil, 401},
+		{"wrong password", "GET", "/api/workers", basic("op", "nope"), 401},
+		{"a path outside the spec", "GET", "/api/nowhere", nil, 401},
+		{"viewer reads", "GET", "/api/workers", basic("viewer", "viewer-secret"), 200},
+		{"operator reads", "GET", "/api/workers", basic("op", "op-secret"), 200},
+		{"bearer token reads", "GET", "/api/task/types", bearer, 200},
+		{"viewer writes", "POST", "/api/task/revoke/some-id", basic("viewer", "viewer-secret"), 403},
+		{"operator writes", "POST", "/api/task/revoke/some-id", basic("op", "op-secret"), 200},
+		{"bearer token writes", "POST", "/api/task/revoke/some-id", bearer, 200},
+	} {
+		code, body, h := do(tc.method, tc.path, tc.set)
+		if code != tc.want {
+			t.Errorf("%s: %s %s = %d, want %d: %s", tc.name, tc.method, tc.path, code, tc.want, body)
+			continue
+		}
+		if code >= 400 && !strings.Contains(body, `"error"`) {
+			t.Errorf("%s: %d without a JSON error: %s", tc.name, code, body)
+		}
+		if code == 401 && len(h.Values("WWW-Authenticate")) == 0 {
+			t.Errorf("%s: 401 without WWW-Authenticate", tc.name)
+		}
+	}
+	for _, path := range []string{"/healthcheck", "/metrics", "/swagger.json", "/swagger.yaml", "/docs/", "/docs/swagger-ui-bundle.js"} {
+		if code, body, _ := do("GET", path, nil); code != 200 {
+			t.Errorf("%s without credentials: %d %.200s", path, code, body)
+		}
+	}
+}
+
+// TestAPIWithoutTheMiddlewareRefuses checks that the generated API's
+// authenticators trust only a role the middleware put in the request, not
+// an Authorization header it never checked.
+func TestAPIWithoutTheMiddlewareRefuses(t *testing.T) {
+	api, err := NewAPI(handlers.New(handlers.Config{}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := api.Serve(nil)
+	for _, set := range []func(*http.Request){
+		func(*http.Request) {},
+		func(r *http.Request) { r.SetBasicAuth("anyone", "anything") },
+		func(r *http.Request) { r.Header.Set("Authorization", "Bearer any-token-0123456789") },
+	} {
+		r := httptest.NewRequest("GET", "/api/workers", nil)
+		set(r)
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, r)
+		if w.Code != 401 {
+			t.Errorf("Authorization %q: %d, want 401: %s", r.Header.Get("Authorization"), w.Code, w.Body)
+		}
+	}
+}
+
+func TestSpecDeclaresTheSecuritySchemes(t *testing.T) {
+	srv := newEmbedded(t, "")
+	_, body, _ := get(t, srv.URL+"/swagger.json")
+	var spec struct {
+		SecurityDefinitions map[string]struct {
+			Type string `json:"type"`
+			In   string `json:"in"`
+			Name string `json:"name"`
+		} `json:"securityDefinitions"`
+		Security []map[string][]string `json:"security"`
+	}
+	if err := json.Unmarshal([]byte(body), &spec); err != nil {
+		t.Fatal(err)
+	}
+	if d := spec.SecurityDefinitions["basicAuth"]; d.Type != "basic" {
+		t.Errorf("basicAuth: %+v", d)
+	}
+	if d := spec.SecurityDefinitions["bearerAuth"]; d.Type != "apiKey" || d.In != "header" || d.Name != "Authorization" {
+		t.Errorf("bearerAuth: %+v", d)
+	}
+	// Either scheme alone suffices: two requirements, one scheme each.
+	if len(spec.Security) != 2 || spec.Security[0]["basicAuth"] == nil || spec.Security[1]["bearerAuth"] == nil {
+		t.Errorf("security: %v", spec.Security)
 	}
 }
 

@@ -33,29 +33,34 @@ func TestMiddleware(t *testing.T) {
 	a := newTestAuth(t)
 	h := a.Middleware(func(w http.ResponseWriter, status int, msg string) {
 		http.Error(w, msg, status)
-	}, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
+	}, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("X-Role", RoleFrom(r.Context()).String())
+	}))
 
 	tests := []struct {
 		name, method, path string
 		auth               func(r *http.Request)
 		want               int
+		// role is what the next handler sees (RoleFrom) when it runs.
+		role Role
 	}{
-		{"no credentials", "GET", "/api/tasks", nil, 401},
-		{"wrong password", "GET", "/api/tasks", basic("op", "nope"), 401},
-		{"unknown user", "GET", "/api/tasks", basic("who", "op-pw"), 401},
-		{"password of another user", "GET", "/api/tasks", basic("view", "op-pw"), 401},
-		{"viewer reads", "GET", "/api/tasks", basic("view", "view-pw"), 200},
-		{"viewer writes", "POST", "/api/task/revoke/x", basic("view", "view-pw"), 403},
-		{"operator writes", "POST", "/api/task/revoke/x", basic("op", "op-pw"), 200},
-		{"bcrypt operator", "POST", "/api/worker/shutdown/w", basic("hasher", "hashed-pw"), 200},
-		{"bcrypt wrong", "GET", "/api/tasks", basic("hasher", "op-pw"), 401},
-		{"operator token", "POST", "/api/task/revoke/x", bearer("operator-token-0123456789"), 200},
-		{"viewer token reads", "GET", "/api/workers", bearer("viewer-token-0123456789"), 200},
-		{"viewer token writes", "POST", "/api/task/revoke/x", bearer("viewer-token-0123456789"), 403},
-		{"wrong token", "GET", "/api/workers", bearer("operator-token-012345678X"), 401},
-		{"healthcheck is public", "GET", "/healthcheck", nil, 200},
-		{"metrics are public", "GET", "/metrics", nil, 200},
-		{"spec is public", "GET", "/swagger.json", nil, 200},
+		{"no credentials", "GET", "/api/tasks", nil, 401, None},
+		{"wrong password", "GET", "/api/tasks", basic("op", "nope"), 401, None},
+		{"unknown user", "GET", "/api/tasks", basic("who", "op-pw"), 401, None},
+		{"password of another user", "GET", "/api/tasks", basic("view", "op-pw"), 401, None},
+		{"viewer reads", "GET", "/api/tasks", basic("view", "view-pw"), 200, Viewer},
+		{"viewer writes", "POST", "/api/task/revoke/x", basic("view", "view-pw"), 403, None},
+		{"operator writes", "POST", "/api/task/revoke/x", basic("op", "op-pw"), 200, Operator},
+		{"bcrypt operator", "POST", "/api/worker/shutdown/w", basic("hasher", "hashed-pw"), 200, Operator},
+		{"bcrypt wrong", "GET", "/api/tasks", basic("hasher", "op-pw"), 401, None},
+		{"operator token", "POST", "/api/task/revoke/x", bearer("operator-token-0123456789"), 200, Operator},
+		{"viewer token reads", "GET", "/api/workers", bearer("viewer-token-0123456789"), 200, Viewer},
+		{"viewer token writes", "POST", "/api/task/revoke/x", bearer("viewer-token-0123456789"), 403, None},
+		{"wrong token", "GET", "/api/workers", bearer("operator-token-012345678X"), 401, None},
+		{"healthcheck is public", "GET", "/healthcheck", nil, 200, None},
+		{"metrics are public", "GET", "/metrics", nil, 200, None},
+		{"spec is public", "GET", "/swagger.json", nil, 200, None},
+		{"docs are public", "GET", "/docs/index.html", nil, 200, None},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -68,6 +73,9 @@ func TestMiddleware(t *testing.T) {
 			if w.Code != tc.want {
 				t.Fatalf("status %d, want %d", w.Code, tc.want)
 			}
+			if w.Code == 200 && w.Header().Get("X-Role") != tc.role.String() {
+				t.Errorf("next handler saw role %q, want %q", w.Header().Get("X-Role"), tc.role)
+			}
 			if tc.want == 401 && !strings.Contains(strings.Join(w.Header().Values("WWW-Authenticate"), ";"), "Basic") {
 				t.Errorf("401 without WWW-Authenticate: %v", w.Header())
 			}
@@ -77,7 +85,12 @@ func TestMiddleware(t *testing.T) {
 
 func TestDisabledLetsEverythingThrough(t *testing.T) {
 	var a Authenticator
-	next := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(204) })
+	next := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if role := RoleFrom(r.Context()); role != Operator {
+			t.Errorf("role %v, want operator: without credentials everyone is", role)
+		}
+		w.WriteHeader(204)
+	})
 	w := httptest.NewRecorder()
 	a.Middleware(nil, next).ServeHTTP(w, httptest.NewRequest("POST", "/api/task/revoke/x", nil))
 	if w.Code != 204 {

@@ -1,6 +1,7 @@
 package auth
 
 import (
+	"context"
 	"net/http"
 	"strings"
 )
@@ -20,12 +21,28 @@ func needsOperator(r *http.Request) bool {
 	return r.Method != http.MethodGet && r.Method != http.MethodHead && r.Method != http.MethodOptions
 }
 
-// Middleware enforces the roles on every non-public path. With no
-// credentials configured it lets everything through (stamen then listens on
-// loopback only, which cmd/stamen enforces). deny writes the error answer.
+type roleKey struct{}
+
+// RoleFrom returns the role Middleware established for the request: None
+// for a request that did not go through it, or asked for a public path.
+func RoleFrom(ctx context.Context) Role {
+	role, _ := ctx.Value(roleKey{}).(Role)
+	return role
+}
+
+func withRole(r *http.Request, role Role) *http.Request {
+	return r.WithContext(context.WithValue(r.Context(), roleKey{}, role))
+}
+
+// Middleware enforces the roles on every non-public path and hands the
+// caller's role on in the request's context (RoleFrom). With no credentials
+// configured every caller is an operator (stamen then listens on loopback
+// only, which cmd/stamen enforces). deny writes the error answer.
 func (a *Authenticator) Middleware(deny func(w http.ResponseWriter, status int, msg string), next http.Handler) http.Handler {
 	if !a.Enabled() {
-		return next
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			next.ServeHTTP(w, withRole(r, Operator))
+		})
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if isPublic(r.URL.Path) {
@@ -41,7 +58,7 @@ func (a *Authenticator) Middleware(deny func(w http.ResponseWriter, status int, 
 		case needsOperator(r) && role < Operator:
 			deny(w, http.StatusForbidden, "the viewer role may not call this operation")
 		default:
-			next.ServeHTTP(w, r)
+			next.ServeHTTP(w, withRole(r, role))
 		}
 	})
 }

@@ -9,6 +9,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-openapi/runtime"
+	httptransport "github.com/go-openapi/runtime/client"
+
+	"github.com/stamen-dev/stamen/gen/client/tasks"
+	"github.com/stamen-dev/stamen/gen/client/workers"
 	"github.com/stamen-dev/stamen/internal/app"
 	"github.com/stamen-dev/stamen/internal/auth"
 )
@@ -58,6 +63,13 @@ func securityCases() []suiteCase {
 				t.Fatal(err)
 			}
 			if err := authn.AddBasic("viewer:viewer-secret", auth.Viewer); err != nil {
+				t.Fatal(err)
+			}
+			const viewerToken, operatorToken = "viewer-token-0123456789", "operator-token-0123456789"
+			if err := authn.AddTokens(viewerToken, auth.Viewer); err != nil {
+				t.Fatal(err)
+			}
+			if err := authn.AddTokens(operatorToken, auth.Operator); err != nil {
 				t.Fatal(err)
 			}
 			// A second stamen with credentials on the same broker.
@@ -132,6 +144,34 @@ func securityCases() []suiteCase {
 					}
 				}
 			}
+			// The generated client sends the spec's security schemes.
+			cl := genClient(t, srv.URL)
+			ctx, cancel = context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			_, err = cl.Workers.ListWorkersContext(ctx, workers.NewListWorkersParams(), nil)
+			wantError(t, "listWorkers without authInfo", err, 401)
+			_, err = cl.Workers.ListWorkersContext(ctx, workers.NewListWorkersParams(), httptransport.BasicAuth("op", "nope"))
+			wantError(t, "listWorkers with a wrong password", err, 401)
+			for name, authInfo := range map[string]runtime.ClientAuthInfoWriter{
+				"basic":        httptransport.BasicAuth("viewer", "viewer-secret"),
+				"bearer token": httptransport.BearerToken(viewerToken),
+			} {
+				ws, err := cl.Workers.ListWorkersContext(ctx, workers.NewListWorkersParams(), authInfo)
+				if err != nil {
+					t.Errorf("listWorkers as viewer (%s): %v", name, err)
+					continue
+				}
+				if _, ok := ws.Payload[c.w1.Name]; !ok {
+					t.Errorf("listWorkers as viewer (%s) lacks %s", name, c.w1.Name)
+				}
+				_, err = cl.Tasks.RevokeTaskContext(ctx, tasks.NewRevokeTaskParams().WithTaskid(id), authInfo)
+				wantError(t, "revokeTask as viewer ("+name+")", err, 403)
+			}
+			_, err = cl.Tasks.RevokeTaskContext(ctx, tasks.NewRevokeTaskParams().WithTaskid(id), httptransport.BearerToken(operatorToken))
+			if err != nil {
+				t.Errorf("revokeTask with the operator token: %v", err)
+			}
+
 			// Health and metrics stay public.
 			for _, p := range []string{"/healthcheck", "/metrics", "/swagger.json"} {
 				resp, err := http.Get(srv.URL + p)

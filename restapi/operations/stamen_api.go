@@ -50,131 +50,168 @@ func NewStamenAPI(spec *loads.Document) *StamenAPI {
 			return errors.NotImplemented("textEventStream producer has not yet been implemented")
 		}),
 
-		TasksAbortTaskHandler: tasks.AbortTaskHandlerFunc(func(params tasks.AbortTaskParams) middleware.Responder {
+		TasksAbortTaskHandler: tasks.AbortTaskHandlerFunc(func(params tasks.AbortTaskParams, principal any) middleware.Responder {
 			_ = params
+			_ = principal
 
 			return middleware.NotImplemented("operation tasks.AbortTask has not yet been implemented")
 		}),
 
-		WorkersAddConsumerHandler: workers.AddConsumerHandlerFunc(func(params workers.AddConsumerParams) middleware.Responder {
+		WorkersAddConsumerHandler: workers.AddConsumerHandlerFunc(func(params workers.AddConsumerParams, principal any) middleware.Responder {
 			_ = params
+			_ = principal
 
 			return middleware.NotImplemented("operation workers.AddConsumer has not yet been implemented")
 		}),
 
-		TasksApplyTaskHandler: tasks.ApplyTaskHandlerFunc(func(params tasks.ApplyTaskParams) middleware.Responder {
+		TasksApplyTaskHandler: tasks.ApplyTaskHandlerFunc(func(params tasks.ApplyTaskParams, principal any) middleware.Responder {
 			_ = params
+			_ = principal
 
 			return middleware.NotImplemented("operation tasks.ApplyTask has not yet been implemented")
 		}),
 
-		TasksAsyncApplyTaskHandler: tasks.AsyncApplyTaskHandlerFunc(func(params tasks.AsyncApplyTaskParams) middleware.Responder {
+		TasksAsyncApplyTaskHandler: tasks.AsyncApplyTaskHandlerFunc(func(params tasks.AsyncApplyTaskParams, principal any) middleware.Responder {
 			_ = params
+			_ = principal
 
 			return middleware.NotImplemented("operation tasks.AsyncApplyTask has not yet been implemented")
 		}),
 
-		WorkersAutoscaleWorkerPoolHandler: workers.AutoscaleWorkerPoolHandlerFunc(func(params workers.AutoscaleWorkerPoolParams) middleware.Responder {
+		WorkersAutoscaleWorkerPoolHandler: workers.AutoscaleWorkerPoolHandlerFunc(func(params workers.AutoscaleWorkerPoolParams, principal any) middleware.Responder {
 			_ = params
+			_ = principal
 
 			return middleware.NotImplemented("operation workers.AutoscaleWorkerPool has not yet been implemented")
 		}),
 
-		WorkersCancelConsumerHandler: workers.CancelConsumerHandlerFunc(func(params workers.CancelConsumerParams) middleware.Responder {
+		WorkersCancelConsumerHandler: workers.CancelConsumerHandlerFunc(func(params workers.CancelConsumerParams, principal any) middleware.Responder {
 			_ = params
+			_ = principal
 
 			return middleware.NotImplemented("operation workers.CancelConsumer has not yet been implemented")
 		}),
 
-		QueuesGetQueueLengthsHandler: queues.GetQueueLengthsHandlerFunc(func(params queues.GetQueueLengthsParams) middleware.Responder {
+		QueuesGetQueueLengthsHandler: queues.GetQueueLengthsHandlerFunc(func(params queues.GetQueueLengthsParams, principal any) middleware.Responder {
 			_ = params
+			_ = principal
 
 			return middleware.NotImplemented("operation queues.GetQueueLengths has not yet been implemented")
 		}),
 
-		TasksGetTaskInfoHandler: tasks.GetTaskInfoHandlerFunc(func(params tasks.GetTaskInfoParams) middleware.Responder {
+		TasksGetTaskInfoHandler: tasks.GetTaskInfoHandlerFunc(func(params tasks.GetTaskInfoParams, principal any) middleware.Responder {
 			_ = params
+			_ = principal
 
 			return middleware.NotImplemented("operation tasks.GetTaskInfo has not yet been implemented")
 		}),
 
-		TasksGetTaskResultHandler: tasks.GetTaskResultHandlerFunc(func(params tasks.GetTaskResultParams) middleware.Responder {
+		TasksGetTaskResultHandler: tasks.GetTaskResultHandlerFunc(func(params tasks.GetTaskResultParams, principal any) middleware.Responder {
 			_ = params
+			_ = principal
 
 			return middleware.NotImplemented("operation tasks.GetTaskResult has not yet been implemented")
 		}),
 
-		WorkersGrowWorkerPoolHandler: workers.GrowWorkerPoolHandlerFunc(func(params workers.GrowWorkerPoolParams) middleware.Responder {
+		WorkersGrowWorkerPoolHandler: workers.GrowWorkerPoolHandlerFunc(func(params workers.GrowWorkerPoolParams, principal any) middleware.Responder {
 			_ = params
+			_ = principal
 
 			return middleware.NotImplemented("operation workers.GrowWorkerPool has not yet been implemented")
 		}),
 
-		TasksListTaskTypesHandler: tasks.ListTaskTypesHandlerFunc(func(params tasks.ListTaskTypesParams) middleware.Responder {
+		TasksListTaskTypesHandler: tasks.ListTaskTypesHandlerFunc(func(params tasks.ListTaskTypesParams, principal any) middleware.Responder {
 			_ = params
+			_ = principal
 
 			return middleware.NotImplemented("operation tasks.ListTaskTypes has not yet been implemented")
 		}),
 
-		TasksListTasksHandler: tasks.ListTasksHandlerFunc(func(params tasks.ListTasksParams) middleware.Responder {
+		TasksListTasksHandler: tasks.ListTasksHandlerFunc(func(params tasks.ListTasksParams, principal any) middleware.Responder {
 			_ = params
+			_ = principal
 
 			return middleware.NotImplemented("operation tasks.ListTasks has not yet been implemented")
 		}),
 
-		WorkersListWorkersHandler: workers.ListWorkersHandlerFunc(func(params workers.ListWorkersParams) middleware.Responder {
+		WorkersListWorkersHandler: workers.ListWorkersHandlerFunc(func(params workers.ListWorkersParams, principal any) middleware.Responder {
 			_ = params
+			_ = principal
 
 			return middleware.NotImplemented("operation workers.ListWorkers has not yet been implemented")
 		}),
 
-		WorkersRestartWorkerPoolHandler: workers.RestartWorkerPoolHandlerFunc(func(params workers.RestartWorkerPoolParams) middleware.Responder {
+		WorkersRestartWorkerPoolHandler: workers.RestartWorkerPoolHandlerFunc(func(params workers.RestartWorkerPoolParams, principal any) middleware.Responder {
 			_ = params
+			_ = principal
 
 			return middleware.NotImplemented("operation workers.RestartWorkerPool has not yet been implemented")
 		}),
 
-		TasksRevokeTaskHandler: tasks.RevokeTaskHandlerFunc(func(params tasks.RevokeTaskParams) middleware.Responder {
+		TasksRevokeTaskHandler: tasks.RevokeTaskHandlerFunc(func(params tasks.RevokeTaskParams, principal any) middleware.Responder {
 			_ = params
+			_ = principal
 
 			return middleware.NotImplemented("operation tasks.RevokeTask has not yet been implemented")
 		}),
 
-		TasksSendTaskHandler: tasks.SendTaskHandlerFunc(func(params tasks.SendTaskParams) middleware.Responder {
+		TasksSendTaskHandler: tasks.SendTaskHandlerFunc(func(params tasks.SendTaskParams, principal any) middleware.Responder {
 			_ = params
+			_ = principal
 
 			return middleware.NotImplemented("operation tasks.SendTask has not yet been implemented")
 		}),
 
-		TasksSetTaskRateLimitHandler: tasks.SetTaskRateLimitHandlerFunc(func(params tasks.SetTaskRateLimitParams) middleware.Responder {
+		TasksSetTaskRateLimitHandler: tasks.SetTaskRateLimitHandlerFunc(func(params tasks.SetTaskRateLimitParams, principal any) middleware.Responder {
 			_ = params
+			_ = principal
 
 			return middleware.NotImplemented("operation tasks.SetTaskRateLimit has not yet been implemented")
 		}),
 
-		TasksSetTaskTimeoutHandler: tasks.SetTaskTimeoutHandlerFunc(func(params tasks.SetTaskTimeoutParams) middleware.Responder {
+		TasksSetTaskTimeoutHandler: tasks.SetTaskTimeoutHandlerFunc(func(params tasks.SetTaskTimeoutParams, principal any) middleware.Responder {
 			_ = params
+			_ = principal
 
 			return middleware.NotImplemented("operation tasks.SetTaskTimeout has not yet been implemented")
 		}),
 
-		WorkersShrinkWorkerPoolHandler: workers.ShrinkWorkerPoolHandlerFunc(func(params workers.ShrinkWorkerPoolParams) middleware.Responder {
+		WorkersShrinkWorkerPoolHandler: workers.ShrinkWorkerPoolHandlerFunc(func(params workers.ShrinkWorkerPoolParams, principal any) middleware.Responder {
 			_ = params
+			_ = principal
 
 			return middleware.NotImplemented("operation workers.ShrinkWorkerPool has not yet been implemented")
 		}),
 
-		WorkersShutdownWorkerHandler: workers.ShutdownWorkerHandlerFunc(func(params workers.ShutdownWorkerParams) middleware.Responder {
+		WorkersShutdownWorkerHandler: workers.ShutdownWorkerHandlerFunc(func(params workers.ShutdownWorkerParams, principal any) middleware.Responder {
 			_ = params
+			_ = principal
 
 			return middleware.NotImplemented("operation workers.ShutdownWorker has not yet been implemented")
 		}),
 
-		EventsStreamEventsHandler: events.StreamEventsHandlerFunc(func(params events.StreamEventsParams) middleware.Responder {
+		EventsStreamEventsHandler: events.StreamEventsHandlerFunc(func(params events.StreamEventsParams, principal any) middleware.Responder {
 			_ = params
+			_ = principal
 
 			return middleware.NotImplemented("operation events.StreamEvents has not yet been implemented")
 		}),
+
+		// Applies when the Authorization header is set with the Basic scheme
+		BasicAuthAuth: func(user string, password string) (any, error) {
+			_ = user
+			_ = password
+
+			return nil, errors.NotImplemented("basic auth  (basicAuth) has not yet been implemented")
+		},
+		// Applies when the "Authorization" header is set
+		BearerAuthAuth: func(token string) (any, error) {
+			_ = token
+
+			return nil, errors.NotImplemented("api key auth (bearerAuth) Authorization from header param [Authorization] has not yet been implemented")
+		},
+		// default authorizer is authorized meaning no requests are blocked
+		APIAuthorizer: security.Authorized(),
 	}
 }
 
@@ -185,6 +222,12 @@ func NewStamenAPI(spec *loads.Document) *StamenAPI {
 // `{"error": "..."}`. Where Flower answers a bad parameter with 500 or
 // waits forever, stamen answers 400 (bad or missing parameter) or 504 (a
 // bounded wait that expired).
+//
+// When stamen runs with credentials, every operation needs HTTP basic
+// credentials or a bearer token (Authorize, in Swagger UI). Viewers may
+// call the GET operations; operators may call every operation. Without
+// credentials configured stamen listens on loopback only and asks for
+// none.
 type StamenAPI struct {
 	spec            *loads.Document
 	context         *middleware.Context
@@ -219,6 +262,17 @@ type StamenAPI struct {
 	// TextEventStreamProducer registers a producer for the following mime types:
 	//   - text/event-stream
 	TextEventStreamProducer runtime.Producer
+
+	// BasicAuthAuth registers a function that takes username and password and returns a principal
+	// it performs authentication with basic auth
+	BasicAuthAuth func(string, string) (any, error)
+
+	// BearerAuthAuth registers a function that takes a token and returns a principal
+	// it performs authentication based on an api key Authorization provided in the header
+	BearerAuthAuth func(string) (any, error)
+
+	// APIAuthorizer provides access control (ACL/RBAC/ABAC) by providing access to the request and authenticated principal
+	APIAuthorizer runtime.Authorizer
 
 	// TasksAbortTaskHandler sets the operation handler for the abort task operation
 	TasksAbortTaskHandler tasks.AbortTaskHandler
@@ -342,6 +396,13 @@ func (o *StamenAPI) Validate() error {
 		unregistered = append(unregistered, "TextEventStreamProducer")
 	}
 
+	if o.BasicAuthAuth == nil {
+		unregistered = append(unregistered, "BasicAuthAuth")
+	}
+	if o.BearerAuthAuth == nil {
+		unregistered = append(unregistered, "AuthorizationAuth")
+	}
+
 	if o.TasksAbortTaskHandler == nil {
 		unregistered = append(unregistered, "tasks.AbortTaskHandler")
 	}
@@ -420,12 +481,25 @@ func (o *StamenAPI) ServeErrorFor(operationID string) func(http.ResponseWriter, 
 
 // AuthenticatorsFor gets the authenticators for the specified security schemes
 func (o *StamenAPI) AuthenticatorsFor(schemes map[string]spec.SecurityScheme) map[string]runtime.Authenticator {
-	return nil
+	result := make(map[string]runtime.Authenticator)
+	for name := range schemes {
+		switch name {
+		case "basicAuth":
+			result[name] = o.BasicAuthenticator(o.BasicAuthAuth)
+
+		case "bearerAuth":
+			scheme := schemes[name]
+			result[name] = o.APIKeyAuthenticator(scheme.Name, scheme.In, o.BearerAuthAuth)
+
+		}
+	}
+
+	return result
 }
 
 // Authorizer returns the registered authorizer
 func (o *StamenAPI) Authorizer() runtime.Authorizer {
-	return nil
+	return o.APIAuthorizer
 }
 
 // ConsumersFor gets the consumers for the specified media types.

@@ -81,10 +81,10 @@ func WithAcceptTextEventStream(r *runtime.ClientOperation) {
 type ClientService interface {
 
 	// StreamEvents Celery events as they arrive, as Server-Sent Events: each event's `event:` field is its type (task-succeeded, worker-heartbeat, ...) and its `data:` field the event's JSON. A comment line is sent every heartbeat interval to keep proxies from closing an idle stream. .
-	StreamEvents(params *StreamEventsParams, opts ...ClientOption) (*StreamEventsOK, error)
+	StreamEvents(params *StreamEventsParams, authInfo runtime.ClientAuthInfoWriter, opts ...ClientOption) (*StreamEventsOK, error)
 
 	// StreamEventsContext Celery events as they arrive, as Server-Sent Events: each event's `event:` field is its type (task-succeeded, worker-heartbeat, ...) and its `data:` field the event's JSON. A comment line is sent every heartbeat interval to keep proxies from closing an idle stream. .
-	StreamEventsContext(ctx context.Context, params *StreamEventsParams, opts ...ClientOption) (*StreamEventsOK, error)
+	StreamEventsContext(ctx context.Context, params *StreamEventsParams, authInfo runtime.ClientAuthInfoWriter, opts ...ClientOption) (*StreamEventsOK, error)
 
 	SetTransport(transport runtime.ContextualTransport)
 }
@@ -99,7 +99,7 @@ type ClientService interface {
 // However, timeout and opentracing contexts are honored whenever enabled.
 //
 // If you need to pass a specific context, use [Client.StreamEventsContext] instead.
-func (a *Client) StreamEvents(params *StreamEventsParams, opts ...ClientOption) (*StreamEventsOK, error) {
+func (a *Client) StreamEvents(params *StreamEventsParams, authInfo runtime.ClientAuthInfoWriter, opts ...ClientOption) (*StreamEventsOK, error) {
 	var ctx context.Context
 	if params != nil && params.inner.ctx != nil {
 		ctx = params.inner.ctx
@@ -107,7 +107,7 @@ func (a *Client) StreamEvents(params *StreamEventsParams, opts ...ClientOption) 
 		ctx = context.Background()
 	}
 
-	return a.StreamEventsContext(ctx, params, opts...)
+	return a.StreamEventsContext(ctx, params, authInfo, opts...)
 }
 
 // StreamEventsContext Celery events as they arrive, as Server-Sent Events: each event's
@@ -117,7 +117,7 @@ func (a *Client) StreamEvents(params *StreamEventsParams, opts ...ClientOption) 
 // .
 //
 // Do not use the deprecated [StreamEventsParams.Context] with this method: it would be ignored.
-func (a *Client) StreamEventsContext(ctx context.Context, params *StreamEventsParams, opts ...ClientOption) (*StreamEventsOK, error) {
+func (a *Client) StreamEventsContext(ctx context.Context, params *StreamEventsParams, authInfo runtime.ClientAuthInfoWriter, opts ...ClientOption) (*StreamEventsOK, error) {
 	// NOTE: parameters are not validated before sending
 	if params == nil {
 		params = NewStreamEventsParams()
@@ -132,6 +132,7 @@ func (a *Client) StreamEventsContext(ctx context.Context, params *StreamEventsPa
 		Schemes:            []string{"http"},
 		Params:             params,
 		Reader:             &StreamEventsReader{formats: a.formats},
+		AuthInfo:           authInfo,
 		Client:             params.HTTPClient,
 	}
 

@@ -57,10 +57,10 @@ type ClientOption func(*runtime.ClientOperation)
 type ClientService interface {
 
 	// GetQueueLengths Get queue lengths (messages waiting in each queue the workers consume).
-	GetQueueLengths(params *GetQueueLengthsParams, opts ...ClientOption) (*GetQueueLengthsOK, error)
+	GetQueueLengths(params *GetQueueLengthsParams, authInfo runtime.ClientAuthInfoWriter, opts ...ClientOption) (*GetQueueLengthsOK, error)
 
 	// GetQueueLengthsContext Get queue lengths (messages waiting in each queue the workers consume).
-	GetQueueLengthsContext(ctx context.Context, params *GetQueueLengthsParams, opts ...ClientOption) (*GetQueueLengthsOK, error)
+	GetQueueLengthsContext(ctx context.Context, params *GetQueueLengthsParams, authInfo runtime.ClientAuthInfoWriter, opts ...ClientOption) (*GetQueueLengthsOK, error)
 
 	SetTransport(transport runtime.ContextualTransport)
 }
@@ -71,7 +71,7 @@ type ClientService interface {
 // However, timeout and opentracing contexts are honored whenever enabled.
 //
 // If you need to pass a specific context, use [Client.GetQueueLengthsContext] instead.
-func (a *Client) GetQueueLengths(params *GetQueueLengthsParams, opts ...ClientOption) (*GetQueueLengthsOK, error) {
+func (a *Client) GetQueueLengths(params *GetQueueLengthsParams, authInfo runtime.ClientAuthInfoWriter, opts ...ClientOption) (*GetQueueLengthsOK, error) {
 	var ctx context.Context
 	if params != nil && params.inner.ctx != nil {
 		ctx = params.inner.ctx
@@ -79,13 +79,13 @@ func (a *Client) GetQueueLengths(params *GetQueueLengthsParams, opts ...ClientOp
 		ctx = context.Background()
 	}
 
-	return a.GetQueueLengthsContext(ctx, params, opts...)
+	return a.GetQueueLengthsContext(ctx, params, authInfo, opts...)
 }
 
 // GetQueueLengthsContext Get queue lengths (messages waiting in each queue the workers consume).
 //
 // Do not use the deprecated [GetQueueLengthsParams.Context] with this method: it would be ignored.
-func (a *Client) GetQueueLengthsContext(ctx context.Context, params *GetQueueLengthsParams, opts ...ClientOption) (*GetQueueLengthsOK, error) {
+func (a *Client) GetQueueLengthsContext(ctx context.Context, params *GetQueueLengthsParams, authInfo runtime.ClientAuthInfoWriter, opts ...ClientOption) (*GetQueueLengthsOK, error) {
 	// NOTE: parameters are not validated before sending
 	if params == nil {
 		params = NewGetQueueLengthsParams()
@@ -100,6 +100,7 @@ func (a *Client) GetQueueLengthsContext(ctx context.Context, params *GetQueueLen
 		Schemes:            []string{"http"},
 		Params:             params,
 		Reader:             &GetQueueLengthsReader{formats: a.formats},
+		AuthInfo:           authInfo,
 		Client:             params.HTTPClient,
 	}
 

@@ -57,70 +57,70 @@ type ClientOption func(*runtime.ClientOperation)
 type ClientService interface {
 
 	// AbortTask Abort a running task (an AbortableTask; needs a result backend that keeps state).
-	AbortTask(params *AbortTaskParams, opts ...ClientOption) (*AbortTaskOK, error)
+	AbortTask(params *AbortTaskParams, authInfo runtime.ClientAuthInfoWriter, opts ...ClientOption) (*AbortTaskOK, error)
 
 	// AbortTaskContext Abort a running task (an AbortableTask; needs a result backend that keeps state).
-	AbortTaskContext(ctx context.Context, params *AbortTaskParams, opts ...ClientOption) (*AbortTaskOK, error)
+	AbortTaskContext(ctx context.Context, params *AbortTaskParams, authInfo runtime.ClientAuthInfoWriter, opts ...ClientOption) (*AbortTaskOK, error)
 
 	// ApplyTask Execute a task by name and wait for its result. The wait is bounded (--apply_timeout); when it expires the answer is 504. .
-	ApplyTask(params *ApplyTaskParams, opts ...ClientOption) (*ApplyTaskOK, error)
+	ApplyTask(params *ApplyTaskParams, authInfo runtime.ClientAuthInfoWriter, opts ...ClientOption) (*ApplyTaskOK, error)
 
 	// ApplyTaskContext Execute a task by name and wait for its result. The wait is bounded (--apply_timeout); when it expires the answer is 504. .
-	ApplyTaskContext(ctx context.Context, params *ApplyTaskParams, opts ...ClientOption) (*ApplyTaskOK, error)
+	ApplyTaskContext(ctx context.Context, params *ApplyTaskParams, authInfo runtime.ClientAuthInfoWriter, opts ...ClientOption) (*ApplyTaskOK, error)
 
 	// AsyncApplyTask Execute a task.
-	AsyncApplyTask(params *AsyncApplyTaskParams, opts ...ClientOption) (*AsyncApplyTaskOK, error)
+	AsyncApplyTask(params *AsyncApplyTaskParams, authInfo runtime.ClientAuthInfoWriter, opts ...ClientOption) (*AsyncApplyTaskOK, error)
 
 	// AsyncApplyTaskContext Execute a task.
-	AsyncApplyTaskContext(ctx context.Context, params *AsyncApplyTaskParams, opts ...ClientOption) (*AsyncApplyTaskOK, error)
+	AsyncApplyTaskContext(ctx context.Context, params *AsyncApplyTaskParams, authInfo runtime.ClientAuthInfoWriter, opts ...ClientOption) (*AsyncApplyTaskOK, error)
 
 	// GetTaskInfo Get task info.
-	GetTaskInfo(params *GetTaskInfoParams, opts ...ClientOption) (*GetTaskInfoOK, error)
+	GetTaskInfo(params *GetTaskInfoParams, authInfo runtime.ClientAuthInfoWriter, opts ...ClientOption) (*GetTaskInfoOK, error)
 
 	// GetTaskInfoContext Get task info.
-	GetTaskInfoContext(ctx context.Context, params *GetTaskInfoParams, opts ...ClientOption) (*GetTaskInfoOK, error)
+	GetTaskInfoContext(ctx context.Context, params *GetTaskInfoParams, authInfo runtime.ClientAuthInfoWriter, opts ...ClientOption) (*GetTaskInfoOK, error)
 
 	// GetTaskResult Get a task's result, waiting up to timeout seconds for it.
-	GetTaskResult(params *GetTaskResultParams, opts ...ClientOption) (*GetTaskResultOK, error)
+	GetTaskResult(params *GetTaskResultParams, authInfo runtime.ClientAuthInfoWriter, opts ...ClientOption) (*GetTaskResultOK, error)
 
 	// GetTaskResultContext Get a task's result, waiting up to timeout seconds for it.
-	GetTaskResultContext(ctx context.Context, params *GetTaskResultParams, opts ...ClientOption) (*GetTaskResultOK, error)
+	GetTaskResultContext(ctx context.Context, params *GetTaskResultParams, authInfo runtime.ClientAuthInfoWriter, opts ...ClientOption) (*GetTaskResultOK, error)
 
 	// ListTaskTypes List (seen) task types.
-	ListTaskTypes(params *ListTaskTypesParams, opts ...ClientOption) (*ListTaskTypesOK, error)
+	ListTaskTypes(params *ListTaskTypesParams, authInfo runtime.ClientAuthInfoWriter, opts ...ClientOption) (*ListTaskTypesOK, error)
 
 	// ListTaskTypesContext List (seen) task types.
-	ListTaskTypesContext(ctx context.Context, params *ListTaskTypesParams, opts ...ClientOption) (*ListTaskTypesOK, error)
+	ListTaskTypesContext(ctx context.Context, params *ListTaskTypesParams, authInfo runtime.ClientAuthInfoWriter, opts ...ClientOption) (*ListTaskTypesOK, error)
 
 	// ListTasks List tasks from the events state, as an object keyed by task id in result order (newest first unless sort_by is given). .
-	ListTasks(params *ListTasksParams, opts ...ClientOption) (*ListTasksOK, error)
+	ListTasks(params *ListTasksParams, authInfo runtime.ClientAuthInfoWriter, opts ...ClientOption) (*ListTasksOK, error)
 
 	// ListTasksContext List tasks from the events state, as an object keyed by task id in result order (newest first unless sort_by is given). .
-	ListTasksContext(ctx context.Context, params *ListTasksParams, opts ...ClientOption) (*ListTasksOK, error)
+	ListTasksContext(ctx context.Context, params *ListTasksParams, authInfo runtime.ClientAuthInfoWriter, opts ...ClientOption) (*ListTasksOK, error)
 
 	// RevokeTask Revoke a task (broadcast to every worker).
-	RevokeTask(params *RevokeTaskParams, opts ...ClientOption) (*RevokeTaskOK, error)
+	RevokeTask(params *RevokeTaskParams, authInfo runtime.ClientAuthInfoWriter, opts ...ClientOption) (*RevokeTaskOK, error)
 
 	// RevokeTaskContext Revoke a task (broadcast to every worker).
-	RevokeTaskContext(ctx context.Context, params *RevokeTaskParams, opts ...ClientOption) (*RevokeTaskOK, error)
+	RevokeTaskContext(ctx context.Context, params *RevokeTaskParams, authInfo runtime.ClientAuthInfoWriter, opts ...ClientOption) (*RevokeTaskOK, error)
 
 	// SendTask Execute a task by name (doesn't require a task source).
-	SendTask(params *SendTaskParams, opts ...ClientOption) (*SendTaskOK, error)
+	SendTask(params *SendTaskParams, authInfo runtime.ClientAuthInfoWriter, opts ...ClientOption) (*SendTaskOK, error)
 
 	// SendTaskContext Execute a task by name (doesn't require a task source).
-	SendTaskContext(ctx context.Context, params *SendTaskParams, opts ...ClientOption) (*SendTaskOK, error)
+	SendTaskContext(ctx context.Context, params *SendTaskParams, authInfo runtime.ClientAuthInfoWriter, opts ...ClientOption) (*SendTaskOK, error)
 
 	// SetTaskRateLimit Change rate limit for a task. The rate is a number of tasks per second or a string such as 10/m; an empty rate disables the limit. Flower's code reads the name `ratelimit`, which stamen accepts too. .
-	SetTaskRateLimit(params *SetTaskRateLimitParams, opts ...ClientOption) (*SetTaskRateLimitOK, error)
+	SetTaskRateLimit(params *SetTaskRateLimitParams, authInfo runtime.ClientAuthInfoWriter, opts ...ClientOption) (*SetTaskRateLimitOK, error)
 
 	// SetTaskRateLimitContext Change rate limit for a task. The rate is a number of tasks per second or a string such as 10/m; an empty rate disables the limit. Flower's code reads the name `ratelimit`, which stamen accepts too. .
-	SetTaskRateLimitContext(ctx context.Context, params *SetTaskRateLimitParams, opts ...ClientOption) (*SetTaskRateLimitOK, error)
+	SetTaskRateLimitContext(ctx context.Context, params *SetTaskRateLimitParams, authInfo runtime.ClientAuthInfoWriter, opts ...ClientOption) (*SetTaskRateLimitOK, error)
 
 	// SetTaskTimeout Change soft and hard time limits for a task.
-	SetTaskTimeout(params *SetTaskTimeoutParams, opts ...ClientOption) (*SetTaskTimeoutOK, error)
+	SetTaskTimeout(params *SetTaskTimeoutParams, authInfo runtime.ClientAuthInfoWriter, opts ...ClientOption) (*SetTaskTimeoutOK, error)
 
 	// SetTaskTimeoutContext Change soft and hard time limits for a task.
-	SetTaskTimeoutContext(ctx context.Context, params *SetTaskTimeoutParams, opts ...ClientOption) (*SetTaskTimeoutOK, error)
+	SetTaskTimeoutContext(ctx context.Context, params *SetTaskTimeoutParams, authInfo runtime.ClientAuthInfoWriter, opts ...ClientOption) (*SetTaskTimeoutOK, error)
 
 	SetTransport(transport runtime.ContextualTransport)
 }
@@ -131,7 +131,7 @@ type ClientService interface {
 // However, timeout and opentracing contexts are honored whenever enabled.
 //
 // If you need to pass a specific context, use [Client.AbortTaskContext] instead.
-func (a *Client) AbortTask(params *AbortTaskParams, opts ...ClientOption) (*AbortTaskOK, error) {
+func (a *Client) AbortTask(params *AbortTaskParams, authInfo runtime.ClientAuthInfoWriter, opts ...ClientOption) (*AbortTaskOK, error) {
 	var ctx context.Context
 	if params != nil && params.inner.ctx != nil {
 		ctx = params.inner.ctx
@@ -139,13 +139,13 @@ func (a *Client) AbortTask(params *AbortTaskParams, opts ...ClientOption) (*Abor
 		ctx = context.Background()
 	}
 
-	return a.AbortTaskContext(ctx, params, opts...)
+	return a.AbortTaskContext(ctx, params, authInfo, opts...)
 }
 
 // AbortTaskContext Abort a running task (an AbortableTask; needs a result backend that keeps state).
 //
 // Do not use the deprecated [AbortTaskParams.Context] with this method: it would be ignored.
-func (a *Client) AbortTaskContext(ctx context.Context, params *AbortTaskParams, opts ...ClientOption) (*AbortTaskOK, error) {
+func (a *Client) AbortTaskContext(ctx context.Context, params *AbortTaskParams, authInfo runtime.ClientAuthInfoWriter, opts ...ClientOption) (*AbortTaskOK, error) {
 	// NOTE: parameters are not validated before sending
 	if params == nil {
 		params = NewAbortTaskParams()
@@ -160,6 +160,7 @@ func (a *Client) AbortTaskContext(ctx context.Context, params *AbortTaskParams, 
 		Schemes:            []string{"http"},
 		Params:             params,
 		Reader:             &AbortTaskReader{formats: a.formats},
+		AuthInfo:           authInfo,
 		Client:             params.HTTPClient,
 	}
 
@@ -195,7 +196,7 @@ func (a *Client) AbortTaskContext(ctx context.Context, params *AbortTaskParams, 
 // However, timeout and opentracing contexts are honored whenever enabled.
 //
 // If you need to pass a specific context, use [Client.ApplyTaskContext] instead.
-func (a *Client) ApplyTask(params *ApplyTaskParams, opts ...ClientOption) (*ApplyTaskOK, error) {
+func (a *Client) ApplyTask(params *ApplyTaskParams, authInfo runtime.ClientAuthInfoWriter, opts ...ClientOption) (*ApplyTaskOK, error) {
 	var ctx context.Context
 	if params != nil && params.inner.ctx != nil {
 		ctx = params.inner.ctx
@@ -203,7 +204,7 @@ func (a *Client) ApplyTask(params *ApplyTaskParams, opts ...ClientOption) (*Appl
 		ctx = context.Background()
 	}
 
-	return a.ApplyTaskContext(ctx, params, opts...)
+	return a.ApplyTaskContext(ctx, params, authInfo, opts...)
 }
 
 // ApplyTaskContext Execute a task by name and wait for its result. The wait is bounded
@@ -211,7 +212,7 @@ func (a *Client) ApplyTask(params *ApplyTaskParams, opts ...ClientOption) (*Appl
 // .
 //
 // Do not use the deprecated [ApplyTaskParams.Context] with this method: it would be ignored.
-func (a *Client) ApplyTaskContext(ctx context.Context, params *ApplyTaskParams, opts ...ClientOption) (*ApplyTaskOK, error) {
+func (a *Client) ApplyTaskContext(ctx context.Context, params *ApplyTaskParams, authInfo runtime.ClientAuthInfoWriter, opts ...ClientOption) (*ApplyTaskOK, error) {
 	// NOTE: parameters are not validated before sending
 	if params == nil {
 		params = NewApplyTaskParams()
@@ -226,6 +227,7 @@ func (a *Client) ApplyTaskContext(ctx context.Context, params *ApplyTaskParams, 
 		Schemes:            []string{"http"},
 		Params:             params,
 		Reader:             &ApplyTaskReader{formats: a.formats},
+		AuthInfo:           authInfo,
 		Client:             params.HTTPClient,
 	}
 
@@ -259,7 +261,7 @@ func (a *Client) ApplyTaskContext(ctx context.Context, params *ApplyTaskParams, 
 // However, timeout and opentracing contexts are honored whenever enabled.
 //
 // If you need to pass a specific context, use [Client.AsyncApplyTaskContext] instead.
-func (a *Client) AsyncApplyTask(params *AsyncApplyTaskParams, opts ...ClientOption) (*AsyncApplyTaskOK, error) {
+func (a *Client) AsyncApplyTask(params *AsyncApplyTaskParams, authInfo runtime.ClientAuthInfoWriter, opts ...ClientOption) (*AsyncApplyTaskOK, error) {
 	var ctx context.Context
 	if params != nil && params.inner.ctx != nil {
 		ctx = params.inner.ctx
@@ -267,13 +269,13 @@ func (a *Client) AsyncApplyTask(params *AsyncApplyTaskParams, opts ...ClientOpti
 		ctx = context.Background()
 	}
 
-	return a.AsyncApplyTaskContext(ctx, params, opts...)
+	return a.AsyncApplyTaskContext(ctx, params, authInfo, opts...)
 }
 
 // AsyncApplyTaskContext Execute a task.
 //
 // Do not use the deprecated [AsyncApplyTaskParams.Context] with this method: it would be ignored.
-func (a *Client) AsyncApplyTaskContext(ctx context.Context, params *AsyncApplyTaskParams, opts ...ClientOption) (*AsyncApplyTaskOK, error) {
+func (a *Client) AsyncApplyTaskContext(ctx context.Context, params *AsyncApplyTaskParams, authInfo runtime.ClientAuthInfoWriter, opts ...ClientOption) (*AsyncApplyTaskOK, error) {
 	// NOTE: parameters are not validated before sending
 	if params == nil {
 		params = NewAsyncApplyTaskParams()
@@ -288,6 +290,7 @@ func (a *Client) AsyncApplyTaskContext(ctx context.Context, params *AsyncApplyTa
 		Schemes:            []string{"http"},
 		Params:             params,
 		Reader:             &AsyncApplyTaskReader{formats: a.formats},
+		AuthInfo:           authInfo,
 		Client:             params.HTTPClient,
 	}
 
@@ -321,7 +324,7 @@ func (a *Client) AsyncApplyTaskContext(ctx context.Context, params *AsyncApplyTa
 // However, timeout and opentracing contexts are honored whenever enabled.
 //
 // If you need to pass a specific context, use [Client.GetTaskInfoContext] instead.
-func (a *Client) GetTaskInfo(params *GetTaskInfoParams, opts ...ClientOption) (*GetTaskInfoOK, error) {
+func (a *Client) GetTaskInfo(params *GetTaskInfoParams, authInfo runtime.ClientAuthInfoWriter, opts ...ClientOption) (*GetTaskInfoOK, error) {
 	var ctx context.Context
 	if params != nil && params.inner.ctx != nil {
 		ctx = params.inner.ctx
@@ -329,13 +332,13 @@ func (a *Client) GetTaskInfo(params *GetTaskInfoParams, opts ...ClientOption) (*
 		ctx = context.Background()
 	}
 
-	return a.GetTaskInfoContext(ctx, params, opts...)
+	return a.GetTaskInfoContext(ctx, params, authInfo, opts...)
 }
 
 // GetTaskInfoContext Get task info.
 //
 // Do not use the deprecated [GetTaskInfoParams.Context] with this method: it would be ignored.
-func (a *Client) GetTaskInfoContext(ctx context.Context, params *GetTaskInfoParams, opts ...ClientOption) (*GetTaskInfoOK, error) {
+func (a *Client) GetTaskInfoContext(ctx context.Context, params *GetTaskInfoParams, authInfo runtime.ClientAuthInfoWriter, opts ...ClientOption) (*GetTaskInfoOK, error) {
 	// NOTE: parameters are not validated before sending
 	if params == nil {
 		params = NewGetTaskInfoParams()
@@ -350,6 +353,7 @@ func (a *Client) GetTaskInfoContext(ctx context.Context, params *GetTaskInfoPara
 		Schemes:            []string{"http"},
 		Params:             params,
 		Reader:             &GetTaskInfoReader{formats: a.formats},
+		AuthInfo:           authInfo,
 		Client:             params.HTTPClient,
 	}
 
@@ -383,7 +387,7 @@ func (a *Client) GetTaskInfoContext(ctx context.Context, params *GetTaskInfoPara
 // However, timeout and opentracing contexts are honored whenever enabled.
 //
 // If you need to pass a specific context, use [Client.GetTaskResultContext] instead.
-func (a *Client) GetTaskResult(params *GetTaskResultParams, opts ...ClientOption) (*GetTaskResultOK, error) {
+func (a *Client) GetTaskResult(params *GetTaskResultParams, authInfo runtime.ClientAuthInfoWriter, opts ...ClientOption) (*GetTaskResultOK, error) {
 	var ctx context.Context
 	if params != nil && params.inner.ctx != nil {
 		ctx = params.inner.ctx
@@ -391,13 +395,13 @@ func (a *Client) GetTaskResult(params *GetTaskResultParams, opts ...ClientOption
 		ctx = context.Background()
 	}
 
-	return a.GetTaskResultContext(ctx, params, opts...)
+	return a.GetTaskResultContext(ctx, params, authInfo, opts...)
 }
 
 // GetTaskResultContext Get a task's result, waiting up to timeout seconds for it.
 //
 // Do not use the deprecated [GetTaskResultParams.Context] with this method: it would be ignored.
-func (a *Client) GetTaskResultContext(ctx context.Context, params *GetTaskResultParams, opts ...ClientOption) (*GetTaskResultOK, error) {
+func (a *Client) GetTaskResultContext(ctx context.Context, params *GetTaskResultParams, authInfo runtime.ClientAuthInfoWriter, opts ...ClientOption) (*GetTaskResultOK, error) {
 	// NOTE: parameters are not validated before sending
 	if params == nil {
 		params = NewGetTaskResultParams()
@@ -412,6 +416,7 @@ func (a *Client) GetTaskResultContext(ctx context.Context, params *GetTaskResult
 		Schemes:            []string{"http"},
 		Params:             params,
 		Reader:             &GetTaskResultReader{formats: a.formats},
+		AuthInfo:           authInfo,
 		Client:             params.HTTPClient,
 	}
 
@@ -445,7 +450,7 @@ func (a *Client) GetTaskResultContext(ctx context.Context, params *GetTaskResult
 // However, timeout and opentracing contexts are honored whenever enabled.
 //
 // If you need to pass a specific context, use [Client.ListTaskTypesContext] instead.
-func (a *Client) ListTaskTypes(params *ListTaskTypesParams, opts ...ClientOption) (*ListTaskTypesOK, error) {
+func (a *Client) ListTaskTypes(params *ListTaskTypesParams, authInfo runtime.ClientAuthInfoWriter, opts ...ClientOption) (*ListTaskTypesOK, error) {
 	var ctx context.Context
 	if params != nil && params.inner.ctx != nil {
 		ctx = params.inner.ctx
@@ -453,13 +458,13 @@ func (a *Client) ListTaskTypes(params *ListTaskTypesParams, opts ...ClientOption
 		ctx = context.Background()
 	}
 
-	return a.ListTaskTypesContext(ctx, params, opts...)
+	return a.ListTaskTypesContext(ctx, params, authInfo, opts...)
 }
 
 // ListTaskTypesContext List (seen) task types.
 //
 // Do not use the deprecated [ListTaskTypesParams.Context] with this method: it would be ignored.
-func (a *Client) ListTaskTypesContext(ctx context.Context, params *ListTaskTypesParams, opts ...ClientOption) (*ListTaskTypesOK, error) {
+func (a *Client) ListTaskTypesContext(ctx context.Context, params *ListTaskTypesParams, authInfo runtime.ClientAuthInfoWriter, opts ...ClientOption) (*ListTaskTypesOK, error) {
 	// NOTE: parameters are not validated before sending
 	if params == nil {
 		params = NewListTaskTypesParams()
@@ -474,6 +479,7 @@ func (a *Client) ListTaskTypesContext(ctx context.Context, params *ListTaskTypes
 		Schemes:            []string{"http"},
 		Params:             params,
 		Reader:             &ListTaskTypesReader{formats: a.formats},
+		AuthInfo:           authInfo,
 		Client:             params.HTTPClient,
 	}
 
@@ -509,7 +515,7 @@ func (a *Client) ListTaskTypesContext(ctx context.Context, params *ListTaskTypes
 // However, timeout and opentracing contexts are honored whenever enabled.
 //
 // If you need to pass a specific context, use [Client.ListTasksContext] instead.
-func (a *Client) ListTasks(params *ListTasksParams, opts ...ClientOption) (*ListTasksOK, error) {
+func (a *Client) ListTasks(params *ListTasksParams, authInfo runtime.ClientAuthInfoWriter, opts ...ClientOption) (*ListTasksOK, error) {
 	var ctx context.Context
 	if params != nil && params.inner.ctx != nil {
 		ctx = params.inner.ctx
@@ -517,7 +523,7 @@ func (a *Client) ListTasks(params *ListTasksParams, opts ...ClientOption) (*List
 		ctx = context.Background()
 	}
 
-	return a.ListTasksContext(ctx, params, opts...)
+	return a.ListTasksContext(ctx, params, authInfo, opts...)
 }
 
 // ListTasksContext List tasks from the events state, as an object keyed by task id in
@@ -525,7 +531,7 @@ func (a *Client) ListTasks(params *ListTasksParams, opts ...ClientOption) (*List
 // .
 //
 // Do not use the deprecated [ListTasksParams.Context] with this method: it would be ignored.
-func (a *Client) ListTasksContext(ctx context.Context, params *ListTasksParams, opts ...ClientOption) (*ListTasksOK, error) {
+func (a *Client) ListTasksContext(ctx context.Context, params *ListTasksParams, authInfo runtime.ClientAuthInfoWriter, opts ...ClientOption) (*ListTasksOK, error) {
 	// NOTE: parameters are not validated before sending
 	if params == nil {
 		params = NewListTasksParams()
@@ -540,6 +546,7 @@ func (a *Client) ListTasksContext(ctx context.Context, params *ListTasksParams, 
 		Schemes:            []string{"http"},
 		Params:             params,
 		Reader:             &ListTasksReader{formats: a.formats},
+		AuthInfo:           authInfo,
 		Client:             params.HTTPClient,
 	}
 
@@ -573,7 +580,7 @@ func (a *Client) ListTasksContext(ctx context.Context, params *ListTasksParams, 
 // However, timeout and opentracing contexts are honored whenever enabled.
 //
 // If you need to pass a specific context, use [Client.RevokeTaskContext] instead.
-func (a *Client) RevokeTask(params *RevokeTaskParams, opts ...ClientOption) (*RevokeTaskOK, error) {
+func (a *Client) RevokeTask(params *RevokeTaskParams, authInfo runtime.ClientAuthInfoWriter, opts ...ClientOption) (*RevokeTaskOK, error) {
 	var ctx context.Context
 	if params != nil && params.inner.ctx != nil {
 		ctx = params.inner.ctx
@@ -581,13 +588,13 @@ func (a *Client) RevokeTask(params *RevokeTaskParams, opts ...ClientOption) (*Re
 		ctx = context.Background()
 	}
 
-	return a.RevokeTaskContext(ctx, params, opts...)
+	return a.RevokeTaskContext(ctx, params, authInfo, opts...)
 }
 
 // RevokeTaskContext Revoke a task (broadcast to every worker).
 //
 // Do not use the deprecated [RevokeTaskParams.Context] with this method: it would be ignored.
-func (a *Client) RevokeTaskContext(ctx context.Context, params *RevokeTaskParams, opts ...ClientOption) (*RevokeTaskOK, error) {
+func (a *Client) RevokeTaskContext(ctx context.Context, params *RevokeTaskParams, authInfo runtime.ClientAuthInfoWriter, opts ...ClientOption) (*RevokeTaskOK, error) {
 	// NOTE: parameters are not validated before sending
 	if params == nil {
 		params = NewRevokeTaskParams()
@@ -602,6 +609,7 @@ func (a *Client) RevokeTaskContext(ctx context.Context, params *RevokeTaskParams
 		Schemes:            []string{"http"},
 		Params:             params,
 		Reader:             &RevokeTaskReader{formats: a.formats},
+		AuthInfo:           authInfo,
 		Client:             params.HTTPClient,
 	}
 
@@ -635,7 +643,7 @@ func (a *Client) RevokeTaskContext(ctx context.Context, params *RevokeTaskParams
 // However, timeout and opentracing contexts are honored whenever enabled.
 //
 // If you need to pass a specific context, use [Client.SendTaskContext] instead.
-func (a *Client) SendTask(params *SendTaskParams, opts ...ClientOption) (*SendTaskOK, error) {
+func (a *Client) SendTask(params *SendTaskParams, authInfo runtime.ClientAuthInfoWriter, opts ...ClientOption) (*SendTaskOK, error) {
 	var ctx context.Context
 	if params != nil && params.inner.ctx != nil {
 		ctx = params.inner.ctx
@@ -643,13 +651,13 @@ func (a *Client) SendTask(params *SendTaskParams, opts ...ClientOption) (*SendTa
 		ctx = context.Background()
 	}
 
-	return a.SendTaskContext(ctx, params, opts...)
+	return a.SendTaskContext(ctx, params, authInfo, opts...)
 }
 
 // SendTaskContext Execute a task by name (doesn't require a task source).
 //
 // Do not use the deprecated [SendTaskParams.Context] with this method: it would be ignored.
-func (a *Client) SendTaskContext(ctx context.Context, params *SendTaskParams, opts ...ClientOption) (*SendTaskOK, error) {
+func (a *Client) SendTaskContext(ctx context.Context, params *SendTaskParams, authInfo runtime.ClientAuthInfoWriter, opts ...ClientOption) (*SendTaskOK, error) {
 	// NOTE: parameters are not validated before sending
 	if params == nil {
 		params = NewSendTaskParams()
@@ -664,6 +672,7 @@ func (a *Client) SendTaskContext(ctx context.Context, params *SendTaskParams, op
 		Schemes:            []string{"http"},
 		Params:             params,
 		Reader:             &SendTaskReader{formats: a.formats},
+		AuthInfo:           authInfo,
 		Client:             params.HTTPClient,
 	}
 
@@ -700,7 +709,7 @@ func (a *Client) SendTaskContext(ctx context.Context, params *SendTaskParams, op
 // However, timeout and opentracing contexts are honored whenever enabled.
 //
 // If you need to pass a specific context, use [Client.SetTaskRateLimitContext] instead.
-func (a *Client) SetTaskRateLimit(params *SetTaskRateLimitParams, opts ...ClientOption) (*SetTaskRateLimitOK, error) {
+func (a *Client) SetTaskRateLimit(params *SetTaskRateLimitParams, authInfo runtime.ClientAuthInfoWriter, opts ...ClientOption) (*SetTaskRateLimitOK, error) {
 	var ctx context.Context
 	if params != nil && params.inner.ctx != nil {
 		ctx = params.inner.ctx
@@ -708,7 +717,7 @@ func (a *Client) SetTaskRateLimit(params *SetTaskRateLimitParams, opts ...Client
 		ctx = context.Background()
 	}
 
-	return a.SetTaskRateLimitContext(ctx, params, opts...)
+	return a.SetTaskRateLimitContext(ctx, params, authInfo, opts...)
 }
 
 // SetTaskRateLimitContext Change rate limit for a task. The rate is a number of tasks per second
@@ -717,7 +726,7 @@ func (a *Client) SetTaskRateLimit(params *SetTaskRateLimitParams, opts ...Client
 // .
 //
 // Do not use the deprecated [SetTaskRateLimitParams.Context] with this method: it would be ignored.
-func (a *Client) SetTaskRateLimitContext(ctx context.Context, params *SetTaskRateLimitParams, opts ...ClientOption) (*SetTaskRateLimitOK, error) {
+func (a *Client) SetTaskRateLimitContext(ctx context.Context, params *SetTaskRateLimitParams, authInfo runtime.ClientAuthInfoWriter, opts ...ClientOption) (*SetTaskRateLimitOK, error) {
 	// NOTE: parameters are not validated before sending
 	if params == nil {
 		params = NewSetTaskRateLimitParams()
@@ -732,6 +741,7 @@ func (a *Client) SetTaskRateLimitContext(ctx context.Context, params *SetTaskRat
 		Schemes:            []string{"http"},
 		Params:             params,
 		Reader:             &SetTaskRateLimitReader{formats: a.formats},
+		AuthInfo:           authInfo,
 		Client:             params.HTTPClient,
 	}
 
@@ -765,7 +775,7 @@ func (a *Client) SetTaskRateLimitContext(ctx context.Context, params *SetTaskRat
 // However, timeout and opentracing contexts are honored whenever enabled.
 //
 // If you need to pass a specific context, use [Client.SetTaskTimeoutContext] instead.
-func (a *Client) SetTaskTimeout(params *SetTaskTimeoutParams, opts ...ClientOption) (*SetTaskTimeoutOK, error) {
+func (a *Client) SetTaskTimeout(params *SetTaskTimeoutParams, authInfo runtime.ClientAuthInfoWriter, opts ...ClientOption) (*SetTaskTimeoutOK, error) {
 	var ctx context.Context
 	if params != nil && params.inner.ctx != nil {
 		ctx = params.inner.ctx
@@ -773,13 +783,13 @@ func (a *Client) SetTaskTimeout(params *SetTaskTimeoutParams, opts ...ClientOpti
 		ctx = context.Background()
 	}
 
-	return a.SetTaskTimeoutContext(ctx, params, opts...)
+	return a.SetTaskTimeoutContext(ctx, params, authInfo, opts...)
 }
 
 // SetTaskTimeoutContext Change soft and hard time limits for a task.
 //
 // Do not use the deprecated [SetTaskTimeoutParams.Context] with this method: it would be ignored.
-func (a *Client) SetTaskTimeoutContext(ctx context.Context, params *SetTaskTimeoutParams, opts ...ClientOption) (*SetTaskTimeoutOK, error) {
+func (a *Client) SetTaskTimeoutContext(ctx context.Context, params *SetTaskTimeoutParams, authInfo runtime.ClientAuthInfoWriter, opts ...ClientOption) (*SetTaskTimeoutOK, error) {
 	// NOTE: parameters are not validated before sending
 	if params == nil {
 		params = NewSetTaskTimeoutParams()
@@ -794,6 +804,7 @@ func (a *Client) SetTaskTimeoutContext(ctx context.Context, params *SetTaskTimeo
 		Schemes:            []string{"http"},
 		Params:             params,
 		Reader:             &SetTaskTimeoutReader{formats: a.formats},
+		AuthInfo:           authInfo,
 		Client:             params.HTTPClient,
 	}
 

@@ -57,52 +57,52 @@ type ClientOption func(*runtime.ClientOperation)
 type ClientService interface {
 
 	// AddConsumer Start consuming from a queue.
-	AddConsumer(params *AddConsumerParams, opts ...ClientOption) (*AddConsumerOK, error)
+	AddConsumer(params *AddConsumerParams, authInfo runtime.ClientAuthInfoWriter, opts ...ClientOption) (*AddConsumerOK, error)
 
 	// AddConsumerContext Start consuming from a queue.
-	AddConsumerContext(ctx context.Context, params *AddConsumerParams, opts ...ClientOption) (*AddConsumerOK, error)
+	AddConsumerContext(ctx context.Context, params *AddConsumerParams, authInfo runtime.ClientAuthInfoWriter, opts ...ClientOption) (*AddConsumerOK, error)
 
 	// AutoscaleWorkerPool Autoscale a worker pool (the worker needs --autoscale).
-	AutoscaleWorkerPool(params *AutoscaleWorkerPoolParams, opts ...ClientOption) (*AutoscaleWorkerPoolOK, error)
+	AutoscaleWorkerPool(params *AutoscaleWorkerPoolParams, authInfo runtime.ClientAuthInfoWriter, opts ...ClientOption) (*AutoscaleWorkerPoolOK, error)
 
 	// AutoscaleWorkerPoolContext Autoscale a worker pool (the worker needs --autoscale).
-	AutoscaleWorkerPoolContext(ctx context.Context, params *AutoscaleWorkerPoolParams, opts ...ClientOption) (*AutoscaleWorkerPoolOK, error)
+	AutoscaleWorkerPoolContext(ctx context.Context, params *AutoscaleWorkerPoolParams, authInfo runtime.ClientAuthInfoWriter, opts ...ClientOption) (*AutoscaleWorkerPoolOK, error)
 
 	// CancelConsumer Stop consuming from a queue.
-	CancelConsumer(params *CancelConsumerParams, opts ...ClientOption) (*CancelConsumerOK, error)
+	CancelConsumer(params *CancelConsumerParams, authInfo runtime.ClientAuthInfoWriter, opts ...ClientOption) (*CancelConsumerOK, error)
 
 	// CancelConsumerContext Stop consuming from a queue.
-	CancelConsumerContext(ctx context.Context, params *CancelConsumerParams, opts ...ClientOption) (*CancelConsumerOK, error)
+	CancelConsumerContext(ctx context.Context, params *CancelConsumerParams, authInfo runtime.ClientAuthInfoWriter, opts ...ClientOption) (*CancelConsumerOK, error)
 
 	// GrowWorkerPool Grow a worker's pool.
-	GrowWorkerPool(params *GrowWorkerPoolParams, opts ...ClientOption) (*GrowWorkerPoolOK, error)
+	GrowWorkerPool(params *GrowWorkerPoolParams, authInfo runtime.ClientAuthInfoWriter, opts ...ClientOption) (*GrowWorkerPoolOK, error)
 
 	// GrowWorkerPoolContext Grow a worker's pool.
-	GrowWorkerPoolContext(ctx context.Context, params *GrowWorkerPoolParams, opts ...ClientOption) (*GrowWorkerPoolOK, error)
+	GrowWorkerPoolContext(ctx context.Context, params *GrowWorkerPoolParams, authInfo runtime.ClientAuthInfoWriter, opts ...ClientOption) (*GrowWorkerPoolOK, error)
 
 	// ListWorkers List workers: the latest inspection of each worker (stats, active_queues, registered, scheduled, active, reserved, revoked, conf, timestamp). With status=true, `{worker: alive}` from event heartbeats. .
-	ListWorkers(params *ListWorkersParams, opts ...ClientOption) (*ListWorkersOK, error)
+	ListWorkers(params *ListWorkersParams, authInfo runtime.ClientAuthInfoWriter, opts ...ClientOption) (*ListWorkersOK, error)
 
 	// ListWorkersContext List workers: the latest inspection of each worker (stats, active_queues, registered, scheduled, active, reserved, revoked, conf, timestamp). With status=true, `{worker: alive}` from event heartbeats. .
-	ListWorkersContext(ctx context.Context, params *ListWorkersParams, opts ...ClientOption) (*ListWorkersOK, error)
+	ListWorkersContext(ctx context.Context, params *ListWorkersParams, authInfo runtime.ClientAuthInfoWriter, opts ...ClientOption) (*ListWorkersOK, error)
 
 	// RestartWorkerPool Restart a worker's pool (the worker needs worker_pool_restarts).
-	RestartWorkerPool(params *RestartWorkerPoolParams, opts ...ClientOption) (*RestartWorkerPoolOK, error)
+	RestartWorkerPool(params *RestartWorkerPoolParams, authInfo runtime.ClientAuthInfoWriter, opts ...ClientOption) (*RestartWorkerPoolOK, error)
 
 	// RestartWorkerPoolContext Restart a worker's pool (the worker needs worker_pool_restarts).
-	RestartWorkerPoolContext(ctx context.Context, params *RestartWorkerPoolParams, opts ...ClientOption) (*RestartWorkerPoolOK, error)
+	RestartWorkerPoolContext(ctx context.Context, params *RestartWorkerPoolParams, authInfo runtime.ClientAuthInfoWriter, opts ...ClientOption) (*RestartWorkerPoolOK, error)
 
 	// ShrinkWorkerPool Shrink a worker's pool.
-	ShrinkWorkerPool(params *ShrinkWorkerPoolParams, opts ...ClientOption) (*ShrinkWorkerPoolOK, error)
+	ShrinkWorkerPool(params *ShrinkWorkerPoolParams, authInfo runtime.ClientAuthInfoWriter, opts ...ClientOption) (*ShrinkWorkerPoolOK, error)
 
 	// ShrinkWorkerPoolContext Shrink a worker's pool.
-	ShrinkWorkerPoolContext(ctx context.Context, params *ShrinkWorkerPoolParams, opts ...ClientOption) (*ShrinkWorkerPoolOK, error)
+	ShrinkWorkerPoolContext(ctx context.Context, params *ShrinkWorkerPoolParams, authInfo runtime.ClientAuthInfoWriter, opts ...ClientOption) (*ShrinkWorkerPoolOK, error)
 
 	// ShutdownWorker Shut down a worker.
-	ShutdownWorker(params *ShutdownWorkerParams, opts ...ClientOption) (*ShutdownWorkerOK, error)
+	ShutdownWorker(params *ShutdownWorkerParams, authInfo runtime.ClientAuthInfoWriter, opts ...ClientOption) (*ShutdownWorkerOK, error)
 
 	// ShutdownWorkerContext Shut down a worker.
-	ShutdownWorkerContext(ctx context.Context, params *ShutdownWorkerParams, opts ...ClientOption) (*ShutdownWorkerOK, error)
+	ShutdownWorkerContext(ctx context.Context, params *ShutdownWorkerParams, authInfo runtime.ClientAuthInfoWriter, opts ...ClientOption) (*ShutdownWorkerOK, error)
 
 	SetTransport(transport runtime.ContextualTransport)
 }
@@ -113,7 +113,7 @@ type ClientService interface {
 // However, timeout and opentracing contexts are honored whenever enabled.
 //
 // If you need to pass a specific context, use [Client.AddConsumerContext] instead.
-func (a *Client) AddConsumer(params *AddConsumerParams, opts ...ClientOption) (*AddConsumerOK, error) {
+func (a *Client) AddConsumer(params *AddConsumerParams, authInfo runtime.ClientAuthInfoWriter, opts ...ClientOption) (*AddConsumerOK, error) {
 	var ctx context.Context
 	if params != nil && params.inner.ctx != nil {
 		ctx = params.inner.ctx
@@ -121,13 +121,13 @@ func (a *Client) AddConsumer(params *AddConsumerParams, opts ...ClientOption) (*
 		ctx = context.Background()
 	}
 
-	return a.AddConsumerContext(ctx, params, opts...)
+	return a.AddConsumerContext(ctx, params, authInfo, opts...)
 }
 
 // AddConsumerContext Start consuming from a queue.
 //
 // Do not use the deprecated [AddConsumerParams.Context] with this method: it would be ignored.
-func (a *Client) AddConsumerContext(ctx context.Context, params *AddConsumerParams, opts ...ClientOption) (*AddConsumerOK, error) {
+func (a *Client) AddConsumerContext(ctx context.Context, params *AddConsumerParams, authInfo runtime.ClientAuthInfoWriter, opts ...ClientOption) (*AddConsumerOK, error) {
 	// NOTE: parameters are not validated before sending
 	if params == nil {
 		params = NewAddConsumerParams()
@@ -142,6 +142,7 @@ func (a *Client) AddConsumerContext(ctx context.Context, params *AddConsumerPara
 		Schemes:            []string{"http"},
 		Params:             params,
 		Reader:             &AddConsumerReader{formats: a.formats},
+		AuthInfo:           authInfo,
 		Client:             params.HTTPClient,
 	}
 
@@ -175,7 +176,7 @@ func (a *Client) AddConsumerContext(ctx context.Context, params *AddConsumerPara
 // However, timeout and opentracing contexts are honored whenever enabled.
 //
 // If you need to pass a specific context, use [Client.AutoscaleWorkerPoolContext] instead.
-func (a *Client) AutoscaleWorkerPool(params *AutoscaleWorkerPoolParams, opts ...ClientOption) (*AutoscaleWorkerPoolOK, error) {
+func (a *Client) AutoscaleWorkerPool(params *AutoscaleWorkerPoolParams, authInfo runtime.ClientAuthInfoWriter, opts ...ClientOption) (*AutoscaleWorkerPoolOK, error) {
 	var ctx context.Context
 	if params != nil && params.inner.ctx != nil {
 		ctx = params.inner.ctx
@@ -183,13 +184,13 @@ func (a *Client) AutoscaleWorkerPool(params *AutoscaleWorkerPoolParams, opts ...
 		ctx = context.Background()
 	}
 
-	return a.AutoscaleWorkerPoolContext(ctx, params, opts...)
+	return a.AutoscaleWorkerPoolContext(ctx, params, authInfo, opts...)
 }
 
 // AutoscaleWorkerPoolContext Autoscale a worker pool (the worker needs --autoscale).
 //
 // Do not use the deprecated [AutoscaleWorkerPoolParams.Context] with this method: it would be ignored.
-func (a *Client) AutoscaleWorkerPoolContext(ctx context.Context, params *AutoscaleWorkerPoolParams, opts ...ClientOption) (*AutoscaleWorkerPoolOK, error) {
+func (a *Client) AutoscaleWorkerPoolContext(ctx context.Context, params *AutoscaleWorkerPoolParams, authInfo runtime.ClientAuthInfoWriter, opts ...ClientOption) (*AutoscaleWorkerPoolOK, error) {
 	// NOTE: parameters are not validated before sending
 	if params == nil {
 		params = NewAutoscaleWorkerPoolParams()
@@ -204,6 +205,7 @@ func (a *Client) AutoscaleWorkerPoolContext(ctx context.Context, params *Autosca
 		Schemes:            []string{"http"},
 		Params:             params,
 		Reader:             &AutoscaleWorkerPoolReader{formats: a.formats},
+		AuthInfo:           authInfo,
 		Client:             params.HTTPClient,
 	}
 
@@ -237,7 +239,7 @@ func (a *Client) AutoscaleWorkerPoolContext(ctx context.Context, params *Autosca
 // However, timeout and opentracing contexts are honored whenever enabled.
 //
 // If you need to pass a specific context, use [Client.CancelConsumerContext] instead.
-func (a *Client) CancelConsumer(params *CancelConsumerParams, opts ...ClientOption) (*CancelConsumerOK, error) {
+func (a *Client) CancelConsumer(params *CancelConsumerParams, authInfo runtime.ClientAuthInfoWriter, opts ...ClientOption) (*CancelConsumerOK, error) {
 	var ctx context.Context
 	if params != nil && params.inner.ctx != nil {
 		ctx = params.inner.ctx
@@ -245,13 +247,13 @@ func (a *Client) CancelConsumer(params *CancelConsumerParams, opts ...ClientOpti
 		ctx = context.Background()
 	}
 
-	return a.CancelConsumerContext(ctx, params, opts...)
+	return a.CancelConsumerContext(ctx, params, authInfo, opts...)
 }
 
 // CancelConsumerContext Stop consuming from a queue.
 //
 // Do not use the deprecated [CancelConsumerParams.Context] with this method: it would be ignored.
-func (a *Client) CancelConsumerContext(ctx context.Context, params *CancelConsumerParams, opts ...ClientOption) (*CancelConsumerOK, error) {
+func (a *Client) CancelConsumerContext(ctx context.Context, params *CancelConsumerParams, authInfo runtime.ClientAuthInfoWriter, opts ...ClientOption) (*CancelConsumerOK, error) {
 	// NOTE: parameters are not validated before sending
 	if params == nil {
 		params = NewCancelConsumerParams()
@@ -266,6 +268,7 @@ func (a *Client) CancelConsumerContext(ctx context.Context, params *CancelConsum
 		Schemes:            []string{"http"},
 		Params:             params,
 		Reader:             &CancelConsumerReader{formats: a.formats},
+		AuthInfo:           authInfo,
 		Client:             params.HTTPClient,
 	}
 
@@ -299,7 +302,7 @@ func (a *Client) CancelConsumerContext(ctx context.Context, params *CancelConsum
 // However, timeout and opentracing contexts are honored whenever enabled.
 //
 // If you need to pass a specific context, use [Client.GrowWorkerPoolContext] instead.
-func (a *Client) GrowWorkerPool(params *GrowWorkerPoolParams, opts ...ClientOption) (*GrowWorkerPoolOK, error) {
+func (a *Client) GrowWorkerPool(params *GrowWorkerPoolParams, authInfo runtime.ClientAuthInfoWriter, opts ...ClientOption) (*GrowWorkerPoolOK, error) {
 	var ctx context.Context
 	if params != nil && params.inner.ctx != nil {
 		ctx = params.inner.ctx
@@ -307,13 +310,13 @@ func (a *Client) GrowWorkerPool(params *GrowWorkerPoolParams, opts ...ClientOpti
 		ctx = context.Background()
 	}
 
-	return a.GrowWorkerPoolContext(ctx, params, opts...)
+	return a.GrowWorkerPoolContext(ctx, params, authInfo, opts...)
 }
 
 // GrowWorkerPoolContext Grow a worker's pool.
 //
 // Do not use the deprecated [GrowWorkerPoolParams.Context] with this method: it would be ignored.
-func (a *Client) GrowWorkerPoolContext(ctx context.Context, params *GrowWorkerPoolParams, opts ...ClientOption) (*GrowWorkerPoolOK, error) {
+func (a *Client) GrowWorkerPoolContext(ctx context.Context, params *GrowWorkerPoolParams, authInfo runtime.ClientAuthInfoWriter, opts ...ClientOption) (*GrowWorkerPoolOK, error) {
 	// NOTE: parameters are not validated before sending
 	if params == nil {
 		params = NewGrowWorkerPoolParams()
@@ -328,6 +331,7 @@ func (a *Client) GrowWorkerPoolContext(ctx context.Context, params *GrowWorkerPo
 		Schemes:            []string{"http"},
 		Params:             params,
 		Reader:             &GrowWorkerPoolReader{formats: a.formats},
+		AuthInfo:           authInfo,
 		Client:             params.HTTPClient,
 	}
 
@@ -364,7 +368,7 @@ func (a *Client) GrowWorkerPoolContext(ctx context.Context, params *GrowWorkerPo
 // However, timeout and opentracing contexts are honored whenever enabled.
 //
 // If you need to pass a specific context, use [Client.ListWorkersContext] instead.
-func (a *Client) ListWorkers(params *ListWorkersParams, opts ...ClientOption) (*ListWorkersOK, error) {
+func (a *Client) ListWorkers(params *ListWorkersParams, authInfo runtime.ClientAuthInfoWriter, opts ...ClientOption) (*ListWorkersOK, error) {
 	var ctx context.Context
 	if params != nil && params.inner.ctx != nil {
 		ctx = params.inner.ctx
@@ -372,7 +376,7 @@ func (a *Client) ListWorkers(params *ListWorkersParams, opts ...ClientOption) (*
 		ctx = context.Background()
 	}
 
-	return a.ListWorkersContext(ctx, params, opts...)
+	return a.ListWorkersContext(ctx, params, authInfo, opts...)
 }
 
 // ListWorkersContext List workers: the latest inspection of each worker (stats,
@@ -381,7 +385,7 @@ func (a *Client) ListWorkers(params *ListWorkersParams, opts ...ClientOption) (*
 // .
 //
 // Do not use the deprecated [ListWorkersParams.Context] with this method: it would be ignored.
-func (a *Client) ListWorkersContext(ctx context.Context, params *ListWorkersParams, opts ...ClientOption) (*ListWorkersOK, error) {
+func (a *Client) ListWorkersContext(ctx context.Context, params *ListWorkersParams, authInfo runtime.ClientAuthInfoWriter, opts ...ClientOption) (*ListWorkersOK, error) {
 	// NOTE: parameters are not validated before sending
 	if params == nil {
 		params = NewListWorkersParams()
@@ -396,6 +400,7 @@ func (a *Client) ListWorkersContext(ctx context.Context, params *ListWorkersPara
 		Schemes:            []string{"http"},
 		Params:             params,
 		Reader:             &ListWorkersReader{formats: a.formats},
+		AuthInfo:           authInfo,
 		Client:             params.HTTPClient,
 	}
 
@@ -429,7 +434,7 @@ func (a *Client) ListWorkersContext(ctx context.Context, params *ListWorkersPara
 // However, timeout and opentracing contexts are honored whenever enabled.
 //
 // If you need to pass a specific context, use [Client.RestartWorkerPoolContext] instead.
-func (a *Client) RestartWorkerPool(params *RestartWorkerPoolParams, opts ...ClientOption) (*RestartWorkerPoolOK, error) {
+func (a *Client) RestartWorkerPool(params *RestartWorkerPoolParams, authInfo runtime.ClientAuthInfoWriter, opts ...ClientOption) (*RestartWorkerPoolOK, error) {
 	var ctx context.Context
 	if params != nil && params.inner.ctx != nil {
 		ctx = params.inner.ctx
@@ -437,13 +442,13 @@ func (a *Client) RestartWorkerPool(params *RestartWorkerPoolParams, opts ...Clie
 		ctx = context.Background()
 	}
 
-	return a.RestartWorkerPoolContext(ctx, params, opts...)
+	return a.RestartWorkerPoolContext(ctx, params, authInfo, opts...)
 }
 
 // RestartWorkerPoolContext Restart a worker's pool (the worker needs worker_pool_restarts).
 //
 // Do not use the deprecated [RestartWorkerPoolParams.Context] with this method: it would be ignored.
-func (a *Client) RestartWorkerPoolContext(ctx context.Context, params *RestartWorkerPoolParams, opts ...ClientOption) (*RestartWorkerPoolOK, error) {
+func (a *Client) RestartWorkerPoolContext(ctx context.Context, params *RestartWorkerPoolParams, authInfo runtime.ClientAuthInfoWriter, opts ...ClientOption) (*RestartWorkerPoolOK, error) {
 	// NOTE: parameters are not validated before sending
 	if params == nil {
 		params = NewRestartWorkerPoolParams()
@@ -458,6 +463,7 @@ func (a *Client) RestartWorkerPoolContext(ctx context.Context, params *RestartWo
 		Schemes:            []string{"http"},
 		Params:             params,
 		Reader:             &RestartWorkerPoolReader{formats: a.formats},
+		AuthInfo:           authInfo,
 		Client:             params.HTTPClient,
 	}
 
@@ -491,7 +497,7 @@ func (a *Client) RestartWorkerPoolContext(ctx context.Context, params *RestartWo
 // However, timeout and opentracing contexts are honored whenever enabled.
 //
 // If you need to pass a specific context, use [Client.ShrinkWorkerPoolContext] instead.
-func (a *Client) ShrinkWorkerPool(params *ShrinkWorkerPoolParams, opts ...ClientOption) (*ShrinkWorkerPoolOK, error) {
+func (a *Client) ShrinkWorkerPool(params *ShrinkWorkerPoolParams, authInfo runtime.ClientAuthInfoWriter, opts ...ClientOption) (*ShrinkWorkerPoolOK, error) {
 	var ctx context.Context
 	if params != nil && params.inner.ctx != nil {
 		ctx = params.inner.ctx
@@ -499,13 +505,13 @@ func (a *Client) ShrinkWorkerPool(params *ShrinkWorkerPoolParams, opts ...Client
 		ctx = context.Background()
 	}
 
-	return a.ShrinkWorkerPoolContext(ctx, params, opts...)
+	return a.ShrinkWorkerPoolContext(ctx, params, authInfo, opts...)
 }
 
 // ShrinkWorkerPoolContext Shrink a worker's pool.
 //
 // Do not use the deprecated [ShrinkWorkerPoolParams.Context] with this method: it would be ignored.
-func (a *Client) ShrinkWorkerPoolContext(ctx context.Context, params *ShrinkWorkerPoolParams, opts ...ClientOption) (*ShrinkWorkerPoolOK, error) {
+func (a *Client) ShrinkWorkerPoolContext(ctx context.Context, params *ShrinkWorkerPoolParams, authInfo runtime.ClientAuthInfoWriter, opts ...ClientOption) (*ShrinkWorkerPoolOK, error) {
 	// NOTE: parameters are not validated before sending
 	if params == nil {
 		params = NewShrinkWorkerPoolParams()
@@ -520,6 +526,7 @@ func (a *Client) ShrinkWorkerPoolContext(ctx context.Context, params *ShrinkWork
 		Schemes:            []string{"http"},
 		Params:             params,
 		Reader:             &ShrinkWorkerPoolReader{formats: a.formats},
+		AuthInfo:           authInfo,
 		Client:             params.HTTPClient,
 	}
 
@@ -553,7 +560,7 @@ func (a *Client) ShrinkWorkerPoolContext(ctx context.Context, params *ShrinkWork
 // However, timeout and opentracing contexts are honored whenever enabled.
 //
 // If you need to pass a specific context, use [Client.ShutdownWorkerContext] instead.
-func (a *Client) ShutdownWorker(params *ShutdownWorkerParams, opts ...ClientOption) (*ShutdownWorkerOK, error) {
+func (a *Client) ShutdownWorker(params *ShutdownWorkerParams, authInfo runtime.ClientAuthInfoWriter, opts ...ClientOption) (*ShutdownWorkerOK, error) {
 	var ctx context.Context
 	if params != nil && params.inner.ctx != nil {
 		ctx = params.inner.ctx
@@ -561,13 +568,13 @@ func (a *Client) ShutdownWorker(params *ShutdownWorkerParams, opts ...ClientOpti
 		ctx = context.Background()
 	}
 
-	return a.ShutdownWorkerContext(ctx, params, opts...)
+	return a.ShutdownWorkerContext(ctx, params, authInfo, opts...)
 }
 
 // ShutdownWorkerContext Shut down a worker.
 //
 // Do not use the deprecated [ShutdownWorkerParams.Context] with this method: it would be ignored.
-func (a *Client) ShutdownWorkerContext(ctx context.Context, params *ShutdownWorkerParams, opts ...ClientOption) (*ShutdownWorkerOK, error) {
+func (a *Client) ShutdownWorkerContext(ctx context.Context, params *ShutdownWorkerParams, authInfo runtime.ClientAuthInfoWriter, opts ...ClientOption) (*ShutdownWorkerOK, error) {
 	// NOTE: parameters are not validated before sending
 	if params == nil {
 		params = NewShutdownWorkerParams()
@@ -582,6 +589,7 @@ func (a *Client) ShutdownWorkerContext(ctx context.Context, params *ShutdownWork
 		Schemes:            []string{"http"},
 		Params:             params,
 		Reader:             &ShutdownWorkerReader{formats: a.formats},
+		AuthInfo:           authInfo,
 		Client:             params.HTTPClient,
 	}
 

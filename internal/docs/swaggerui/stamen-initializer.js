@@ -2,6 +2,7 @@
 // --url_prefix and behind proxies.
 window.onload = function () {
   var base = window.location.pathname.replace(/\/docs\/?(index\.html)?$/, "");
+  var origin = window.location.origin;
   window.ui = SwaggerUIBundle({
     url: base + "/swagger.json",
     dom_id: "#swagger-ui",
@@ -9,6 +10,14 @@ window.onload = function () {
     presets: [SwaggerUIBundle.presets.apis, SwaggerUIStandalonePreset],
     plugins: [SwaggerUIBundle.plugins.DownloadUrl],
     layout: "StandaloneLayout",
-    persistAuthorization: true
+    persistAuthorization: true,
+    // The spec's basePath is "/", so under --url_prefix the calls of "Try
+    // it out" would miss the prefix the operations are served under.
+    requestInterceptor: function (req) {
+      if (base && !req.loadSpec && req.url.indexOf(origin + "/") === 0) {
+        req.url = origin + base + req.url.slice(origin.length);
+      }
+      return req;
+    }
   });
 };

@@ -9,16 +9,16 @@ import (
 )
 
 // StreamEventsHandlerFunc turns a function with the right signature into a stream events handler
-type StreamEventsHandlerFunc func(StreamEventsParams) middleware.Responder
+type StreamEventsHandlerFunc func(StreamEventsParams, any) middleware.Responder
 
 // Handle executing the request and returning a response
-func (fn StreamEventsHandlerFunc) Handle(params StreamEventsParams) middleware.Responder {
-	return fn(params)
+func (fn StreamEventsHandlerFunc) Handle(params StreamEventsParams, principal any) middleware.Responder {
+	return fn(params, principal)
 }
 
 // StreamEventsHandler interface for that can handle valid stream events params
 type StreamEventsHandler interface {
-	Handle(StreamEventsParams) middleware.Responder
+	Handle(StreamEventsParams, any) middleware.Responder
 }
 
 // NewStreamEvents creates a new http.Handler for the stream events operation
@@ -43,12 +43,25 @@ func (o *StreamEvents) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 		*r = *rCtx
 	}
 	params := NewStreamEventsParams()
+	uprinc, aCtx, err := o.Context.Authorize(r, route)
+	if err != nil {
+		o.Context.Respond(rw, r, route.Produces, route, err)
+		return
+	}
+	if aCtx != nil {
+		*r = *aCtx
+	}
+	var principal any
+	if uprinc != nil {
+		principal = uprinc
+	}
+
 	if err := o.Context.BindValidRequest(r, route, &params); err != nil { // bind params
 		o.Context.Respond(rw, r, route.Produces, route, err)
 		return
 	}
 
-	res := o.Handler.Handle(params) // actually handle the request
+	res := o.Handler.Handle(params, principal) // actually handle the request
 
 	o.Context.Respond(rw, r, route.Produces, route, res)
 

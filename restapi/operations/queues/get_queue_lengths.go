@@ -9,16 +9,16 @@ import (
 )
 
 // GetQueueLengthsHandlerFunc turns a function with the right signature into a get queue lengths handler
-type GetQueueLengthsHandlerFunc func(GetQueueLengthsParams) middleware.Responder
+type GetQueueLengthsHandlerFunc func(GetQueueLengthsParams, any) middleware.Responder
 
 // Handle executing the request and returning a response
-func (fn GetQueueLengthsHandlerFunc) Handle(params GetQueueLengthsParams) middleware.Responder {
-	return fn(params)
+func (fn GetQueueLengthsHandlerFunc) Handle(params GetQueueLengthsParams, principal any) middleware.Responder {
+	return fn(params, principal)
 }
 
 // GetQueueLengthsHandler interface for that can handle valid get queue lengths params
 type GetQueueLengthsHandler interface {
-	Handle(GetQueueLengthsParams) middleware.Responder
+	Handle(GetQueueLengthsParams, any) middleware.Responder
 }
 
 // NewGetQueueLengths creates a new http.Handler for the get queue lengths operation
@@ -40,12 +40,25 @@ func (o *GetQueueLengths) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 		*r = *rCtx
 	}
 	params := NewGetQueueLengthsParams()
+	uprinc, aCtx, err := o.Context.Authorize(r, route)
+	if err != nil {
+		o.Context.Respond(rw, r, route.Produces, route, err)
+		return
+	}
+	if aCtx != nil {
+		*r = *aCtx
+	}
+	var principal any
+	if uprinc != nil {
+		principal = uprinc
+	}
+
 	if err := o.Context.BindValidRequest(r, route, &params); err != nil { // bind params
 		o.Context.Respond(rw, r, route.Produces, route, err)
 		return
 	}
 
-	res := o.Handler.Handle(params) // actually handle the request
+	res := o.Handler.Handle(params, principal) // actually handle the request
 
 	o.Context.Respond(rw, r, route.Produces, route, res)
 

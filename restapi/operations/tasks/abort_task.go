@@ -9,16 +9,16 @@ import (
 )
 
 // AbortTaskHandlerFunc turns a function with the right signature into a abort task handler
-type AbortTaskHandlerFunc func(AbortTaskParams) middleware.Responder
+type AbortTaskHandlerFunc func(AbortTaskParams, any) middleware.Responder
 
 // Handle executing the request and returning a response
-func (fn AbortTaskHandlerFunc) Handle(params AbortTaskParams) middleware.Responder {
-	return fn(params)
+func (fn AbortTaskHandlerFunc) Handle(params AbortTaskParams, principal any) middleware.Responder {
+	return fn(params, principal)
 }
 
 // AbortTaskHandler interface for that can handle valid abort task params
 type AbortTaskHandler interface {
-	Handle(AbortTaskParams) middleware.Responder
+	Handle(AbortTaskParams, any) middleware.Responder
 }
 
 // NewAbortTask creates a new http.Handler for the abort task operation
@@ -40,12 +40,25 @@ func (o *AbortTask) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 		*r = *rCtx
 	}
 	params := NewAbortTaskParams()
+	uprinc, aCtx, err := o.Context.Authorize(r, route)
+	if err != nil {
+		o.Context.Respond(rw, r, route.Produces, route, err)
+		return
+	}
+	if aCtx != nil {
+		*r = *aCtx
+	}
+	var principal any
+	if uprinc != nil {
+		principal = uprinc
+	}
+
 	if err := o.Context.BindValidRequest(r, route, &params); err != nil { // bind params
 		o.Context.Respond(rw, r, route.Produces, route, err)
 		return
 	}
 
-	res := o.Handler.Handle(params) // actually handle the request
+	res := o.Handler.Handle(params, principal) // actually handle the request
 
 	o.Context.Respond(rw, r, route.Produces, route, res)
 

@@ -9,16 +9,16 @@ import (
 )
 
 // ApplyTaskHandlerFunc turns a function with the right signature into a apply task handler
-type ApplyTaskHandlerFunc func(ApplyTaskParams) middleware.Responder
+type ApplyTaskHandlerFunc func(ApplyTaskParams, any) middleware.Responder
 
 // Handle executing the request and returning a response
-func (fn ApplyTaskHandlerFunc) Handle(params ApplyTaskParams) middleware.Responder {
-	return fn(params)
+func (fn ApplyTaskHandlerFunc) Handle(params ApplyTaskParams, principal any) middleware.Responder {
+	return fn(params, principal)
 }
 
 // ApplyTaskHandler interface for that can handle valid apply task params
 type ApplyTaskHandler interface {
-	Handle(ApplyTaskParams) middleware.Responder
+	Handle(ApplyTaskParams, any) middleware.Responder
 }
 
 // NewApplyTask creates a new http.Handler for the apply task operation
@@ -41,12 +41,25 @@ func (o *ApplyTask) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 		*r = *rCtx
 	}
 	params := NewApplyTaskParams()
+	uprinc, aCtx, err := o.Context.Authorize(r, route)
+	if err != nil {
+		o.Context.Respond(rw, r, route.Produces, route, err)
+		return
+	}
+	if aCtx != nil {
+		*r = *aCtx
+	}
+	var principal any
+	if uprinc != nil {
+		principal = uprinc
+	}
+
 	if err := o.Context.BindValidRequest(r, route, &params); err != nil { // bind params
 		o.Context.Respond(rw, r, route.Produces, route, err)
 		return
 	}
 
-	res := o.Handler.Handle(params) // actually handle the request
+	res := o.Handler.Handle(params, principal) // actually handle the request
 
 	o.Context.Respond(rw, r, route.Produces, route, res)
 

@@ -9,16 +9,16 @@ import (
 )
 
 // AsyncApplyTaskHandlerFunc turns a function with the right signature into a async apply task handler
-type AsyncApplyTaskHandlerFunc func(AsyncApplyTaskParams) middleware.Responder
+type AsyncApplyTaskHandlerFunc func(AsyncApplyTaskParams, any) middleware.Responder
 
 // Handle executing the request and returning a response
-func (fn AsyncApplyTaskHandlerFunc) Handle(params AsyncApplyTaskParams) middleware.Responder {
-	return fn(params)
+func (fn AsyncApplyTaskHandlerFunc) Handle(params AsyncApplyTaskParams, principal any) middleware.Responder {
+	return fn(params, principal)
 }
 
 // AsyncApplyTaskHandler interface for that can handle valid async apply task params
 type AsyncApplyTaskHandler interface {
-	Handle(AsyncApplyTaskParams) middleware.Responder
+	Handle(AsyncApplyTaskParams, any) middleware.Responder
 }
 
 // NewAsyncApplyTask creates a new http.Handler for the async apply task operation
@@ -40,12 +40,25 @@ func (o *AsyncApplyTask) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 		*r = *rCtx
 	}
 	params := NewAsyncApplyTaskParams()
+	uprinc, aCtx, err := o.Context.Authorize(r, route)
+	if err != nil {
+		o.Context.Respond(rw, r, route.Produces, route, err)
+		return
+	}
+	if aCtx != nil {
+		*r = *aCtx
+	}
+	var principal any
+	if uprinc != nil {
+		principal = uprinc
+	}
+
 	if err := o.Context.BindValidRequest(r, route, &params); err != nil { // bind params
 		o.Context.Respond(rw, r, route.Produces, route, err)
 		return
 	}
 
-	res := o.Handler.Handle(params) // actually handle the request
+	res := o.Handler.Handle(params, principal) // actually handle the request
 
 	o.Context.Respond(rw, r, route.Produces, route, res)
 

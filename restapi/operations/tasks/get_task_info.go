@@ -9,16 +9,16 @@ import (
 )
 
 // GetTaskInfoHandlerFunc turns a function with the right signature into a get task info handler
-type GetTaskInfoHandlerFunc func(GetTaskInfoParams) middleware.Responder
+type GetTaskInfoHandlerFunc func(GetTaskInfoParams, any) middleware.Responder
 
 // Handle executing the request and returning a response
-func (fn GetTaskInfoHandlerFunc) Handle(params GetTaskInfoParams) middleware.Responder {
-	return fn(params)
+func (fn GetTaskInfoHandlerFunc) Handle(params GetTaskInfoParams, principal any) middleware.Responder {
+	return fn(params, principal)
 }
 
 // GetTaskInfoHandler interface for that can handle valid get task info params
 type GetTaskInfoHandler interface {
-	Handle(GetTaskInfoParams) middleware.Responder
+	Handle(GetTaskInfoParams, any) middleware.Responder
 }
 
 // NewGetTaskInfo creates a new http.Handler for the get task info operation
@@ -40,12 +40,25 @@ func (o *GetTaskInfo) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 		*r = *rCtx
 	}
 	params := NewGetTaskInfoParams()
+	uprinc, aCtx, err := o.Context.Authorize(r, route)
+	if err != nil {
+		o.Context.Respond(rw, r, route.Produces, route, err)
+		return
+	}
+	if aCtx != nil {
+		*r = *aCtx
+	}
+	var principal any
+	if uprinc != nil {
+		principal = uprinc
+	}
+
 	if err := o.Context.BindValidRequest(r, route, &params); err != nil { // bind params
 		o.Context.Respond(rw, r, route.Produces, route, err)
 		return
 	}
 
-	res := o.Handler.Handle(params) // actually handle the request
+	res := o.Handler.Handle(params, principal) // actually handle the request
 
 	o.Context.Respond(rw, r, route.Produces, route, res)
 

@@ -9,16 +9,16 @@ import (
 )
 
 // GetTaskResultHandlerFunc turns a function with the right signature into a get task result handler
-type GetTaskResultHandlerFunc func(GetTaskResultParams) middleware.Responder
+type GetTaskResultHandlerFunc func(GetTaskResultParams, any) middleware.Responder
 
 // Handle executing the request and returning a response
-func (fn GetTaskResultHandlerFunc) Handle(params GetTaskResultParams) middleware.Responder {
-	return fn(params)
+func (fn GetTaskResultHandlerFunc) Handle(params GetTaskResultParams, principal any) middleware.Responder {
+	return fn(params, principal)
 }
 
 // GetTaskResultHandler interface for that can handle valid get task result params
 type GetTaskResultHandler interface {
-	Handle(GetTaskResultParams) middleware.Responder
+	Handle(GetTaskResultParams, any) middleware.Responder
 }
 
 // NewGetTaskResult creates a new http.Handler for the get task result operation
@@ -40,12 +40,25 @@ func (o *GetTaskResult) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 		*r = *rCtx
 	}
 	params := NewGetTaskResultParams()
+	uprinc, aCtx, err := o.Context.Authorize(r, route)
+	if err != nil {
+		o.Context.Respond(rw, r, route.Produces, route, err)
+		return
+	}
+	if aCtx != nil {
+		*r = *aCtx
+	}
+	var principal any
+	if uprinc != nil {
+		principal = uprinc
+	}
+
 	if err := o.Context.BindValidRequest(r, route, &params); err != nil { // bind params
 		o.Context.Respond(rw, r, route.Produces, route, err)
 		return
 	}
 
-	res := o.Handler.Handle(params) // actually handle the request
+	res := o.Handler.Handle(params, principal) // actually handle the request
 
 	o.Context.Respond(rw, r, route.Produces, route, res)
 

@@ -9,16 +9,16 @@ import (
 )
 
 // ListTaskTypesHandlerFunc turns a function with the right signature into a list task types handler
-type ListTaskTypesHandlerFunc func(ListTaskTypesParams) middleware.Responder
+type ListTaskTypesHandlerFunc func(ListTaskTypesParams, any) middleware.Responder
 
 // Handle executing the request and returning a response
-func (fn ListTaskTypesHandlerFunc) Handle(params ListTaskTypesParams) middleware.Responder {
-	return fn(params)
+func (fn ListTaskTypesHandlerFunc) Handle(params ListTaskTypesParams, principal any) middleware.Responder {
+	return fn(params, principal)
 }
 
 // ListTaskTypesHandler interface for that can handle valid list task types params
 type ListTaskTypesHandler interface {
-	Handle(ListTaskTypesParams) middleware.Responder
+	Handle(ListTaskTypesParams, any) middleware.Responder
 }
 
 // NewListTaskTypes creates a new http.Handler for the list task types operation
@@ -40,12 +40,25 @@ func (o *ListTaskTypes) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 		*r = *rCtx
 	}
 	params := NewListTaskTypesParams()
+	uprinc, aCtx, err := o.Context.Authorize(r, route)
+	if err != nil {
+		o.Context.Respond(rw, r, route.Produces, route, err)
+		return
+	}
+	if aCtx != nil {
+		*r = *aCtx
+	}
+	var principal any
+	if uprinc != nil {
+		principal = uprinc
+	}
+
 	if err := o.Context.BindValidRequest(r, route, &params); err != nil { // bind params
 		o.Context.Respond(rw, r, route.Produces, route, err)
 		return
 	}
 
-	res := o.Handler.Handle(params) // actually handle the request
+	res := o.Handler.Handle(params, principal) // actually handle the request
 
 	o.Context.Respond(rw, r, route.Produces, route, res)
 

@@ -9,16 +9,16 @@ import (
 )
 
 // ListTasksHandlerFunc turns a function with the right signature into a list tasks handler
-type ListTasksHandlerFunc func(ListTasksParams) middleware.Responder
+type ListTasksHandlerFunc func(ListTasksParams, any) middleware.Responder
 
 // Handle executing the request and returning a response
-func (fn ListTasksHandlerFunc) Handle(params ListTasksParams) middleware.Responder {
-	return fn(params)
+func (fn ListTasksHandlerFunc) Handle(params ListTasksParams, principal any) middleware.Responder {
+	return fn(params, principal)
 }
 
 // ListTasksHandler interface for that can handle valid list tasks params
 type ListTasksHandler interface {
-	Handle(ListTasksParams) middleware.Responder
+	Handle(ListTasksParams, any) middleware.Responder
 }
 
 // NewListTasks creates a new http.Handler for the list tasks operation
@@ -41,12 +41,25 @@ func (o *ListTasks) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 		*r = *rCtx
 	}
 	params := NewListTasksParams()
+	uprinc, aCtx, err := o.Context.Authorize(r, route)
+	if err != nil {
+		o.Context.Respond(rw, r, route.Produces, route, err)
+		return
+	}
+	if aCtx != nil {
+		*r = *aCtx
+	}
+	var principal any
+	if uprinc != nil {
+		principal = uprinc
+	}
+
 	if err := o.Context.BindValidRequest(r, route, &params); err != nil { // bind params
 		o.Context.Respond(rw, r, route.Produces, route, err)
 		return
 	}
 
-	res := o.Handler.Handle(params) // actually handle the request
+	res := o.Handler.Handle(params, principal) // actually handle the request
 
 	o.Context.Respond(rw, r, route.Produces, route, res)
 

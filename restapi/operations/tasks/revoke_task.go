@@ -9,16 +9,16 @@ import (
 )
 
 // RevokeTaskHandlerFunc turns a function with the right signature into a revoke task handler
-type RevokeTaskHandlerFunc func(RevokeTaskParams) middleware.Responder
+type RevokeTaskHandlerFunc func(RevokeTaskParams, any) middleware.Responder
 
 // Handle executing the request and returning a response
-func (fn RevokeTaskHandlerFunc) Handle(params RevokeTaskParams) middleware.Responder {
-	return fn(params)
+func (fn RevokeTaskHandlerFunc) Handle(params RevokeTaskParams, principal any) middleware.Responder {
+	return fn(params, principal)
 }
 
 // RevokeTaskHandler interface for that can handle valid revoke task params
 type RevokeTaskHandler interface {
-	Handle(RevokeTaskParams) middleware.Responder
+	Handle(RevokeTaskParams, any) middleware.Responder
 }
 
 // NewRevokeTask creates a new http.Handler for the revoke task operation
@@ -40,12 +40,25 @@ func (o *RevokeTask) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 		*r = *rCtx
 	}
 	params := NewRevokeTaskParams()
+	uprinc, aCtx, err := o.Context.Authorize(r, route)
+	if err != nil {
+		o.Context.Respond(rw, r, route.Produces, route, err)
+		return
+	}
+	if aCtx != nil {
+		*r = *aCtx
+	}
+	var principal any
+	if uprinc != nil {
+		principal = uprinc
+	}
+
 	if err := o.Context.BindValidRequest(r, route, &params); err != nil { // bind params
 		o.Context.Respond(rw, r, route.Produces, route, err)
 		return
 	}
 
-	res := o.Handler.Handle(params) // actually handle the request
+	res := o.Handler.Handle(params, principal) // actually handle the request
 
 	o.Context.Respond(rw, r, route.Produces, route, res)
 

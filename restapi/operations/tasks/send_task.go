@@ -9,16 +9,16 @@ import (
 )
 
 // SendTaskHandlerFunc turns a function with the right signature into a send task handler
-type SendTaskHandlerFunc func(SendTaskParams) middleware.Responder
+type SendTaskHandlerFunc func(SendTaskParams, any) middleware.Responder
 
 // Handle executing the request and returning a response
-func (fn SendTaskHandlerFunc) Handle(params SendTaskParams) middleware.Responder {
-	return fn(params)
+func (fn SendTaskHandlerFunc) Handle(params SendTaskParams, principal any) middleware.Responder {
+	return fn(params, principal)
 }
 
 // SendTaskHandler interface for that can handle valid send task params
 type SendTaskHandler interface {
-	Handle(SendTaskParams) middleware.Responder
+	Handle(SendTaskParams, any) middleware.Responder
 }
 
 // NewSendTask creates a new http.Handler for the send task operation
@@ -40,12 +40,25 @@ func (o *SendTask) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 		*r = *rCtx
 	}
 	params := NewSendTaskParams()
+	uprinc, aCtx, err := o.Context.Authorize(r, route)
+	if err != nil {
+		o.Context.Respond(rw, r, route.Produces, route, err)
+		return
+	}
+	if aCtx != nil {
+		*r = *aCtx
+	}
+	var principal any
+	if uprinc != nil {
+		principal = uprinc
+	}
+
 	if err := o.Context.BindValidRequest(r, route, &params); err != nil { // bind params
 		o.Context.Respond(rw, r, route.Produces, route, err)
 		return
 	}
 
-	res := o.Handler.Handle(params) // actually handle the request
+	res := o.Handler.Handle(params, principal) // actually handle the request
 
 	o.Context.Respond(rw, r, route.Produces, route, res)
 

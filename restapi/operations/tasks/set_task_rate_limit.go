@@ -9,16 +9,16 @@ import (
 )
 
 // SetTaskRateLimitHandlerFunc turns a function with the right signature into a set task rate limit handler
-type SetTaskRateLimitHandlerFunc func(SetTaskRateLimitParams) middleware.Responder
+type SetTaskRateLimitHandlerFunc func(SetTaskRateLimitParams, any) middleware.Responder
 
 // Handle executing the request and returning a response
-func (fn SetTaskRateLimitHandlerFunc) Handle(params SetTaskRateLimitParams) middleware.Responder {
-	return fn(params)
+func (fn SetTaskRateLimitHandlerFunc) Handle(params SetTaskRateLimitParams, principal any) middleware.Responder {
+	return fn(params, principal)
 }
 
 // SetTaskRateLimitHandler interface for that can handle valid set task rate limit params
 type SetTaskRateLimitHandler interface {
-	Handle(SetTaskRateLimitParams) middleware.Responder
+	Handle(SetTaskRateLimitParams, any) middleware.Responder
 }
 
 // NewSetTaskRateLimit creates a new http.Handler for the set task rate limit operation
@@ -42,12 +42,25 @@ func (o *SetTaskRateLimit) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 		*r = *rCtx
 	}
 	params := NewSetTaskRateLimitParams()
+	uprinc, aCtx, err := o.Context.Authorize(r, route)
+	if err != nil {
+		o.Context.Respond(rw, r, route.Produces, route, err)
+		return
+	}
+	if aCtx != nil {
+		*r = *aCtx
+	}
+	var principal any
+	if uprinc != nil {
+		principal = uprinc
+	}
+
 	if err := o.Context.BindValidRequest(r, route, &params); err != nil { // bind params
 		o.Context.Respond(rw, r, route.Produces, route, err)
 		return
 	}
 
-	res := o.Handler.Handle(params) // actually handle the request
+	res := o.Handler.Handle(params, principal) // actually handle the request
 
 	o.Context.Respond(rw, r, route.Produces, route, res)
 

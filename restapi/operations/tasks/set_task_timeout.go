@@ -9,16 +9,16 @@ import (
 )
 
 // SetTaskTimeoutHandlerFunc turns a function with the right signature into a set task timeout handler
-type SetTaskTimeoutHandlerFunc func(SetTaskTimeoutParams) middleware.Responder
+type SetTaskTimeoutHandlerFunc func(SetTaskTimeoutParams, any) middleware.Responder
 
 // Handle executing the request and returning a response
-func (fn SetTaskTimeoutHandlerFunc) Handle(params SetTaskTimeoutParams) middleware.Responder {
-	return fn(params)
+func (fn SetTaskTimeoutHandlerFunc) Handle(params SetTaskTimeoutParams, principal any) middleware.Responder {
+	return fn(params, principal)
 }
 
 // SetTaskTimeoutHandler interface for that can handle valid set task timeout params
 type SetTaskTimeoutHandler interface {
-	Handle(SetTaskTimeoutParams) middleware.Responder
+	Handle(SetTaskTimeoutParams, any) middleware.Responder
 }
 
 // NewSetTaskTimeout creates a new http.Handler for the set task timeout operation
@@ -40,12 +40,25 @@ func (o *SetTaskTimeout) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 		*r = *rCtx
 	}
 	params := NewSetTaskTimeoutParams()
+	uprinc, aCtx, err := o.Context.Authorize(r, route)
+	if err != nil {
+		o.Context.Respond(rw, r, route.Produces, route, err)
+		return
+	}
+	if aCtx != nil {
+		*r = *aCtx
+	}
+	var principal any
+	if uprinc != nil {
+		principal = uprinc
+	}
+
 	if err := o.Context.BindValidRequest(r, route, &params); err != nil { // bind params
 		o.Context.Respond(rw, r, route.Produces, route, err)
 		return
 	}
 
-	res := o.Handler.Handle(params) // actually handle the request
+	res := o.Handler.Handle(params, principal) // actually handle the request
 
 	o.Context.Respond(rw, r, route.Produces, route, res)
 

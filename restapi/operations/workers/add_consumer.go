@@ -9,16 +9,16 @@ import (
 )
 
 // AddConsumerHandlerFunc turns a function with the right signature into a add consumer handler
-type AddConsumerHandlerFunc func(AddConsumerParams) middleware.Responder
+type AddConsumerHandlerFunc func(AddConsumerParams, any) middleware.Responder
 
 // Handle executing the request and returning a response
-func (fn AddConsumerHandlerFunc) Handle(params AddConsumerParams) middleware.Responder {
-	return fn(params)
+func (fn AddConsumerHandlerFunc) Handle(params AddConsumerParams, principal any) middleware.Responder {
+	return fn(params, principal)
 }
 
 // AddConsumerHandler interface for that can handle valid add consumer params
 type AddConsumerHandler interface {
-	Handle(AddConsumerParams) middleware.Responder
+	Handle(AddConsumerParams, any) middleware.Responder
 }
 
 // NewAddConsumer creates a new http.Handler for the add consumer operation
@@ -40,12 +40,25 @@ func (o *AddConsumer) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 		*r = *rCtx
 	}
 	params := NewAddConsumerParams()
+	uprinc, aCtx, err := o.Context.Authorize(r, route)
+	if err != nil {
+		o.Context.Respond(rw, r, route.Produces, route, err)
+		return
+	}
+	if aCtx != nil {
+		*r = *aCtx
+	}
+	var principal any
+	if uprinc != nil {
+		principal = uprinc
+	}
+
 	if err := o.Context.BindValidRequest(r, route, &params); err != nil { // bind params
 		o.Context.Respond(rw, r, route.Produces, route, err)
 		return
 	}
 
-	res := o.Handler.Handle(params) // actually handle the request
+	res := o.Handler.Handle(params, principal) // actually handle the request
 
 	o.Context.Respond(rw, r, route.Produces, route, res)
 

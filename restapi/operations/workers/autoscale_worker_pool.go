@@ -9,16 +9,16 @@ import (
 )
 
 // AutoscaleWorkerPoolHandlerFunc turns a function with the right signature into a autoscale worker pool handler
-type AutoscaleWorkerPoolHandlerFunc func(AutoscaleWorkerPoolParams) middleware.Responder
+type AutoscaleWorkerPoolHandlerFunc func(AutoscaleWorkerPoolParams, any) middleware.Responder
 
 // Handle executing the request and returning a response
-func (fn AutoscaleWorkerPoolHandlerFunc) Handle(params AutoscaleWorkerPoolParams) middleware.Responder {
-	return fn(params)
+func (fn AutoscaleWorkerPoolHandlerFunc) Handle(params AutoscaleWorkerPoolParams, principal any) middleware.Responder {
+	return fn(params, principal)
 }
 
 // AutoscaleWorkerPoolHandler interface for that can handle valid autoscale worker pool params
 type AutoscaleWorkerPoolHandler interface {
-	Handle(AutoscaleWorkerPoolParams) middleware.Responder
+	Handle(AutoscaleWorkerPoolParams, any) middleware.Responder
 }
 
 // NewAutoscaleWorkerPool creates a new http.Handler for the autoscale worker pool operation
@@ -40,12 +40,25 @@ func (o *AutoscaleWorkerPool) ServeHTTP(rw http.ResponseWriter, r *http.Request)
 		*r = *rCtx
 	}
 	params := NewAutoscaleWorkerPoolParams()
+	uprinc, aCtx, err := o.Context.Authorize(r, route)
+	if err != nil {
+		o.Context.Respond(rw, r, route.Produces, route, err)
+		return
+	}
+	if aCtx != nil {
+		*r = *aCtx
+	}
+	var principal any
+	if uprinc != nil {
+		principal = uprinc
+	}
+
 	if err := o.Context.BindValidRequest(r, route, &params); err != nil { // bind params
 		o.Context.Respond(rw, r, route.Produces, route, err)
 		return
 	}
 
-	res := o.Handler.Handle(params) // actually handle the request
+	res := o.Handler.Handle(params, principal) // actually handle the request
 
 	o.Context.Respond(rw, r, route.Produces, route, res)
 

@@ -9,16 +9,16 @@ import (
 )
 
 // CancelConsumerHandlerFunc turns a function with the right signature into a cancel consumer handler
-type CancelConsumerHandlerFunc func(CancelConsumerParams) middleware.Responder
+type CancelConsumerHandlerFunc func(CancelConsumerParams, any) middleware.Responder
 
 // Handle executing the request and returning a response
-func (fn CancelConsumerHandlerFunc) Handle(params CancelConsumerParams) middleware.Responder {
-	return fn(params)
+func (fn CancelConsumerHandlerFunc) Handle(params CancelConsumerParams, principal any) middleware.Responder {
+	return fn(params, principal)
 }
 
 // CancelConsumerHandler interface for that can handle valid cancel consumer params
 type CancelConsumerHandler interface {
-	Handle(CancelConsumerParams) middleware.Responder
+	Handle(CancelConsumerParams, any) middleware.Responder
 }
 
 // NewCancelConsumer creates a new http.Handler for the cancel consumer operation
@@ -40,12 +40,25 @@ func (o *CancelConsumer) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 		*r = *rCtx
 	}
 	params := NewCancelConsumerParams()
+	uprinc, aCtx, err := o.Context.Authorize(r, route)
+	if err != nil {
+		o.Context.Respond(rw, r, route.Produces, route, err)
+		return
+	}
+	if aCtx != nil {
+		*r = *aCtx
+	}
+	var principal any
+	if uprinc != nil {
+		principal = uprinc
+	}
+
 	if err := o.Context.BindValidRequest(r, route, &params); err != nil { // bind params
 		o.Context.Respond(rw, r, route.Produces, route, err)
 		return
 	}
 
-	res := o.Handler.Handle(params) // actually handle the request
+	res := o.Handler.Handle(params, principal) // actually handle the request
 
 	o.Context.Respond(rw, r, route.Produces, route, res)
 

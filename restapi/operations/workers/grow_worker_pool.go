@@ -9,16 +9,16 @@ import (
 )
 
 // GrowWorkerPoolHandlerFunc turns a function with the right signature into a grow worker pool handler
-type GrowWorkerPoolHandlerFunc func(GrowWorkerPoolParams) middleware.Responder
+type GrowWorkerPoolHandlerFunc func(GrowWorkerPoolParams, any) middleware.Responder
 
 // Handle executing the request and returning a response
-func (fn GrowWorkerPoolHandlerFunc) Handle(params GrowWorkerPoolParams) middleware.Responder {
-	return fn(params)
+func (fn GrowWorkerPoolHandlerFunc) Handle(params GrowWorkerPoolParams, principal any) middleware.Responder {
+	return fn(params, principal)
 }
 
 // GrowWorkerPoolHandler interface for that can handle valid grow worker pool params
 type GrowWorkerPoolHandler interface {
-	Handle(GrowWorkerPoolParams) middleware.Responder
+	Handle(GrowWorkerPoolParams, any) middleware.Responder
 }
 
 // NewGrowWorkerPool creates a new http.Handler for the grow worker pool operation
@@ -40,12 +40,25 @@ func (o *GrowWorkerPool) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 		*r = *rCtx
 	}
 	params := NewGrowWorkerPoolParams()
+	uprinc, aCtx, err := o.Context.Authorize(r, route)
+	if err != nil {
+		o.Context.Respond(rw, r, route.Produces, route, err)
+		return
+	}
+	if aCtx != nil {
+		*r = *aCtx
+	}
+	var principal any
+	if uprinc != nil {
+		principal = uprinc
+	}
+
 	if err := o.Context.BindValidRequest(r, route, &params); err != nil { // bind params
 		o.Context.Respond(rw, r, route.Produces, route, err)
 		return
 	}
 
-	res := o.Handler.Handle(params) // actually handle the request
+	res := o.Handler.Handle(params, principal) // actually handle the request
 
 	o.Context.Respond(rw, r, route.Produces, route, res)
 

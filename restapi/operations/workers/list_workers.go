@@ -9,16 +9,16 @@ import (
 )
 
 // ListWorkersHandlerFunc turns a function with the right signature into a list workers handler
-type ListWorkersHandlerFunc func(ListWorkersParams) middleware.Responder
+type ListWorkersHandlerFunc func(ListWorkersParams, any) middleware.Responder
 
 // Handle executing the request and returning a response
-func (fn ListWorkersHandlerFunc) Handle(params ListWorkersParams) middleware.Responder {
-	return fn(params)
+func (fn ListWorkersHandlerFunc) Handle(params ListWorkersParams, principal any) middleware.Responder {
+	return fn(params, principal)
 }
 
 // ListWorkersHandler interface for that can handle valid list workers params
 type ListWorkersHandler interface {
-	Handle(ListWorkersParams) middleware.Responder
+	Handle(ListWorkersParams, any) middleware.Responder
 }
 
 // NewListWorkers creates a new http.Handler for the list workers operation
@@ -42,12 +42,25 @@ func (o *ListWorkers) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 		*r = *rCtx
 	}
 	params := NewListWorkersParams()
+	uprinc, aCtx, err := o.Context.Authorize(r, route)
+	if err != nil {
+		o.Context.Respond(rw, r, route.Produces, route, err)
+		return
+	}
+	if aCtx != nil {
+		*r = *aCtx
+	}
+	var principal any
+	if uprinc != nil {
+		principal = uprinc
+	}
+
 	if err := o.Context.BindValidRequest(r, route, &params); err != nil { // bind params
 		o.Context.Respond(rw, r, route.Produces, route, err)
 		return
 	}
 
-	res := o.Handler.Handle(params) // actually handle the request
+	res := o.Handler.Handle(params, principal) // actually handle the request
 
 	o.Context.Respond(rw, r, route.Produces, route, res)
 

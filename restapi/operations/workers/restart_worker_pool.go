@@ -9,16 +9,16 @@ import (
 )
 
 // RestartWorkerPoolHandlerFunc turns a function with the right signature into a restart worker pool handler
-type RestartWorkerPoolHandlerFunc func(RestartWorkerPoolParams) middleware.Responder
+type RestartWorkerPoolHandlerFunc func(RestartWorkerPoolParams, any) middleware.Responder
 
 // Handle executing the request and returning a response
-func (fn RestartWorkerPoolHandlerFunc) Handle(params RestartWorkerPoolParams) middleware.Responder {
-	return fn(params)
+func (fn RestartWorkerPoolHandlerFunc) Handle(params RestartWorkerPoolParams, principal any) middleware.Responder {
+	return fn(params, principal)
 }
 
 // RestartWorkerPoolHandler interface for that can handle valid restart worker pool params
 type RestartWorkerPoolHandler interface {
-	Handle(RestartWorkerPoolParams) middleware.Responder
+	Handle(RestartWorkerPoolParams, any) middleware.Responder
 }
 
 // NewRestartWorkerPool creates a new http.Handler for the restart worker pool operation
@@ -40,12 +40,25 @@ func (o *RestartWorkerPool) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 		*r = *rCtx
 	}
 	params := NewRestartWorkerPoolParams()
+	uprinc, aCtx, err := o.Context.Authorize(r, route)
+	if err != nil {
+		o.Context.Respond(rw, r, route.Produces, route, err)
+		return
+	}
+	if aCtx != nil {
+		*r = *aCtx
+	}
+	var principal any
+	if uprinc != nil {
+		principal = uprinc
+	}
+
 	if err := o.Context.BindValidRequest(r, route, &params); err != nil { // bind params
 		o.Context.Respond(rw, r, route.Produces, route, err)
 		return
 	}
 
-	res := o.Handler.Handle(params) // actually handle the request
+	res := o.Handler.Handle(params, principal) // actually handle the request
 
 	o.Context.Respond(rw, r, route.Produces, route, res)
 

@@ -9,16 +9,16 @@ import (
 )
 
 // ShrinkWorkerPoolHandlerFunc turns a function with the right signature into a shrink worker pool handler
-type ShrinkWorkerPoolHandlerFunc func(ShrinkWorkerPoolParams) middleware.Responder
+type ShrinkWorkerPoolHandlerFunc func(ShrinkWorkerPoolParams, any) middleware.Responder
 
 // Handle executing the request and returning a response
-func (fn ShrinkWorkerPoolHandlerFunc) Handle(params ShrinkWorkerPoolParams) middleware.Responder {
-	return fn(params)
+func (fn ShrinkWorkerPoolHandlerFunc) Handle(params ShrinkWorkerPoolParams, principal any) middleware.Responder {
+	return fn(params, principal)
 }
 
 // ShrinkWorkerPoolHandler interface for that can handle valid shrink worker pool params
 type ShrinkWorkerPoolHandler interface {
-	Handle(ShrinkWorkerPoolParams) middleware.Responder
+	Handle(ShrinkWorkerPoolParams, any) middleware.Responder
 }
 
 // NewShrinkWorkerPool creates a new http.Handler for the shrink worker pool operation
@@ -40,12 +40,25 @@ func (o *ShrinkWorkerPool) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 		*r = *rCtx
 	}
 	params := NewShrinkWorkerPoolParams()
+	uprinc, aCtx, err := o.Context.Authorize(r, route)
+	if err != nil {
+		o.Context.Respond(rw, r, route.Produces, route, err)
+		return
+	}
+	if aCtx != nil {
+		*r = *aCtx
+	}
+	var principal any
+	if uprinc != nil {
+		principal = uprinc
+	}
+
 	if err := o.Context.BindValidRequest(r, route, &params); err != nil { // bind params
 		o.Context.Respond(rw, r, route.Produces, route, err)
 		return
 	}
 
-	res := o.Handler.Handle(params) // actually handle the request
+	res := o.Handler.Handle(params, principal) // actually handle the request
 
 	o.Context.Respond(rw, r, route.Produces, route, res)
 

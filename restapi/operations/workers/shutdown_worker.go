@@ -9,16 +9,16 @@ import (
 )
 
 // ShutdownWorkerHandlerFunc turns a function with the right signature into a shutdown worker handler
-type ShutdownWorkerHandlerFunc func(ShutdownWorkerParams) middleware.Responder
+type ShutdownWorkerHandlerFunc func(ShutdownWorkerParams, any) middleware.Responder
 
 // Handle executing the request and returning a response
-func (fn ShutdownWorkerHandlerFunc) Handle(params ShutdownWorkerParams) middleware.Responder {
-	return fn(params)
+func (fn ShutdownWorkerHandlerFunc) Handle(params ShutdownWorkerParams, principal any) middleware.Responder {
+	return fn(params, principal)
 }
 
 // ShutdownWorkerHandler interface for that can handle valid shutdown worker params
 type ShutdownWorkerHandler interface {
-	Handle(ShutdownWorkerParams) middleware.Responder
+	Handle(ShutdownWorkerParams, any) middleware.Responder
 }
 
 // NewShutdownWorker creates a new http.Handler for the shutdown worker operation
@@ -40,12 +40,25 @@ func (o *ShutdownWorker) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 		*r = *rCtx
 	}
 	params := NewShutdownWorkerParams()
+	uprinc, aCtx, err := o.Context.Authorize(r, route)
+	if err != nil {
+		o.Context.Respond(rw, r, route.Produces, route, err)
+		return
+	}
+	if aCtx != nil {
+		*r = *aCtx
+	}
+	var principal any
+	if uprinc != nil {
+		principal = uprinc
+	}
+
 	if err := o.Context.BindValidRequest(r, route, &params); err != nil { // bind params
 		o.Context.Respond(rw, r, route.Produces, route, err)
 		return
 	}
 
-	res := o.Handler.Handle(params) // actually handle the request
+	res := o.Handler.Handle(params, principal) // actually handle the request
 
 	o.Context.Respond(rw, r, route.Produces, route, res)
 

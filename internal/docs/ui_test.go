@@ -1,0 +1,262 @@
+package docs_test
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/chromedp/cdproto/fetch"
+	"github.com/chromedp/chromedp"
+
+	"github.com/stamen-dev/stamen/internal/app"
+	"github.com/stamen-dev/stamen/internal/auth"
+	"github.com/stamen-dev/stamen/internal/testcluster"
+)
+
+const (
+	uiUser, uiPassword = "viewer", "viewer-secret"
+	// The GET /api/workers block: Swagger UI's id is operations-<tag>-<operationId>.
+	listWorkersOp = "#operations-workers-listWorkers"
+)
+
+// TestSwaggerUITryItOut drives Swagger UI in headless Chromium against a
+// stamen with credentials and a real Celery worker, at the root and under
+// --url_prefix: "Try it out" on GET /api/workers answers 401 until the
+// Authorize dialog is given the basic credentials, then 200 with the worker
+// in the body.
+func TestSwaggerUITryItOut(t *testing.T) {
+	testcluster.Require(t)
+	testcluster.RequireChromium(t)
+
+	var authn auth.Authenticator
+	if err := authn.AddBasic(uiUser+":"+uiPassword, auth.Viewer); err != nil {
+		t.Fatal(err)
+	}
+	addr := fmt.Sprintf("127.0.0.1:%d", testcluster.FreePort(t))
+	backend := "redis://" + addr + "/1"
+	a, root := startStamen(t, app.Config{EmbeddedAddr: addr, Auth: &authn})
+	w := testcluster.StartWorker(t, testcluster.WorkerOptions{Name: "ui", Broker: a.BrokerURL, Backend: backend})
+
+	t.Run("root", func(t *testing.T) {
+		tryItOut(t, root.URL, w.Name)
+	})
+	t.Run("url_prefix", func(t *testing.T) {
+		// A second stamen on the same broker, serving under /flower.
+		_, prefixed := startStamen(t, app.Config{BrokerURL: a.BrokerURL, ResultBackend: backend, URLPrefix: "flower", Auth: &authn})
+		tryItOut(t, prefixed.URL+"/flower", w.Name)
+	})
+}
+
+func startStamen(t *testing.T, cfg app.Config) (*app.App, *httptest.Server) {
+	t.Helper()
+	cfg.InspectTimeout = 2 * time.Second
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	a, err := app.New(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(a.Handler)
+	t.Cleanup(func() {
+		srv.Close()
+		a.Close()
+	})
+	return a, srv
+}
+
+// tryItOut runs "Try it out" on GET /api/workers in Swagger UI at
+// base/docs, before and after authorizing.
+func tryItOut(t *testing.T, base, worker string) {
+	waitForWorker(t, base, worker)
+	browser := newBrowser(t, 2*time.Minute)
+	prompts := cancelLoginPrompts(t, browser, base+"/api/*")
+	status := listWorkersOp + " .live-responses-table tr.response > td.response-col_status"
+	err := chromedp.Do(browser,
+		chromedp.Navigate(base+"/docs"),
+		chromedp.Click(chromedp.CSS(listWorkersOp+" .opblock-summary-control")),
+		chromedp.Click(chromedp.CSS(listWorkersOp+" .try-out__btn")),
+		chromedp.Click(chromedp.CSS(listWorkersOp+" .execute")),
+	)
+	if err != nil {
+		t.Fatalf("execute before authorizing: %v%s", err, pageText(browser))
+	}
+	if code := text(t, browser, status); code != "401" {
+		t.Fatalf("before authorizing: status %q, want 401%s", code, pageText(browser))
+	}
+	if n := prompts.Load(); n != 1 {
+		t.Errorf("the browser asked for a login %d times before authorizing, want once (the 401's Basic challenge)", n)
+	}
+
+	err = chromedp.Do(browser,
+		chromedp.Click(chromedp.CSS(".auth-wrapper .authorize")),
+		chromedp.SendKeys(chromedp.CSS("#auth_username"), uiUser),
+		chromedp.SendKeys(chromedp.CSS("#auth_password"), uiPassword),
+		chromedp.Click(chromedp.CSS(".modal-ux button.authorize[type=submit]")),
+		chromedp.Click(chromedp.CSS(".modal-ux .btn-done")),
+		chromedp.WaitNotPresent(chromedp.CSS(".modal-ux")),
+		// Clear the 401, so that the status read next is the new answer's.
+		chromedp.Click(chromedp.CSS(listWorkersOp+" .btn-clear")),
+		chromedp.WaitNotPresent(chromedp.CSS(listWorkersOp+" .live-responses-table")),
+		chromedp.Click(chromedp.CSS(listWorkersOp+" .execute")),
+	)
+	if err != nil {
+		t.Fatalf("authorize and execute again: %v%s", err, pageText(browser))
+	}
+	if code := text(t, browser, status); code != "200" {
+		t.Fatalf("after authorizing: status %q, want 200%s", code, pageText(browser))
+	}
+	if n := prompts.Load(); n != 1 {
+		t.Errorf("the browser asked for a login again after authorizing (%d prompts in all)", n)
+	}
+	if u := text(t, browser, listWorkersOp+" .request-url pre"); u != base+"/api/workers" {
+		t.Errorf("Swagger UI called %q, want %s/api/workers", u, base)
+	}
+	creds := "authorization: basic " + base64.StdEncoding.EncodeToString([]byte(uiUser+":"+uiPassword))
+	if curl := text(t, browser, listWorkersOp+" .curl-command"); !strings.Contains(strings.ToLower(curl), strings.ToLower(creds)) {
+		t.Errorf("the request Swagger UI sent lacks the basic credentials: %s", curl)
+	}
+	body := text(t, browser, listWorkersOp+" .live-responses-table tr.response > td.response-col_description pre")
+	var workers map[string]any
+	if err := json.Unmarshal([]byte(body), &workers); err != nil {
+		t.Fatalf("the response body shown is not a JSON object: %v: %.500s", err, body)
+	}
+	if _, ok := workers[worker]; !ok {
+		t.Errorf("the response body shown lacks worker %s: %.500s", worker, body)
+	}
+}
+
+// waitForWorker waits until stamen's inspection lists the worker, so that
+// the body Swagger UI shows has it.
+func waitForWorker(t *testing.T, base, name string) {
+	t.Helper()
+	hc := &http.Client{Timeout: 10 * time.Second}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		req, err := http.NewRequest("GET", base+"/api/workers?refresh=1", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.SetBasicAuth(uiUser, uiPassword)
+		var workers map[string]any
+		if resp, err := hc.Do(req); err == nil {
+			_ = json.NewDecoder(resp.Body).Decode(&workers)
+			resp.Body.Close()
+		}
+		if _, ok := workers[name]; ok {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("stamen did not list worker %s within 30s", name)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+// newBrowser starts headless Chromium for the test, bounded by timeout, and
+// stops it when the test ends.
+func newBrowser(t *testing.T, timeout time.Duration) context.Context {
+	t.Helper()
+	opts := append(chromedp.DefaultExecAllocatorOptions[:],
+		chromedp.ExecPath(testcluster.Chromium),
+		// Tests run as root, where Chromium's sandbox cannot start.
+		chromedp.NoSandbox,
+		chromedp.WindowSize(1280, 1024),
+	)
+	ctx, cancelTimeout := context.WithTimeout(context.Background(), timeout)
+	allocCtx, cancelAlloc := chromedp.NewExecAllocator(ctx, opts...)
+	browser, cancelBrowser := chromedp.NewContext(allocCtx)
+	t.Cleanup(func() {
+		cancelBrowser()
+		cancelAlloc() // waits for the browser process to exit
+		cancelTimeout()
+	})
+	return browser
+}
+
+// cancelLoginPrompts answers the browser's login prompt for the URLs
+// matching pattern as a user who has not authorized in Swagger UI would:
+// Cancel, after which the page gets the 401. A 401 with a Basic challenge
+// opens that prompt in a real browser; headless Chromium, which has no
+// prompt to show, would otherwise leave the request hanging. It returns the
+// number of prompts so far.
+func cancelLoginPrompts(t *testing.T, browser context.Context, pattern string) *atomic.Int32 {
+	t.Helper()
+	if err := chromedp.Do(browser); err != nil { // starts the browser
+		t.Fatalf("start %s: %v", testcluster.Chromium, err)
+	}
+	ctx, stop := context.WithCancel(browser)
+	var wg sync.WaitGroup
+	t.Cleanup(func() {
+		stop()
+		wg.Wait()
+	})
+	// Subscribed before Fetch.enable, so that no paused request is missed.
+	paused := chromedp.Events(ctx, fetch.RequestPaused)
+	challenged := chromedp.Events(ctx, fetch.AuthRequired)
+	var prompts atomic.Int32
+	wg.Add(2)
+	go func() {
+		defer wg.Done()
+		for ev, err := range paused {
+			if err != nil {
+				return
+			}
+			_, _ = chromedp.Call(ctx, fetch.ContinueRequest, fetch.ContinueRequestParams{RequestID: ev.RequestID})
+		}
+	}()
+	go func() {
+		defer wg.Done()
+		for ev, err := range challenged {
+			if err != nil {
+				return
+			}
+			prompts.Add(1)
+			_, _ = chromedp.Call(ctx, fetch.ContinueWithAuth, fetch.ContinueWithAuthParams{
+				RequestID:             ev.RequestID,
+				AuthChallengeResponse: &fetch.AuthChallengeResponse{Response: fetch.AuthChallengeResponseResponseCancelAuth},
+			})
+		}
+	}()
+	handle := true
+	if _, err := chromedp.Call(browser, fetch.Enable, fetch.EnableParams{
+		Patterns:           []*fetch.RequestPattern{{URLPattern: pattern}},
+		HandleAuthRequests: &handle,
+	}); err != nil {
+		t.Fatalf("Fetch.enable: %v", err)
+	}
+	return &prompts
+}
+
+// text waits up to 30s until the element matching selector exists and
+// has text, and returns the text.
+func text(t *testing.T, browser context.Context, selector string) string {
+	t.Helper()
+	expr := fmt.Sprintf(`(() => { const e = document.querySelector(%q); return e ? e.textContent.trim() : ""; })()`, selector)
+	s, err := chromedp.Run(browser, chromedp.Poll[string](expr, chromedp.WithPollingInterval(100*time.Millisecond)))
+	if err != nil {
+		t.Fatalf("waiting for %s: %v%s", selector, err, pageText(browser))
+	}
+	return s
+}
+
+// pageText is the page's visible text, for failure messages.
+func pageText(browser context.Context) string {
+	ctx, cancel := context.WithTimeout(browser, 5*time.Second)
+	defer cancel()
+	s, err := chromedp.Run(ctx, chromedp.Evaluate[string](`document.body ? document.body.innerText : ""`))
+	if err != nil {
+		return "\n(page text unavailable: " + err.Error() + ")"
+	}
+	if len(s) > 3000 {
+		s = s[:3000] + "..."
+	}
+	return "\npage text:\n" + s
+}
