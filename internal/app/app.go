@@ -314,9 +314,7 @@ func (a *App) observe(ctx context.Context, e *celery.Event) {
 	task := e.Name
 	if task == "" && isTask {
 		// Only task-sent and task-received carry the name.
-		if t, ok := a.State.Task(e.UUID); ok {
-			task = t.Name
-		}
+		task, _ = a.State.TaskName(e.UUID)
 	}
 	m := metrics.Event{Type: e.Type, UUID: e.UUID, Task: task, Worker: e.Hostname, Timestamp: e.Timestamp}
 	if isTask {

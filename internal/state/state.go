@@ -746,6 +746,21 @@ func (s *State) Task(id string) (Task, bool) {
 	return s.snapshot(i), true
 }
 
+// TaskName returns the name of a task, without copying its record out.
+func (s *State) TaskName(id string) (string, bool) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	i, ok := s.lookup(id)
+	if !ok {
+		return "", false
+	}
+	sl := s.slots.at(i)
+	if sl.set&FieldName == 0 {
+		return "", true
+	}
+	return s.sym.str(sl.name), true
+}
+
 // Len is the number of tasks kept.
 func (s *State) Len() int {
 	s.mu.RLock()

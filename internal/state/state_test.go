@@ -490,3 +490,17 @@ func TestConcurrentUse(t *testing.T) {
 	close(stop)
 	wg.Wait()
 }
+
+func TestTaskName(t *testing.T) {
+	s := New(Config{})
+	s.Apply(taskEv(t, "received", "a", "w@h", 1, map[string]any{"name": "proj.add"}))
+	s.Apply(taskEv(t, "started", "b", "w@h", 2, nil))
+	for _, tc := range []struct {
+		id, want string
+		known    bool
+	}{{"a", "proj.add", true}, {"b", "", true}, {"c", "", false}} {
+		if got, known := s.TaskName(tc.id); got != tc.want || known != tc.known {
+			t.Errorf("TaskName(%q) = %q, %v; want %q, %v", tc.id, got, known, tc.want, tc.known)
+		}
+	}
+}

@@ -11,15 +11,27 @@ import (
 // and succeeded: one kombu envelope holding a list of three events. Tests
 // and benchmarks publish it to feed stamen without running a worker.
 func SucceededTaskEnvelope(id, name, worker string, clock int) []byte {
-	now := float64(time.Now().UnixMicro()) / 1e6
+	return TaskEnvelope(id, name, worker, clock, float64(time.Now().UnixMicro())/1e6, false)
+}
+
+// TaskEnvelope is SucceededTaskEnvelope with the events stamped at (epoch
+// seconds), so that benchmarks can spread tasks over time for the received
+// filters, and with task-failed in place of task-succeeded when failed.
+func TaskEnvelope(id, name, worker string, clock int, at float64, failed bool) []byte {
 	common := func(typ string) map[string]any {
-		return map[string]any{"type": typ, "uuid": id, "hostname": worker, "timestamp": now, "clock": clock, "pid": 1, "utcoffset": 0}
+		return map[string]any{"type": typ, "uuid": id, "hostname": worker, "timestamp": at, "clock": clock, "pid": 1, "utcoffset": 0}
 	}
 	received := common("task-received")
 	received["name"], received["args"], received["kwargs"], received["retries"] = name, "(1, 2)", "{}", 0
-	succeeded := common("task-succeeded")
-	succeeded["result"], succeeded["runtime"] = "3", 0.001
-	body, _ := json.Marshal([]map[string]any{received, common("task-started"), succeeded})
+	var done map[string]any
+	if failed {
+		done = common("task-failed")
+		done["exception"], done["traceback"] = "ValueError('boom')", "Traceback (most recent call last):\nValueError: boom\n"
+	} else {
+		done = common("task-succeeded")
+		done["result"], done["runtime"] = "3", 0.001
+	}
+	body, _ := json.Marshal([]map[string]any{received, common("task-started"), done})
 	env, _ := json.Marshal(map[string]any{
 		"body": base64.StdEncoding.EncodeToString(body), "content-encoding": "utf-8", "content-type": "application/json",
 		"headers": map[string]any{"hostname": worker},

@@ -1,0 +1,547 @@
+// Command loadgen benchmarks the built stamen binary as an operator runs
+// it (make bench): cold start, ingestion of Celery events from Redis pub/sub
+// into the state and the --persistent store, resident memory, store size on
+// disk, restart from the store, and the read API under vegeta, at a small
+// number of tasks and then at a large one (on the restarted process).
+//
+// Figures go to stdout, one per line: "<name> <value>", and for each attack
+// "http <label> <tasks> <req/s> <p50 ms> <p99 ms> <max ms> <tasks returned> <path>".
+// Progress goes to stderr.
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	goredis "github.com/redis/go-redis/v9"
+	vegeta "github.com/tsenart/vegeta/v12/lib"
+
+	"github.com/stamen-dev/stamen/internal/testcluster"
+)
+
+const (
+	// window bounds the tasks published but not yet ingested. Redis drops
+	// a subscriber whose output buffer passes 32 MB, or stays above 8 MB
+	// for 60 s (the default client-output-buffer-limit for pubsub), so
+	// publishing further ahead of stamen would lose events, not measure
+	// them. An envelope is about 1 KB.
+	window = 4000
+	batch  = 500
+	// stall fails a phase whose ingestion makes no progress for that long.
+	stall = 30 * time.Second
+	// commitTimeout bounds the wait for stamen to commit to the store and
+	// exit after the large phase; beyond it the store is reported
+	// incomplete.
+	commitTimeout = 2 * time.Minute
+	// saveInterval is stamen's --state_save_interval, its default, given
+	// so that STAMEN_STATE_SAVE_INTERVAL cannot change the figures.
+	saveInterval = time.Second
+	// span is how far back the tasks' timestamps reach, evenly spread, so
+	// that a 10-minute received window selects 1% of them.
+	span = 1000 * time.Minute
+)
+
+var (
+	taskNames = []string{"bench.add", "bench.mul", "bench.div"}
+	workers   = []string{"bench@w0", "bench@w1", "bench@w2", "bench@w3"}
+)
+
+type config struct {
+	stamen   string
+	redis    string
+	db       int
+	tasks    int
+	small    int
+	duration time.Duration
+	clients  int
+}
+
+func main() {
+	var c config
+	flag.StringVar(&c.stamen, "stamen", "bin/stamen", "the stamen binary")
+	flag.StringVar(&c.redis, "redis", "127.0.0.1:6379", "Redis to publish on (loopback)")
+	flag.IntVar(&c.db, "redis-db", 6, "Redis database number; flushed before and after")
+	flag.IntVar(&c.tasks, "tasks", 1_000_000, "tasks of the large phase")
+	flag.IntVar(&c.small, "small", 10_000, "tasks of the small phase")
+	flag.DurationVar(&c.duration, "duration", 5*time.Second, "length of each attack")
+	flag.IntVar(&c.clients, "clients", 2, "concurrent requests of each attack (max rate, closed loop)")
+	flag.Parse()
+	if c.small <= 0 || c.small >= c.tasks {
+		fmt.Fprintln(os.Stderr, "loadgen: need 0 < -small < -tasks")
+		os.Exit(2)
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	err := run(ctx, c)
+	stop()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "loadgen:", err)
+		os.Exit(1)
+	}
+}
+
+func progress(format string, args ...any) {
+	fmt.Fprintf(os.Stderr, "[loadgen %s] %s\n", time.Now().Format("15:04:05"), fmt.Sprintf(format, args...))
+}
+
+func figure(name string, value float64) { fmt.Printf("%s %.1f\n", name, value) }
+
+func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+
+func run(ctx context.Context, c config) (err error) {
+	rdb := goredis.NewClient(&goredis.Options{Addr: c.redis, DB: c.db})
+	defer rdb.Close()
+	if err := rdb.FlushDB(ctx).Err(); err != nil {
+		return fmt.Errorf("flush Redis db %d: %w", c.db, err)
+	}
+	defer rdb.FlushDB(context.WithoutCancel(ctx))
+	dir, err := os.MkdirTemp("", "stamen-loadgen-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	dbPath, logPath := filepath.Join(dir, "stamen.db"), filepath.Join(dir, "stamen.log")
+	defer func() {
+		if err != nil {
+			if b, rerr := os.ReadFile(logPath); rerr == nil {
+				fmt.Fprintf(os.Stderr, "stamen's log:\n%s", b)
+			}
+		}
+	}()
+
+	progress("generating %d tasks' events", c.tasks)
+	epoch := time.Now().Add(-span)
+	payloads := generate(c.tasks, epoch)
+	fmt.Printf("# stamen %s, redis %s/%d, %d tasks, attacks of %s with %d clients\n", c.stamen, c.redis, c.db, c.tasks, c.duration, c.clients)
+
+	s, cold, err := start(ctx, c, dbPath, logPath, 30*time.Second)
+	if err != nil {
+		return err
+	}
+	defer s.kill()
+	figure("cold_start_ms", ms(cold))
+	channel := fmt.Sprintf("/%d.celeryev/task.multi", c.db)
+	if err := waitSubscribed(ctx, rdb, c.db); err != nil {
+		return err
+	}
+	rss0, _, err := s.memory("start")
+	if err != nil {
+		return err
+	}
+	figure("rss_mb_start", rss0)
+
+	progress("small phase: %d tasks", c.small)
+	if _, err := feed(ctx, rdb, channel, s, payloads, 0, c.small); err != nil {
+		return err
+	}
+	rss, _, err := s.memory("small")
+	if err != nil {
+		return err
+	}
+	fmt.Printf("tasks_small %d\n", c.small)
+	figure("rss_mb_small", rss)
+	figure("rss_bytes_per_task_small", (rss-rss0)*1e6/float64(c.small))
+	for _, t := range targets(epoch, c.small)[:2] {
+		if err := attack(ctx, c, s.base, t, c.small); err != nil {
+			return err
+		}
+	}
+
+	progress("large phase: %d more tasks", c.tasks-c.small)
+	began := time.Now()
+	took, err := feed(ctx, rdb, channel, s, payloads, c.small, c.tasks)
+	if err != nil {
+		return err
+	}
+	events := float64(3 * (c.tasks - c.small))
+	figure("ingest_events_per_s", events/took.Seconds())
+	rss, hwm, err := s.memory("large")
+	if err != nil {
+		return err
+	}
+	fmt.Printf("tasks_large %d\n", c.tasks)
+	figure("rss_mb_large", rss)
+	figure("hwm_mb_large", hwm)
+	figure("rss_bytes_per_task_large", (rss-rss0)*1e6/float64(c.tasks))
+	// What of it is the Go heap: live and free spans, and free spans the
+	// runtime has not yet given back to the kernel.
+	for _, m := range []string{"go_memstats_heap_inuse_bytes", "go_memstats_heap_idle_bytes", "go_memstats_heap_released_bytes"} {
+		v, err := s.metric(m)
+		if err != nil {
+			return err
+		}
+		figure(strings.TrimPrefix(m, "go_memstats_")+"_mb_large", v/1e6)
+	}
+	// stamen commits whatever it has not written yet before it exits, so
+	// its exit is when every event ingested is in the store.
+	progress("stopping stamen: it commits the rest to the store")
+	ingested := time.Now()
+	complete, err := s.stop(commitTimeout)
+	if err != nil {
+		return err
+	}
+	fmt.Printf("store_complete %t\n", complete)
+	figure("store_commit_s", time.Since(ingested).Seconds())
+	figure("store_events_per_s", events/time.Since(began).Seconds())
+	fi, err := os.Stat(dbPath)
+	if err != nil {
+		return err
+	}
+	figure("store_mb", float64(fi.Size())/1e6)
+
+	progress("restart from the store")
+	s, cold, err = start(ctx, c, dbPath, logPath, 5*time.Minute)
+	if err != nil {
+		return err
+	}
+	defer s.kill()
+	figure("restart_ms", ms(cold))
+	restored, err := s.metric(`stamen_tasks_stored`)
+	if err != nil {
+		return err
+	}
+	fmt.Printf("restored_tasks %.0f\n", restored)
+	figure("store_bytes_per_task", float64(fi.Size())/max(restored, 1))
+	rss, _, err = s.memory("restored")
+	if err != nil {
+		return err
+	}
+	figure("rss_mb_restored", rss)
+	if int(restored) < c.tasks {
+		// The reads are measured at c.tasks tasks all the same: events of
+		// the tasks it already holds change nothing.
+		progress("the store gave back %d of %d tasks: publishing them all again", int(restored), c.tasks)
+		if err := waitSubscribed(ctx, rdb, c.db); err != nil {
+			return err
+		}
+		if _, err := feed(ctx, rdb, channel, s, payloads, 0, c.tasks); err != nil {
+			return err
+		}
+	}
+	for _, t := range targets(epoch, c.tasks) {
+		if err := attack(ctx, c, s.base, t, c.tasks); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// generate builds every task's envelope up front, so that publishing
+// takes no CPU from stamen while it is measured. Tasks cycle over the names
+// and workers; every tenth block of 12 fails, so that each name and worker
+// has failures.
+func generate(n int, epoch time.Time) [][]byte {
+	out := make([][]byte, n)
+	step := float64(span) / float64(time.Second) / float64(n)
+	start := float64(epoch.UnixMicro()) / 1e6
+	var wg sync.WaitGroup
+	parts := runtime.NumCPU()
+	for p := range parts {
+		wg.Go(func() {
+			for i := p * n / parts; i < (p+1)*n/parts; i++ {
+				out[i] = testcluster.TaskEnvelope(taskID(i), taskNames[i%len(taskNames)], workers[i%len(workers)],
+					i, start+float64(i)*step, (i/12)%10 == 0)
+			}
+		})
+	}
+	wg.Wait()
+	return out
+}
+
+func taskID(i int) string { return fmt.Sprintf("00000000-0000-4000-8000-%012d", i) }
+
+type target struct{ label, path string }
+
+// targets are the reads measured at n tasks: the first two are issue 8's,
+// the rest issue 6's filters. Each filter matches a tenth to a third of the
+// tasks except received (1%, half-way back) and search_id (one task by a
+// fragment of its id), which show what a scan of the tasks costs.
+func targets(epoch time.Time, n int) []target {
+	from := epoch.Add(span / 2).Truncate(time.Minute)
+	received := url.Values{
+		"received_start": {from.Format("2006-01-02 15:04")},
+		"received_end":   {from.Add(10 * time.Minute).Format("2006-01-02 15:04")},
+	}
+	return []target{
+		{"info", "/api/task/info/" + taskID(n/2)},
+		{"none", "/api/tasks?limit=100"},
+		{"state", "/api/tasks?limit=100&state=FAILURE"},
+		{"taskname", "/api/tasks?limit=100&taskname=" + taskNames[1]},
+		{"workername", "/api/tasks?limit=100&workername=" + url.QueryEscape(workers[2])},
+		{"received", "/api/tasks?limit=100&" + received.Encode()},
+		{"search", "/api/tasks?limit=100&search=mul"},
+		{"search_id", fmt.Sprintf("/api/tasks?limit=100&search=%012d", n/3)},
+	}
+}
+
+// feed publishes payloads[from:to] in pipelined batches, at most window
+// tasks ahead of what stamen has ingested, and returns once stamen has
+// ingested them all, with how long that took.
+func feed(ctx context.Context, rdb *goredis.Client, channel string, s *stamen, payloads [][]byte, from, to int) (time.Duration, error) {
+	began := time.Now()
+	want := float64(3 * to)
+	var got float64
+	moved := time.Now()
+	poll := func() error {
+		n, err := s.metric(`stamen_events_ingested_total{kind="task"}`)
+		if err != nil {
+			return err
+		}
+		if n > got {
+			got, moved = n, time.Now()
+		}
+		if time.Since(moved) > stall {
+			return fmt.Errorf("ingestion stalled at %.0f of %.0f events (did Redis drop the subscriber?)", got, want)
+		}
+		return ctx.Err()
+	}
+	for i := from; i < to; {
+		if i-int(got/3) > window {
+			if err := poll(); err != nil {
+				return 0, err
+			}
+			time.Sleep(2 * time.Millisecond)
+			continue
+		}
+		j := min(i+batch, to)
+		pipe := rdb.Pipeline()
+		for _, p := range payloads[i:j] {
+			pipe.Publish(ctx, channel, p)
+		}
+		if _, err := pipe.Exec(ctx); err != nil {
+			return 0, fmt.Errorf("publish: %w", err)
+		}
+		i = j
+	}
+	for got < want {
+		if err := poll(); err != nil {
+			return 0, err
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+	return time.Since(began), nil
+}
+
+// waitSubscribed returns once stamen's pattern subscription receives
+// messages: PUBLISH answers how many subscribers got one. stamen drops the
+// probe as undecodable.
+func waitSubscribed(ctx context.Context, rdb *goredis.Client, db int) error {
+	for range 500 {
+		n, err := rdb.Publish(ctx, fmt.Sprintf("/%d.celeryev/probe", db), "{}").Result()
+		if err != nil {
+			return err
+		}
+		if n > 0 {
+			return nil
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	return errors.New("stamen did not subscribe to the events within 10 s")
+}
+
+// attack runs vegeta at max rate with c.clients concurrent requests
+// against one path and prints the figures.
+func attack(ctx context.Context, c config, base string, t target, tasks int) error {
+	returned, err := count(base + t.path)
+	if err != nil {
+		return fmt.Errorf("%s: %w", t.path, err)
+	}
+	progress("attack %s at %d tasks", t.label, tasks)
+	a := vegeta.NewAttacker(vegeta.Workers(uint64(c.clients)), vegeta.MaxWorkers(uint64(c.clients)), vegeta.Timeout(30*time.Second))
+	stop := context.AfterFunc(ctx, func() { a.Stop() })
+	defer stop()
+	var m vegeta.Metrics
+	for r := range a.Attack(vegeta.NewStaticTargeter(vegeta.Target{Method: http.MethodGet, URL: base + t.path}), vegeta.Rate{}, c.duration, t.label) {
+		m.Add(r)
+	}
+	m.Close()
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if m.Success < 1 {
+		return fmt.Errorf("%s: %.1f%% of %d requests succeeded; status codes %v, errors %v", t.path, 100*m.Success, m.Requests, m.StatusCodes, m.Errors)
+	}
+	fmt.Printf("http %s %d %.1f %.2f %.2f %.2f %d %s\n", t.label, tasks, m.Throughput,
+		ms(m.Latencies.P50), ms(m.Latencies.P99), ms(m.Latencies.Max), returned, t.path)
+	return nil
+}
+
+// count is the number of tasks a read answers, to show that each filter
+// selects something: 1 for a task's info.
+func count(u string) (int, error) {
+	body, err := get(u)
+	if err != nil {
+		return 0, err
+	}
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal(body, &m); err != nil {
+		return 0, err
+	}
+	if strings.Contains(u, "/api/task/info/") {
+		return 1, nil
+	}
+	return len(m), nil
+}
+
+var client = &http.Client{Timeout: 30 * time.Second}
+
+func get(u string) ([]byte, error) {
+	resp, err := client.Get(u)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err == nil && resp.StatusCode != http.StatusOK {
+		err = fmt.Errorf("GET %s: %s: %s", u, resp.Status, body)
+	}
+	return body, err
+}
+
+type stamen struct {
+	cmd    *exec.Cmd
+	base   string
+	exited chan struct{}
+	err    error
+}
+
+// start runs the binary on a free loopback port and returns once
+// /healthcheck answers 200, with the time from exec to that answer.
+func start(ctx context.Context, c config, dbPath, logPath string, timeout time.Duration) (*stamen, time.Duration, error) {
+	port, err := freePort()
+	if err != nil {
+		return nil, 0, err
+	}
+	logf, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	if err != nil {
+		return nil, 0, err
+	}
+	cmd := exec.Command(c.stamen,
+		"--broker", fmt.Sprintf("redis://%s/%d", c.redis, c.db), "--port", strconv.Itoa(port),
+		"--max_tasks", strconv.Itoa(c.tasks), "--persistent", "--db", dbPath,
+		"--state_save_interval", strconv.Itoa(int(saveInterval/time.Millisecond)))
+	cmd.Stdout, cmd.Stderr = logf, logf
+	// stamen must not outlive the driver, even a killed one.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	began := time.Now()
+	if err := cmd.Start(); err != nil {
+		logf.Close()
+		return nil, 0, err
+	}
+	s := &stamen{cmd: cmd, base: fmt.Sprintf("http://127.0.0.1:%d", port), exited: make(chan struct{})}
+	go func() {
+		s.err = cmd.Wait()
+		logf.Close()
+		close(s.exited)
+	}()
+	probe := &http.Client{Timeout: time.Second}
+	for time.Since(began) < timeout {
+		if resp, err := probe.Get(s.base + "/healthcheck"); err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return s, time.Since(began), nil
+			}
+		}
+		select {
+		case <-s.exited:
+			return nil, 0, fmt.Errorf("stamen exited before answering: %v", s.err)
+		case <-ctx.Done():
+			s.kill()
+			return nil, 0, ctx.Err()
+		case <-time.After(2 * time.Millisecond):
+		}
+	}
+	s.kill()
+	return nil, 0, fmt.Errorf("stamen did not answer /healthcheck within %s", timeout)
+}
+
+func freePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+// stop shuts stamen down as an operator would, with SIGTERM (it commits
+// to the store and exits 0), and reports whether it exited within timeout;
+// if not, it is killed.
+func (s *stamen) stop(timeout time.Duration) (bool, error) {
+	_ = s.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-s.exited:
+		return true, s.err
+	case <-time.After(timeout):
+		s.kill()
+		return false, nil
+	}
+}
+
+func (s *stamen) kill() {
+	select {
+	case <-s.exited:
+	default:
+		_ = s.cmd.Process.Kill()
+		<-s.exited
+	}
+}
+
+// memory returns the process's VmRSS and VmHWM in MB (10^6 bytes, the
+// targets' unit), and prints how VmRSS splits into anonymous memory (the
+// heap) and file pages (the store's memory map, which the kernel can
+// reclaim), labelled with phase.
+func (s *stamen) memory(phase string) (rss, hwm float64, err error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", s.cmd.Process.Pid))
+	if err != nil {
+		return 0, 0, err
+	}
+	for line := range strings.Lines(string(b)) {
+		f := strings.Fields(line)
+		if len(f) < 2 {
+			continue
+		}
+		kib, _ := strconv.ParseFloat(f[1], 64)
+		switch f[0] {
+		case "VmRSS:":
+			rss = kib * 1024 / 1e6
+		case "VmHWM:":
+			hwm = kib * 1024 / 1e6
+		case "RssAnon:":
+			figure("rss_anon_mb_"+phase, kib*1024/1e6)
+		case "RssFile:":
+			figure("rss_file_mb_"+phase, kib*1024/1e6)
+		}
+	}
+	return rss, hwm, nil
+}
+
+// metric reads one series of stamen's /metrics; 0 when not exported yet.
+func (s *stamen) metric(series string) (float64, error) {
+	body, err := get(s.base + "/metrics")
+	if err != nil {
+		return 0, err
+	}
+	for line := range strings.Lines(string(body)) {
+		if v, ok := strings.CutPrefix(line, series+" "); ok {
+			return strconv.ParseFloat(strings.TrimSpace(v), 64)
+		}
+	}
+	return 0, nil
+}

@@ -1,0 +1,58 @@
+package app
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"testing"
+	"time"
+
+	goredis "github.com/redis/go-redis/v9"
+
+	"github.com/stamen-dev/stamen/internal/testcluster"
+)
+
+const retentionDB = 5
+
+// TestMaxTaskAge ingests a task from two hours ago and a current one with
+// a one-hour limit: the old one goes within a couple of seconds, the
+// current one stays.
+func TestMaxTaskAge(t *testing.T) {
+	if testing.Short() {
+		t.Skip("needs Redis")
+	}
+	testcluster.Require(t)
+	testcluster.FlushRedisDB(t, retentionDB)
+	a, err := New(context.Background(), Config{BrokerURL: testcluster.RedisURL(retentionDB), MaxTaskAge: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	rdb := goredis.NewClient(&goredis.Options{Addr: "127.0.0.1:6379", DB: retentionDB})
+	defer rdb.Close()
+	time.Sleep(300 * time.Millisecond) // let the subscription settle
+	channel := fmt.Sprintf("/%d.celeryev/task.multi", retentionDB)
+	now := float64(time.Now().UnixMicro()) / 1e6
+	const oldID, newID = "00000000-0000-4000-8000-0000000000a1", "00000000-0000-4000-8000-0000000000a2"
+	for _, p := range [][]byte{
+		testcluster.TaskEnvelope(oldID, "age.old", "age@h", 1, now-2*3600, false),
+		testcluster.TaskEnvelope(newID, "age.t", "age@h", 2, now, false),
+	} {
+		if err := rdb.Publish(context.Background(), channel, p).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		_, oldKept := a.State.Task(oldID)
+		_, newKept := a.State.Task(newID)
+		// Task names outlive their tasks: age.old proves it was ingested.
+		if !oldKept && newKept && slices.Contains(a.State.TaskTypes(), "age.old") {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("after 5 s: old task kept %v, current task kept %v", oldKept, newKept)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
