@@ -186,10 +186,10 @@ func (o options) authenticator() (*auth.Authenticator, error) {
 
 // defaultGCPercent replaces Go's 100 unless GOGC is set. The task state is
 // a few large pointer-free arrays, which a collection does not scan, so
-// collecting four times as often costs little CPU, while it keeps the
-// process near its live heap instead of twice it: at a million tasks that
-// is the difference between about 200 MB resident and 350.
-const defaultGCPercent = 25
+// collecting five times as often costs little CPU, while it keeps the
+// process within about a third of its live heap instead of over twice it
+// (bench/RESULTS.md: about 270 MB resident at a million tasks).
+const defaultGCPercent = 20
 
 func main() {
 	if os.Getenv("GOGC") == "" {
