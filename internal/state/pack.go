@@ -15,8 +15,11 @@ import (
 // floatFields are the packed times, in order.
 var floatFields = [...]Field{FieldSent, FieldStarted, FieldRejected, FieldSucceeded, FieldFailed, FieldRetried, FieldRevoked, FieldRuntime}
 
+// floatOf returns the field of t that holds the time (or runtime) f.
 func floatOf(t *Task, f Field) *float64 {
 	switch f {
+	case FieldReceived:
+		return &t.Received
 	case FieldSent:
 		return &t.Sent
 	case FieldStarted:

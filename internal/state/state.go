@@ -310,7 +310,7 @@ func (s *State) taskEvent(e *celery.Event, subject string, clock int64, localRec
 
 	state, at := taskState(subject)
 	if at != 0 {
-		setFloat(&t, at, stampOf(&t, at), e.Timestamp)
+		setFloat(&t, at, floatOf(&t, at), e.Timestamp)
 	}
 	// An event whose state precedes the current one arrived out of order:
 	// it does not change the state. A late task-received only contributes
@@ -376,28 +376,6 @@ func orderKey(t *Task) float64 {
 		return t.Timestamp
 	}
 	return 0
-}
-
-// stampOf returns the field that holds the time of the event at.
-func stampOf(t *Task, at Field) *float64 {
-	switch at {
-	case FieldSent:
-		return &t.Sent
-	case FieldReceived:
-		return &t.Received
-	case FieldStarted:
-		return &t.Started
-	case FieldSucceeded:
-		return &t.Succeeded
-	case FieldFailed:
-		return &t.Failed
-	case FieldRetried:
-		return &t.Retried
-	case FieldRevoked:
-		return &t.Revoked
-	default:
-		return &t.Rejected
-	}
 }
 
 func setFloat(t *Task, f Field, dst *float64, v float64) {
