@@ -26,14 +26,23 @@ var taskBodyPrefixes = []string{"/api/task/apply/", "/api/task/async-apply/", "/
 func FlowerParams(maxBody int64, next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Method == http.MethodPost {
+			var err error
 			if hasPrefix(r.URL.Path, taskBodyPrefixes) {
+				err = bufferBody(r, maxBody)
 				r.Header.Set("Content-Type", "application/json")
-			} else if err := formToQuery(r, maxBody); err != nil {
-				writeJSON(w, http.StatusBadRequest, errorBody{Error: err.Error()})
+			} else {
+				err = formToQuery(r, maxBody)
+			}
+			if err != nil {
+				status := http.StatusBadRequest
+				if errors.Is(err, errTooLarge) {
+					status = http.StatusRequestEntityTooLarge
+				}
+				writeJSON(w, status, errorBody{Error: err.Error()})
 				return
 			}
 		}
-		if err := strictParams(r.URL.Query()); err != nil {
+		if err := strictParams(r.URL.Path, r.URL.Query()); err != nil {
 			writeJSON(w, http.StatusBadRequest, errorBody{Error: err.Error()})
 			return
 		}
@@ -51,6 +60,38 @@ func FlowerParams(maxBody int64, next http.Handler) http.Handler {
 	})
 }
 
+// errTooLarge is a body over the limit. A Content-Length over it is refused
+// before the body is read (the app's limitBody); a chunked body shows its
+// size only while it is read, here, so that it gets the same 413 and not the
+// JSON decoder's 400.
+var errTooLarge = errors.New("request body too large")
+
+// readBody reads the whole body, at most maxBody bytes.
+func readBody(r *http.Request, maxBody int64) ([]byte, error) {
+	body, err := io.ReadAll(io.LimitReader(r.Body, maxBody+1))
+	var tooLarge *http.MaxBytesError
+	switch {
+	case errors.As(err, &tooLarge) || int64(len(body)) > maxBody:
+		return nil, errTooLarge
+	case err != nil:
+		return nil, errors.New("cannot read the request body")
+	}
+	return body, nil
+}
+
+// bufferBody reads a task body into memory, so that its size is known
+// before go-openapi decodes it.
+func bufferBody(r *http.Request, maxBody int64) error {
+	body, err := readBody(r, maxBody)
+	if err != nil {
+		return err
+	}
+	r.Body = io.NopCloser(bytes.NewReader(body))
+	r.ContentLength = int64(len(body))
+	r.TransferEncoding = nil
+	return nil
+}
+
 func hasPrefix(path string, prefixes []string) bool {
 	for _, p := range prefixes {
 		if strings.HasPrefix(path, p) {
@@ -64,8 +105,15 @@ func hasPrefix(path string, prefixes []string) bool {
 // the query, as in Flower where the last value of a name counts) and drops
 // the body, which no query-parameter operation reads.
 func formToQuery(r *http.Request, maxBody int64) error {
+	// Read whatever comes, so that an oversized body is refused the same
+	// whatever its Content-Type.
+	body, err := readBody(r, maxBody)
+	if err != nil {
+		return err
+	}
 	ct := r.Header.Get("Content-Type")
 	if ct == "" {
+		dropBody(r)
 		return nil
 	}
 	mt, _, err := mime.ParseMediaType(ct)
@@ -75,18 +123,12 @@ func formToQuery(r *http.Request, maxBody int64) error {
 	var form url.Values
 	switch mt {
 	case "application/x-www-form-urlencoded":
-		body, err := io.ReadAll(io.LimitReader(r.Body, maxBody+1))
-		if err != nil {
-			return errors.New("cannot read the request body")
-		}
-		if int64(len(body)) > maxBody {
-			return errors.New("request body too large")
-		}
 		form, err = url.ParseQuery(string(body))
 		if err != nil {
 			return errors.New("invalid form body")
 		}
 	case "multipart/form-data":
+		r.Body = io.NopCloser(bytes.NewReader(body))
 		if err := r.ParseMultipartForm(maxBody); err != nil {
 			return errors.New("invalid multipart body")
 		}
@@ -94,7 +136,6 @@ func formToQuery(r *http.Request, maxBody int64) error {
 	default:
 		// JSON or anything else: control operations take no body (Flower
 		// ignores a JSON body there), so drop it rather than fail on it.
-		_, _ = io.Copy(io.Discard, io.LimitReader(r.Body, maxBody))
 		dropBody(r)
 		return nil
 	}
@@ -114,23 +155,48 @@ func dropBody(r *http.Request) {
 	r.Header.Del("Content-Length")
 }
 
-// boolParams and numberParams are the typed query parameters of the API.
-// go-openapi reads an unparsable boolean as false and an empty number as
-// absent; Flower answers 400 for both, and so does stamen.
-var (
-	boolParams   = []string{"refresh", "status", "terminate"}
-	numberParams = []string{"limit", "offset", "n", "min", "max", "timeout", "soft", "hard"}
-)
+// typedParams are the boolean and number query parameters of each
+// operation, by path (a prefix when it ends with /). go-openapi reads an
+// unparsable boolean as false and an empty number as absent; Flower answers
+// 400 for both, and so does stamen, but only where the operation takes the
+// parameter: Flower ignores the ones an operation does not read.
+// TestTypedParamsFollowTheSpec keeps this table equal to swagger.yaml's.
+var typedParams = []struct {
+	path           string
+	bools, numbers []string
+}{
+	{"/api/tasks", nil, []string{"limit", "offset"}},
+	{"/api/workers", []string{"refresh", "status"}, nil},
+	{"/api/task/apply/", nil, []string{"timeout"}},
+	{"/api/task/result/", nil, []string{"timeout"}},
+	{"/api/task/timeout/", nil, []string{"soft", "hard"}},
+	{"/api/task/revoke/", []string{"terminate"}, nil},
+	{"/api/worker/pool/grow/", nil, []string{"n"}},
+	{"/api/worker/pool/shrink/", nil, []string{"n"}},
+	{"/api/worker/pool/autoscale/", nil, []string{"min", "max"}},
+}
 
-func strictParams(q url.Values) error {
-	for _, name := range boolParams {
+// paramTypes returns the boolean and number query parameters the operation
+// at path takes.
+func paramTypes(path string) (bools, numbers []string) {
+	for _, tp := range typedParams {
+		if path == tp.path || (strings.HasSuffix(tp.path, "/") && strings.HasPrefix(path, tp.path)) {
+			return tp.bools, tp.numbers
+		}
+	}
+	return nil, nil
+}
+
+func strictParams(path string, q url.Values) error {
+	bools, numbers := paramTypes(path)
+	for _, name := range bools {
 		for _, v := range q[name] {
 			if _, ok := parseFlowerBool(v); !ok {
 				return fmt.Errorf("invalid %s %q: want true or false", name, v)
 			}
 		}
 	}
-	for _, name := range numberParams {
+	for _, name := range numbers {
 		for _, v := range q[name] {
 			if strings.TrimSpace(v) == "" {
 				return fmt.Errorf("%s must not be empty", name)

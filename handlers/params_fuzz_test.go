@@ -34,7 +34,9 @@ func FuzzRequestParams(f *testing.F) {
 			}
 		}
 		if q, err := url.ParseQuery(query); err == nil {
-			_ = strictParams(q)
+			for _, tp := range typedParams {
+				_ = strictParams(tp.path, q)
+			}
 		}
 		r := httptest.NewRequest("POST", "/api/worker/queue/add-consumer/w", strings.NewReader(query))
 		r.Header.Set("Content-Type", "application/x-www-form-urlencoded")

@@ -105,10 +105,13 @@ func newHTTPHandler(h *handlers.Handlers, m *metrics.Metrics, cfg Config) (http.
 	return withPrefix(cfg.URLPrefix, next), nil
 }
 
-// limitBody caps what a handler can read from a request body.
+// limitBody caps what a handler can read from a request body. Only the
+// POST operations read one, so only they answer 413 to a Content-Length over
+// the cap (the spec declares it there); a GET's body is ignored, as Flower
+// ignores it.
 func limitBody(max int64, next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.ContentLength > max {
+		if r.Method == http.MethodPost && r.ContentLength > max {
 			handlers.WriteError(w, http.StatusRequestEntityTooLarge, "request body too large")
 			return
 		}
