@@ -100,6 +100,9 @@ func init() {
           },
           "503": {
             "$ref": "#/responses/Unavailable"
+          },
+          "504": {
+            "$ref": "#/responses/Timeout"
           }
         }
       }
@@ -123,14 +126,23 @@ func init() {
               "$ref": "#/definitions/Message"
             }
           },
+          "400": {
+            "$ref": "#/responses/BadRequest"
+          },
           "401": {
             "$ref": "#/responses/Unauthorized"
           },
           "403": {
             "$ref": "#/responses/Forbidden"
           },
+          "413": {
+            "$ref": "#/responses/TooLarge"
+          },
           "503": {
             "$ref": "#/responses/Unavailable"
+          },
+          "504": {
+            "$ref": "#/responses/Timeout"
           }
         }
       }
@@ -178,6 +190,9 @@ func init() {
           "404": {
             "$ref": "#/responses/NotFound"
           },
+          "413": {
+            "$ref": "#/responses/TooLarge"
+          },
           "503": {
             "$ref": "#/responses/Unavailable"
           },
@@ -221,8 +236,14 @@ func init() {
           "404": {
             "$ref": "#/responses/NotFound"
           },
+          "413": {
+            "$ref": "#/responses/TooLarge"
+          },
           "503": {
             "$ref": "#/responses/Unavailable"
+          },
+          "504": {
+            "$ref": "#/responses/Timeout"
           }
         }
       }
@@ -245,6 +266,9 @@ func init() {
             "schema": {
               "$ref": "#/definitions/Task"
             }
+          },
+          "400": {
+            "$ref": "#/responses/BadRequest"
           },
           "401": {
             "$ref": "#/responses/Unauthorized"
@@ -304,8 +328,14 @@ func init() {
           "404": {
             "$ref": "#/responses/NotFound"
           },
+          "413": {
+            "$ref": "#/responses/TooLarge"
+          },
           "503": {
             "$ref": "#/responses/Unavailable"
+          },
+          "504": {
+            "$ref": "#/responses/Timeout"
           }
         }
       }
@@ -372,10 +402,10 @@ func init() {
             "in": "query"
           },
           {
-            "pattern": "^(SIG)?[A-Z0-9]{2,10}$",
+            "pattern": "^(SIG)?(ABRT|ALRM|BUS|CHLD|CLD|CONT|FPE|HUP|ILL|INT|IO|IOT|KILL|PIPE|POLL|PROF|PWR|QUIT|RTMAX|RTMIN|SEGV|STKFLT|STOP|SYS|TERM|TRAP|TSTP|TTIN|TTOU|URG|USR1|USR2|VTALRM|WINCH|XCPU|XFSZ)$",
             "type": "string",
             "default": "SIGTERM",
-            "description": "the signal sent to a terminated task's process",
+            "description": "the signal sent to a terminated task's process: a signal name as\nCelery's worker accepts it (celery.platforms.signals.signum), in\nupper case, with or without the SIG prefix (SIGKILL or KILL).\nLower-case names, numbers and names Python's signal module on\nLinux lacks are refused with 400 before anything is sent: the\nworker would revoke the task and then fail to signal it.\n",
             "name": "signal",
             "in": "query"
           }
@@ -396,8 +426,14 @@ func init() {
           "403": {
             "$ref": "#/responses/Forbidden"
           },
+          "413": {
+            "$ref": "#/responses/TooLarge"
+          },
           "503": {
             "$ref": "#/responses/Unavailable"
+          },
+          "504": {
+            "$ref": "#/responses/Timeout"
           }
         }
       }
@@ -433,8 +469,14 @@ func init() {
           "403": {
             "$ref": "#/responses/Forbidden"
           },
+          "413": {
+            "$ref": "#/responses/TooLarge"
+          },
           "503": {
             "$ref": "#/responses/Unavailable"
+          },
+          "504": {
+            "$ref": "#/responses/Timeout"
           }
         }
       }
@@ -494,8 +536,14 @@ func init() {
           "404": {
             "$ref": "#/responses/NotFound"
           },
+          "413": {
+            "$ref": "#/responses/TooLarge"
+          },
           "503": {
             "$ref": "#/responses/Unavailable"
+          },
+          "504": {
+            "$ref": "#/responses/Timeout"
           }
         }
       }
@@ -671,8 +719,14 @@ func init() {
           "404": {
             "$ref": "#/responses/NotFound"
           },
+          "413": {
+            "$ref": "#/responses/TooLarge"
+          },
           "503": {
             "$ref": "#/responses/Unavailable"
+          },
+          "504": {
+            "$ref": "#/responses/Timeout"
           }
         }
       }
@@ -718,8 +772,14 @@ func init() {
           "404": {
             "$ref": "#/responses/NotFound"
           },
+          "413": {
+            "$ref": "#/responses/TooLarge"
+          },
           "503": {
             "$ref": "#/responses/Unavailable"
+          },
+          "504": {
+            "$ref": "#/responses/Timeout"
           }
         }
       }
@@ -743,6 +803,9 @@ func init() {
               "$ref": "#/definitions/Message"
             }
           },
+          "400": {
+            "$ref": "#/responses/BadRequest"
+          },
           "401": {
             "$ref": "#/responses/Unauthorized"
           },
@@ -752,8 +815,14 @@ func init() {
           "404": {
             "$ref": "#/responses/NotFound"
           },
+          "413": {
+            "$ref": "#/responses/TooLarge"
+          },
           "503": {
             "$ref": "#/responses/Unavailable"
+          },
+          "504": {
+            "$ref": "#/responses/Timeout"
           }
         }
       }
@@ -799,8 +868,14 @@ func init() {
           "404": {
             "$ref": "#/responses/NotFound"
           },
+          "413": {
+            "$ref": "#/responses/TooLarge"
+          },
           "503": {
             "$ref": "#/responses/Unavailable"
+          },
+          "504": {
+            "$ref": "#/responses/Timeout"
           }
         }
       }
@@ -845,8 +920,14 @@ func init() {
           "404": {
             "$ref": "#/responses/NotFound"
           },
+          "413": {
+            "$ref": "#/responses/TooLarge"
+          },
           "503": {
             "$ref": "#/responses/Unavailable"
+          },
+          "504": {
+            "$ref": "#/responses/Timeout"
           }
         }
       }
@@ -891,8 +972,14 @@ func init() {
           "404": {
             "$ref": "#/responses/NotFound"
           },
+          "413": {
+            "$ref": "#/responses/TooLarge"
+          },
           "503": {
             "$ref": "#/responses/Unavailable"
+          },
+          "504": {
+            "$ref": "#/responses/Timeout"
           }
         }
       }
@@ -916,6 +1003,9 @@ func init() {
               "$ref": "#/definitions/Message"
             }
           },
+          "400": {
+            "$ref": "#/responses/BadRequest"
+          },
           "401": {
             "$ref": "#/responses/Unauthorized"
           },
@@ -925,8 +1015,14 @@ func init() {
           "404": {
             "$ref": "#/responses/NotFound"
           },
+          "413": {
+            "$ref": "#/responses/TooLarge"
+          },
           "503": {
             "$ref": "#/responses/Unavailable"
+          },
+          "504": {
+            "$ref": "#/responses/Timeout"
           }
         }
       }
@@ -977,6 +1073,9 @@ func init() {
           },
           "503": {
             "$ref": "#/responses/Unavailable"
+          },
+          "504": {
+            "$ref": "#/responses/Timeout"
           }
         }
       }
@@ -1423,7 +1522,13 @@ func init() {
       }
     },
     "Timeout": {
-      "description": "A bounded wait expired",
+      "description": "A bounded wait expired (the result, a worker's reply, or the broker)",
+      "schema": {
+        "$ref": "#/definitions/Error"
+      }
+    },
+    "TooLarge": {
+      "description": "The request body is larger than the server accepts (1 MiB)",
       "schema": {
         "$ref": "#/definitions/Error"
       }
@@ -1578,6 +1683,12 @@ func init() {
             "schema": {
               "$ref": "#/definitions/Error"
             }
+          },
+          "504": {
+            "description": "A bounded wait expired (the result, a worker's reply, or the broker)",
+            "schema": {
+              "$ref": "#/definitions/Error"
+            }
           }
         }
       }
@@ -1606,6 +1717,12 @@ func init() {
               "$ref": "#/definitions/Message"
             }
           },
+          "400": {
+            "description": "A parameter or the body is missing or invalid",
+            "schema": {
+              "$ref": "#/definitions/Error"
+            }
+          },
           "401": {
             "description": "Credentials are missing or wrong",
             "schema": {
@@ -1618,8 +1735,20 @@ func init() {
               "$ref": "#/definitions/Error"
             }
           },
+          "413": {
+            "description": "The request body is larger than the server accepts (1 MiB)",
+            "schema": {
+              "$ref": "#/definitions/Error"
+            }
+          },
           "503": {
             "description": "The broker or the result backend is unavailable",
+            "schema": {
+              "$ref": "#/definitions/Error"
+            }
+          },
+          "504": {
+            "description": "A bounded wait expired (the result, a worker's reply, or the broker)",
             "schema": {
               "$ref": "#/definitions/Error"
             }
@@ -1692,6 +1821,12 @@ func init() {
               "$ref": "#/definitions/Error"
             }
           },
+          "413": {
+            "description": "The request body is larger than the server accepts (1 MiB)",
+            "schema": {
+              "$ref": "#/definitions/Error"
+            }
+          },
           "503": {
             "description": "The broker or the result backend is unavailable",
             "schema": {
@@ -1699,7 +1834,7 @@ func init() {
             }
           },
           "504": {
-            "description": "A bounded wait expired",
+            "description": "A bounded wait expired (the result, a worker's reply, or the broker)",
             "schema": {
               "$ref": "#/definitions/Error"
             }
@@ -1763,8 +1898,20 @@ func init() {
               "$ref": "#/definitions/Error"
             }
           },
+          "413": {
+            "description": "The request body is larger than the server accepts (1 MiB)",
+            "schema": {
+              "$ref": "#/definitions/Error"
+            }
+          },
           "503": {
             "description": "The broker or the result backend is unavailable",
+            "schema": {
+              "$ref": "#/definitions/Error"
+            }
+          },
+          "504": {
+            "description": "A bounded wait expired (the result, a worker's reply, or the broker)",
             "schema": {
               "$ref": "#/definitions/Error"
             }
@@ -1794,6 +1941,12 @@ func init() {
             "description": "The task record",
             "schema": {
               "$ref": "#/definitions/Task"
+            }
+          },
+          "400": {
+            "description": "A parameter or the body is missing or invalid",
+            "schema": {
+              "$ref": "#/definitions/Error"
             }
           },
           "401": {
@@ -1877,8 +2030,20 @@ func init() {
               "$ref": "#/definitions/Error"
             }
           },
+          "413": {
+            "description": "The request body is larger than the server accepts (1 MiB)",
+            "schema": {
+              "$ref": "#/definitions/Error"
+            }
+          },
           "503": {
             "description": "The broker or the result backend is unavailable",
+            "schema": {
+              "$ref": "#/definitions/Error"
+            }
+          },
+          "504": {
+            "description": "A bounded wait expired (the result, a worker's reply, or the broker)",
             "schema": {
               "$ref": "#/definitions/Error"
             }
@@ -1938,7 +2103,7 @@ func init() {
             }
           },
           "504": {
-            "description": "A bounded wait expired",
+            "description": "A bounded wait expired (the result, a worker's reply, or the broker)",
             "schema": {
               "$ref": "#/definitions/Error"
             }
@@ -1970,10 +2135,10 @@ func init() {
             "in": "query"
           },
           {
-            "pattern": "^(SIG)?[A-Z0-9]{2,10}$",
+            "pattern": "^(SIG)?(ABRT|ALRM|BUS|CHLD|CLD|CONT|FPE|HUP|ILL|INT|IO|IOT|KILL|PIPE|POLL|PROF|PWR|QUIT|RTMAX|RTMIN|SEGV|STKFLT|STOP|SYS|TERM|TRAP|TSTP|TTIN|TTOU|URG|USR1|USR2|VTALRM|WINCH|XCPU|XFSZ)$",
             "type": "string",
             "default": "SIGTERM",
-            "description": "the signal sent to a terminated task's process",
+            "description": "the signal sent to a terminated task's process: a signal name as\nCelery's worker accepts it (celery.platforms.signals.signum), in\nupper case, with or without the SIG prefix (SIGKILL or KILL).\nLower-case names, numbers and names Python's signal module on\nLinux lacks are refused with 400 before anything is sent: the\nworker would revoke the task and then fail to signal it.\n",
             "name": "signal",
             "in": "query"
           }
@@ -2003,8 +2168,20 @@ func init() {
               "$ref": "#/definitions/Error"
             }
           },
+          "413": {
+            "description": "The request body is larger than the server accepts (1 MiB)",
+            "schema": {
+              "$ref": "#/definitions/Error"
+            }
+          },
           "503": {
             "description": "The broker or the result backend is unavailable",
+            "schema": {
+              "$ref": "#/definitions/Error"
+            }
+          },
+          "504": {
+            "description": "A bounded wait expired (the result, a worker's reply, or the broker)",
             "schema": {
               "$ref": "#/definitions/Error"
             }
@@ -2062,8 +2239,20 @@ func init() {
               "$ref": "#/definitions/Error"
             }
           },
+          "413": {
+            "description": "The request body is larger than the server accepts (1 MiB)",
+            "schema": {
+              "$ref": "#/definitions/Error"
+            }
+          },
           "503": {
             "description": "The broker or the result backend is unavailable",
+            "schema": {
+              "$ref": "#/definitions/Error"
+            }
+          },
+          "504": {
+            "description": "A bounded wait expired (the result, a worker's reply, or the broker)",
             "schema": {
               "$ref": "#/definitions/Error"
             }
@@ -2143,8 +2332,20 @@ func init() {
               "$ref": "#/definitions/Error"
             }
           },
+          "413": {
+            "description": "The request body is larger than the server accepts (1 MiB)",
+            "schema": {
+              "$ref": "#/definitions/Error"
+            }
+          },
           "503": {
             "description": "The broker or the result backend is unavailable",
+            "schema": {
+              "$ref": "#/definitions/Error"
+            }
+          },
+          "504": {
+            "description": "A bounded wait expired (the result, a worker's reply, or the broker)",
             "schema": {
               "$ref": "#/definitions/Error"
             }
@@ -2349,8 +2550,20 @@ func init() {
               "$ref": "#/definitions/Error"
             }
           },
+          "413": {
+            "description": "The request body is larger than the server accepts (1 MiB)",
+            "schema": {
+              "$ref": "#/definitions/Error"
+            }
+          },
           "503": {
             "description": "The broker or the result backend is unavailable",
+            "schema": {
+              "$ref": "#/definitions/Error"
+            }
+          },
+          "504": {
+            "description": "A bounded wait expired (the result, a worker's reply, or the broker)",
             "schema": {
               "$ref": "#/definitions/Error"
             }
@@ -2416,8 +2629,20 @@ func init() {
               "$ref": "#/definitions/Error"
             }
           },
+          "413": {
+            "description": "The request body is larger than the server accepts (1 MiB)",
+            "schema": {
+              "$ref": "#/definitions/Error"
+            }
+          },
           "503": {
             "description": "The broker or the result backend is unavailable",
+            "schema": {
+              "$ref": "#/definitions/Error"
+            }
+          },
+          "504": {
+            "description": "A bounded wait expired (the result, a worker's reply, or the broker)",
             "schema": {
               "$ref": "#/definitions/Error"
             }
@@ -2449,6 +2674,12 @@ func init() {
               "$ref": "#/definitions/Message"
             }
           },
+          "400": {
+            "description": "A parameter or the body is missing or invalid",
+            "schema": {
+              "$ref": "#/definitions/Error"
+            }
+          },
           "401": {
             "description": "Credentials are missing or wrong",
             "schema": {
@@ -2467,8 +2698,20 @@ func init() {
               "$ref": "#/definitions/Error"
             }
           },
+          "413": {
+            "description": "The request body is larger than the server accepts (1 MiB)",
+            "schema": {
+              "$ref": "#/definitions/Error"
+            }
+          },
           "503": {
             "description": "The broker or the result backend is unavailable",
+            "schema": {
+              "$ref": "#/definitions/Error"
+            }
+          },
+          "504": {
+            "description": "A bounded wait expired (the result, a worker's reply, or the broker)",
             "schema": {
               "$ref": "#/definitions/Error"
             }
@@ -2534,8 +2777,20 @@ func init() {
               "$ref": "#/definitions/Error"
             }
           },
+          "413": {
+            "description": "The request body is larger than the server accepts (1 MiB)",
+            "schema": {
+              "$ref": "#/definitions/Error"
+            }
+          },
           "503": {
             "description": "The broker or the result backend is unavailable",
+            "schema": {
+              "$ref": "#/definitions/Error"
+            }
+          },
+          "504": {
+            "description": "A bounded wait expired (the result, a worker's reply, or the broker)",
             "schema": {
               "$ref": "#/definitions/Error"
             }
@@ -2600,8 +2855,20 @@ func init() {
               "$ref": "#/definitions/Error"
             }
           },
+          "413": {
+            "description": "The request body is larger than the server accepts (1 MiB)",
+            "schema": {
+              "$ref": "#/definitions/Error"
+            }
+          },
           "503": {
             "description": "The broker or the result backend is unavailable",
+            "schema": {
+              "$ref": "#/definitions/Error"
+            }
+          },
+          "504": {
+            "description": "A bounded wait expired (the result, a worker's reply, or the broker)",
             "schema": {
               "$ref": "#/definitions/Error"
             }
@@ -2666,8 +2933,20 @@ func init() {
               "$ref": "#/definitions/Error"
             }
           },
+          "413": {
+            "description": "The request body is larger than the server accepts (1 MiB)",
+            "schema": {
+              "$ref": "#/definitions/Error"
+            }
+          },
           "503": {
             "description": "The broker or the result backend is unavailable",
+            "schema": {
+              "$ref": "#/definitions/Error"
+            }
+          },
+          "504": {
+            "description": "A bounded wait expired (the result, a worker's reply, or the broker)",
             "schema": {
               "$ref": "#/definitions/Error"
             }
@@ -2699,6 +2978,12 @@ func init() {
               "$ref": "#/definitions/Message"
             }
           },
+          "400": {
+            "description": "A parameter or the body is missing or invalid",
+            "schema": {
+              "$ref": "#/definitions/Error"
+            }
+          },
           "401": {
             "description": "Credentials are missing or wrong",
             "schema": {
@@ -2717,8 +3002,20 @@ func init() {
               "$ref": "#/definitions/Error"
             }
           },
+          "413": {
+            "description": "The request body is larger than the server accepts (1 MiB)",
+            "schema": {
+              "$ref": "#/definitions/Error"
+            }
+          },
           "503": {
             "description": "The broker or the result backend is unavailable",
+            "schema": {
+              "$ref": "#/definitions/Error"
+            }
+          },
+          "504": {
+            "description": "A bounded wait expired (the result, a worker's reply, or the broker)",
             "schema": {
               "$ref": "#/definitions/Error"
             }
@@ -2781,6 +3078,12 @@ func init() {
           },
           "503": {
             "description": "The broker or the result backend is unavailable",
+            "schema": {
+              "$ref": "#/definitions/Error"
+            }
+          },
+          "504": {
+            "description": "A bounded wait expired (the result, a worker's reply, or the broker)",
             "schema": {
               "$ref": "#/definitions/Error"
             }
@@ -3230,7 +3533,13 @@ func init() {
       }
     },
     "Timeout": {
-      "description": "A bounded wait expired",
+      "description": "A bounded wait expired (the result, a worker's reply, or the broker)",
+      "schema": {
+        "$ref": "#/definitions/Error"
+      }
+    },
+    "TooLarge": {
+      "description": "The request body is larger than the server accepts (1 MiB)",
       "schema": {
         "$ref": "#/definitions/Error"
       }

@@ -39,6 +39,12 @@ func (o *GetQueueLengthsReader) ReadResponse(response runtime.ClientResponse, co
 			return nil, err
 		}
 		return nil, result
+	case 504:
+		result := NewGetQueueLengthsGatewayTimeout()
+		if err := result.readResponse(response, consumer, o.formats); err != nil {
+			return nil, err
+		}
+		return nil, result
 	default:
 		return nil, runtime.NewAPIError("[GET /api/queues/length] getQueueLengths", response, response.Code())
 	}
@@ -237,6 +243,74 @@ func (o *GetQueueLengthsServiceUnavailable) GetPayload() *models.Error {
 }
 
 func (o *GetQueueLengthsServiceUnavailable) readResponse(response runtime.ClientResponse, consumer runtime.Consumer, formats strfmt.Registry) error {
+
+	o.Payload = new(models.Error)
+
+	// response payload
+	if err := consumer.Consume(response.Body(), o.Payload); err != nil && !stderrors.Is(err, io.EOF) {
+		return err
+	}
+
+	return nil
+}
+
+// NewGetQueueLengthsGatewayTimeout creates a GetQueueLengthsGatewayTimeout with default headers values
+func NewGetQueueLengthsGatewayTimeout() *GetQueueLengthsGatewayTimeout {
+	return &GetQueueLengthsGatewayTimeout{}
+}
+
+// GetQueueLengthsGatewayTimeout describes a response with status code 504, with default header values.
+//
+// A bounded wait expired (the result, a worker's reply, or the broker)
+type GetQueueLengthsGatewayTimeout struct {
+	Payload *models.Error
+}
+
+// IsSuccess returns true when this get queue lengths gateway timeout response has a 2xx status code
+func (o *GetQueueLengthsGatewayTimeout) IsSuccess() bool {
+	return false
+}
+
+// IsRedirect returns true when this get queue lengths gateway timeout response has a 3xx status code
+func (o *GetQueueLengthsGatewayTimeout) IsRedirect() bool {
+	return false
+}
+
+// IsClientError returns true when this get queue lengths gateway timeout response has a 4xx status code
+func (o *GetQueueLengthsGatewayTimeout) IsClientError() bool {
+	return false
+}
+
+// IsServerError returns true when this get queue lengths gateway timeout response has a 5xx status code
+func (o *GetQueueLengthsGatewayTimeout) IsServerError() bool {
+	return true
+}
+
+// IsCode returns true when this get queue lengths gateway timeout response a status code equal to that given
+func (o *GetQueueLengthsGatewayTimeout) IsCode(code int) bool {
+	return code == 504
+}
+
+// Code gets the status code for the get queue lengths gateway timeout response
+func (o *GetQueueLengthsGatewayTimeout) Code() int {
+	return 504
+}
+
+func (o *GetQueueLengthsGatewayTimeout) Error() string {
+	payload, _ := json.Marshal(o.Payload)
+	return fmt.Sprintf("[GET /api/queues/length][%d] getQueueLengthsGatewayTimeout %s", 504, payload)
+}
+
+func (o *GetQueueLengthsGatewayTimeout) String() string {
+	payload, _ := json.Marshal(o.Payload)
+	return fmt.Sprintf("[GET /api/queues/length][%d] getQueueLengthsGatewayTimeout %s", 504, payload)
+}
+
+func (o *GetQueueLengthsGatewayTimeout) GetPayload() *models.Error {
+	return o.Payload
+}
+
+func (o *GetQueueLengthsGatewayTimeout) readResponse(response runtime.ClientResponse, consumer runtime.Consumer, formats strfmt.Registry) error {
 
 	o.Payload = new(models.Error)
 

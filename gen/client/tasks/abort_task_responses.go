@@ -27,6 +27,12 @@ func (o *AbortTaskReader) ReadResponse(response runtime.ClientResponse, consumer
 			return nil, err
 		}
 		return result, nil
+	case 400:
+		result := NewAbortTaskBadRequest()
+		if err := result.readResponse(response, consumer, o.formats); err != nil {
+			return nil, err
+		}
+		return nil, result
 	case 401:
 		result := NewAbortTaskUnauthorized()
 		if err := result.readResponse(response, consumer, o.formats); err != nil {
@@ -39,8 +45,20 @@ func (o *AbortTaskReader) ReadResponse(response runtime.ClientResponse, consumer
 			return nil, err
 		}
 		return nil, result
+	case 413:
+		result := NewAbortTaskRequestEntityTooLarge()
+		if err := result.readResponse(response, consumer, o.formats); err != nil {
+			return nil, err
+		}
+		return nil, result
 	case 503:
 		result := NewAbortTaskServiceUnavailable()
+		if err := result.readResponse(response, consumer, o.formats); err != nil {
+			return nil, err
+		}
+		return nil, result
+	case 504:
+		result := NewAbortTaskGatewayTimeout()
 		if err := result.readResponse(response, consumer, o.formats); err != nil {
 			return nil, err
 		}
@@ -109,6 +127,74 @@ func (o *AbortTaskOK) GetPayload() *models.Message {
 func (o *AbortTaskOK) readResponse(response runtime.ClientResponse, consumer runtime.Consumer, formats strfmt.Registry) error {
 
 	o.Payload = new(models.Message)
+
+	// response payload
+	if err := consumer.Consume(response.Body(), o.Payload); err != nil && !stderrors.Is(err, io.EOF) {
+		return err
+	}
+
+	return nil
+}
+
+// NewAbortTaskBadRequest creates a AbortTaskBadRequest with default headers values
+func NewAbortTaskBadRequest() *AbortTaskBadRequest {
+	return &AbortTaskBadRequest{}
+}
+
+// AbortTaskBadRequest describes a response with status code 400, with default header values.
+//
+// A parameter or the body is missing or invalid
+type AbortTaskBadRequest struct {
+	Payload *models.Error
+}
+
+// IsSuccess returns true when this abort task bad request response has a 2xx status code
+func (o *AbortTaskBadRequest) IsSuccess() bool {
+	return false
+}
+
+// IsRedirect returns true when this abort task bad request response has a 3xx status code
+func (o *AbortTaskBadRequest) IsRedirect() bool {
+	return false
+}
+
+// IsClientError returns true when this abort task bad request response has a 4xx status code
+func (o *AbortTaskBadRequest) IsClientError() bool {
+	return true
+}
+
+// IsServerError returns true when this abort task bad request response has a 5xx status code
+func (o *AbortTaskBadRequest) IsServerError() bool {
+	return false
+}
+
+// IsCode returns true when this abort task bad request response a status code equal to that given
+func (o *AbortTaskBadRequest) IsCode(code int) bool {
+	return code == 400
+}
+
+// Code gets the status code for the abort task bad request response
+func (o *AbortTaskBadRequest) Code() int {
+	return 400
+}
+
+func (o *AbortTaskBadRequest) Error() string {
+	payload, _ := json.Marshal(o.Payload)
+	return fmt.Sprintf("[POST /api/task/abort/{taskid}][%d] abortTaskBadRequest %s", 400, payload)
+}
+
+func (o *AbortTaskBadRequest) String() string {
+	payload, _ := json.Marshal(o.Payload)
+	return fmt.Sprintf("[POST /api/task/abort/{taskid}][%d] abortTaskBadRequest %s", 400, payload)
+}
+
+func (o *AbortTaskBadRequest) GetPayload() *models.Error {
+	return o.Payload
+}
+
+func (o *AbortTaskBadRequest) readResponse(response runtime.ClientResponse, consumer runtime.Consumer, formats strfmt.Registry) error {
+
+	o.Payload = new(models.Error)
 
 	// response payload
 	if err := consumer.Consume(response.Body(), o.Payload); err != nil && !stderrors.Is(err, io.EOF) {
@@ -254,6 +340,74 @@ func (o *AbortTaskForbidden) readResponse(response runtime.ClientResponse, consu
 	return nil
 }
 
+// NewAbortTaskRequestEntityTooLarge creates a AbortTaskRequestEntityTooLarge with default headers values
+func NewAbortTaskRequestEntityTooLarge() *AbortTaskRequestEntityTooLarge {
+	return &AbortTaskRequestEntityTooLarge{}
+}
+
+// AbortTaskRequestEntityTooLarge describes a response with status code 413, with default header values.
+//
+// The request body is larger than the server accepts (1 MiB)
+type AbortTaskRequestEntityTooLarge struct {
+	Payload *models.Error
+}
+
+// IsSuccess returns true when this abort task request entity too large response has a 2xx status code
+func (o *AbortTaskRequestEntityTooLarge) IsSuccess() bool {
+	return false
+}
+
+// IsRedirect returns true when this abort task request entity too large response has a 3xx status code
+func (o *AbortTaskRequestEntityTooLarge) IsRedirect() bool {
+	return false
+}
+
+// IsClientError returns true when this abort task request entity too large response has a 4xx status code
+func (o *AbortTaskRequestEntityTooLarge) IsClientError() bool {
+	return true
+}
+
+// IsServerError returns true when this abort task request entity too large response has a 5xx status code
+func (o *AbortTaskRequestEntityTooLarge) IsServerError() bool {
+	return false
+}
+
+// IsCode returns true when this abort task request entity too large response a status code equal to that given
+func (o *AbortTaskRequestEntityTooLarge) IsCode(code int) bool {
+	return code == 413
+}
+
+// Code gets the status code for the abort task request entity too large response
+func (o *AbortTaskRequestEntityTooLarge) Code() int {
+	return 413
+}
+
+func (o *AbortTaskRequestEntityTooLarge) Error() string {
+	payload, _ := json.Marshal(o.Payload)
+	return fmt.Sprintf("[POST /api/task/abort/{taskid}][%d] abortTaskRequestEntityTooLarge %s", 413, payload)
+}
+
+func (o *AbortTaskRequestEntityTooLarge) String() string {
+	payload, _ := json.Marshal(o.Payload)
+	return fmt.Sprintf("[POST /api/task/abort/{taskid}][%d] abortTaskRequestEntityTooLarge %s", 413, payload)
+}
+
+func (o *AbortTaskRequestEntityTooLarge) GetPayload() *models.Error {
+	return o.Payload
+}
+
+func (o *AbortTaskRequestEntityTooLarge) readResponse(response runtime.ClientResponse, consumer runtime.Consumer, formats strfmt.Registry) error {
+
+	o.Payload = new(models.Error)
+
+	// response payload
+	if err := consumer.Consume(response.Body(), o.Payload); err != nil && !stderrors.Is(err, io.EOF) {
+		return err
+	}
+
+	return nil
+}
+
 // NewAbortTaskServiceUnavailable creates a AbortTaskServiceUnavailable with default headers values
 func NewAbortTaskServiceUnavailable() *AbortTaskServiceUnavailable {
 	return &AbortTaskServiceUnavailable{}
@@ -311,6 +465,74 @@ func (o *AbortTaskServiceUnavailable) GetPayload() *models.Error {
 }
 
 func (o *AbortTaskServiceUnavailable) readResponse(response runtime.ClientResponse, consumer runtime.Consumer, formats strfmt.Registry) error {
+
+	o.Payload = new(models.Error)
+
+	// response payload
+	if err := consumer.Consume(response.Body(), o.Payload); err != nil && !stderrors.Is(err, io.EOF) {
+		return err
+	}
+
+	return nil
+}
+
+// NewAbortTaskGatewayTimeout creates a AbortTaskGatewayTimeout with default headers values
+func NewAbortTaskGatewayTimeout() *AbortTaskGatewayTimeout {
+	return &AbortTaskGatewayTimeout{}
+}
+
+// AbortTaskGatewayTimeout describes a response with status code 504, with default header values.
+//
+// A bounded wait expired (the result, a worker's reply, or the broker)
+type AbortTaskGatewayTimeout struct {
+	Payload *models.Error
+}
+
+// IsSuccess returns true when this abort task gateway timeout response has a 2xx status code
+func (o *AbortTaskGatewayTimeout) IsSuccess() bool {
+	return false
+}
+
+// IsRedirect returns true when this abort task gateway timeout response has a 3xx status code
+func (o *AbortTaskGatewayTimeout) IsRedirect() bool {
+	return false
+}
+
+// IsClientError returns true when this abort task gateway timeout response has a 4xx status code
+func (o *AbortTaskGatewayTimeout) IsClientError() bool {
+	return false
+}
+
+// IsServerError returns true when this abort task gateway timeout response has a 5xx status code
+func (o *AbortTaskGatewayTimeout) IsServerError() bool {
+	return true
+}
+
+// IsCode returns true when this abort task gateway timeout response a status code equal to that given
+func (o *AbortTaskGatewayTimeout) IsCode(code int) bool {
+	return code == 504
+}
+
+// Code gets the status code for the abort task gateway timeout response
+func (o *AbortTaskGatewayTimeout) Code() int {
+	return 504
+}
+
+func (o *AbortTaskGatewayTimeout) Error() string {
+	payload, _ := json.Marshal(o.Payload)
+	return fmt.Sprintf("[POST /api/task/abort/{taskid}][%d] abortTaskGatewayTimeout %s", 504, payload)
+}
+
+func (o *AbortTaskGatewayTimeout) String() string {
+	payload, _ := json.Marshal(o.Payload)
+	return fmt.Sprintf("[POST /api/task/abort/{taskid}][%d] abortTaskGatewayTimeout %s", 504, payload)
+}
+
+func (o *AbortTaskGatewayTimeout) GetPayload() *models.Error {
+	return o.Payload
+}
+
+func (o *AbortTaskGatewayTimeout) readResponse(response runtime.ClientResponse, consumer runtime.Consumer, formats strfmt.Registry) error {
 
 	o.Payload = new(models.Error)
 

@@ -51,6 +51,12 @@ func (o *ApplyTaskReader) ReadResponse(response runtime.ClientResponse, consumer
 			return nil, err
 		}
 		return nil, result
+	case 413:
+		result := NewApplyTaskRequestEntityTooLarge()
+		if err := result.readResponse(response, consumer, o.formats); err != nil {
+			return nil, err
+		}
+		return nil, result
 	case 503:
 		result := NewApplyTaskServiceUnavailable()
 		if err := result.readResponse(response, consumer, o.formats); err != nil {
@@ -408,6 +414,74 @@ func (o *ApplyTaskNotFound) readResponse(response runtime.ClientResponse, consum
 	return nil
 }
 
+// NewApplyTaskRequestEntityTooLarge creates a ApplyTaskRequestEntityTooLarge with default headers values
+func NewApplyTaskRequestEntityTooLarge() *ApplyTaskRequestEntityTooLarge {
+	return &ApplyTaskRequestEntityTooLarge{}
+}
+
+// ApplyTaskRequestEntityTooLarge describes a response with status code 413, with default header values.
+//
+// The request body is larger than the server accepts (1 MiB)
+type ApplyTaskRequestEntityTooLarge struct {
+	Payload *models.Error
+}
+
+// IsSuccess returns true when this apply task request entity too large response has a 2xx status code
+func (o *ApplyTaskRequestEntityTooLarge) IsSuccess() bool {
+	return false
+}
+
+// IsRedirect returns true when this apply task request entity too large response has a 3xx status code
+func (o *ApplyTaskRequestEntityTooLarge) IsRedirect() bool {
+	return false
+}
+
+// IsClientError returns true when this apply task request entity too large response has a 4xx status code
+func (o *ApplyTaskRequestEntityTooLarge) IsClientError() bool {
+	return true
+}
+
+// IsServerError returns true when this apply task request entity too large response has a 5xx status code
+func (o *ApplyTaskRequestEntityTooLarge) IsServerError() bool {
+	return false
+}
+
+// IsCode returns true when this apply task request entity too large response a status code equal to that given
+func (o *ApplyTaskRequestEntityTooLarge) IsCode(code int) bool {
+	return code == 413
+}
+
+// Code gets the status code for the apply task request entity too large response
+func (o *ApplyTaskRequestEntityTooLarge) Code() int {
+	return 413
+}
+
+func (o *ApplyTaskRequestEntityTooLarge) Error() string {
+	payload, _ := json.Marshal(o.Payload)
+	return fmt.Sprintf("[POST /api/task/apply/{taskname}][%d] applyTaskRequestEntityTooLarge %s", 413, payload)
+}
+
+func (o *ApplyTaskRequestEntityTooLarge) String() string {
+	payload, _ := json.Marshal(o.Payload)
+	return fmt.Sprintf("[POST /api/task/apply/{taskname}][%d] applyTaskRequestEntityTooLarge %s", 413, payload)
+}
+
+func (o *ApplyTaskRequestEntityTooLarge) GetPayload() *models.Error {
+	return o.Payload
+}
+
+func (o *ApplyTaskRequestEntityTooLarge) readResponse(response runtime.ClientResponse, consumer runtime.Consumer, formats strfmt.Registry) error {
+
+	o.Payload = new(models.Error)
+
+	// response payload
+	if err := consumer.Consume(response.Body(), o.Payload); err != nil && !stderrors.Is(err, io.EOF) {
+		return err
+	}
+
+	return nil
+}
+
 // NewApplyTaskServiceUnavailable creates a ApplyTaskServiceUnavailable with default headers values
 func NewApplyTaskServiceUnavailable() *ApplyTaskServiceUnavailable {
 	return &ApplyTaskServiceUnavailable{}
@@ -483,7 +557,7 @@ func NewApplyTaskGatewayTimeout() *ApplyTaskGatewayTimeout {
 
 // ApplyTaskGatewayTimeout describes a response with status code 504, with default header values.
 //
-// A bounded wait expired
+// A bounded wait expired (the result, a worker's reply, or the broker)
 type ApplyTaskGatewayTimeout struct {
 	Payload *models.Error
 }

@@ -51,8 +51,20 @@ func (o *AsyncApplyTaskReader) ReadResponse(response runtime.ClientResponse, con
 			return nil, err
 		}
 		return nil, result
+	case 413:
+		result := NewAsyncApplyTaskRequestEntityTooLarge()
+		if err := result.readResponse(response, consumer, o.formats); err != nil {
+			return nil, err
+		}
+		return nil, result
 	case 503:
 		result := NewAsyncApplyTaskServiceUnavailable()
+		if err := result.readResponse(response, consumer, o.formats); err != nil {
+			return nil, err
+		}
+		return nil, result
+	case 504:
+		result := NewAsyncApplyTaskGatewayTimeout()
 		if err := result.readResponse(response, consumer, o.formats); err != nil {
 			return nil, err
 		}
@@ -402,6 +414,74 @@ func (o *AsyncApplyTaskNotFound) readResponse(response runtime.ClientResponse, c
 	return nil
 }
 
+// NewAsyncApplyTaskRequestEntityTooLarge creates a AsyncApplyTaskRequestEntityTooLarge with default headers values
+func NewAsyncApplyTaskRequestEntityTooLarge() *AsyncApplyTaskRequestEntityTooLarge {
+	return &AsyncApplyTaskRequestEntityTooLarge{}
+}
+
+// AsyncApplyTaskRequestEntityTooLarge describes a response with status code 413, with default header values.
+//
+// The request body is larger than the server accepts (1 MiB)
+type AsyncApplyTaskRequestEntityTooLarge struct {
+	Payload *models.Error
+}
+
+// IsSuccess returns true when this async apply task request entity too large response has a 2xx status code
+func (o *AsyncApplyTaskRequestEntityTooLarge) IsSuccess() bool {
+	return false
+}
+
+// IsRedirect returns true when this async apply task request entity too large response has a 3xx status code
+func (o *AsyncApplyTaskRequestEntityTooLarge) IsRedirect() bool {
+	return false
+}
+
+// IsClientError returns true when this async apply task request entity too large response has a 4xx status code
+func (o *AsyncApplyTaskRequestEntityTooLarge) IsClientError() bool {
+	return true
+}
+
+// IsServerError returns true when this async apply task request entity too large response has a 5xx status code
+func (o *AsyncApplyTaskRequestEntityTooLarge) IsServerError() bool {
+	return false
+}
+
+// IsCode returns true when this async apply task request entity too large response a status code equal to that given
+func (o *AsyncApplyTaskRequestEntityTooLarge) IsCode(code int) bool {
+	return code == 413
+}
+
+// Code gets the status code for the async apply task request entity too large response
+func (o *AsyncApplyTaskRequestEntityTooLarge) Code() int {
+	return 413
+}
+
+func (o *AsyncApplyTaskRequestEntityTooLarge) Error() string {
+	payload, _ := json.Marshal(o.Payload)
+	return fmt.Sprintf("[POST /api/task/async-apply/{taskname}][%d] asyncApplyTaskRequestEntityTooLarge %s", 413, payload)
+}
+
+func (o *AsyncApplyTaskRequestEntityTooLarge) String() string {
+	payload, _ := json.Marshal(o.Payload)
+	return fmt.Sprintf("[POST /api/task/async-apply/{taskname}][%d] asyncApplyTaskRequestEntityTooLarge %s", 413, payload)
+}
+
+func (o *AsyncApplyTaskRequestEntityTooLarge) GetPayload() *models.Error {
+	return o.Payload
+}
+
+func (o *AsyncApplyTaskRequestEntityTooLarge) readResponse(response runtime.ClientResponse, consumer runtime.Consumer, formats strfmt.Registry) error {
+
+	o.Payload = new(models.Error)
+
+	// response payload
+	if err := consumer.Consume(response.Body(), o.Payload); err != nil && !stderrors.Is(err, io.EOF) {
+		return err
+	}
+
+	return nil
+}
+
 // NewAsyncApplyTaskServiceUnavailable creates a AsyncApplyTaskServiceUnavailable with default headers values
 func NewAsyncApplyTaskServiceUnavailable() *AsyncApplyTaskServiceUnavailable {
 	return &AsyncApplyTaskServiceUnavailable{}
@@ -459,6 +539,74 @@ func (o *AsyncApplyTaskServiceUnavailable) GetPayload() *models.Error {
 }
 
 func (o *AsyncApplyTaskServiceUnavailable) readResponse(response runtime.ClientResponse, consumer runtime.Consumer, formats strfmt.Registry) error {
+
+	o.Payload = new(models.Error)
+
+	// response payload
+	if err := consumer.Consume(response.Body(), o.Payload); err != nil && !stderrors.Is(err, io.EOF) {
+		return err
+	}
+
+	return nil
+}
+
+// NewAsyncApplyTaskGatewayTimeout creates a AsyncApplyTaskGatewayTimeout with default headers values
+func NewAsyncApplyTaskGatewayTimeout() *AsyncApplyTaskGatewayTimeout {
+	return &AsyncApplyTaskGatewayTimeout{}
+}
+
+// AsyncApplyTaskGatewayTimeout describes a response with status code 504, with default header values.
+//
+// A bounded wait expired (the result, a worker's reply, or the broker)
+type AsyncApplyTaskGatewayTimeout struct {
+	Payload *models.Error
+}
+
+// IsSuccess returns true when this async apply task gateway timeout response has a 2xx status code
+func (o *AsyncApplyTaskGatewayTimeout) IsSuccess() bool {
+	return false
+}
+
+// IsRedirect returns true when this async apply task gateway timeout response has a 3xx status code
+func (o *AsyncApplyTaskGatewayTimeout) IsRedirect() bool {
+	return false
+}
+
+// IsClientError returns true when this async apply task gateway timeout response has a 4xx status code
+func (o *AsyncApplyTaskGatewayTimeout) IsClientError() bool {
+	return false
+}
+
+// IsServerError returns true when this async apply task gateway timeout response has a 5xx status code
+func (o *AsyncApplyTaskGatewayTimeout) IsServerError() bool {
+	return true
+}
+
+// IsCode returns true when this async apply task gateway timeout response a status code equal to that given
+func (o *AsyncApplyTaskGatewayTimeout) IsCode(code int) bool {
+	return code == 504
+}
+
+// Code gets the status code for the async apply task gateway timeout response
+func (o *AsyncApplyTaskGatewayTimeout) Code() int {
+	return 504
+}
+
+func (o *AsyncApplyTaskGatewayTimeout) Error() string {
+	payload, _ := json.Marshal(o.Payload)
+	return fmt.Sprintf("[POST /api/task/async-apply/{taskname}][%d] asyncApplyTaskGatewayTimeout %s", 504, payload)
+}
+
+func (o *AsyncApplyTaskGatewayTimeout) String() string {
+	payload, _ := json.Marshal(o.Payload)
+	return fmt.Sprintf("[POST /api/task/async-apply/{taskname}][%d] asyncApplyTaskGatewayTimeout %s", 504, payload)
+}
+
+func (o *AsyncApplyTaskGatewayTimeout) GetPayload() *models.Error {
+	return o.Payload
+}
+
+func (o *AsyncApplyTaskGatewayTimeout) readResponse(response runtime.ClientResponse, consumer runtime.Consumer, formats strfmt.Registry) error {
 
 	o.Payload = new(models.Error)
 

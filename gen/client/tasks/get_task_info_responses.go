@@ -27,6 +27,12 @@ func (o *GetTaskInfoReader) ReadResponse(response runtime.ClientResponse, consum
 			return nil, err
 		}
 		return result, nil
+	case 400:
+		result := NewGetTaskInfoBadRequest()
+		if err := result.readResponse(response, consumer, o.formats); err != nil {
+			return nil, err
+		}
+		return nil, result
 	case 401:
 		result := NewGetTaskInfoUnauthorized()
 		if err := result.readResponse(response, consumer, o.formats); err != nil {
@@ -103,6 +109,74 @@ func (o *GetTaskInfoOK) GetPayload() *models.Task {
 func (o *GetTaskInfoOK) readResponse(response runtime.ClientResponse, consumer runtime.Consumer, formats strfmt.Registry) error {
 
 	o.Payload = new(models.Task)
+
+	// response payload
+	if err := consumer.Consume(response.Body(), o.Payload); err != nil && !stderrors.Is(err, io.EOF) {
+		return err
+	}
+
+	return nil
+}
+
+// NewGetTaskInfoBadRequest creates a GetTaskInfoBadRequest with default headers values
+func NewGetTaskInfoBadRequest() *GetTaskInfoBadRequest {
+	return &GetTaskInfoBadRequest{}
+}
+
+// GetTaskInfoBadRequest describes a response with status code 400, with default header values.
+//
+// A parameter or the body is missing or invalid
+type GetTaskInfoBadRequest struct {
+	Payload *models.Error
+}
+
+// IsSuccess returns true when this get task info bad request response has a 2xx status code
+func (o *GetTaskInfoBadRequest) IsSuccess() bool {
+	return false
+}
+
+// IsRedirect returns true when this get task info bad request response has a 3xx status code
+func (o *GetTaskInfoBadRequest) IsRedirect() bool {
+	return false
+}
+
+// IsClientError returns true when this get task info bad request response has a 4xx status code
+func (o *GetTaskInfoBadRequest) IsClientError() bool {
+	return true
+}
+
+// IsServerError returns true when this get task info bad request response has a 5xx status code
+func (o *GetTaskInfoBadRequest) IsServerError() bool {
+	return false
+}
+
+// IsCode returns true when this get task info bad request response a status code equal to that given
+func (o *GetTaskInfoBadRequest) IsCode(code int) bool {
+	return code == 400
+}
+
+// Code gets the status code for the get task info bad request response
+func (o *GetTaskInfoBadRequest) Code() int {
+	return 400
+}
+
+func (o *GetTaskInfoBadRequest) Error() string {
+	payload, _ := json.Marshal(o.Payload)
+	return fmt.Sprintf("[GET /api/task/info/{taskid}][%d] getTaskInfoBadRequest %s", 400, payload)
+}
+
+func (o *GetTaskInfoBadRequest) String() string {
+	payload, _ := json.Marshal(o.Payload)
+	return fmt.Sprintf("[GET /api/task/info/{taskid}][%d] getTaskInfoBadRequest %s", 400, payload)
+}
+
+func (o *GetTaskInfoBadRequest) GetPayload() *models.Error {
+	return o.Payload
+}
+
+func (o *GetTaskInfoBadRequest) readResponse(response runtime.ClientResponse, consumer runtime.Consumer, formats strfmt.Registry) error {
+
+	o.Payload = new(models.Error)
 
 	// response payload
 	if err := consumer.Consume(response.Body(), o.Payload); err != nil && !stderrors.Is(err, io.EOF) {

@@ -335,7 +335,7 @@ func NewGetTaskResultGatewayTimeout() *GetTaskResultGatewayTimeout {
 
 // GetTaskResultGatewayTimeout describes a response with status code 504, with default header values.
 //
-// A bounded wait expired
+// A bounded wait expired (the result, a worker's reply, or the broker)
 type GetTaskResultGatewayTimeout struct {
 	Payload *models.Error
 }

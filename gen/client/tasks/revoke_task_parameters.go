@@ -65,7 +65,13 @@ type RevokeTaskParams struct {
 
 	// Signal.
 	//
-	// the signal sent to a terminated task's process
+	// the signal sent to a terminated task's process: a signal name as
+	// Celery's worker accepts it (celery.platforms.signals.signum), in
+	// upper case, with or without the SIG prefix (SIGKILL or KILL).
+	// Lower-case names, numbers and names Python's signal module on
+	// Linux lacks are refused with 400 before anything is sent: the
+	// worker would revoke the task and then fail to signal it.
+	//
 	//
 	// Default: "SIGTERM"
 	Signal *string

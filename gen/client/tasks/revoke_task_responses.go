@@ -45,8 +45,20 @@ func (o *RevokeTaskReader) ReadResponse(response runtime.ClientResponse, consume
 			return nil, err
 		}
 		return nil, result
+	case 413:
+		result := NewRevokeTaskRequestEntityTooLarge()
+		if err := result.readResponse(response, consumer, o.formats); err != nil {
+			return nil, err
+		}
+		return nil, result
 	case 503:
 		result := NewRevokeTaskServiceUnavailable()
+		if err := result.readResponse(response, consumer, o.formats); err != nil {
+			return nil, err
+		}
+		return nil, result
+	case 504:
+		result := NewRevokeTaskGatewayTimeout()
 		if err := result.readResponse(response, consumer, o.formats); err != nil {
 			return nil, err
 		}
@@ -328,6 +340,74 @@ func (o *RevokeTaskForbidden) readResponse(response runtime.ClientResponse, cons
 	return nil
 }
 
+// NewRevokeTaskRequestEntityTooLarge creates a RevokeTaskRequestEntityTooLarge with default headers values
+func NewRevokeTaskRequestEntityTooLarge() *RevokeTaskRequestEntityTooLarge {
+	return &RevokeTaskRequestEntityTooLarge{}
+}
+
+// RevokeTaskRequestEntityTooLarge describes a response with status code 413, with default header values.
+//
+// The request body is larger than the server accepts (1 MiB)
+type RevokeTaskRequestEntityTooLarge struct {
+	Payload *models.Error
+}
+
+// IsSuccess returns true when this revoke task request entity too large response has a 2xx status code
+func (o *RevokeTaskRequestEntityTooLarge) IsSuccess() bool {
+	return false
+}
+
+// IsRedirect returns true when this revoke task request entity too large response has a 3xx status code
+func (o *RevokeTaskRequestEntityTooLarge) IsRedirect() bool {
+	return false
+}
+
+// IsClientError returns true when this revoke task request entity too large response has a 4xx status code
+func (o *RevokeTaskRequestEntityTooLarge) IsClientError() bool {
+	return true
+}
+
+// IsServerError returns true when this revoke task request entity too large response has a 5xx status code
+func (o *RevokeTaskRequestEntityTooLarge) IsServerError() bool {
+	return false
+}
+
+// IsCode returns true when this revoke task request entity too large response a status code equal to that given
+func (o *RevokeTaskRequestEntityTooLarge) IsCode(code int) bool {
+	return code == 413
+}
+
+// Code gets the status code for the revoke task request entity too large response
+func (o *RevokeTaskRequestEntityTooLarge) Code() int {
+	return 413
+}
+
+func (o *RevokeTaskRequestEntityTooLarge) Error() string {
+	payload, _ := json.Marshal(o.Payload)
+	return fmt.Sprintf("[POST /api/task/revoke/{taskid}][%d] revokeTaskRequestEntityTooLarge %s", 413, payload)
+}
+
+func (o *RevokeTaskRequestEntityTooLarge) String() string {
+	payload, _ := json.Marshal(o.Payload)
+	return fmt.Sprintf("[POST /api/task/revoke/{taskid}][%d] revokeTaskRequestEntityTooLarge %s", 413, payload)
+}
+
+func (o *RevokeTaskRequestEntityTooLarge) GetPayload() *models.Error {
+	return o.Payload
+}
+
+func (o *RevokeTaskRequestEntityTooLarge) readResponse(response runtime.ClientResponse, consumer runtime.Consumer, formats strfmt.Registry) error {
+
+	o.Payload = new(models.Error)
+
+	// response payload
+	if err := consumer.Consume(response.Body(), o.Payload); err != nil && !stderrors.Is(err, io.EOF) {
+		return err
+	}
+
+	return nil
+}
+
 // NewRevokeTaskServiceUnavailable creates a RevokeTaskServiceUnavailable with default headers values
 func NewRevokeTaskServiceUnavailable() *RevokeTaskServiceUnavailable {
 	return &RevokeTaskServiceUnavailable{}
@@ -385,6 +465,74 @@ func (o *RevokeTaskServiceUnavailable) GetPayload() *models.Error {
 }
 
 func (o *RevokeTaskServiceUnavailable) readResponse(response runtime.ClientResponse, consumer runtime.Consumer, formats strfmt.Registry) error {
+
+	o.Payload = new(models.Error)
+
+	// response payload
+	if err := consumer.Consume(response.Body(), o.Payload); err != nil && !stderrors.Is(err, io.EOF) {
+		return err
+	}
+
+	return nil
+}
+
+// NewRevokeTaskGatewayTimeout creates a RevokeTaskGatewayTimeout with default headers values
+func NewRevokeTaskGatewayTimeout() *RevokeTaskGatewayTimeout {
+	return &RevokeTaskGatewayTimeout{}
+}
+
+// RevokeTaskGatewayTimeout describes a response with status code 504, with default header values.
+//
+// A bounded wait expired (the result, a worker's reply, or the broker)
+type RevokeTaskGatewayTimeout struct {
+	Payload *models.Error
+}
+
+// IsSuccess returns true when this revoke task gateway timeout response has a 2xx status code
+func (o *RevokeTaskGatewayTimeout) IsSuccess() bool {
+	return false
+}
+
+// IsRedirect returns true when this revoke task gateway timeout response has a 3xx status code
+func (o *RevokeTaskGatewayTimeout) IsRedirect() bool {
+	return false
+}
+
+// IsClientError returns true when this revoke task gateway timeout response has a 4xx status code
+func (o *RevokeTaskGatewayTimeout) IsClientError() bool {
+	return false
+}
+
+// IsServerError returns true when this revoke task gateway timeout response has a 5xx status code
+func (o *RevokeTaskGatewayTimeout) IsServerError() bool {
+	return true
+}
+
+// IsCode returns true when this revoke task gateway timeout response a status code equal to that given
+func (o *RevokeTaskGatewayTimeout) IsCode(code int) bool {
+	return code == 504
+}
+
+// Code gets the status code for the revoke task gateway timeout response
+func (o *RevokeTaskGatewayTimeout) Code() int {
+	return 504
+}
+
+func (o *RevokeTaskGatewayTimeout) Error() string {
+	payload, _ := json.Marshal(o.Payload)
+	return fmt.Sprintf("[POST /api/task/revoke/{taskid}][%d] revokeTaskGatewayTimeout %s", 504, payload)
+}
+
+func (o *RevokeTaskGatewayTimeout) String() string {
+	payload, _ := json.Marshal(o.Payload)
+	return fmt.Sprintf("[POST /api/task/revoke/{taskid}][%d] revokeTaskGatewayTimeout %s", 504, payload)
+}
+
+func (o *RevokeTaskGatewayTimeout) GetPayload() *models.Error {
+	return o.Payload
+}
+
+func (o *RevokeTaskGatewayTimeout) readResponse(response runtime.ClientResponse, consumer runtime.Consumer, formats strfmt.Registry) error {
 
 	o.Payload = new(models.Error)
 

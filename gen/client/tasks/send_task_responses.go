@@ -45,8 +45,20 @@ func (o *SendTaskReader) ReadResponse(response runtime.ClientResponse, consumer 
 			return nil, err
 		}
 		return nil, result
+	case 413:
+		result := NewSendTaskRequestEntityTooLarge()
+		if err := result.readResponse(response, consumer, o.formats); err != nil {
+			return nil, err
+		}
+		return nil, result
 	case 503:
 		result := NewSendTaskServiceUnavailable()
+		if err := result.readResponse(response, consumer, o.formats); err != nil {
+			return nil, err
+		}
+		return nil, result
+	case 504:
+		result := NewSendTaskGatewayTimeout()
 		if err := result.readResponse(response, consumer, o.formats); err != nil {
 			return nil, err
 		}
@@ -328,6 +340,74 @@ func (o *SendTaskForbidden) readResponse(response runtime.ClientResponse, consum
 	return nil
 }
 
+// NewSendTaskRequestEntityTooLarge creates a SendTaskRequestEntityTooLarge with default headers values
+func NewSendTaskRequestEntityTooLarge() *SendTaskRequestEntityTooLarge {
+	return &SendTaskRequestEntityTooLarge{}
+}
+
+// SendTaskRequestEntityTooLarge describes a response with status code 413, with default header values.
+//
+// The request body is larger than the server accepts (1 MiB)
+type SendTaskRequestEntityTooLarge struct {
+	Payload *models.Error
+}
+
+// IsSuccess returns true when this send task request entity too large response has a 2xx status code
+func (o *SendTaskRequestEntityTooLarge) IsSuccess() bool {
+	return false
+}
+
+// IsRedirect returns true when this send task request entity too large response has a 3xx status code
+func (o *SendTaskRequestEntityTooLarge) IsRedirect() bool {
+	return false
+}
+
+// IsClientError returns true when this send task request entity too large response has a 4xx status code
+func (o *SendTaskRequestEntityTooLarge) IsClientError() bool {
+	return true
+}
+
+// IsServerError returns true when this send task request entity too large response has a 5xx status code
+func (o *SendTaskRequestEntityTooLarge) IsServerError() bool {
+	return false
+}
+
+// IsCode returns true when this send task request entity too large response a status code equal to that given
+func (o *SendTaskRequestEntityTooLarge) IsCode(code int) bool {
+	return code == 413
+}
+
+// Code gets the status code for the send task request entity too large response
+func (o *SendTaskRequestEntityTooLarge) Code() int {
+	return 413
+}
+
+func (o *SendTaskRequestEntityTooLarge) Error() string {
+	payload, _ := json.Marshal(o.Payload)
+	return fmt.Sprintf("[POST /api/task/send-task/{taskname}][%d] sendTaskRequestEntityTooLarge %s", 413, payload)
+}
+
+func (o *SendTaskRequestEntityTooLarge) String() string {
+	payload, _ := json.Marshal(o.Payload)
+	return fmt.Sprintf("[POST /api/task/send-task/{taskname}][%d] sendTaskRequestEntityTooLarge %s", 413, payload)
+}
+
+func (o *SendTaskRequestEntityTooLarge) GetPayload() *models.Error {
+	return o.Payload
+}
+
+func (o *SendTaskRequestEntityTooLarge) readResponse(response runtime.ClientResponse, consumer runtime.Consumer, formats strfmt.Registry) error {
+
+	o.Payload = new(models.Error)
+
+	// response payload
+	if err := consumer.Consume(response.Body(), o.Payload); err != nil && !stderrors.Is(err, io.EOF) {
+		return err
+	}
+
+	return nil
+}
+
 // NewSendTaskServiceUnavailable creates a SendTaskServiceUnavailable with default headers values
 func NewSendTaskServiceUnavailable() *SendTaskServiceUnavailable {
 	return &SendTaskServiceUnavailable{}
@@ -385,6 +465,74 @@ func (o *SendTaskServiceUnavailable) GetPayload() *models.Error {
 }
 
 func (o *SendTaskServiceUnavailable) readResponse(response runtime.ClientResponse, consumer runtime.Consumer, formats strfmt.Registry) error {
+
+	o.Payload = new(models.Error)
+
+	// response payload
+	if err := consumer.Consume(response.Body(), o.Payload); err != nil && !stderrors.Is(err, io.EOF) {
+		return err
+	}
+
+	return nil
+}
+
+// NewSendTaskGatewayTimeout creates a SendTaskGatewayTimeout with default headers values
+func NewSendTaskGatewayTimeout() *SendTaskGatewayTimeout {
+	return &SendTaskGatewayTimeout{}
+}
+
+// SendTaskGatewayTimeout describes a response with status code 504, with default header values.
+//
+// A bounded wait expired (the result, a worker's reply, or the broker)
+type SendTaskGatewayTimeout struct {
+	Payload *models.Error
+}
+
+// IsSuccess returns true when this send task gateway timeout response has a 2xx status code
+func (o *SendTaskGatewayTimeout) IsSuccess() bool {
+	return false
+}
+
+// IsRedirect returns true when this send task gateway timeout response has a 3xx status code
+func (o *SendTaskGatewayTimeout) IsRedirect() bool {
+	return false
+}
+
+// IsClientError returns true when this send task gateway timeout response has a 4xx status code
+func (o *SendTaskGatewayTimeout) IsClientError() bool {
+	return false
+}
+
+// IsServerError returns true when this send task gateway timeout response has a 5xx status code
+func (o *SendTaskGatewayTimeout) IsServerError() bool {
+	return true
+}
+
+// IsCode returns true when this send task gateway timeout response a status code equal to that given
+func (o *SendTaskGatewayTimeout) IsCode(code int) bool {
+	return code == 504
+}
+
+// Code gets the status code for the send task gateway timeout response
+func (o *SendTaskGatewayTimeout) Code() int {
+	return 504
+}
+
+func (o *SendTaskGatewayTimeout) Error() string {
+	payload, _ := json.Marshal(o.Payload)
+	return fmt.Sprintf("[POST /api/task/send-task/{taskname}][%d] sendTaskGatewayTimeout %s", 504, payload)
+}
+
+func (o *SendTaskGatewayTimeout) String() string {
+	payload, _ := json.Marshal(o.Payload)
+	return fmt.Sprintf("[POST /api/task/send-task/{taskname}][%d] sendTaskGatewayTimeout %s", 504, payload)
+}
+
+func (o *SendTaskGatewayTimeout) GetPayload() *models.Error {
+	return o.Payload
+}
+
+func (o *SendTaskGatewayTimeout) readResponse(response runtime.ClientResponse, consumer runtime.Consumer, formats strfmt.Registry) error {
 
 	o.Payload = new(models.Error)
 

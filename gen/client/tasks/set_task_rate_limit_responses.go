@@ -51,8 +51,20 @@ func (o *SetTaskRateLimitReader) ReadResponse(response runtime.ClientResponse, c
 			return nil, err
 		}
 		return nil, result
+	case 413:
+		result := NewSetTaskRateLimitRequestEntityTooLarge()
+		if err := result.readResponse(response, consumer, o.formats); err != nil {
+			return nil, err
+		}
+		return nil, result
 	case 503:
 		result := NewSetTaskRateLimitServiceUnavailable()
+		if err := result.readResponse(response, consumer, o.formats); err != nil {
+			return nil, err
+		}
+		return nil, result
+	case 504:
+		result := NewSetTaskRateLimitGatewayTimeout()
 		if err := result.readResponse(response, consumer, o.formats); err != nil {
 			return nil, err
 		}
@@ -402,6 +414,74 @@ func (o *SetTaskRateLimitNotFound) readResponse(response runtime.ClientResponse,
 	return nil
 }
 
+// NewSetTaskRateLimitRequestEntityTooLarge creates a SetTaskRateLimitRequestEntityTooLarge with default headers values
+func NewSetTaskRateLimitRequestEntityTooLarge() *SetTaskRateLimitRequestEntityTooLarge {
+	return &SetTaskRateLimitRequestEntityTooLarge{}
+}
+
+// SetTaskRateLimitRequestEntityTooLarge describes a response with status code 413, with default header values.
+//
+// The request body is larger than the server accepts (1 MiB)
+type SetTaskRateLimitRequestEntityTooLarge struct {
+	Payload *models.Error
+}
+
+// IsSuccess returns true when this set task rate limit request entity too large response has a 2xx status code
+func (o *SetTaskRateLimitRequestEntityTooLarge) IsSuccess() bool {
+	return false
+}
+
+// IsRedirect returns true when this set task rate limit request entity too large response has a 3xx status code
+func (o *SetTaskRateLimitRequestEntityTooLarge) IsRedirect() bool {
+	return false
+}
+
+// IsClientError returns true when this set task rate limit request entity too large response has a 4xx status code
+func (o *SetTaskRateLimitRequestEntityTooLarge) IsClientError() bool {
+	return true
+}
+
+// IsServerError returns true when this set task rate limit request entity too large response has a 5xx status code
+func (o *SetTaskRateLimitRequestEntityTooLarge) IsServerError() bool {
+	return false
+}
+
+// IsCode returns true when this set task rate limit request entity too large response a status code equal to that given
+func (o *SetTaskRateLimitRequestEntityTooLarge) IsCode(code int) bool {
+	return code == 413
+}
+
+// Code gets the status code for the set task rate limit request entity too large response
+func (o *SetTaskRateLimitRequestEntityTooLarge) Code() int {
+	return 413
+}
+
+func (o *SetTaskRateLimitRequestEntityTooLarge) Error() string {
+	payload, _ := json.Marshal(o.Payload)
+	return fmt.Sprintf("[POST /api/task/rate-limit/{taskname}][%d] setTaskRateLimitRequestEntityTooLarge %s", 413, payload)
+}
+
+func (o *SetTaskRateLimitRequestEntityTooLarge) String() string {
+	payload, _ := json.Marshal(o.Payload)
+	return fmt.Sprintf("[POST /api/task/rate-limit/{taskname}][%d] setTaskRateLimitRequestEntityTooLarge %s", 413, payload)
+}
+
+func (o *SetTaskRateLimitRequestEntityTooLarge) GetPayload() *models.Error {
+	return o.Payload
+}
+
+func (o *SetTaskRateLimitRequestEntityTooLarge) readResponse(response runtime.ClientResponse, consumer runtime.Consumer, formats strfmt.Registry) error {
+
+	o.Payload = new(models.Error)
+
+	// response payload
+	if err := consumer.Consume(response.Body(), o.Payload); err != nil && !stderrors.Is(err, io.EOF) {
+		return err
+	}
+
+	return nil
+}
+
 // NewSetTaskRateLimitServiceUnavailable creates a SetTaskRateLimitServiceUnavailable with default headers values
 func NewSetTaskRateLimitServiceUnavailable() *SetTaskRateLimitServiceUnavailable {
 	return &SetTaskRateLimitServiceUnavailable{}
@@ -459,6 +539,74 @@ func (o *SetTaskRateLimitServiceUnavailable) GetPayload() *models.Error {
 }
 
 func (o *SetTaskRateLimitServiceUnavailable) readResponse(response runtime.ClientResponse, consumer runtime.Consumer, formats strfmt.Registry) error {
+
+	o.Payload = new(models.Error)
+
+	// response payload
+	if err := consumer.Consume(response.Body(), o.Payload); err != nil && !stderrors.Is(err, io.EOF) {
+		return err
+	}
+
+	return nil
+}
+
+// NewSetTaskRateLimitGatewayTimeout creates a SetTaskRateLimitGatewayTimeout with default headers values
+func NewSetTaskRateLimitGatewayTimeout() *SetTaskRateLimitGatewayTimeout {
+	return &SetTaskRateLimitGatewayTimeout{}
+}
+
+// SetTaskRateLimitGatewayTimeout describes a response with status code 504, with default header values.
+//
+// A bounded wait expired (the result, a worker's reply, or the broker)
+type SetTaskRateLimitGatewayTimeout struct {
+	Payload *models.Error
+}
+
+// IsSuccess returns true when this set task rate limit gateway timeout response has a 2xx status code
+func (o *SetTaskRateLimitGatewayTimeout) IsSuccess() bool {
+	return false
+}
+
+// IsRedirect returns true when this set task rate limit gateway timeout response has a 3xx status code
+func (o *SetTaskRateLimitGatewayTimeout) IsRedirect() bool {
+	return false
+}
+
+// IsClientError returns true when this set task rate limit gateway timeout response has a 4xx status code
+func (o *SetTaskRateLimitGatewayTimeout) IsClientError() bool {
+	return false
+}
+
+// IsServerError returns true when this set task rate limit gateway timeout response has a 5xx status code
+func (o *SetTaskRateLimitGatewayTimeout) IsServerError() bool {
+	return true
+}
+
+// IsCode returns true when this set task rate limit gateway timeout response a status code equal to that given
+func (o *SetTaskRateLimitGatewayTimeout) IsCode(code int) bool {
+	return code == 504
+}
+
+// Code gets the status code for the set task rate limit gateway timeout response
+func (o *SetTaskRateLimitGatewayTimeout) Code() int {
+	return 504
+}
+
+func (o *SetTaskRateLimitGatewayTimeout) Error() string {
+	payload, _ := json.Marshal(o.Payload)
+	return fmt.Sprintf("[POST /api/task/rate-limit/{taskname}][%d] setTaskRateLimitGatewayTimeout %s", 504, payload)
+}
+
+func (o *SetTaskRateLimitGatewayTimeout) String() string {
+	payload, _ := json.Marshal(o.Payload)
+	return fmt.Sprintf("[POST /api/task/rate-limit/{taskname}][%d] setTaskRateLimitGatewayTimeout %s", 504, payload)
+}
+
+func (o *SetTaskRateLimitGatewayTimeout) GetPayload() *models.Error {
+	return o.Payload
+}
+
+func (o *SetTaskRateLimitGatewayTimeout) readResponse(response runtime.ClientResponse, consumer runtime.Consumer, formats strfmt.Registry) error {
 
 	o.Payload = new(models.Error)
 

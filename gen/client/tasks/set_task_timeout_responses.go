@@ -51,8 +51,20 @@ func (o *SetTaskTimeoutReader) ReadResponse(response runtime.ClientResponse, con
 			return nil, err
 		}
 		return nil, result
+	case 413:
+		result := NewSetTaskTimeoutRequestEntityTooLarge()
+		if err := result.readResponse(response, consumer, o.formats); err != nil {
+			return nil, err
+		}
+		return nil, result
 	case 503:
 		result := NewSetTaskTimeoutServiceUnavailable()
+		if err := result.readResponse(response, consumer, o.formats); err != nil {
+			return nil, err
+		}
+		return nil, result
+	case 504:
+		result := NewSetTaskTimeoutGatewayTimeout()
 		if err := result.readResponse(response, consumer, o.formats); err != nil {
 			return nil, err
 		}
@@ -402,6 +414,74 @@ func (o *SetTaskTimeoutNotFound) readResponse(response runtime.ClientResponse, c
 	return nil
 }
 
+// NewSetTaskTimeoutRequestEntityTooLarge creates a SetTaskTimeoutRequestEntityTooLarge with default headers values
+func NewSetTaskTimeoutRequestEntityTooLarge() *SetTaskTimeoutRequestEntityTooLarge {
+	return &SetTaskTimeoutRequestEntityTooLarge{}
+}
+
+// SetTaskTimeoutRequestEntityTooLarge describes a response with status code 413, with default header values.
+//
+// The request body is larger than the server accepts (1 MiB)
+type SetTaskTimeoutRequestEntityTooLarge struct {
+	Payload *models.Error
+}
+
+// IsSuccess returns true when this set task timeout request entity too large response has a 2xx status code
+func (o *SetTaskTimeoutRequestEntityTooLarge) IsSuccess() bool {
+	return false
+}
+
+// IsRedirect returns true when this set task timeout request entity too large response has a 3xx status code
+func (o *SetTaskTimeoutRequestEntityTooLarge) IsRedirect() bool {
+	return false
+}
+
+// IsClientError returns true when this set task timeout request entity too large response has a 4xx status code
+func (o *SetTaskTimeoutRequestEntityTooLarge) IsClientError() bool {
+	return true
+}
+
+// IsServerError returns true when this set task timeout request entity too large response has a 5xx status code
+func (o *SetTaskTimeoutRequestEntityTooLarge) IsServerError() bool {
+	return false
+}
+
+// IsCode returns true when this set task timeout request entity too large response a status code equal to that given
+func (o *SetTaskTimeoutRequestEntityTooLarge) IsCode(code int) bool {
+	return code == 413
+}
+
+// Code gets the status code for the set task timeout request entity too large response
+func (o *SetTaskTimeoutRequestEntityTooLarge) Code() int {
+	return 413
+}
+
+func (o *SetTaskTimeoutRequestEntityTooLarge) Error() string {
+	payload, _ := json.Marshal(o.Payload)
+	return fmt.Sprintf("[POST /api/task/timeout/{taskname}][%d] setTaskTimeoutRequestEntityTooLarge %s", 413, payload)
+}
+
+func (o *SetTaskTimeoutRequestEntityTooLarge) String() string {
+	payload, _ := json.Marshal(o.Payload)
+	return fmt.Sprintf("[POST /api/task/timeout/{taskname}][%d] setTaskTimeoutRequestEntityTooLarge %s", 413, payload)
+}
+
+func (o *SetTaskTimeoutRequestEntityTooLarge) GetPayload() *models.Error {
+	return o.Payload
+}
+
+func (o *SetTaskTimeoutRequestEntityTooLarge) readResponse(response runtime.ClientResponse, consumer runtime.Consumer, formats strfmt.Registry) error {
+
+	o.Payload = new(models.Error)
+
+	// response payload
+	if err := consumer.Consume(response.Body(), o.Payload); err != nil && !stderrors.Is(err, io.EOF) {
+		return err
+	}
+
+	return nil
+}
+
 // NewSetTaskTimeoutServiceUnavailable creates a SetTaskTimeoutServiceUnavailable with default headers values
 func NewSetTaskTimeoutServiceUnavailable() *SetTaskTimeoutServiceUnavailable {
 	return &SetTaskTimeoutServiceUnavailable{}
@@ -459,6 +539,74 @@ func (o *SetTaskTimeoutServiceUnavailable) GetPayload() *models.Error {
 }
 
 func (o *SetTaskTimeoutServiceUnavailable) readResponse(response runtime.ClientResponse, consumer runtime.Consumer, formats strfmt.Registry) error {
+
+	o.Payload = new(models.Error)
+
+	// response payload
+	if err := consumer.Consume(response.Body(), o.Payload); err != nil && !stderrors.Is(err, io.EOF) {
+		return err
+	}
+
+	return nil
+}
+
+// NewSetTaskTimeoutGatewayTimeout creates a SetTaskTimeoutGatewayTimeout with default headers values
+func NewSetTaskTimeoutGatewayTimeout() *SetTaskTimeoutGatewayTimeout {
+	return &SetTaskTimeoutGatewayTimeout{}
+}
+
+// SetTaskTimeoutGatewayTimeout describes a response with status code 504, with default header values.
+//
+// A bounded wait expired (the result, a worker's reply, or the broker)
+type SetTaskTimeoutGatewayTimeout struct {
+	Payload *models.Error
+}
+
+// IsSuccess returns true when this set task timeout gateway timeout response has a 2xx status code
+func (o *SetTaskTimeoutGatewayTimeout) IsSuccess() bool {
+	return false
+}
+
+// IsRedirect returns true when this set task timeout gateway timeout response has a 3xx status code
+func (o *SetTaskTimeoutGatewayTimeout) IsRedirect() bool {
+	return false
+}
+
+// IsClientError returns true when this set task timeout gateway timeout response has a 4xx status code
+func (o *SetTaskTimeoutGatewayTimeout) IsClientError() bool {
+	return false
+}
+
+// IsServerError returns true when this set task timeout gateway timeout response has a 5xx status code
+func (o *SetTaskTimeoutGatewayTimeout) IsServerError() bool {
+	return true
+}
+
+// IsCode returns true when this set task timeout gateway timeout response a status code equal to that given
+func (o *SetTaskTimeoutGatewayTimeout) IsCode(code int) bool {
+	return code == 504
+}
+
+// Code gets the status code for the set task timeout gateway timeout response
+func (o *SetTaskTimeoutGatewayTimeout) Code() int {
+	return 504
+}
+
+func (o *SetTaskTimeoutGatewayTimeout) Error() string {
+	payload, _ := json.Marshal(o.Payload)
+	return fmt.Sprintf("[POST /api/task/timeout/{taskname}][%d] setTaskTimeoutGatewayTimeout %s", 504, payload)
+}
+
+func (o *SetTaskTimeoutGatewayTimeout) String() string {
+	payload, _ := json.Marshal(o.Payload)
+	return fmt.Sprintf("[POST /api/task/timeout/{taskname}][%d] setTaskTimeoutGatewayTimeout %s", 504, payload)
+}
+
+func (o *SetTaskTimeoutGatewayTimeout) GetPayload() *models.Error {
+	return o.Payload
+}
+
+func (o *SetTaskTimeoutGatewayTimeout) readResponse(response runtime.ClientResponse, consumer runtime.Consumer, formats strfmt.Registry) error {
 
 	o.Payload = new(models.Error)
 

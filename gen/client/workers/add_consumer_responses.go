@@ -51,8 +51,20 @@ func (o *AddConsumerReader) ReadResponse(response runtime.ClientResponse, consum
 			return nil, err
 		}
 		return nil, result
+	case 413:
+		result := NewAddConsumerRequestEntityTooLarge()
+		if err := result.readResponse(response, consumer, o.formats); err != nil {
+			return nil, err
+		}
+		return nil, result
 	case 503:
 		result := NewAddConsumerServiceUnavailable()
+		if err := result.readResponse(response, consumer, o.formats); err != nil {
+			return nil, err
+		}
+		return nil, result
+	case 504:
+		result := NewAddConsumerGatewayTimeout()
 		if err := result.readResponse(response, consumer, o.formats); err != nil {
 			return nil, err
 		}
@@ -402,6 +414,74 @@ func (o *AddConsumerNotFound) readResponse(response runtime.ClientResponse, cons
 	return nil
 }
 
+// NewAddConsumerRequestEntityTooLarge creates a AddConsumerRequestEntityTooLarge with default headers values
+func NewAddConsumerRequestEntityTooLarge() *AddConsumerRequestEntityTooLarge {
+	return &AddConsumerRequestEntityTooLarge{}
+}
+
+// AddConsumerRequestEntityTooLarge describes a response with status code 413, with default header values.
+//
+// The request body is larger than the server accepts (1 MiB)
+type AddConsumerRequestEntityTooLarge struct {
+	Payload *models.Error
+}
+
+// IsSuccess returns true when this add consumer request entity too large response has a 2xx status code
+func (o *AddConsumerRequestEntityTooLarge) IsSuccess() bool {
+	return false
+}
+
+// IsRedirect returns true when this add consumer request entity too large response has a 3xx status code
+func (o *AddConsumerRequestEntityTooLarge) IsRedirect() bool {
+	return false
+}
+
+// IsClientError returns true when this add consumer request entity too large response has a 4xx status code
+func (o *AddConsumerRequestEntityTooLarge) IsClientError() bool {
+	return true
+}
+
+// IsServerError returns true when this add consumer request entity too large response has a 5xx status code
+func (o *AddConsumerRequestEntityTooLarge) IsServerError() bool {
+	return false
+}
+
+// IsCode returns true when this add consumer request entity too large response a status code equal to that given
+func (o *AddConsumerRequestEntityTooLarge) IsCode(code int) bool {
+	return code == 413
+}
+
+// Code gets the status code for the add consumer request entity too large response
+func (o *AddConsumerRequestEntityTooLarge) Code() int {
+	return 413
+}
+
+func (o *AddConsumerRequestEntityTooLarge) Error() string {
+	payload, _ := json.Marshal(o.Payload)
+	return fmt.Sprintf("[POST /api/worker/queue/add-consumer/{workername}][%d] addConsumerRequestEntityTooLarge %s", 413, payload)
+}
+
+func (o *AddConsumerRequestEntityTooLarge) String() string {
+	payload, _ := json.Marshal(o.Payload)
+	return fmt.Sprintf("[POST /api/worker/queue/add-consumer/{workername}][%d] addConsumerRequestEntityTooLarge %s", 413, payload)
+}
+
+func (o *AddConsumerRequestEntityTooLarge) GetPayload() *models.Error {
+	return o.Payload
+}
+
+func (o *AddConsumerRequestEntityTooLarge) readResponse(response runtime.ClientResponse, consumer runtime.Consumer, formats strfmt.Registry) error {
+
+	o.Payload = new(models.Error)
+
+	// response payload
+	if err := consumer.Consume(response.Body(), o.Payload); err != nil && !stderrors.Is(err, io.EOF) {
+		return err
+	}
+
+	return nil
+}
+
 // NewAddConsumerServiceUnavailable creates a AddConsumerServiceUnavailable with default headers values
 func NewAddConsumerServiceUnavailable() *AddConsumerServiceUnavailable {
 	return &AddConsumerServiceUnavailable{}
@@ -459,6 +539,74 @@ func (o *AddConsumerServiceUnavailable) GetPayload() *models.Error {
 }
 
 func (o *AddConsumerServiceUnavailable) readResponse(response runtime.ClientResponse, consumer runtime.Consumer, formats strfmt.Registry) error {
+
+	o.Payload = new(models.Error)
+
+	// response payload
+	if err := consumer.Consume(response.Body(), o.Payload); err != nil && !stderrors.Is(err, io.EOF) {
+		return err
+	}
+
+	return nil
+}
+
+// NewAddConsumerGatewayTimeout creates a AddConsumerGatewayTimeout with default headers values
+func NewAddConsumerGatewayTimeout() *AddConsumerGatewayTimeout {
+	return &AddConsumerGatewayTimeout{}
+}
+
+// AddConsumerGatewayTimeout describes a response with status code 504, with default header values.
+//
+// A bounded wait expired (the result, a worker's reply, or the broker)
+type AddConsumerGatewayTimeout struct {
+	Payload *models.Error
+}
+
+// IsSuccess returns true when this add consumer gateway timeout response has a 2xx status code
+func (o *AddConsumerGatewayTimeout) IsSuccess() bool {
+	return false
+}
+
+// IsRedirect returns true when this add consumer gateway timeout response has a 3xx status code
+func (o *AddConsumerGatewayTimeout) IsRedirect() bool {
+	return false
+}
+
+// IsClientError returns true when this add consumer gateway timeout response has a 4xx status code
+func (o *AddConsumerGatewayTimeout) IsClientError() bool {
+	return false
+}
+
+// IsServerError returns true when this add consumer gateway timeout response has a 5xx status code
+func (o *AddConsumerGatewayTimeout) IsServerError() bool {
+	return true
+}
+
+// IsCode returns true when this add consumer gateway timeout response a status code equal to that given
+func (o *AddConsumerGatewayTimeout) IsCode(code int) bool {
+	return code == 504
+}
+
+// Code gets the status code for the add consumer gateway timeout response
+func (o *AddConsumerGatewayTimeout) Code() int {
+	return 504
+}
+
+func (o *AddConsumerGatewayTimeout) Error() string {
+	payload, _ := json.Marshal(o.Payload)
+	return fmt.Sprintf("[POST /api/worker/queue/add-consumer/{workername}][%d] addConsumerGatewayTimeout %s", 504, payload)
+}
+
+func (o *AddConsumerGatewayTimeout) String() string {
+	payload, _ := json.Marshal(o.Payload)
+	return fmt.Sprintf("[POST /api/worker/queue/add-consumer/{workername}][%d] addConsumerGatewayTimeout %s", 504, payload)
+}
+
+func (o *AddConsumerGatewayTimeout) GetPayload() *models.Error {
+	return o.Payload
+}
+
+func (o *AddConsumerGatewayTimeout) readResponse(response runtime.ClientResponse, consumer runtime.Consumer, formats strfmt.Registry) error {
 
 	o.Payload = new(models.Error)
 

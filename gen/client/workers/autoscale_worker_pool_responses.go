@@ -51,8 +51,20 @@ func (o *AutoscaleWorkerPoolReader) ReadResponse(response runtime.ClientResponse
 			return nil, err
 		}
 		return nil, result
+	case 413:
+		result := NewAutoscaleWorkerPoolRequestEntityTooLarge()
+		if err := result.readResponse(response, consumer, o.formats); err != nil {
+			return nil, err
+		}
+		return nil, result
 	case 503:
 		result := NewAutoscaleWorkerPoolServiceUnavailable()
+		if err := result.readResponse(response, consumer, o.formats); err != nil {
+			return nil, err
+		}
+		return nil, result
+	case 504:
+		result := NewAutoscaleWorkerPoolGatewayTimeout()
 		if err := result.readResponse(response, consumer, o.formats); err != nil {
 			return nil, err
 		}
@@ -402,6 +414,74 @@ func (o *AutoscaleWorkerPoolNotFound) readResponse(response runtime.ClientRespon
 	return nil
 }
 
+// NewAutoscaleWorkerPoolRequestEntityTooLarge creates a AutoscaleWorkerPoolRequestEntityTooLarge with default headers values
+func NewAutoscaleWorkerPoolRequestEntityTooLarge() *AutoscaleWorkerPoolRequestEntityTooLarge {
+	return &AutoscaleWorkerPoolRequestEntityTooLarge{}
+}
+
+// AutoscaleWorkerPoolRequestEntityTooLarge describes a response with status code 413, with default header values.
+//
+// The request body is larger than the server accepts (1 MiB)
+type AutoscaleWorkerPoolRequestEntityTooLarge struct {
+	Payload *models.Error
+}
+
+// IsSuccess returns true when this autoscale worker pool request entity too large response has a 2xx status code
+func (o *AutoscaleWorkerPoolRequestEntityTooLarge) IsSuccess() bool {
+	return false
+}
+
+// IsRedirect returns true when this autoscale worker pool request entity too large response has a 3xx status code
+func (o *AutoscaleWorkerPoolRequestEntityTooLarge) IsRedirect() bool {
+	return false
+}
+
+// IsClientError returns true when this autoscale worker pool request entity too large response has a 4xx status code
+func (o *AutoscaleWorkerPoolRequestEntityTooLarge) IsClientError() bool {
+	return true
+}
+
+// IsServerError returns true when this autoscale worker pool request entity too large response has a 5xx status code
+func (o *AutoscaleWorkerPoolRequestEntityTooLarge) IsServerError() bool {
+	return false
+}
+
+// IsCode returns true when this autoscale worker pool request entity too large response a status code equal to that given
+func (o *AutoscaleWorkerPoolRequestEntityTooLarge) IsCode(code int) bool {
+	return code == 413
+}
+
+// Code gets the status code for the autoscale worker pool request entity too large response
+func (o *AutoscaleWorkerPoolRequestEntityTooLarge) Code() int {
+	return 413
+}
+
+func (o *AutoscaleWorkerPoolRequestEntityTooLarge) Error() string {
+	payload, _ := json.Marshal(o.Payload)
+	return fmt.Sprintf("[POST /api/worker/pool/autoscale/{workername}][%d] autoscaleWorkerPoolRequestEntityTooLarge %s", 413, payload)
+}
+
+func (o *AutoscaleWorkerPoolRequestEntityTooLarge) String() string {
+	payload, _ := json.Marshal(o.Payload)
+	return fmt.Sprintf("[POST /api/worker/pool/autoscale/{workername}][%d] autoscaleWorkerPoolRequestEntityTooLarge %s", 413, payload)
+}
+
+func (o *AutoscaleWorkerPoolRequestEntityTooLarge) GetPayload() *models.Error {
+	return o.Payload
+}
+
+func (o *AutoscaleWorkerPoolRequestEntityTooLarge) readResponse(response runtime.ClientResponse, consumer runtime.Consumer, formats strfmt.Registry) error {
+
+	o.Payload = new(models.Error)
+
+	// response payload
+	if err := consumer.Consume(response.Body(), o.Payload); err != nil && !stderrors.Is(err, io.EOF) {
+		return err
+	}
+
+	return nil
+}
+
 // NewAutoscaleWorkerPoolServiceUnavailable creates a AutoscaleWorkerPoolServiceUnavailable with default headers values
 func NewAutoscaleWorkerPoolServiceUnavailable() *AutoscaleWorkerPoolServiceUnavailable {
 	return &AutoscaleWorkerPoolServiceUnavailable{}
@@ -459,6 +539,74 @@ func (o *AutoscaleWorkerPoolServiceUnavailable) GetPayload() *models.Error {
 }
 
 func (o *AutoscaleWorkerPoolServiceUnavailable) readResponse(response runtime.ClientResponse, consumer runtime.Consumer, formats strfmt.Registry) error {
+
+	o.Payload = new(models.Error)
+
+	// response payload
+	if err := consumer.Consume(response.Body(), o.Payload); err != nil && !stderrors.Is(err, io.EOF) {
+		return err
+	}
+
+	return nil
+}
+
+// NewAutoscaleWorkerPoolGatewayTimeout creates a AutoscaleWorkerPoolGatewayTimeout with default headers values
+func NewAutoscaleWorkerPoolGatewayTimeout() *AutoscaleWorkerPoolGatewayTimeout {
+	return &AutoscaleWorkerPoolGatewayTimeout{}
+}
+
+// AutoscaleWorkerPoolGatewayTimeout describes a response with status code 504, with default header values.
+//
+// A bounded wait expired (the result, a worker's reply, or the broker)
+type AutoscaleWorkerPoolGatewayTimeout struct {
+	Payload *models.Error
+}
+
+// IsSuccess returns true when this autoscale worker pool gateway timeout response has a 2xx status code
+func (o *AutoscaleWorkerPoolGatewayTimeout) IsSuccess() bool {
+	return false
+}
+
+// IsRedirect returns true when this autoscale worker pool gateway timeout response has a 3xx status code
+func (o *AutoscaleWorkerPoolGatewayTimeout) IsRedirect() bool {
+	return false
+}
+
+// IsClientError returns true when this autoscale worker pool gateway timeout response has a 4xx status code
+func (o *AutoscaleWorkerPoolGatewayTimeout) IsClientError() bool {
+	return false
+}
+
+// IsServerError returns true when this autoscale worker pool gateway timeout response has a 5xx status code
+func (o *AutoscaleWorkerPoolGatewayTimeout) IsServerError() bool {
+	return true
+}
+
+// IsCode returns true when this autoscale worker pool gateway timeout response a status code equal to that given
+func (o *AutoscaleWorkerPoolGatewayTimeout) IsCode(code int) bool {
+	return code == 504
+}
+
+// Code gets the status code for the autoscale worker pool gateway timeout response
+func (o *AutoscaleWorkerPoolGatewayTimeout) Code() int {
+	return 504
+}
+
+func (o *AutoscaleWorkerPoolGatewayTimeout) Error() string {
+	payload, _ := json.Marshal(o.Payload)
+	return fmt.Sprintf("[POST /api/worker/pool/autoscale/{workername}][%d] autoscaleWorkerPoolGatewayTimeout %s", 504, payload)
+}
+
+func (o *AutoscaleWorkerPoolGatewayTimeout) String() string {
+	payload, _ := json.Marshal(o.Payload)
+	return fmt.Sprintf("[POST /api/worker/pool/autoscale/{workername}][%d] autoscaleWorkerPoolGatewayTimeout %s", 504, payload)
+}
+
+func (o *AutoscaleWorkerPoolGatewayTimeout) GetPayload() *models.Error {
+	return o.Payload
+}
+
+func (o *AutoscaleWorkerPoolGatewayTimeout) readResponse(response runtime.ClientResponse, consumer runtime.Consumer, formats strfmt.Registry) error {
 
 	o.Payload = new(models.Error)
 

@@ -51,8 +51,20 @@ func (o *CancelConsumerReader) ReadResponse(response runtime.ClientResponse, con
 			return nil, err
 		}
 		return nil, result
+	case 413:
+		result := NewCancelConsumerRequestEntityTooLarge()
+		if err := result.readResponse(response, consumer, o.formats); err != nil {
+			return nil, err
+		}
+		return nil, result
 	case 503:
 		result := NewCancelConsumerServiceUnavailable()
+		if err := result.readResponse(response, consumer, o.formats); err != nil {
+			return nil, err
+		}
+		return nil, result
+	case 504:
+		result := NewCancelConsumerGatewayTimeout()
 		if err := result.readResponse(response, consumer, o.formats); err != nil {
 			return nil, err
 		}
@@ -402,6 +414,74 @@ func (o *CancelConsumerNotFound) readResponse(response runtime.ClientResponse, c
 	return nil
 }
 
+// NewCancelConsumerRequestEntityTooLarge creates a CancelConsumerRequestEntityTooLarge with default headers values
+func NewCancelConsumerRequestEntityTooLarge() *CancelConsumerRequestEntityTooLarge {
+	return &CancelConsumerRequestEntityTooLarge{}
+}
+
+// CancelConsumerRequestEntityTooLarge describes a response with status code 413, with default header values.
+//
+// The request body is larger than the server accepts (1 MiB)
+type CancelConsumerRequestEntityTooLarge struct {
+	Payload *models.Error
+}
+
+// IsSuccess returns true when this cancel consumer request entity too large response has a 2xx status code
+func (o *CancelConsumerRequestEntityTooLarge) IsSuccess() bool {
+	return false
+}
+
+// IsRedirect returns true when this cancel consumer request entity too large response has a 3xx status code
+func (o *CancelConsumerRequestEntityTooLarge) IsRedirect() bool {
+	return false
+}
+
+// IsClientError returns true when this cancel consumer request entity too large response has a 4xx status code
+func (o *CancelConsumerRequestEntityTooLarge) IsClientError() bool {
+	return true
+}
+
+// IsServerError returns true when this cancel consumer request entity too large response has a 5xx status code
+func (o *CancelConsumerRequestEntityTooLarge) IsServerError() bool {
+	return false
+}
+
+// IsCode returns true when this cancel consumer request entity too large response a status code equal to that given
+func (o *CancelConsumerRequestEntityTooLarge) IsCode(code int) bool {
+	return code == 413
+}
+
+// Code gets the status code for the cancel consumer request entity too large response
+func (o *CancelConsumerRequestEntityTooLarge) Code() int {
+	return 413
+}
+
+func (o *CancelConsumerRequestEntityTooLarge) Error() string {
+	payload, _ := json.Marshal(o.Payload)
+	return fmt.Sprintf("[POST /api/worker/queue/cancel-consumer/{workername}][%d] cancelConsumerRequestEntityTooLarge %s", 413, payload)
+}
+
+func (o *CancelConsumerRequestEntityTooLarge) String() string {
+	payload, _ := json.Marshal(o.Payload)
+	return fmt.Sprintf("[POST /api/worker/queue/cancel-consumer/{workername}][%d] cancelConsumerRequestEntityTooLarge %s", 413, payload)
+}
+
+func (o *CancelConsumerRequestEntityTooLarge) GetPayload() *models.Error {
+	return o.Payload
+}
+
+func (o *CancelConsumerRequestEntityTooLarge) readResponse(response runtime.ClientResponse, consumer runtime.Consumer, formats strfmt.Registry) error {
+
+	o.Payload = new(models.Error)
+
+	// response payload
+	if err := consumer.Consume(response.Body(), o.Payload); err != nil && !stderrors.Is(err, io.EOF) {
+		return err
+	}
+
+	return nil
+}
+
 // NewCancelConsumerServiceUnavailable creates a CancelConsumerServiceUnavailable with default headers values
 func NewCancelConsumerServiceUnavailable() *CancelConsumerServiceUnavailable {
 	return &CancelConsumerServiceUnavailable{}
@@ -459,6 +539,74 @@ func (o *CancelConsumerServiceUnavailable) GetPayload() *models.Error {
 }
 
 func (o *CancelConsumerServiceUnavailable) readResponse(response runtime.ClientResponse, consumer runtime.Consumer, formats strfmt.Registry) error {
+
+	o.Payload = new(models.Error)
+
+	// response payload
+	if err := consumer.Consume(response.Body(), o.Payload); err != nil && !stderrors.Is(err, io.EOF) {
+		return err
+	}
+
+	return nil
+}
+
+// NewCancelConsumerGatewayTimeout creates a CancelConsumerGatewayTimeout with default headers values
+func NewCancelConsumerGatewayTimeout() *CancelConsumerGatewayTimeout {
+	return &CancelConsumerGatewayTimeout{}
+}
+
+// CancelConsumerGatewayTimeout describes a response with status code 504, with default header values.
+//
+// A bounded wait expired (the result, a worker's reply, or the broker)
+type CancelConsumerGatewayTimeout struct {
+	Payload *models.Error
+}
+
+// IsSuccess returns true when this cancel consumer gateway timeout response has a 2xx status code
+func (o *CancelConsumerGatewayTimeout) IsSuccess() bool {
+	return false
+}
+
+// IsRedirect returns true when this cancel consumer gateway timeout response has a 3xx status code
+func (o *CancelConsumerGatewayTimeout) IsRedirect() bool {
+	return false
+}
+
+// IsClientError returns true when this cancel consumer gateway timeout response has a 4xx status code
+func (o *CancelConsumerGatewayTimeout) IsClientError() bool {
+	return false
+}
+
+// IsServerError returns true when this cancel consumer gateway timeout response has a 5xx status code
+func (o *CancelConsumerGatewayTimeout) IsServerError() bool {
+	return true
+}
+
+// IsCode returns true when this cancel consumer gateway timeout response a status code equal to that given
+func (o *CancelConsumerGatewayTimeout) IsCode(code int) bool {
+	return code == 504
+}
+
+// Code gets the status code for the cancel consumer gateway timeout response
+func (o *CancelConsumerGatewayTimeout) Code() int {
+	return 504
+}
+
+func (o *CancelConsumerGatewayTimeout) Error() string {
+	payload, _ := json.Marshal(o.Payload)
+	return fmt.Sprintf("[POST /api/worker/queue/cancel-consumer/{workername}][%d] cancelConsumerGatewayTimeout %s", 504, payload)
+}
+
+func (o *CancelConsumerGatewayTimeout) String() string {
+	payload, _ := json.Marshal(o.Payload)
+	return fmt.Sprintf("[POST /api/worker/queue/cancel-consumer/{workername}][%d] cancelConsumerGatewayTimeout %s", 504, payload)
+}
+
+func (o *CancelConsumerGatewayTimeout) GetPayload() *models.Error {
+	return o.Payload
+}
+
+func (o *CancelConsumerGatewayTimeout) readResponse(response runtime.ClientResponse, consumer runtime.Consumer, formats strfmt.Registry) error {
 
 	o.Payload = new(models.Error)
 

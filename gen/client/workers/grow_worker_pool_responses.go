@@ -51,8 +51,20 @@ func (o *GrowWorkerPoolReader) ReadResponse(response runtime.ClientResponse, con
 			return nil, err
 		}
 		return nil, result
+	case 413:
+		result := NewGrowWorkerPoolRequestEntityTooLarge()
+		if err := result.readResponse(response, consumer, o.formats); err != nil {
+			return nil, err
+		}
+		return nil, result
 	case 503:
 		result := NewGrowWorkerPoolServiceUnavailable()
+		if err := result.readResponse(response, consumer, o.formats); err != nil {
+			return nil, err
+		}
+		return nil, result
+	case 504:
+		result := NewGrowWorkerPoolGatewayTimeout()
 		if err := result.readResponse(response, consumer, o.formats); err != nil {
 			return nil, err
 		}
@@ -402,6 +414,74 @@ func (o *GrowWorkerPoolNotFound) readResponse(response runtime.ClientResponse, c
 	return nil
 }
 
+// NewGrowWorkerPoolRequestEntityTooLarge creates a GrowWorkerPoolRequestEntityTooLarge with default headers values
+func NewGrowWorkerPoolRequestEntityTooLarge() *GrowWorkerPoolRequestEntityTooLarge {
+	return &GrowWorkerPoolRequestEntityTooLarge{}
+}
+
+// GrowWorkerPoolRequestEntityTooLarge describes a response with status code 413, with default header values.
+//
+// The request body is larger than the server accepts (1 MiB)
+type GrowWorkerPoolRequestEntityTooLarge struct {
+	Payload *models.Error
+}
+
+// IsSuccess returns true when this grow worker pool request entity too large response has a 2xx status code
+func (o *GrowWorkerPoolRequestEntityTooLarge) IsSuccess() bool {
+	return false
+}
+
+// IsRedirect returns true when this grow worker pool request entity too large response has a 3xx status code
+func (o *GrowWorkerPoolRequestEntityTooLarge) IsRedirect() bool {
+	return false
+}
+
+// IsClientError returns true when this grow worker pool request entity too large response has a 4xx status code
+func (o *GrowWorkerPoolRequestEntityTooLarge) IsClientError() bool {
+	return true
+}
+
+// IsServerError returns true when this grow worker pool request entity too large response has a 5xx status code
+func (o *GrowWorkerPoolRequestEntityTooLarge) IsServerError() bool {
+	return false
+}
+
+// IsCode returns true when this grow worker pool request entity too large response a status code equal to that given
+func (o *GrowWorkerPoolRequestEntityTooLarge) IsCode(code int) bool {
+	return code == 413
+}
+
+// Code gets the status code for the grow worker pool request entity too large response
+func (o *GrowWorkerPoolRequestEntityTooLarge) Code() int {
+	return 413
+}
+
+func (o *GrowWorkerPoolRequestEntityTooLarge) Error() string {
+	payload, _ := json.Marshal(o.Payload)
+	return fmt.Sprintf("[POST /api/worker/pool/grow/{workername}][%d] growWorkerPoolRequestEntityTooLarge %s", 413, payload)
+}
+
+func (o *GrowWorkerPoolRequestEntityTooLarge) String() string {
+	payload, _ := json.Marshal(o.Payload)
+	return fmt.Sprintf("[POST /api/worker/pool/grow/{workername}][%d] growWorkerPoolRequestEntityTooLarge %s", 413, payload)
+}
+
+func (o *GrowWorkerPoolRequestEntityTooLarge) GetPayload() *models.Error {
+	return o.Payload
+}
+
+func (o *GrowWorkerPoolRequestEntityTooLarge) readResponse(response runtime.ClientResponse, consumer runtime.Consumer, formats strfmt.Registry) error {
+
+	o.Payload = new(models.Error)
+
+	// response payload
+	if err := consumer.Consume(response.Body(), o.Payload); err != nil && !stderrors.Is(err, io.EOF) {
+		return err
+	}
+
+	return nil
+}
+
 // NewGrowWorkerPoolServiceUnavailable creates a GrowWorkerPoolServiceUnavailable with default headers values
 func NewGrowWorkerPoolServiceUnavailable() *GrowWorkerPoolServiceUnavailable {
 	return &GrowWorkerPoolServiceUnavailable{}
@@ -459,6 +539,74 @@ func (o *GrowWorkerPoolServiceUnavailable) GetPayload() *models.Error {
 }
 
 func (o *GrowWorkerPoolServiceUnavailable) readResponse(response runtime.ClientResponse, consumer runtime.Consumer, formats strfmt.Registry) error {
+
+	o.Payload = new(models.Error)
+
+	// response payload
+	if err := consumer.Consume(response.Body(), o.Payload); err != nil && !stderrors.Is(err, io.EOF) {
+		return err
+	}
+
+	return nil
+}
+
+// NewGrowWorkerPoolGatewayTimeout creates a GrowWorkerPoolGatewayTimeout with default headers values
+func NewGrowWorkerPoolGatewayTimeout() *GrowWorkerPoolGatewayTimeout {
+	return &GrowWorkerPoolGatewayTimeout{}
+}
+
+// GrowWorkerPoolGatewayTimeout describes a response with status code 504, with default header values.
+//
+// A bounded wait expired (the result, a worker's reply, or the broker)
+type GrowWorkerPoolGatewayTimeout struct {
+	Payload *models.Error
+}
+
+// IsSuccess returns true when this grow worker pool gateway timeout response has a 2xx status code
+func (o *GrowWorkerPoolGatewayTimeout) IsSuccess() bool {
+	return false
+}
+
+// IsRedirect returns true when this grow worker pool gateway timeout response has a 3xx status code
+func (o *GrowWorkerPoolGatewayTimeout) IsRedirect() bool {
+	return false
+}
+
+// IsClientError returns true when this grow worker pool gateway timeout response has a 4xx status code
+func (o *GrowWorkerPoolGatewayTimeout) IsClientError() bool {
+	return false
+}
+
+// IsServerError returns true when this grow worker pool gateway timeout response has a 5xx status code
+func (o *GrowWorkerPoolGatewayTimeout) IsServerError() bool {
+	return true
+}
+
+// IsCode returns true when this grow worker pool gateway timeout response a status code equal to that given
+func (o *GrowWorkerPoolGatewayTimeout) IsCode(code int) bool {
+	return code == 504
+}
+
+// Code gets the status code for the grow worker pool gateway timeout response
+func (o *GrowWorkerPoolGatewayTimeout) Code() int {
+	return 504
+}
+
+func (o *GrowWorkerPoolGatewayTimeout) Error() string {
+	payload, _ := json.Marshal(o.Payload)
+	return fmt.Sprintf("[POST /api/worker/pool/grow/{workername}][%d] growWorkerPoolGatewayTimeout %s", 504, payload)
+}
+
+func (o *GrowWorkerPoolGatewayTimeout) String() string {
+	payload, _ := json.Marshal(o.Payload)
+	return fmt.Sprintf("[POST /api/worker/pool/grow/{workername}][%d] growWorkerPoolGatewayTimeout %s", 504, payload)
+}
+
+func (o *GrowWorkerPoolGatewayTimeout) GetPayload() *models.Error {
+	return o.Payload
+}
+
+func (o *GrowWorkerPoolGatewayTimeout) readResponse(response runtime.ClientResponse, consumer runtime.Consumer, formats strfmt.Registry) error {
 
 	o.Payload = new(models.Error)
 

@@ -51,6 +51,12 @@ func (o *ListWorkersReader) ReadResponse(response runtime.ClientResponse, consum
 			return nil, err
 		}
 		return nil, result
+	case 504:
+		result := NewListWorkersGatewayTimeout()
+		if err := result.readResponse(response, consumer, o.formats); err != nil {
+			return nil, err
+		}
+		return nil, result
 	default:
 		return nil, runtime.NewAPIError("[GET /api/workers] listWorkers", response, response.Code())
 	}
@@ -383,6 +389,74 @@ func (o *ListWorkersServiceUnavailable) GetPayload() *models.Error {
 }
 
 func (o *ListWorkersServiceUnavailable) readResponse(response runtime.ClientResponse, consumer runtime.Consumer, formats strfmt.Registry) error {
+
+	o.Payload = new(models.Error)
+
+	// response payload
+	if err := consumer.Consume(response.Body(), o.Payload); err != nil && !stderrors.Is(err, io.EOF) {
+		return err
+	}
+
+	return nil
+}
+
+// NewListWorkersGatewayTimeout creates a ListWorkersGatewayTimeout with default headers values
+func NewListWorkersGatewayTimeout() *ListWorkersGatewayTimeout {
+	return &ListWorkersGatewayTimeout{}
+}
+
+// ListWorkersGatewayTimeout describes a response with status code 504, with default header values.
+//
+// A bounded wait expired (the result, a worker's reply, or the broker)
+type ListWorkersGatewayTimeout struct {
+	Payload *models.Error
+}
+
+// IsSuccess returns true when this list workers gateway timeout response has a 2xx status code
+func (o *ListWorkersGatewayTimeout) IsSuccess() bool {
+	return false
+}
+
+// IsRedirect returns true when this list workers gateway timeout response has a 3xx status code
+func (o *ListWorkersGatewayTimeout) IsRedirect() bool {
+	return false
+}
+
+// IsClientError returns true when this list workers gateway timeout response has a 4xx status code
+func (o *ListWorkersGatewayTimeout) IsClientError() bool {
+	return false
+}
+
+// IsServerError returns true when this list workers gateway timeout response has a 5xx status code
+func (o *ListWorkersGatewayTimeout) IsServerError() bool {
+	return true
+}
+
+// IsCode returns true when this list workers gateway timeout response a status code equal to that given
+func (o *ListWorkersGatewayTimeout) IsCode(code int) bool {
+	return code == 504
+}
+
+// Code gets the status code for the list workers gateway timeout response
+func (o *ListWorkersGatewayTimeout) Code() int {
+	return 504
+}
+
+func (o *ListWorkersGatewayTimeout) Error() string {
+	payload, _ := json.Marshal(o.Payload)
+	return fmt.Sprintf("[GET /api/workers][%d] listWorkersGatewayTimeout %s", 504, payload)
+}
+
+func (o *ListWorkersGatewayTimeout) String() string {
+	payload, _ := json.Marshal(o.Payload)
+	return fmt.Sprintf("[GET /api/workers][%d] listWorkersGatewayTimeout %s", 504, payload)
+}
+
+func (o *ListWorkersGatewayTimeout) GetPayload() *models.Error {
+	return o.Payload
+}
+
+func (o *ListWorkersGatewayTimeout) readResponse(response runtime.ClientResponse, consumer runtime.Consumer, formats strfmt.Registry) error {
 
 	o.Payload = new(models.Error)
 

@@ -27,6 +27,12 @@ func (o *RestartWorkerPoolReader) ReadResponse(response runtime.ClientResponse, 
 			return nil, err
 		}
 		return result, nil
+	case 400:
+		result := NewRestartWorkerPoolBadRequest()
+		if err := result.readResponse(response, consumer, o.formats); err != nil {
+			return nil, err
+		}
+		return nil, result
 	case 401:
 		result := NewRestartWorkerPoolUnauthorized()
 		if err := result.readResponse(response, consumer, o.formats); err != nil {
@@ -45,8 +51,20 @@ func (o *RestartWorkerPoolReader) ReadResponse(response runtime.ClientResponse, 
 			return nil, err
 		}
 		return nil, result
+	case 413:
+		result := NewRestartWorkerPoolRequestEntityTooLarge()
+		if err := result.readResponse(response, consumer, o.formats); err != nil {
+			return nil, err
+		}
+		return nil, result
 	case 503:
 		result := NewRestartWorkerPoolServiceUnavailable()
+		if err := result.readResponse(response, consumer, o.formats); err != nil {
+			return nil, err
+		}
+		return nil, result
+	case 504:
+		result := NewRestartWorkerPoolGatewayTimeout()
 		if err := result.readResponse(response, consumer, o.formats); err != nil {
 			return nil, err
 		}
@@ -115,6 +133,74 @@ func (o *RestartWorkerPoolOK) GetPayload() *models.Message {
 func (o *RestartWorkerPoolOK) readResponse(response runtime.ClientResponse, consumer runtime.Consumer, formats strfmt.Registry) error {
 
 	o.Payload = new(models.Message)
+
+	// response payload
+	if err := consumer.Consume(response.Body(), o.Payload); err != nil && !stderrors.Is(err, io.EOF) {
+		return err
+	}
+
+	return nil
+}
+
+// NewRestartWorkerPoolBadRequest creates a RestartWorkerPoolBadRequest with default headers values
+func NewRestartWorkerPoolBadRequest() *RestartWorkerPoolBadRequest {
+	return &RestartWorkerPoolBadRequest{}
+}
+
+// RestartWorkerPoolBadRequest describes a response with status code 400, with default header values.
+//
+// A parameter or the body is missing or invalid
+type RestartWorkerPoolBadRequest struct {
+	Payload *models.Error
+}
+
+// IsSuccess returns true when this restart worker pool bad request response has a 2xx status code
+func (o *RestartWorkerPoolBadRequest) IsSuccess() bool {
+	return false
+}
+
+// IsRedirect returns true when this restart worker pool bad request response has a 3xx status code
+func (o *RestartWorkerPoolBadRequest) IsRedirect() bool {
+	return false
+}
+
+// IsClientError returns true when this restart worker pool bad request response has a 4xx status code
+func (o *RestartWorkerPoolBadRequest) IsClientError() bool {
+	return true
+}
+
+// IsServerError returns true when this restart worker pool bad request response has a 5xx status code
+func (o *RestartWorkerPoolBadRequest) IsServerError() bool {
+	return false
+}
+
+// IsCode returns true when this restart worker pool bad request response a status code equal to that given
+func (o *RestartWorkerPoolBadRequest) IsCode(code int) bool {
+	return code == 400
+}
+
+// Code gets the status code for the restart worker pool bad request response
+func (o *RestartWorkerPoolBadRequest) Code() int {
+	return 400
+}
+
+func (o *RestartWorkerPoolBadRequest) Error() string {
+	payload, _ := json.Marshal(o.Payload)
+	return fmt.Sprintf("[POST /api/worker/pool/restart/{workername}][%d] restartWorkerPoolBadRequest %s", 400, payload)
+}
+
+func (o *RestartWorkerPoolBadRequest) String() string {
+	payload, _ := json.Marshal(o.Payload)
+	return fmt.Sprintf("[POST /api/worker/pool/restart/{workername}][%d] restartWorkerPoolBadRequest %s", 400, payload)
+}
+
+func (o *RestartWorkerPoolBadRequest) GetPayload() *models.Error {
+	return o.Payload
+}
+
+func (o *RestartWorkerPoolBadRequest) readResponse(response runtime.ClientResponse, consumer runtime.Consumer, formats strfmt.Registry) error {
+
+	o.Payload = new(models.Error)
 
 	// response payload
 	if err := consumer.Consume(response.Body(), o.Payload); err != nil && !stderrors.Is(err, io.EOF) {
@@ -328,6 +414,74 @@ func (o *RestartWorkerPoolNotFound) readResponse(response runtime.ClientResponse
 	return nil
 }
 
+// NewRestartWorkerPoolRequestEntityTooLarge creates a RestartWorkerPoolRequestEntityTooLarge with default headers values
+func NewRestartWorkerPoolRequestEntityTooLarge() *RestartWorkerPoolRequestEntityTooLarge {
+	return &RestartWorkerPoolRequestEntityTooLarge{}
+}
+
+// RestartWorkerPoolRequestEntityTooLarge describes a response with status code 413, with default header values.
+//
+// The request body is larger than the server accepts (1 MiB)
+type RestartWorkerPoolRequestEntityTooLarge struct {
+	Payload *models.Error
+}
+
+// IsSuccess returns true when this restart worker pool request entity too large response has a 2xx status code
+func (o *RestartWorkerPoolRequestEntityTooLarge) IsSuccess() bool {
+	return false
+}
+
+// IsRedirect returns true when this restart worker pool request entity too large response has a 3xx status code
+func (o *RestartWorkerPoolRequestEntityTooLarge) IsRedirect() bool {
+	return false
+}
+
+// IsClientError returns true when this restart worker pool request entity too large response has a 4xx status code
+func (o *RestartWorkerPoolRequestEntityTooLarge) IsClientError() bool {
+	return true
+}
+
+// IsServerError returns true when this restart worker pool request entity too large response has a 5xx status code
+func (o *RestartWorkerPoolRequestEntityTooLarge) IsServerError() bool {
+	return false
+}
+
+// IsCode returns true when this restart worker pool request entity too large response a status code equal to that given
+func (o *RestartWorkerPoolRequestEntityTooLarge) IsCode(code int) bool {
+	return code == 413
+}
+
+// Code gets the status code for the restart worker pool request entity too large response
+func (o *RestartWorkerPoolRequestEntityTooLarge) Code() int {
+	return 413
+}
+
+func (o *RestartWorkerPoolRequestEntityTooLarge) Error() string {
+	payload, _ := json.Marshal(o.Payload)
+	return fmt.Sprintf("[POST /api/worker/pool/restart/{workername}][%d] restartWorkerPoolRequestEntityTooLarge %s", 413, payload)
+}
+
+func (o *RestartWorkerPoolRequestEntityTooLarge) String() string {
+	payload, _ := json.Marshal(o.Payload)
+	return fmt.Sprintf("[POST /api/worker/pool/restart/{workername}][%d] restartWorkerPoolRequestEntityTooLarge %s", 413, payload)
+}
+
+func (o *RestartWorkerPoolRequestEntityTooLarge) GetPayload() *models.Error {
+	return o.Payload
+}
+
+func (o *RestartWorkerPoolRequestEntityTooLarge) readResponse(response runtime.ClientResponse, consumer runtime.Consumer, formats strfmt.Registry) error {
+
+	o.Payload = new(models.Error)
+
+	// response payload
+	if err := consumer.Consume(response.Body(), o.Payload); err != nil && !stderrors.Is(err, io.EOF) {
+		return err
+	}
+
+	return nil
+}
+
 // NewRestartWorkerPoolServiceUnavailable creates a RestartWorkerPoolServiceUnavailable with default headers values
 func NewRestartWorkerPoolServiceUnavailable() *RestartWorkerPoolServiceUnavailable {
 	return &RestartWorkerPoolServiceUnavailable{}
@@ -385,6 +539,74 @@ func (o *RestartWorkerPoolServiceUnavailable) GetPayload() *models.Error {
 }
 
 func (o *RestartWorkerPoolServiceUnavailable) readResponse(response runtime.ClientResponse, consumer runtime.Consumer, formats strfmt.Registry) error {
+
+	o.Payload = new(models.Error)
+
+	// response payload
+	if err := consumer.Consume(response.Body(), o.Payload); err != nil && !stderrors.Is(err, io.EOF) {
+		return err
+	}
+
+	return nil
+}
+
+// NewRestartWorkerPoolGatewayTimeout creates a RestartWorkerPoolGatewayTimeout with default headers values
+func NewRestartWorkerPoolGatewayTimeout() *RestartWorkerPoolGatewayTimeout {
+	return &RestartWorkerPoolGatewayTimeout{}
+}
+
+// RestartWorkerPoolGatewayTimeout describes a response with status code 504, with default header values.
+//
+// A bounded wait expired (the result, a worker's reply, or the broker)
+type RestartWorkerPoolGatewayTimeout struct {
+	Payload *models.Error
+}
+
+// IsSuccess returns true when this restart worker pool gateway timeout response has a 2xx status code
+func (o *RestartWorkerPoolGatewayTimeout) IsSuccess() bool {
+	return false
+}
+
+// IsRedirect returns true when this restart worker pool gateway timeout response has a 3xx status code
+func (o *RestartWorkerPoolGatewayTimeout) IsRedirect() bool {
+	return false
+}
+
+// IsClientError returns true when this restart worker pool gateway timeout response has a 4xx status code
+func (o *RestartWorkerPoolGatewayTimeout) IsClientError() bool {
+	return false
+}
+
+// IsServerError returns true when this restart worker pool gateway timeout response has a 5xx status code
+func (o *RestartWorkerPoolGatewayTimeout) IsServerError() bool {
+	return true
+}
+
+// IsCode returns true when this restart worker pool gateway timeout response a status code equal to that given
+func (o *RestartWorkerPoolGatewayTimeout) IsCode(code int) bool {
+	return code == 504
+}
+
+// Code gets the status code for the restart worker pool gateway timeout response
+func (o *RestartWorkerPoolGatewayTimeout) Code() int {
+	return 504
+}
+
+func (o *RestartWorkerPoolGatewayTimeout) Error() string {
+	payload, _ := json.Marshal(o.Payload)
+	return fmt.Sprintf("[POST /api/worker/pool/restart/{workername}][%d] restartWorkerPoolGatewayTimeout %s", 504, payload)
+}
+
+func (o *RestartWorkerPoolGatewayTimeout) String() string {
+	payload, _ := json.Marshal(o.Payload)
+	return fmt.Sprintf("[POST /api/worker/pool/restart/{workername}][%d] restartWorkerPoolGatewayTimeout %s", 504, payload)
+}
+
+func (o *RestartWorkerPoolGatewayTimeout) GetPayload() *models.Error {
+	return o.Payload
+}
+
+func (o *RestartWorkerPoolGatewayTimeout) readResponse(response runtime.ClientResponse, consumer runtime.Consumer, formats strfmt.Registry) error {
 
 	o.Payload = new(models.Error)
 

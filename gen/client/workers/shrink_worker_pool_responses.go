@@ -51,8 +51,20 @@ func (o *ShrinkWorkerPoolReader) ReadResponse(response runtime.ClientResponse, c
 			return nil, err
 		}
 		return nil, result
+	case 413:
+		result := NewShrinkWorkerPoolRequestEntityTooLarge()
+		if err := result.readResponse(response, consumer, o.formats); err != nil {
+			return nil, err
+		}
+		return nil, result
 	case 503:
 		result := NewShrinkWorkerPoolServiceUnavailable()
+		if err := result.readResponse(response, consumer, o.formats); err != nil {
+			return nil, err
+		}
+		return nil, result
+	case 504:
+		result := NewShrinkWorkerPoolGatewayTimeout()
 		if err := result.readResponse(response, consumer, o.formats); err != nil {
 			return nil, err
 		}
@@ -402,6 +414,74 @@ func (o *ShrinkWorkerPoolNotFound) readResponse(response runtime.ClientResponse,
 	return nil
 }
 
+// NewShrinkWorkerPoolRequestEntityTooLarge creates a ShrinkWorkerPoolRequestEntityTooLarge with default headers values
+func NewShrinkWorkerPoolRequestEntityTooLarge() *ShrinkWorkerPoolRequestEntityTooLarge {
+	return &ShrinkWorkerPoolRequestEntityTooLarge{}
+}
+
+// ShrinkWorkerPoolRequestEntityTooLarge describes a response with status code 413, with default header values.
+//
+// The request body is larger than the server accepts (1 MiB)
+type ShrinkWorkerPoolRequestEntityTooLarge struct {
+	Payload *models.Error
+}
+
+// IsSuccess returns true when this shrink worker pool request entity too large response has a 2xx status code
+func (o *ShrinkWorkerPoolRequestEntityTooLarge) IsSuccess() bool {
+	return false
+}
+
+// IsRedirect returns true when this shrink worker pool request entity too large response has a 3xx status code
+func (o *ShrinkWorkerPoolRequestEntityTooLarge) IsRedirect() bool {
+	return false
+}
+
+// IsClientError returns true when this shrink worker pool request entity too large response has a 4xx status code
+func (o *ShrinkWorkerPoolRequestEntityTooLarge) IsClientError() bool {
+	return true
+}
+
+// IsServerError returns true when this shrink worker pool request entity too large response has a 5xx status code
+func (o *ShrinkWorkerPoolRequestEntityTooLarge) IsServerError() bool {
+	return false
+}
+
+// IsCode returns true when this shrink worker pool request entity too large response a status code equal to that given
+func (o *ShrinkWorkerPoolRequestEntityTooLarge) IsCode(code int) bool {
+	return code == 413
+}
+
+// Code gets the status code for the shrink worker pool request entity too large response
+func (o *ShrinkWorkerPoolRequestEntityTooLarge) Code() int {
+	return 413
+}
+
+func (o *ShrinkWorkerPoolRequestEntityTooLarge) Error() string {
+	payload, _ := json.Marshal(o.Payload)
+	return fmt.Sprintf("[POST /api/worker/pool/shrink/{workername}][%d] shrinkWorkerPoolRequestEntityTooLarge %s", 413, payload)
+}
+
+func (o *ShrinkWorkerPoolRequestEntityTooLarge) String() string {
+	payload, _ := json.Marshal(o.Payload)
+	return fmt.Sprintf("[POST /api/worker/pool/shrink/{workername}][%d] shrinkWorkerPoolRequestEntityTooLarge %s", 413, payload)
+}
+
+func (o *ShrinkWorkerPoolRequestEntityTooLarge) GetPayload() *models.Error {
+	return o.Payload
+}
+
+func (o *ShrinkWorkerPoolRequestEntityTooLarge) readResponse(response runtime.ClientResponse, consumer runtime.Consumer, formats strfmt.Registry) error {
+
+	o.Payload = new(models.Error)
+
+	// response payload
+	if err := consumer.Consume(response.Body(), o.Payload); err != nil && !stderrors.Is(err, io.EOF) {
+		return err
+	}
+
+	return nil
+}
+
 // NewShrinkWorkerPoolServiceUnavailable creates a ShrinkWorkerPoolServiceUnavailable with default headers values
 func NewShrinkWorkerPoolServiceUnavailable() *ShrinkWorkerPoolServiceUnavailable {
 	return &ShrinkWorkerPoolServiceUnavailable{}
@@ -459,6 +539,74 @@ func (o *ShrinkWorkerPoolServiceUnavailable) GetPayload() *models.Error {
 }
 
 func (o *ShrinkWorkerPoolServiceUnavailable) readResponse(response runtime.ClientResponse, consumer runtime.Consumer, formats strfmt.Registry) error {
+
+	o.Payload = new(models.Error)
+
+	// response payload
+	if err := consumer.Consume(response.Body(), o.Payload); err != nil && !stderrors.Is(err, io.EOF) {
+		return err
+	}
+
+	return nil
+}
+
+// NewShrinkWorkerPoolGatewayTimeout creates a ShrinkWorkerPoolGatewayTimeout with default headers values
+func NewShrinkWorkerPoolGatewayTimeout() *ShrinkWorkerPoolGatewayTimeout {
+	return &ShrinkWorkerPoolGatewayTimeout{}
+}
+
+// ShrinkWorkerPoolGatewayTimeout describes a response with status code 504, with default header values.
+//
+// A bounded wait expired (the result, a worker's reply, or the broker)
+type ShrinkWorkerPoolGatewayTimeout struct {
+	Payload *models.Error
+}
+
+// IsSuccess returns true when this shrink worker pool gateway timeout response has a 2xx status code
+func (o *ShrinkWorkerPoolGatewayTimeout) IsSuccess() bool {
+	return false
+}
+
+// IsRedirect returns true when this shrink worker pool gateway timeout response has a 3xx status code
+func (o *ShrinkWorkerPoolGatewayTimeout) IsRedirect() bool {
+	return false
+}
+
+// IsClientError returns true when this shrink worker pool gateway timeout response has a 4xx status code
+func (o *ShrinkWorkerPoolGatewayTimeout) IsClientError() bool {
+	return false
+}
+
+// IsServerError returns true when this shrink worker pool gateway timeout response has a 5xx status code
+func (o *ShrinkWorkerPoolGatewayTimeout) IsServerError() bool {
+	return true
+}
+
+// IsCode returns true when this shrink worker pool gateway timeout response a status code equal to that given
+func (o *ShrinkWorkerPoolGatewayTimeout) IsCode(code int) bool {
+	return code == 504
+}
+
+// Code gets the status code for the shrink worker pool gateway timeout response
+func (o *ShrinkWorkerPoolGatewayTimeout) Code() int {
+	return 504
+}
+
+func (o *ShrinkWorkerPoolGatewayTimeout) Error() string {
+	payload, _ := json.Marshal(o.Payload)
+	return fmt.Sprintf("[POST /api/worker/pool/shrink/{workername}][%d] shrinkWorkerPoolGatewayTimeout %s", 504, payload)
+}
+
+func (o *ShrinkWorkerPoolGatewayTimeout) String() string {
+	payload, _ := json.Marshal(o.Payload)
+	return fmt.Sprintf("[POST /api/worker/pool/shrink/{workername}][%d] shrinkWorkerPoolGatewayTimeout %s", 504, payload)
+}
+
+func (o *ShrinkWorkerPoolGatewayTimeout) GetPayload() *models.Error {
+	return o.Payload
+}
+
+func (o *ShrinkWorkerPoolGatewayTimeout) readResponse(response runtime.ClientResponse, consumer runtime.Consumer, formats strfmt.Registry) error {
 
 	o.Payload = new(models.Error)
 

@@ -27,6 +27,12 @@ func (o *ShutdownWorkerReader) ReadResponse(response runtime.ClientResponse, con
 			return nil, err
 		}
 		return result, nil
+	case 400:
+		result := NewShutdownWorkerBadRequest()
+		if err := result.readResponse(response, consumer, o.formats); err != nil {
+			return nil, err
+		}
+		return nil, result
 	case 401:
 		result := NewShutdownWorkerUnauthorized()
 		if err := result.readResponse(response, consumer, o.formats); err != nil {
@@ -45,8 +51,20 @@ func (o *ShutdownWorkerReader) ReadResponse(response runtime.ClientResponse, con
 			return nil, err
 		}
 		return nil, result
+	case 413:
+		result := NewShutdownWorkerRequestEntityTooLarge()
+		if err := result.readResponse(response, consumer, o.formats); err != nil {
+			return nil, err
+		}
+		return nil, result
 	case 503:
 		result := NewShutdownWorkerServiceUnavailable()
+		if err := result.readResponse(response, consumer, o.formats); err != nil {
+			return nil, err
+		}
+		return nil, result
+	case 504:
+		result := NewShutdownWorkerGatewayTimeout()
 		if err := result.readResponse(response, consumer, o.formats); err != nil {
 			return nil, err
 		}
@@ -115,6 +133,74 @@ func (o *ShutdownWorkerOK) GetPayload() *models.Message {
 func (o *ShutdownWorkerOK) readResponse(response runtime.ClientResponse, consumer runtime.Consumer, formats strfmt.Registry) error {
 
 	o.Payload = new(models.Message)
+
+	// response payload
+	if err := consumer.Consume(response.Body(), o.Payload); err != nil && !stderrors.Is(err, io.EOF) {
+		return err
+	}
+
+	return nil
+}
+
+// NewShutdownWorkerBadRequest creates a ShutdownWorkerBadRequest with default headers values
+func NewShutdownWorkerBadRequest() *ShutdownWorkerBadRequest {
+	return &ShutdownWorkerBadRequest{}
+}
+
+// ShutdownWorkerBadRequest describes a response with status code 400, with default header values.
+//
+// A parameter or the body is missing or invalid
+type ShutdownWorkerBadRequest struct {
+	Payload *models.Error
+}
+
+// IsSuccess returns true when this shutdown worker bad request response has a 2xx status code
+func (o *ShutdownWorkerBadRequest) IsSuccess() bool {
+	return false
+}
+
+// IsRedirect returns true when this shutdown worker bad request response has a 3xx status code
+func (o *ShutdownWorkerBadRequest) IsRedirect() bool {
+	return false
+}
+
+// IsClientError returns true when this shutdown worker bad request response has a 4xx status code
+func (o *ShutdownWorkerBadRequest) IsClientError() bool {
+	return true
+}
+
+// IsServerError returns true when this shutdown worker bad request response has a 5xx status code
+func (o *ShutdownWorkerBadRequest) IsServerError() bool {
+	return false
+}
+
+// IsCode returns true when this shutdown worker bad request response a status code equal to that given
+func (o *ShutdownWorkerBadRequest) IsCode(code int) bool {
+	return code == 400
+}
+
+// Code gets the status code for the shutdown worker bad request response
+func (o *ShutdownWorkerBadRequest) Code() int {
+	return 400
+}
+
+func (o *ShutdownWorkerBadRequest) Error() string {
+	payload, _ := json.Marshal(o.Payload)
+	return fmt.Sprintf("[POST /api/worker/shutdown/{workername}][%d] shutdownWorkerBadRequest %s", 400, payload)
+}
+
+func (o *ShutdownWorkerBadRequest) String() string {
+	payload, _ := json.Marshal(o.Payload)
+	return fmt.Sprintf("[POST /api/worker/shutdown/{workername}][%d] shutdownWorkerBadRequest %s", 400, payload)
+}
+
+func (o *ShutdownWorkerBadRequest) GetPayload() *models.Error {
+	return o.Payload
+}
+
+func (o *ShutdownWorkerBadRequest) readResponse(response runtime.ClientResponse, consumer runtime.Consumer, formats strfmt.Registry) error {
+
+	o.Payload = new(models.Error)
 
 	// response payload
 	if err := consumer.Consume(response.Body(), o.Payload); err != nil && !stderrors.Is(err, io.EOF) {
@@ -328,6 +414,74 @@ func (o *ShutdownWorkerNotFound) readResponse(response runtime.ClientResponse, c
 	return nil
 }
 
+// NewShutdownWorkerRequestEntityTooLarge creates a ShutdownWorkerRequestEntityTooLarge with default headers values
+func NewShutdownWorkerRequestEntityTooLarge() *ShutdownWorkerRequestEntityTooLarge {
+	return &ShutdownWorkerRequestEntityTooLarge{}
+}
+
+// ShutdownWorkerRequestEntityTooLarge describes a response with status code 413, with default header values.
+//
+// The request body is larger than the server accepts (1 MiB)
+type ShutdownWorkerRequestEntityTooLarge struct {
+	Payload *models.Error
+}
+
+// IsSuccess returns true when this shutdown worker request entity too large response has a 2xx status code
+func (o *ShutdownWorkerRequestEntityTooLarge) IsSuccess() bool {
+	return false
+}
+
+// IsRedirect returns true when this shutdown worker request entity too large response has a 3xx status code
+func (o *ShutdownWorkerRequestEntityTooLarge) IsRedirect() bool {
+	return false
+}
+
+// IsClientError returns true when this shutdown worker request entity too large response has a 4xx status code
+func (o *ShutdownWorkerRequestEntityTooLarge) IsClientError() bool {
+	return true
+}
+
+// IsServerError returns true when this shutdown worker request entity too large response has a 5xx status code
+func (o *ShutdownWorkerRequestEntityTooLarge) IsServerError() bool {
+	return false
+}
+
+// IsCode returns true when this shutdown worker request entity too large response a status code equal to that given
+func (o *ShutdownWorkerRequestEntityTooLarge) IsCode(code int) bool {
+	return code == 413
+}
+
+// Code gets the status code for the shutdown worker request entity too large response
+func (o *ShutdownWorkerRequestEntityTooLarge) Code() int {
+	return 413
+}
+
+func (o *ShutdownWorkerRequestEntityTooLarge) Error() string {
+	payload, _ := json.Marshal(o.Payload)
+	return fmt.Sprintf("[POST /api/worker/shutdown/{workername}][%d] shutdownWorkerRequestEntityTooLarge %s", 413, payload)
+}
+
+func (o *ShutdownWorkerRequestEntityTooLarge) String() string {
+	payload, _ := json.Marshal(o.Payload)
+	return fmt.Sprintf("[POST /api/worker/shutdown/{workername}][%d] shutdownWorkerRequestEntityTooLarge %s", 413, payload)
+}
+
+func (o *ShutdownWorkerRequestEntityTooLarge) GetPayload() *models.Error {
+	return o.Payload
+}
+
+func (o *ShutdownWorkerRequestEntityTooLarge) readResponse(response runtime.ClientResponse, consumer runtime.Consumer, formats strfmt.Registry) error {
+
+	o.Payload = new(models.Error)
+
+	// response payload
+	if err := consumer.Consume(response.Body(), o.Payload); err != nil && !stderrors.Is(err, io.EOF) {
+		return err
+	}
+
+	return nil
+}
+
 // NewShutdownWorkerServiceUnavailable creates a ShutdownWorkerServiceUnavailable with default headers values
 func NewShutdownWorkerServiceUnavailable() *ShutdownWorkerServiceUnavailable {
 	return &ShutdownWorkerServiceUnavailable{}
@@ -385,6 +539,74 @@ func (o *ShutdownWorkerServiceUnavailable) GetPayload() *models.Error {
 }
 
 func (o *ShutdownWorkerServiceUnavailable) readResponse(response runtime.ClientResponse, consumer runtime.Consumer, formats strfmt.Registry) error {
+
+	o.Payload = new(models.Error)
+
+	// response payload
+	if err := consumer.Consume(response.Body(), o.Payload); err != nil && !stderrors.Is(err, io.EOF) {
+		return err
+	}
+
+	return nil
+}
+
+// NewShutdownWorkerGatewayTimeout creates a ShutdownWorkerGatewayTimeout with default headers values
+func NewShutdownWorkerGatewayTimeout() *ShutdownWorkerGatewayTimeout {
+	return &ShutdownWorkerGatewayTimeout{}
+}
+
+// ShutdownWorkerGatewayTimeout describes a response with status code 504, with default header values.
+//
+// A bounded wait expired (the result, a worker's reply, or the broker)
+type ShutdownWorkerGatewayTimeout struct {
+	Payload *models.Error
+}
+
+// IsSuccess returns true when this shutdown worker gateway timeout response has a 2xx status code
+func (o *ShutdownWorkerGatewayTimeout) IsSuccess() bool {
+	return false
+}
+
+// IsRedirect returns true when this shutdown worker gateway timeout response has a 3xx status code
+func (o *ShutdownWorkerGatewayTimeout) IsRedirect() bool {
+	return false
+}
+
+// IsClientError returns true when this shutdown worker gateway timeout response has a 4xx status code
+func (o *ShutdownWorkerGatewayTimeout) IsClientError() bool {
+	return false
+}
+
+// IsServerError returns true when this shutdown worker gateway timeout response has a 5xx status code
+func (o *ShutdownWorkerGatewayTimeout) IsServerError() bool {
+	return true
+}
+
+// IsCode returns true when this shutdown worker gateway timeout response a status code equal to that given
+func (o *ShutdownWorkerGatewayTimeout) IsCode(code int) bool {
+	return code == 504
+}
+
+// Code gets the status code for the shutdown worker gateway timeout response
+func (o *ShutdownWorkerGatewayTimeout) Code() int {
+	return 504
+}
+
+func (o *ShutdownWorkerGatewayTimeout) Error() string {
+	payload, _ := json.Marshal(o.Payload)
+	return fmt.Sprintf("[POST /api/worker/shutdown/{workername}][%d] shutdownWorkerGatewayTimeout %s", 504, payload)
+}
+
+func (o *ShutdownWorkerGatewayTimeout) String() string {
+	payload, _ := json.Marshal(o.Payload)
+	return fmt.Sprintf("[POST /api/worker/shutdown/{workername}][%d] shutdownWorkerGatewayTimeout %s", 504, payload)
+}
+
+func (o *ShutdownWorkerGatewayTimeout) GetPayload() *models.Error {
+	return o.Payload
+}
+
+func (o *ShutdownWorkerGatewayTimeout) readResponse(response runtime.ClientResponse, consumer runtime.Consumer, formats strfmt.Registry) error {
 
 	o.Payload = new(models.Error)
 

@@ -131,3 +131,44 @@ func (o *GetQueueLengthsServiceUnavailable) WriteResponse(rw http.ResponseWriter
 		}
 	}
 }
+
+// GetQueueLengthsGatewayTimeoutCode is the HTTP code returned for type GetQueueLengthsGatewayTimeout
+const GetQueueLengthsGatewayTimeoutCode int = 504
+
+// GetQueueLengthsGatewayTimeout A bounded wait expired (the result, a worker's reply, or the broker)
+//
+// swagger:response getQueueLengthsGatewayTimeout
+type GetQueueLengthsGatewayTimeout struct {
+
+	// In: Body
+	Payload *models.Error `json:"body,omitempty"`
+}
+
+// NewGetQueueLengthsGatewayTimeout creates GetQueueLengthsGatewayTimeout with default headers values
+func NewGetQueueLengthsGatewayTimeout() *GetQueueLengthsGatewayTimeout {
+
+	return &GetQueueLengthsGatewayTimeout{}
+}
+
+// WithPayload adds the payload to the get queue lengths gateway timeout response
+func (o *GetQueueLengthsGatewayTimeout) WithPayload(payload *models.Error) *GetQueueLengthsGatewayTimeout {
+	o.Payload = payload
+	return o
+}
+
+// SetPayload sets the payload to the get queue lengths gateway timeout response
+func (o *GetQueueLengthsGatewayTimeout) SetPayload(payload *models.Error) {
+	o.Payload = payload
+}
+
+// WriteResponse to the client
+func (o *GetQueueLengthsGatewayTimeout) WriteResponse(rw http.ResponseWriter, producer runtime.Producer) {
+
+	rw.WriteHeader(504)
+	if o.Payload != nil {
+		payload := o.Payload
+		if err := producer.Produce(rw, payload); err != nil {
+			panic(err) // let the recovery middleware deal with this
+		}
+	}
+}

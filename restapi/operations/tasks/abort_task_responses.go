@@ -50,6 +50,47 @@ func (o *AbortTaskOK) WriteResponse(rw http.ResponseWriter, producer runtime.Pro
 	}
 }
 
+// AbortTaskBadRequestCode is the HTTP code returned for type AbortTaskBadRequest
+const AbortTaskBadRequestCode int = 400
+
+// AbortTaskBadRequest A parameter or the body is missing or invalid
+//
+// swagger:response abortTaskBadRequest
+type AbortTaskBadRequest struct {
+
+	// In: Body
+	Payload *models.Error `json:"body,omitempty"`
+}
+
+// NewAbortTaskBadRequest creates AbortTaskBadRequest with default headers values
+func NewAbortTaskBadRequest() *AbortTaskBadRequest {
+
+	return &AbortTaskBadRequest{}
+}
+
+// WithPayload adds the payload to the abort task bad request response
+func (o *AbortTaskBadRequest) WithPayload(payload *models.Error) *AbortTaskBadRequest {
+	o.Payload = payload
+	return o
+}
+
+// SetPayload sets the payload to the abort task bad request response
+func (o *AbortTaskBadRequest) SetPayload(payload *models.Error) {
+	o.Payload = payload
+}
+
+// WriteResponse to the client
+func (o *AbortTaskBadRequest) WriteResponse(rw http.ResponseWriter, producer runtime.Producer) {
+
+	rw.WriteHeader(400)
+	if o.Payload != nil {
+		payload := o.Payload
+		if err := producer.Produce(rw, payload); err != nil {
+			panic(err) // let the recovery middleware deal with this
+		}
+	}
+}
+
 // AbortTaskUnauthorizedCode is the HTTP code returned for type AbortTaskUnauthorized
 const AbortTaskUnauthorizedCode int = 401
 
@@ -132,6 +173,47 @@ func (o *AbortTaskForbidden) WriteResponse(rw http.ResponseWriter, producer runt
 	}
 }
 
+// AbortTaskRequestEntityTooLargeCode is the HTTP code returned for type AbortTaskRequestEntityTooLarge
+const AbortTaskRequestEntityTooLargeCode int = 413
+
+// AbortTaskRequestEntityTooLarge The request body is larger than the server accepts (1 MiB)
+//
+// swagger:response abortTaskRequestEntityTooLarge
+type AbortTaskRequestEntityTooLarge struct {
+
+	// In: Body
+	Payload *models.Error `json:"body,omitempty"`
+}
+
+// NewAbortTaskRequestEntityTooLarge creates AbortTaskRequestEntityTooLarge with default headers values
+func NewAbortTaskRequestEntityTooLarge() *AbortTaskRequestEntityTooLarge {
+
+	return &AbortTaskRequestEntityTooLarge{}
+}
+
+// WithPayload adds the payload to the abort task request entity too large response
+func (o *AbortTaskRequestEntityTooLarge) WithPayload(payload *models.Error) *AbortTaskRequestEntityTooLarge {
+	o.Payload = payload
+	return o
+}
+
+// SetPayload sets the payload to the abort task request entity too large response
+func (o *AbortTaskRequestEntityTooLarge) SetPayload(payload *models.Error) {
+	o.Payload = payload
+}
+
+// WriteResponse to the client
+func (o *AbortTaskRequestEntityTooLarge) WriteResponse(rw http.ResponseWriter, producer runtime.Producer) {
+
+	rw.WriteHeader(413)
+	if o.Payload != nil {
+		payload := o.Payload
+		if err := producer.Produce(rw, payload); err != nil {
+			panic(err) // let the recovery middleware deal with this
+		}
+	}
+}
+
 // AbortTaskServiceUnavailableCode is the HTTP code returned for type AbortTaskServiceUnavailable
 const AbortTaskServiceUnavailableCode int = 503
 
@@ -165,6 +247,47 @@ func (o *AbortTaskServiceUnavailable) SetPayload(payload *models.Error) {
 func (o *AbortTaskServiceUnavailable) WriteResponse(rw http.ResponseWriter, producer runtime.Producer) {
 
 	rw.WriteHeader(503)
+	if o.Payload != nil {
+		payload := o.Payload
+		if err := producer.Produce(rw, payload); err != nil {
+			panic(err) // let the recovery middleware deal with this
+		}
+	}
+}
+
+// AbortTaskGatewayTimeoutCode is the HTTP code returned for type AbortTaskGatewayTimeout
+const AbortTaskGatewayTimeoutCode int = 504
+
+// AbortTaskGatewayTimeout A bounded wait expired (the result, a worker's reply, or the broker)
+//
+// swagger:response abortTaskGatewayTimeout
+type AbortTaskGatewayTimeout struct {
+
+	// In: Body
+	Payload *models.Error `json:"body,omitempty"`
+}
+
+// NewAbortTaskGatewayTimeout creates AbortTaskGatewayTimeout with default headers values
+func NewAbortTaskGatewayTimeout() *AbortTaskGatewayTimeout {
+
+	return &AbortTaskGatewayTimeout{}
+}
+
+// WithPayload adds the payload to the abort task gateway timeout response
+func (o *AbortTaskGatewayTimeout) WithPayload(payload *models.Error) *AbortTaskGatewayTimeout {
+	o.Payload = payload
+	return o
+}
+
+// SetPayload sets the payload to the abort task gateway timeout response
+func (o *AbortTaskGatewayTimeout) SetPayload(payload *models.Error) {
+	o.Payload = payload
+}
+
+// WriteResponse to the client
+func (o *AbortTaskGatewayTimeout) WriteResponse(rw http.ResponseWriter, producer runtime.Producer) {
+
+	rw.WriteHeader(504)
 	if o.Payload != nil {
 		payload := o.Payload
 		if err := producer.Produce(rw, payload); err != nil {

@@ -214,6 +214,47 @@ func (o *ApplyTaskNotFound) WriteResponse(rw http.ResponseWriter, producer runti
 	}
 }
 
+// ApplyTaskRequestEntityTooLargeCode is the HTTP code returned for type ApplyTaskRequestEntityTooLarge
+const ApplyTaskRequestEntityTooLargeCode int = 413
+
+// ApplyTaskRequestEntityTooLarge The request body is larger than the server accepts (1 MiB)
+//
+// swagger:response applyTaskRequestEntityTooLarge
+type ApplyTaskRequestEntityTooLarge struct {
+
+	// In: Body
+	Payload *models.Error `json:"body,omitempty"`
+}
+
+// NewApplyTaskRequestEntityTooLarge creates ApplyTaskRequestEntityTooLarge with default headers values
+func NewApplyTaskRequestEntityTooLarge() *ApplyTaskRequestEntityTooLarge {
+
+	return &ApplyTaskRequestEntityTooLarge{}
+}
+
+// WithPayload adds the payload to the apply task request entity too large response
+func (o *ApplyTaskRequestEntityTooLarge) WithPayload(payload *models.Error) *ApplyTaskRequestEntityTooLarge {
+	o.Payload = payload
+	return o
+}
+
+// SetPayload sets the payload to the apply task request entity too large response
+func (o *ApplyTaskRequestEntityTooLarge) SetPayload(payload *models.Error) {
+	o.Payload = payload
+}
+
+// WriteResponse to the client
+func (o *ApplyTaskRequestEntityTooLarge) WriteResponse(rw http.ResponseWriter, producer runtime.Producer) {
+
+	rw.WriteHeader(413)
+	if o.Payload != nil {
+		payload := o.Payload
+		if err := producer.Produce(rw, payload); err != nil {
+			panic(err) // let the recovery middleware deal with this
+		}
+	}
+}
+
 // ApplyTaskServiceUnavailableCode is the HTTP code returned for type ApplyTaskServiceUnavailable
 const ApplyTaskServiceUnavailableCode int = 503
 
@@ -258,7 +299,7 @@ func (o *ApplyTaskServiceUnavailable) WriteResponse(rw http.ResponseWriter, prod
 // ApplyTaskGatewayTimeoutCode is the HTTP code returned for type ApplyTaskGatewayTimeout
 const ApplyTaskGatewayTimeoutCode int = 504
 
-// ApplyTaskGatewayTimeout A bounded wait expired
+// ApplyTaskGatewayTimeout A bounded wait expired (the result, a worker's reply, or the broker)
 //
 // swagger:response applyTaskGatewayTimeout
 type ApplyTaskGatewayTimeout struct {

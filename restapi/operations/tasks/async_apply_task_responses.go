@@ -214,6 +214,47 @@ func (o *AsyncApplyTaskNotFound) WriteResponse(rw http.ResponseWriter, producer 
 	}
 }
 
+// AsyncApplyTaskRequestEntityTooLargeCode is the HTTP code returned for type AsyncApplyTaskRequestEntityTooLarge
+const AsyncApplyTaskRequestEntityTooLargeCode int = 413
+
+// AsyncApplyTaskRequestEntityTooLarge The request body is larger than the server accepts (1 MiB)
+//
+// swagger:response asyncApplyTaskRequestEntityTooLarge
+type AsyncApplyTaskRequestEntityTooLarge struct {
+
+	// In: Body
+	Payload *models.Error `json:"body,omitempty"`
+}
+
+// NewAsyncApplyTaskRequestEntityTooLarge creates AsyncApplyTaskRequestEntityTooLarge with default headers values
+func NewAsyncApplyTaskRequestEntityTooLarge() *AsyncApplyTaskRequestEntityTooLarge {
+
+	return &AsyncApplyTaskRequestEntityTooLarge{}
+}
+
+// WithPayload adds the payload to the async apply task request entity too large response
+func (o *AsyncApplyTaskRequestEntityTooLarge) WithPayload(payload *models.Error) *AsyncApplyTaskRequestEntityTooLarge {
+	o.Payload = payload
+	return o
+}
+
+// SetPayload sets the payload to the async apply task request entity too large response
+func (o *AsyncApplyTaskRequestEntityTooLarge) SetPayload(payload *models.Error) {
+	o.Payload = payload
+}
+
+// WriteResponse to the client
+func (o *AsyncApplyTaskRequestEntityTooLarge) WriteResponse(rw http.ResponseWriter, producer runtime.Producer) {
+
+	rw.WriteHeader(413)
+	if o.Payload != nil {
+		payload := o.Payload
+		if err := producer.Produce(rw, payload); err != nil {
+			panic(err) // let the recovery middleware deal with this
+		}
+	}
+}
+
 // AsyncApplyTaskServiceUnavailableCode is the HTTP code returned for type AsyncApplyTaskServiceUnavailable
 const AsyncApplyTaskServiceUnavailableCode int = 503
 
@@ -247,6 +288,47 @@ func (o *AsyncApplyTaskServiceUnavailable) SetPayload(payload *models.Error) {
 func (o *AsyncApplyTaskServiceUnavailable) WriteResponse(rw http.ResponseWriter, producer runtime.Producer) {
 
 	rw.WriteHeader(503)
+	if o.Payload != nil {
+		payload := o.Payload
+		if err := producer.Produce(rw, payload); err != nil {
+			panic(err) // let the recovery middleware deal with this
+		}
+	}
+}
+
+// AsyncApplyTaskGatewayTimeoutCode is the HTTP code returned for type AsyncApplyTaskGatewayTimeout
+const AsyncApplyTaskGatewayTimeoutCode int = 504
+
+// AsyncApplyTaskGatewayTimeout A bounded wait expired (the result, a worker's reply, or the broker)
+//
+// swagger:response asyncApplyTaskGatewayTimeout
+type AsyncApplyTaskGatewayTimeout struct {
+
+	// In: Body
+	Payload *models.Error `json:"body,omitempty"`
+}
+
+// NewAsyncApplyTaskGatewayTimeout creates AsyncApplyTaskGatewayTimeout with default headers values
+func NewAsyncApplyTaskGatewayTimeout() *AsyncApplyTaskGatewayTimeout {
+
+	return &AsyncApplyTaskGatewayTimeout{}
+}
+
+// WithPayload adds the payload to the async apply task gateway timeout response
+func (o *AsyncApplyTaskGatewayTimeout) WithPayload(payload *models.Error) *AsyncApplyTaskGatewayTimeout {
+	o.Payload = payload
+	return o
+}
+
+// SetPayload sets the payload to the async apply task gateway timeout response
+func (o *AsyncApplyTaskGatewayTimeout) SetPayload(payload *models.Error) {
+	o.Payload = payload
+}
+
+// WriteResponse to the client
+func (o *AsyncApplyTaskGatewayTimeout) WriteResponse(rw http.ResponseWriter, producer runtime.Producer) {
+
+	rw.WriteHeader(504)
 	if o.Payload != nil {
 		payload := o.Payload
 		if err := producer.Produce(rw, payload); err != nil {

@@ -50,6 +50,47 @@ func (o *GetTaskInfoOK) WriteResponse(rw http.ResponseWriter, producer runtime.P
 	}
 }
 
+// GetTaskInfoBadRequestCode is the HTTP code returned for type GetTaskInfoBadRequest
+const GetTaskInfoBadRequestCode int = 400
+
+// GetTaskInfoBadRequest A parameter or the body is missing or invalid
+//
+// swagger:response getTaskInfoBadRequest
+type GetTaskInfoBadRequest struct {
+
+	// In: Body
+	Payload *models.Error `json:"body,omitempty"`
+}
+
+// NewGetTaskInfoBadRequest creates GetTaskInfoBadRequest with default headers values
+func NewGetTaskInfoBadRequest() *GetTaskInfoBadRequest {
+
+	return &GetTaskInfoBadRequest{}
+}
+
+// WithPayload adds the payload to the get task info bad request response
+func (o *GetTaskInfoBadRequest) WithPayload(payload *models.Error) *GetTaskInfoBadRequest {
+	o.Payload = payload
+	return o
+}
+
+// SetPayload sets the payload to the get task info bad request response
+func (o *GetTaskInfoBadRequest) SetPayload(payload *models.Error) {
+	o.Payload = payload
+}
+
+// WriteResponse to the client
+func (o *GetTaskInfoBadRequest) WriteResponse(rw http.ResponseWriter, producer runtime.Producer) {
+
+	rw.WriteHeader(400)
+	if o.Payload != nil {
+		payload := o.Payload
+		if err := producer.Produce(rw, payload); err != nil {
+			panic(err) // let the recovery middleware deal with this
+		}
+	}
+}
+
 // GetTaskInfoUnauthorizedCode is the HTTP code returned for type GetTaskInfoUnauthorized
 const GetTaskInfoUnauthorizedCode int = 401
 

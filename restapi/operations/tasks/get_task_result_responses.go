@@ -176,7 +176,7 @@ func (o *GetTaskResultServiceUnavailable) WriteResponse(rw http.ResponseWriter, 
 // GetTaskResultGatewayTimeoutCode is the HTTP code returned for type GetTaskResultGatewayTimeout
 const GetTaskResultGatewayTimeoutCode int = 504
 
-// GetTaskResultGatewayTimeout A bounded wait expired
+// GetTaskResultGatewayTimeout A bounded wait expired (the result, a worker's reply, or the broker)
 //
 // swagger:response getTaskResultGatewayTimeout
 type GetTaskResultGatewayTimeout struct {

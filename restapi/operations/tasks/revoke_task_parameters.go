@@ -39,8 +39,14 @@ func NewRevokeTaskParams() RevokeTaskParams {
 type RevokeTaskParams struct {
 	// HTTP Request Object
 	HTTPRequest *http.Request `json:"-"`
-	// the signal sent to a terminated task's process
-	// Pattern: ^(SIG)?[A-Z0-9]{2,10}$
+	// the signal sent to a terminated task's process: a signal name as
+	// Celery's worker accepts it (celery.platforms.signals.signum), in
+	// upper case, with or without the SIG prefix (SIGKILL or KILL).
+	// Lower-case names, numbers and names Python's signal module on
+	// Linux lacks are refused with 400 before anything is sent: the
+	// worker would revoke the task and then fail to signal it.
+	//
+	// Pattern: ^(SIG)?(ABRT|ALRM|BUS|CHLD|CLD|CONT|FPE|HUP|ILL|INT|IO|IOT|KILL|PIPE|POLL|PROF|PWR|QUIT|RTMAX|RTMIN|SEGV|STKFLT|STOP|SYS|TERM|TRAP|TSTP|TTIN|TTOU|URG|USR1|USR2|VTALRM|WINCH|XCPU|XFSZ)$
 	// In: query
 	// Default: "SIGTERM"
 	Signal *string
@@ -111,7 +117,7 @@ func (o *RevokeTaskParams) bindSignal(rawData []string, hasKey bool, formats str
 // validateSignal carries out validations for parameter Signal
 func (o *RevokeTaskParams) validateSignal(formats strfmt.Registry) error {
 
-	if err := validate.Pattern("signal", "query", *o.Signal, `^(SIG)?[A-Z0-9]{2,10}$`); err != nil {
+	if err := validate.Pattern("signal", "query", *o.Signal, `^(SIG)?(ABRT|ALRM|BUS|CHLD|CLD|CONT|FPE|HUP|ILL|INT|IO|IOT|KILL|PIPE|POLL|PROF|PWR|QUIT|RTMAX|RTMIN|SEGV|STKFLT|STOP|SYS|TERM|TRAP|TSTP|TTIN|TTOU|URG|USR1|USR2|VTALRM|WINCH|XCPU|XFSZ)$`); err != nil {
 		return err
 	}
 

@@ -173,6 +173,47 @@ func (o *RevokeTaskForbidden) WriteResponse(rw http.ResponseWriter, producer run
 	}
 }
 
+// RevokeTaskRequestEntityTooLargeCode is the HTTP code returned for type RevokeTaskRequestEntityTooLarge
+const RevokeTaskRequestEntityTooLargeCode int = 413
+
+// RevokeTaskRequestEntityTooLarge The request body is larger than the server accepts (1 MiB)
+//
+// swagger:response revokeTaskRequestEntityTooLarge
+type RevokeTaskRequestEntityTooLarge struct {
+
+	// In: Body
+	Payload *models.Error `json:"body,omitempty"`
+}
+
+// NewRevokeTaskRequestEntityTooLarge creates RevokeTaskRequestEntityTooLarge with default headers values
+func NewRevokeTaskRequestEntityTooLarge() *RevokeTaskRequestEntityTooLarge {
+
+	return &RevokeTaskRequestEntityTooLarge{}
+}
+
+// WithPayload adds the payload to the revoke task request entity too large response
+func (o *RevokeTaskRequestEntityTooLarge) WithPayload(payload *models.Error) *RevokeTaskRequestEntityTooLarge {
+	o.Payload = payload
+	return o
+}
+
+// SetPayload sets the payload to the revoke task request entity too large response
+func (o *RevokeTaskRequestEntityTooLarge) SetPayload(payload *models.Error) {
+	o.Payload = payload
+}
+
+// WriteResponse to the client
+func (o *RevokeTaskRequestEntityTooLarge) WriteResponse(rw http.ResponseWriter, producer runtime.Producer) {
+
+	rw.WriteHeader(413)
+	if o.Payload != nil {
+		payload := o.Payload
+		if err := producer.Produce(rw, payload); err != nil {
+			panic(err) // let the recovery middleware deal with this
+		}
+	}
+}
+
 // RevokeTaskServiceUnavailableCode is the HTTP code returned for type RevokeTaskServiceUnavailable
 const RevokeTaskServiceUnavailableCode int = 503
 
@@ -206,6 +247,47 @@ func (o *RevokeTaskServiceUnavailable) SetPayload(payload *models.Error) {
 func (o *RevokeTaskServiceUnavailable) WriteResponse(rw http.ResponseWriter, producer runtime.Producer) {
 
 	rw.WriteHeader(503)
+	if o.Payload != nil {
+		payload := o.Payload
+		if err := producer.Produce(rw, payload); err != nil {
+			panic(err) // let the recovery middleware deal with this
+		}
+	}
+}
+
+// RevokeTaskGatewayTimeoutCode is the HTTP code returned for type RevokeTaskGatewayTimeout
+const RevokeTaskGatewayTimeoutCode int = 504
+
+// RevokeTaskGatewayTimeout A bounded wait expired (the result, a worker's reply, or the broker)
+//
+// swagger:response revokeTaskGatewayTimeout
+type RevokeTaskGatewayTimeout struct {
+
+	// In: Body
+	Payload *models.Error `json:"body,omitempty"`
+}
+
+// NewRevokeTaskGatewayTimeout creates RevokeTaskGatewayTimeout with default headers values
+func NewRevokeTaskGatewayTimeout() *RevokeTaskGatewayTimeout {
+
+	return &RevokeTaskGatewayTimeout{}
+}
+
+// WithPayload adds the payload to the revoke task gateway timeout response
+func (o *RevokeTaskGatewayTimeout) WithPayload(payload *models.Error) *RevokeTaskGatewayTimeout {
+	o.Payload = payload
+	return o
+}
+
+// SetPayload sets the payload to the revoke task gateway timeout response
+func (o *RevokeTaskGatewayTimeout) SetPayload(payload *models.Error) {
+	o.Payload = payload
+}
+
+// WriteResponse to the client
+func (o *RevokeTaskGatewayTimeout) WriteResponse(rw http.ResponseWriter, producer runtime.Producer) {
+
+	rw.WriteHeader(504)
 	if o.Payload != nil {
 		payload := o.Payload
 		if err := producer.Produce(rw, payload); err != nil {

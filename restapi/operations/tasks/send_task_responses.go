@@ -173,6 +173,47 @@ func (o *SendTaskForbidden) WriteResponse(rw http.ResponseWriter, producer runti
 	}
 }
 
+// SendTaskRequestEntityTooLargeCode is the HTTP code returned for type SendTaskRequestEntityTooLarge
+const SendTaskRequestEntityTooLargeCode int = 413
+
+// SendTaskRequestEntityTooLarge The request body is larger than the server accepts (1 MiB)
+//
+// swagger:response sendTaskRequestEntityTooLarge
+type SendTaskRequestEntityTooLarge struct {
+
+	// In: Body
+	Payload *models.Error `json:"body,omitempty"`
+}
+
+// NewSendTaskRequestEntityTooLarge creates SendTaskRequestEntityTooLarge with default headers values
+func NewSendTaskRequestEntityTooLarge() *SendTaskRequestEntityTooLarge {
+
+	return &SendTaskRequestEntityTooLarge{}
+}
+
+// WithPayload adds the payload to the send task request entity too large response
+func (o *SendTaskRequestEntityTooLarge) WithPayload(payload *models.Error) *SendTaskRequestEntityTooLarge {
+	o.Payload = payload
+	return o
+}
+
+// SetPayload sets the payload to the send task request entity too large response
+func (o *SendTaskRequestEntityTooLarge) SetPayload(payload *models.Error) {
+	o.Payload = payload
+}
+
+// WriteResponse to the client
+func (o *SendTaskRequestEntityTooLarge) WriteResponse(rw http.ResponseWriter, producer runtime.Producer) {
+
+	rw.WriteHeader(413)
+	if o.Payload != nil {
+		payload := o.Payload
+		if err := producer.Produce(rw, payload); err != nil {
+			panic(err) // let the recovery middleware deal with this
+		}
+	}
+}
+
 // SendTaskServiceUnavailableCode is the HTTP code returned for type SendTaskServiceUnavailable
 const SendTaskServiceUnavailableCode int = 503
 
@@ -206,6 +247,47 @@ func (o *SendTaskServiceUnavailable) SetPayload(payload *models.Error) {
 func (o *SendTaskServiceUnavailable) WriteResponse(rw http.ResponseWriter, producer runtime.Producer) {
 
 	rw.WriteHeader(503)
+	if o.Payload != nil {
+		payload := o.Payload
+		if err := producer.Produce(rw, payload); err != nil {
+			panic(err) // let the recovery middleware deal with this
+		}
+	}
+}
+
+// SendTaskGatewayTimeoutCode is the HTTP code returned for type SendTaskGatewayTimeout
+const SendTaskGatewayTimeoutCode int = 504
+
+// SendTaskGatewayTimeout A bounded wait expired (the result, a worker's reply, or the broker)
+//
+// swagger:response sendTaskGatewayTimeout
+type SendTaskGatewayTimeout struct {
+
+	// In: Body
+	Payload *models.Error `json:"body,omitempty"`
+}
+
+// NewSendTaskGatewayTimeout creates SendTaskGatewayTimeout with default headers values
+func NewSendTaskGatewayTimeout() *SendTaskGatewayTimeout {
+
+	return &SendTaskGatewayTimeout{}
+}
+
+// WithPayload adds the payload to the send task gateway timeout response
+func (o *SendTaskGatewayTimeout) WithPayload(payload *models.Error) *SendTaskGatewayTimeout {
+	o.Payload = payload
+	return o
+}
+
+// SetPayload sets the payload to the send task gateway timeout response
+func (o *SendTaskGatewayTimeout) SetPayload(payload *models.Error) {
+	o.Payload = payload
+}
+
+// WriteResponse to the client
+func (o *SendTaskGatewayTimeout) WriteResponse(rw http.ResponseWriter, producer runtime.Producer) {
+
+	rw.WriteHeader(504)
 	if o.Payload != nil {
 		payload := o.Payload
 		if err := producer.Produce(rw, payload); err != nil {

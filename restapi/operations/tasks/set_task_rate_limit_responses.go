@@ -214,6 +214,47 @@ func (o *SetTaskRateLimitNotFound) WriteResponse(rw http.ResponseWriter, produce
 	}
 }
 
+// SetTaskRateLimitRequestEntityTooLargeCode is the HTTP code returned for type SetTaskRateLimitRequestEntityTooLarge
+const SetTaskRateLimitRequestEntityTooLargeCode int = 413
+
+// SetTaskRateLimitRequestEntityTooLarge The request body is larger than the server accepts (1 MiB)
+//
+// swagger:response setTaskRateLimitRequestEntityTooLarge
+type SetTaskRateLimitRequestEntityTooLarge struct {
+
+	// In: Body
+	Payload *models.Error `json:"body,omitempty"`
+}
+
+// NewSetTaskRateLimitRequestEntityTooLarge creates SetTaskRateLimitRequestEntityTooLarge with default headers values
+func NewSetTaskRateLimitRequestEntityTooLarge() *SetTaskRateLimitRequestEntityTooLarge {
+
+	return &SetTaskRateLimitRequestEntityTooLarge{}
+}
+
+// WithPayload adds the payload to the set task rate limit request entity too large response
+func (o *SetTaskRateLimitRequestEntityTooLarge) WithPayload(payload *models.Error) *SetTaskRateLimitRequestEntityTooLarge {
+	o.Payload = payload
+	return o
+}
+
+// SetPayload sets the payload to the set task rate limit request entity too large response
+func (o *SetTaskRateLimitRequestEntityTooLarge) SetPayload(payload *models.Error) {
+	o.Payload = payload
+}
+
+// WriteResponse to the client
+func (o *SetTaskRateLimitRequestEntityTooLarge) WriteResponse(rw http.ResponseWriter, producer runtime.Producer) {
+
+	rw.WriteHeader(413)
+	if o.Payload != nil {
+		payload := o.Payload
+		if err := producer.Produce(rw, payload); err != nil {
+			panic(err) // let the recovery middleware deal with this
+		}
+	}
+}
+
 // SetTaskRateLimitServiceUnavailableCode is the HTTP code returned for type SetTaskRateLimitServiceUnavailable
 const SetTaskRateLimitServiceUnavailableCode int = 503
 
@@ -247,6 +288,47 @@ func (o *SetTaskRateLimitServiceUnavailable) SetPayload(payload *models.Error) {
 func (o *SetTaskRateLimitServiceUnavailable) WriteResponse(rw http.ResponseWriter, producer runtime.Producer) {
 
 	rw.WriteHeader(503)
+	if o.Payload != nil {
+		payload := o.Payload
+		if err := producer.Produce(rw, payload); err != nil {
+			panic(err) // let the recovery middleware deal with this
+		}
+	}
+}
+
+// SetTaskRateLimitGatewayTimeoutCode is the HTTP code returned for type SetTaskRateLimitGatewayTimeout
+const SetTaskRateLimitGatewayTimeoutCode int = 504
+
+// SetTaskRateLimitGatewayTimeout A bounded wait expired (the result, a worker's reply, or the broker)
+//
+// swagger:response setTaskRateLimitGatewayTimeout
+type SetTaskRateLimitGatewayTimeout struct {
+
+	// In: Body
+	Payload *models.Error `json:"body,omitempty"`
+}
+
+// NewSetTaskRateLimitGatewayTimeout creates SetTaskRateLimitGatewayTimeout with default headers values
+func NewSetTaskRateLimitGatewayTimeout() *SetTaskRateLimitGatewayTimeout {
+
+	return &SetTaskRateLimitGatewayTimeout{}
+}
+
+// WithPayload adds the payload to the set task rate limit gateway timeout response
+func (o *SetTaskRateLimitGatewayTimeout) WithPayload(payload *models.Error) *SetTaskRateLimitGatewayTimeout {
+	o.Payload = payload
+	return o
+}
+
+// SetPayload sets the payload to the set task rate limit gateway timeout response
+func (o *SetTaskRateLimitGatewayTimeout) SetPayload(payload *models.Error) {
+	o.Payload = payload
+}
+
+// WriteResponse to the client
+func (o *SetTaskRateLimitGatewayTimeout) WriteResponse(rw http.ResponseWriter, producer runtime.Producer) {
+
+	rw.WriteHeader(504)
 	if o.Payload != nil {
 		payload := o.Payload
 		if err := producer.Produce(rw, payload); err != nil {

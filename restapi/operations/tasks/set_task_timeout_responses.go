@@ -214,6 +214,47 @@ func (o *SetTaskTimeoutNotFound) WriteResponse(rw http.ResponseWriter, producer 
 	}
 }
 
+// SetTaskTimeoutRequestEntityTooLargeCode is the HTTP code returned for type SetTaskTimeoutRequestEntityTooLarge
+const SetTaskTimeoutRequestEntityTooLargeCode int = 413
+
+// SetTaskTimeoutRequestEntityTooLarge The request body is larger than the server accepts (1 MiB)
+//
+// swagger:response setTaskTimeoutRequestEntityTooLarge
+type SetTaskTimeoutRequestEntityTooLarge struct {
+
+	// In: Body
+	Payload *models.Error `json:"body,omitempty"`
+}
+
+// NewSetTaskTimeoutRequestEntityTooLarge creates SetTaskTimeoutRequestEntityTooLarge with default headers values
+func NewSetTaskTimeoutRequestEntityTooLarge() *SetTaskTimeoutRequestEntityTooLarge {
+
+	return &SetTaskTimeoutRequestEntityTooLarge{}
+}
+
+// WithPayload adds the payload to the set task timeout request entity too large response
+func (o *SetTaskTimeoutRequestEntityTooLarge) WithPayload(payload *models.Error) *SetTaskTimeoutRequestEntityTooLarge {
+	o.Payload = payload
+	return o
+}
+
+// SetPayload sets the payload to the set task timeout request entity too large response
+func (o *SetTaskTimeoutRequestEntityTooLarge) SetPayload(payload *models.Error) {
+	o.Payload = payload
+}
+
+// WriteResponse to the client
+func (o *SetTaskTimeoutRequestEntityTooLarge) WriteResponse(rw http.ResponseWriter, producer runtime.Producer) {
+
+	rw.WriteHeader(413)
+	if o.Payload != nil {
+		payload := o.Payload
+		if err := producer.Produce(rw, payload); err != nil {
+			panic(err) // let the recovery middleware deal with this
+		}
+	}
+}
+
 // SetTaskTimeoutServiceUnavailableCode is the HTTP code returned for type SetTaskTimeoutServiceUnavailable
 const SetTaskTimeoutServiceUnavailableCode int = 503
 
@@ -247,6 +288,47 @@ func (o *SetTaskTimeoutServiceUnavailable) SetPayload(payload *models.Error) {
 func (o *SetTaskTimeoutServiceUnavailable) WriteResponse(rw http.ResponseWriter, producer runtime.Producer) {
 
 	rw.WriteHeader(503)
+	if o.Payload != nil {
+		payload := o.Payload
+		if err := producer.Produce(rw, payload); err != nil {
+			panic(err) // let the recovery middleware deal with this
+		}
+	}
+}
+
+// SetTaskTimeoutGatewayTimeoutCode is the HTTP code returned for type SetTaskTimeoutGatewayTimeout
+const SetTaskTimeoutGatewayTimeoutCode int = 504
+
+// SetTaskTimeoutGatewayTimeout A bounded wait expired (the result, a worker's reply, or the broker)
+//
+// swagger:response setTaskTimeoutGatewayTimeout
+type SetTaskTimeoutGatewayTimeout struct {
+
+	// In: Body
+	Payload *models.Error `json:"body,omitempty"`
+}
+
+// NewSetTaskTimeoutGatewayTimeout creates SetTaskTimeoutGatewayTimeout with default headers values
+func NewSetTaskTimeoutGatewayTimeout() *SetTaskTimeoutGatewayTimeout {
+
+	return &SetTaskTimeoutGatewayTimeout{}
+}
+
+// WithPayload adds the payload to the set task timeout gateway timeout response
+func (o *SetTaskTimeoutGatewayTimeout) WithPayload(payload *models.Error) *SetTaskTimeoutGatewayTimeout {
+	o.Payload = payload
+	return o
+}
+
+// SetPayload sets the payload to the set task timeout gateway timeout response
+func (o *SetTaskTimeoutGatewayTimeout) SetPayload(payload *models.Error) {
+	o.Payload = payload
+}
+
+// WriteResponse to the client
+func (o *SetTaskTimeoutGatewayTimeout) WriteResponse(rw http.ResponseWriter, producer runtime.Producer) {
+
+	rw.WriteHeader(504)
 	if o.Payload != nil {
 		payload := o.Payload
 		if err := producer.Produce(rw, payload); err != nil {

@@ -214,6 +214,47 @@ func (o *AddConsumerNotFound) WriteResponse(rw http.ResponseWriter, producer run
 	}
 }
 
+// AddConsumerRequestEntityTooLargeCode is the HTTP code returned for type AddConsumerRequestEntityTooLarge
+const AddConsumerRequestEntityTooLargeCode int = 413
+
+// AddConsumerRequestEntityTooLarge The request body is larger than the server accepts (1 MiB)
+//
+// swagger:response addConsumerRequestEntityTooLarge
+type AddConsumerRequestEntityTooLarge struct {
+
+	// In: Body
+	Payload *models.Error `json:"body,omitempty"`
+}
+
+// NewAddConsumerRequestEntityTooLarge creates AddConsumerRequestEntityTooLarge with default headers values
+func NewAddConsumerRequestEntityTooLarge() *AddConsumerRequestEntityTooLarge {
+
+	return &AddConsumerRequestEntityTooLarge{}
+}
+
+// WithPayload adds the payload to the add consumer request entity too large response
+func (o *AddConsumerRequestEntityTooLarge) WithPayload(payload *models.Error) *AddConsumerRequestEntityTooLarge {
+	o.Payload = payload
+	return o
+}
+
+// SetPayload sets the payload to the add consumer request entity too large response
+func (o *AddConsumerRequestEntityTooLarge) SetPayload(payload *models.Error) {
+	o.Payload = payload
+}
+
+// WriteResponse to the client
+func (o *AddConsumerRequestEntityTooLarge) WriteResponse(rw http.ResponseWriter, producer runtime.Producer) {
+
+	rw.WriteHeader(413)
+	if o.Payload != nil {
+		payload := o.Payload
+		if err := producer.Produce(rw, payload); err != nil {
+			panic(err) // let the recovery middleware deal with this
+		}
+	}
+}
+
 // AddConsumerServiceUnavailableCode is the HTTP code returned for type AddConsumerServiceUnavailable
 const AddConsumerServiceUnavailableCode int = 503
 
@@ -247,6 +288,47 @@ func (o *AddConsumerServiceUnavailable) SetPayload(payload *models.Error) {
 func (o *AddConsumerServiceUnavailable) WriteResponse(rw http.ResponseWriter, producer runtime.Producer) {
 
 	rw.WriteHeader(503)
+	if o.Payload != nil {
+		payload := o.Payload
+		if err := producer.Produce(rw, payload); err != nil {
+			panic(err) // let the recovery middleware deal with this
+		}
+	}
+}
+
+// AddConsumerGatewayTimeoutCode is the HTTP code returned for type AddConsumerGatewayTimeout
+const AddConsumerGatewayTimeoutCode int = 504
+
+// AddConsumerGatewayTimeout A bounded wait expired (the result, a worker's reply, or the broker)
+//
+// swagger:response addConsumerGatewayTimeout
+type AddConsumerGatewayTimeout struct {
+
+	// In: Body
+	Payload *models.Error `json:"body,omitempty"`
+}
+
+// NewAddConsumerGatewayTimeout creates AddConsumerGatewayTimeout with default headers values
+func NewAddConsumerGatewayTimeout() *AddConsumerGatewayTimeout {
+
+	return &AddConsumerGatewayTimeout{}
+}
+
+// WithPayload adds the payload to the add consumer gateway timeout response
+func (o *AddConsumerGatewayTimeout) WithPayload(payload *models.Error) *AddConsumerGatewayTimeout {
+	o.Payload = payload
+	return o
+}
+
+// SetPayload sets the payload to the add consumer gateway timeout response
+func (o *AddConsumerGatewayTimeout) SetPayload(payload *models.Error) {
+	o.Payload = payload
+}
+
+// WriteResponse to the client
+func (o *AddConsumerGatewayTimeout) WriteResponse(rw http.ResponseWriter, producer runtime.Producer) {
+
+	rw.WriteHeader(504)
 	if o.Payload != nil {
 		payload := o.Payload
 		if err := producer.Produce(rw, payload); err != nil {

@@ -214,6 +214,47 @@ func (o *AutoscaleWorkerPoolNotFound) WriteResponse(rw http.ResponseWriter, prod
 	}
 }
 
+// AutoscaleWorkerPoolRequestEntityTooLargeCode is the HTTP code returned for type AutoscaleWorkerPoolRequestEntityTooLarge
+const AutoscaleWorkerPoolRequestEntityTooLargeCode int = 413
+
+// AutoscaleWorkerPoolRequestEntityTooLarge The request body is larger than the server accepts (1 MiB)
+//
+// swagger:response autoscaleWorkerPoolRequestEntityTooLarge
+type AutoscaleWorkerPoolRequestEntityTooLarge struct {
+
+	// In: Body
+	Payload *models.Error `json:"body,omitempty"`
+}
+
+// NewAutoscaleWorkerPoolRequestEntityTooLarge creates AutoscaleWorkerPoolRequestEntityTooLarge with default headers values
+func NewAutoscaleWorkerPoolRequestEntityTooLarge() *AutoscaleWorkerPoolRequestEntityTooLarge {
+
+	return &AutoscaleWorkerPoolRequestEntityTooLarge{}
+}
+
+// WithPayload adds the payload to the autoscale worker pool request entity too large response
+func (o *AutoscaleWorkerPoolRequestEntityTooLarge) WithPayload(payload *models.Error) *AutoscaleWorkerPoolRequestEntityTooLarge {
+	o.Payload = payload
+	return o
+}
+
+// SetPayload sets the payload to the autoscale worker pool request entity too large response
+func (o *AutoscaleWorkerPoolRequestEntityTooLarge) SetPayload(payload *models.Error) {
+	o.Payload = payload
+}
+
+// WriteResponse to the client
+func (o *AutoscaleWorkerPoolRequestEntityTooLarge) WriteResponse(rw http.ResponseWriter, producer runtime.Producer) {
+
+	rw.WriteHeader(413)
+	if o.Payload != nil {
+		payload := o.Payload
+		if err := producer.Produce(rw, payload); err != nil {
+			panic(err) // let the recovery middleware deal with this
+		}
+	}
+}
+
 // AutoscaleWorkerPoolServiceUnavailableCode is the HTTP code returned for type AutoscaleWorkerPoolServiceUnavailable
 const AutoscaleWorkerPoolServiceUnavailableCode int = 503
 
@@ -247,6 +288,47 @@ func (o *AutoscaleWorkerPoolServiceUnavailable) SetPayload(payload *models.Error
 func (o *AutoscaleWorkerPoolServiceUnavailable) WriteResponse(rw http.ResponseWriter, producer runtime.Producer) {
 
 	rw.WriteHeader(503)
+	if o.Payload != nil {
+		payload := o.Payload
+		if err := producer.Produce(rw, payload); err != nil {
+			panic(err) // let the recovery middleware deal with this
+		}
+	}
+}
+
+// AutoscaleWorkerPoolGatewayTimeoutCode is the HTTP code returned for type AutoscaleWorkerPoolGatewayTimeout
+const AutoscaleWorkerPoolGatewayTimeoutCode int = 504
+
+// AutoscaleWorkerPoolGatewayTimeout A bounded wait expired (the result, a worker's reply, or the broker)
+//
+// swagger:response autoscaleWorkerPoolGatewayTimeout
+type AutoscaleWorkerPoolGatewayTimeout struct {
+
+	// In: Body
+	Payload *models.Error `json:"body,omitempty"`
+}
+
+// NewAutoscaleWorkerPoolGatewayTimeout creates AutoscaleWorkerPoolGatewayTimeout with default headers values
+func NewAutoscaleWorkerPoolGatewayTimeout() *AutoscaleWorkerPoolGatewayTimeout {
+
+	return &AutoscaleWorkerPoolGatewayTimeout{}
+}
+
+// WithPayload adds the payload to the autoscale worker pool gateway timeout response
+func (o *AutoscaleWorkerPoolGatewayTimeout) WithPayload(payload *models.Error) *AutoscaleWorkerPoolGatewayTimeout {
+	o.Payload = payload
+	return o
+}
+
+// SetPayload sets the payload to the autoscale worker pool gateway timeout response
+func (o *AutoscaleWorkerPoolGatewayTimeout) SetPayload(payload *models.Error) {
+	o.Payload = payload
+}
+
+// WriteResponse to the client
+func (o *AutoscaleWorkerPoolGatewayTimeout) WriteResponse(rw http.ResponseWriter, producer runtime.Producer) {
+
+	rw.WriteHeader(504)
 	if o.Payload != nil {
 		payload := o.Payload
 		if err := producer.Produce(rw, payload); err != nil {

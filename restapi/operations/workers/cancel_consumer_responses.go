@@ -214,6 +214,47 @@ func (o *CancelConsumerNotFound) WriteResponse(rw http.ResponseWriter, producer 
 	}
 }
 
+// CancelConsumerRequestEntityTooLargeCode is the HTTP code returned for type CancelConsumerRequestEntityTooLarge
+const CancelConsumerRequestEntityTooLargeCode int = 413
+
+// CancelConsumerRequestEntityTooLarge The request body is larger than the server accepts (1 MiB)
+//
+// swagger:response cancelConsumerRequestEntityTooLarge
+type CancelConsumerRequestEntityTooLarge struct {
+
+	// In: Body
+	Payload *models.Error `json:"body,omitempty"`
+}
+
+// NewCancelConsumerRequestEntityTooLarge creates CancelConsumerRequestEntityTooLarge with default headers values
+func NewCancelConsumerRequestEntityTooLarge() *CancelConsumerRequestEntityTooLarge {
+
+	return &CancelConsumerRequestEntityTooLarge{}
+}
+
+// WithPayload adds the payload to the cancel consumer request entity too large response
+func (o *CancelConsumerRequestEntityTooLarge) WithPayload(payload *models.Error) *CancelConsumerRequestEntityTooLarge {
+	o.Payload = payload
+	return o
+}
+
+// SetPayload sets the payload to the cancel consumer request entity too large response
+func (o *CancelConsumerRequestEntityTooLarge) SetPayload(payload *models.Error) {
+	o.Payload = payload
+}
+
+// WriteResponse to the client
+func (o *CancelConsumerRequestEntityTooLarge) WriteResponse(rw http.ResponseWriter, producer runtime.Producer) {
+
+	rw.WriteHeader(413)
+	if o.Payload != nil {
+		payload := o.Payload
+		if err := producer.Produce(rw, payload); err != nil {
+			panic(err) // let the recovery middleware deal with this
+		}
+	}
+}
+
 // CancelConsumerServiceUnavailableCode is the HTTP code returned for type CancelConsumerServiceUnavailable
 const CancelConsumerServiceUnavailableCode int = 503
 
@@ -247,6 +288,47 @@ func (o *CancelConsumerServiceUnavailable) SetPayload(payload *models.Error) {
 func (o *CancelConsumerServiceUnavailable) WriteResponse(rw http.ResponseWriter, producer runtime.Producer) {
 
 	rw.WriteHeader(503)
+	if o.Payload != nil {
+		payload := o.Payload
+		if err := producer.Produce(rw, payload); err != nil {
+			panic(err) // let the recovery middleware deal with this
+		}
+	}
+}
+
+// CancelConsumerGatewayTimeoutCode is the HTTP code returned for type CancelConsumerGatewayTimeout
+const CancelConsumerGatewayTimeoutCode int = 504
+
+// CancelConsumerGatewayTimeout A bounded wait expired (the result, a worker's reply, or the broker)
+//
+// swagger:response cancelConsumerGatewayTimeout
+type CancelConsumerGatewayTimeout struct {
+
+	// In: Body
+	Payload *models.Error `json:"body,omitempty"`
+}
+
+// NewCancelConsumerGatewayTimeout creates CancelConsumerGatewayTimeout with default headers values
+func NewCancelConsumerGatewayTimeout() *CancelConsumerGatewayTimeout {
+
+	return &CancelConsumerGatewayTimeout{}
+}
+
+// WithPayload adds the payload to the cancel consumer gateway timeout response
+func (o *CancelConsumerGatewayTimeout) WithPayload(payload *models.Error) *CancelConsumerGatewayTimeout {
+	o.Payload = payload
+	return o
+}
+
+// SetPayload sets the payload to the cancel consumer gateway timeout response
+func (o *CancelConsumerGatewayTimeout) SetPayload(payload *models.Error) {
+	o.Payload = payload
+}
+
+// WriteResponse to the client
+func (o *CancelConsumerGatewayTimeout) WriteResponse(rw http.ResponseWriter, producer runtime.Producer) {
+
+	rw.WriteHeader(504)
 	if o.Payload != nil {
 		payload := o.Payload
 		if err := producer.Produce(rw, payload); err != nil {

@@ -214,6 +214,47 @@ func (o *GrowWorkerPoolNotFound) WriteResponse(rw http.ResponseWriter, producer 
 	}
 }
 
+// GrowWorkerPoolRequestEntityTooLargeCode is the HTTP code returned for type GrowWorkerPoolRequestEntityTooLarge
+const GrowWorkerPoolRequestEntityTooLargeCode int = 413
+
+// GrowWorkerPoolRequestEntityTooLarge The request body is larger than the server accepts (1 MiB)
+//
+// swagger:response growWorkerPoolRequestEntityTooLarge
+type GrowWorkerPoolRequestEntityTooLarge struct {
+
+	// In: Body
+	Payload *models.Error `json:"body,omitempty"`
+}
+
+// NewGrowWorkerPoolRequestEntityTooLarge creates GrowWorkerPoolRequestEntityTooLarge with default headers values
+func NewGrowWorkerPoolRequestEntityTooLarge() *GrowWorkerPoolRequestEntityTooLarge {
+
+	return &GrowWorkerPoolRequestEntityTooLarge{}
+}
+
+// WithPayload adds the payload to the grow worker pool request entity too large response
+func (o *GrowWorkerPoolRequestEntityTooLarge) WithPayload(payload *models.Error) *GrowWorkerPoolRequestEntityTooLarge {
+	o.Payload = payload
+	return o
+}
+
+// SetPayload sets the payload to the grow worker pool request entity too large response
+func (o *GrowWorkerPoolRequestEntityTooLarge) SetPayload(payload *models.Error) {
+	o.Payload = payload
+}
+
+// WriteResponse to the client
+func (o *GrowWorkerPoolRequestEntityTooLarge) WriteResponse(rw http.ResponseWriter, producer runtime.Producer) {
+
+	rw.WriteHeader(413)
+	if o.Payload != nil {
+		payload := o.Payload
+		if err := producer.Produce(rw, payload); err != nil {
+			panic(err) // let the recovery middleware deal with this
+		}
+	}
+}
+
 // GrowWorkerPoolServiceUnavailableCode is the HTTP code returned for type GrowWorkerPoolServiceUnavailable
 const GrowWorkerPoolServiceUnavailableCode int = 503
 
@@ -247,6 +288,47 @@ func (o *GrowWorkerPoolServiceUnavailable) SetPayload(payload *models.Error) {
 func (o *GrowWorkerPoolServiceUnavailable) WriteResponse(rw http.ResponseWriter, producer runtime.Producer) {
 
 	rw.WriteHeader(503)
+	if o.Payload != nil {
+		payload := o.Payload
+		if err := producer.Produce(rw, payload); err != nil {
+			panic(err) // let the recovery middleware deal with this
+		}
+	}
+}
+
+// GrowWorkerPoolGatewayTimeoutCode is the HTTP code returned for type GrowWorkerPoolGatewayTimeout
+const GrowWorkerPoolGatewayTimeoutCode int = 504
+
+// GrowWorkerPoolGatewayTimeout A bounded wait expired (the result, a worker's reply, or the broker)
+//
+// swagger:response growWorkerPoolGatewayTimeout
+type GrowWorkerPoolGatewayTimeout struct {
+
+	// In: Body
+	Payload *models.Error `json:"body,omitempty"`
+}
+
+// NewGrowWorkerPoolGatewayTimeout creates GrowWorkerPoolGatewayTimeout with default headers values
+func NewGrowWorkerPoolGatewayTimeout() *GrowWorkerPoolGatewayTimeout {
+
+	return &GrowWorkerPoolGatewayTimeout{}
+}
+
+// WithPayload adds the payload to the grow worker pool gateway timeout response
+func (o *GrowWorkerPoolGatewayTimeout) WithPayload(payload *models.Error) *GrowWorkerPoolGatewayTimeout {
+	o.Payload = payload
+	return o
+}
+
+// SetPayload sets the payload to the grow worker pool gateway timeout response
+func (o *GrowWorkerPoolGatewayTimeout) SetPayload(payload *models.Error) {
+	o.Payload = payload
+}
+
+// WriteResponse to the client
+func (o *GrowWorkerPoolGatewayTimeout) WriteResponse(rw http.ResponseWriter, producer runtime.Producer) {
+
+	rw.WriteHeader(504)
 	if o.Payload != nil {
 		payload := o.Payload
 		if err := producer.Produce(rw, payload); err != nil {

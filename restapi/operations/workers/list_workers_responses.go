@@ -216,3 +216,44 @@ func (o *ListWorkersServiceUnavailable) WriteResponse(rw http.ResponseWriter, pr
 		}
 	}
 }
+
+// ListWorkersGatewayTimeoutCode is the HTTP code returned for type ListWorkersGatewayTimeout
+const ListWorkersGatewayTimeoutCode int = 504
+
+// ListWorkersGatewayTimeout A bounded wait expired (the result, a worker's reply, or the broker)
+//
+// swagger:response listWorkersGatewayTimeout
+type ListWorkersGatewayTimeout struct {
+
+	// In: Body
+	Payload *models.Error `json:"body,omitempty"`
+}
+
+// NewListWorkersGatewayTimeout creates ListWorkersGatewayTimeout with default headers values
+func NewListWorkersGatewayTimeout() *ListWorkersGatewayTimeout {
+
+	return &ListWorkersGatewayTimeout{}
+}
+
+// WithPayload adds the payload to the list workers gateway timeout response
+func (o *ListWorkersGatewayTimeout) WithPayload(payload *models.Error) *ListWorkersGatewayTimeout {
+	o.Payload = payload
+	return o
+}
+
+// SetPayload sets the payload to the list workers gateway timeout response
+func (o *ListWorkersGatewayTimeout) SetPayload(payload *models.Error) {
+	o.Payload = payload
+}
+
+// WriteResponse to the client
+func (o *ListWorkersGatewayTimeout) WriteResponse(rw http.ResponseWriter, producer runtime.Producer) {
+
+	rw.WriteHeader(504)
+	if o.Payload != nil {
+		payload := o.Payload
+		if err := producer.Produce(rw, payload); err != nil {
+			panic(err) // let the recovery middleware deal with this
+		}
+	}
+}

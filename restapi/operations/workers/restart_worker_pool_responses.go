@@ -50,6 +50,47 @@ func (o *RestartWorkerPoolOK) WriteResponse(rw http.ResponseWriter, producer run
 	}
 }
 
+// RestartWorkerPoolBadRequestCode is the HTTP code returned for type RestartWorkerPoolBadRequest
+const RestartWorkerPoolBadRequestCode int = 400
+
+// RestartWorkerPoolBadRequest A parameter or the body is missing or invalid
+//
+// swagger:response restartWorkerPoolBadRequest
+type RestartWorkerPoolBadRequest struct {
+
+	// In: Body
+	Payload *models.Error `json:"body,omitempty"`
+}
+
+// NewRestartWorkerPoolBadRequest creates RestartWorkerPoolBadRequest with default headers values
+func NewRestartWorkerPoolBadRequest() *RestartWorkerPoolBadRequest {
+
+	return &RestartWorkerPoolBadRequest{}
+}
+
+// WithPayload adds the payload to the restart worker pool bad request response
+func (o *RestartWorkerPoolBadRequest) WithPayload(payload *models.Error) *RestartWorkerPoolBadRequest {
+	o.Payload = payload
+	return o
+}
+
+// SetPayload sets the payload to the restart worker pool bad request response
+func (o *RestartWorkerPoolBadRequest) SetPayload(payload *models.Error) {
+	o.Payload = payload
+}
+
+// WriteResponse to the client
+func (o *RestartWorkerPoolBadRequest) WriteResponse(rw http.ResponseWriter, producer runtime.Producer) {
+
+	rw.WriteHeader(400)
+	if o.Payload != nil {
+		payload := o.Payload
+		if err := producer.Produce(rw, payload); err != nil {
+			panic(err) // let the recovery middleware deal with this
+		}
+	}
+}
+
 // RestartWorkerPoolUnauthorizedCode is the HTTP code returned for type RestartWorkerPoolUnauthorized
 const RestartWorkerPoolUnauthorizedCode int = 401
 
@@ -173,6 +214,47 @@ func (o *RestartWorkerPoolNotFound) WriteResponse(rw http.ResponseWriter, produc
 	}
 }
 
+// RestartWorkerPoolRequestEntityTooLargeCode is the HTTP code returned for type RestartWorkerPoolRequestEntityTooLarge
+const RestartWorkerPoolRequestEntityTooLargeCode int = 413
+
+// RestartWorkerPoolRequestEntityTooLarge The request body is larger than the server accepts (1 MiB)
+//
+// swagger:response restartWorkerPoolRequestEntityTooLarge
+type RestartWorkerPoolRequestEntityTooLarge struct {
+
+	// In: Body
+	Payload *models.Error `json:"body,omitempty"`
+}
+
+// NewRestartWorkerPoolRequestEntityTooLarge creates RestartWorkerPoolRequestEntityTooLarge with default headers values
+func NewRestartWorkerPoolRequestEntityTooLarge() *RestartWorkerPoolRequestEntityTooLarge {
+
+	return &RestartWorkerPoolRequestEntityTooLarge{}
+}
+
+// WithPayload adds the payload to the restart worker pool request entity too large response
+func (o *RestartWorkerPoolRequestEntityTooLarge) WithPayload(payload *models.Error) *RestartWorkerPoolRequestEntityTooLarge {
+	o.Payload = payload
+	return o
+}
+
+// SetPayload sets the payload to the restart worker pool request entity too large response
+func (o *RestartWorkerPoolRequestEntityTooLarge) SetPayload(payload *models.Error) {
+	o.Payload = payload
+}
+
+// WriteResponse to the client
+func (o *RestartWorkerPoolRequestEntityTooLarge) WriteResponse(rw http.ResponseWriter, producer runtime.Producer) {
+
+	rw.WriteHeader(413)
+	if o.Payload != nil {
+		payload := o.Payload
+		if err := producer.Produce(rw, payload); err != nil {
+			panic(err) // let the recovery middleware deal with this
+		}
+	}
+}
+
 // RestartWorkerPoolServiceUnavailableCode is the HTTP code returned for type RestartWorkerPoolServiceUnavailable
 const RestartWorkerPoolServiceUnavailableCode int = 503
 
@@ -206,6 +288,47 @@ func (o *RestartWorkerPoolServiceUnavailable) SetPayload(payload *models.Error) 
 func (o *RestartWorkerPoolServiceUnavailable) WriteResponse(rw http.ResponseWriter, producer runtime.Producer) {
 
 	rw.WriteHeader(503)
+	if o.Payload != nil {
+		payload := o.Payload
+		if err := producer.Produce(rw, payload); err != nil {
+			panic(err) // let the recovery middleware deal with this
+		}
+	}
+}
+
+// RestartWorkerPoolGatewayTimeoutCode is the HTTP code returned for type RestartWorkerPoolGatewayTimeout
+const RestartWorkerPoolGatewayTimeoutCode int = 504
+
+// RestartWorkerPoolGatewayTimeout A bounded wait expired (the result, a worker's reply, or the broker)
+//
+// swagger:response restartWorkerPoolGatewayTimeout
+type RestartWorkerPoolGatewayTimeout struct {
+
+	// In: Body
+	Payload *models.Error `json:"body,omitempty"`
+}
+
+// NewRestartWorkerPoolGatewayTimeout creates RestartWorkerPoolGatewayTimeout with default headers values
+func NewRestartWorkerPoolGatewayTimeout() *RestartWorkerPoolGatewayTimeout {
+
+	return &RestartWorkerPoolGatewayTimeout{}
+}
+
+// WithPayload adds the payload to the restart worker pool gateway timeout response
+func (o *RestartWorkerPoolGatewayTimeout) WithPayload(payload *models.Error) *RestartWorkerPoolGatewayTimeout {
+	o.Payload = payload
+	return o
+}
+
+// SetPayload sets the payload to the restart worker pool gateway timeout response
+func (o *RestartWorkerPoolGatewayTimeout) SetPayload(payload *models.Error) {
+	o.Payload = payload
+}
+
+// WriteResponse to the client
+func (o *RestartWorkerPoolGatewayTimeout) WriteResponse(rw http.ResponseWriter, producer runtime.Producer) {
+
+	rw.WriteHeader(504)
 	if o.Payload != nil {
 		payload := o.Payload
 		if err := producer.Produce(rw, payload); err != nil {

@@ -214,6 +214,47 @@ func (o *ShrinkWorkerPoolNotFound) WriteResponse(rw http.ResponseWriter, produce
 	}
 }
 
+// ShrinkWorkerPoolRequestEntityTooLargeCode is the HTTP code returned for type ShrinkWorkerPoolRequestEntityTooLarge
+const ShrinkWorkerPoolRequestEntityTooLargeCode int = 413
+
+// ShrinkWorkerPoolRequestEntityTooLarge The request body is larger than the server accepts (1 MiB)
+//
+// swagger:response shrinkWorkerPoolRequestEntityTooLarge
+type ShrinkWorkerPoolRequestEntityTooLarge struct {
+
+	// In: Body
+	Payload *models.Error `json:"body,omitempty"`
+}
+
+// NewShrinkWorkerPoolRequestEntityTooLarge creates ShrinkWorkerPoolRequestEntityTooLarge with default headers values
+func NewShrinkWorkerPoolRequestEntityTooLarge() *ShrinkWorkerPoolRequestEntityTooLarge {
+
+	return &ShrinkWorkerPoolRequestEntityTooLarge{}
+}
+
+// WithPayload adds the payload to the shrink worker pool request entity too large response
+func (o *ShrinkWorkerPoolRequestEntityTooLarge) WithPayload(payload *models.Error) *ShrinkWorkerPoolRequestEntityTooLarge {
+	o.Payload = payload
+	return o
+}
+
+// SetPayload sets the payload to the shrink worker pool request entity too large response
+func (o *ShrinkWorkerPoolRequestEntityTooLarge) SetPayload(payload *models.Error) {
+	o.Payload = payload
+}
+
+// WriteResponse to the client
+func (o *ShrinkWorkerPoolRequestEntityTooLarge) WriteResponse(rw http.ResponseWriter, producer runtime.Producer) {
+
+	rw.WriteHeader(413)
+	if o.Payload != nil {
+		payload := o.Payload
+		if err := producer.Produce(rw, payload); err != nil {
+			panic(err) // let the recovery middleware deal with this
+		}
+	}
+}
+
 // ShrinkWorkerPoolServiceUnavailableCode is the HTTP code returned for type ShrinkWorkerPoolServiceUnavailable
 const ShrinkWorkerPoolServiceUnavailableCode int = 503
 
@@ -247,6 +288,47 @@ func (o *ShrinkWorkerPoolServiceUnavailable) SetPayload(payload *models.Error) {
 func (o *ShrinkWorkerPoolServiceUnavailable) WriteResponse(rw http.ResponseWriter, producer runtime.Producer) {
 
 	rw.WriteHeader(503)
+	if o.Payload != nil {
+		payload := o.Payload
+		if err := producer.Produce(rw, payload); err != nil {
+			panic(err) // let the recovery middleware deal with this
+		}
+	}
+}
+
+// ShrinkWorkerPoolGatewayTimeoutCode is the HTTP code returned for type ShrinkWorkerPoolGatewayTimeout
+const ShrinkWorkerPoolGatewayTimeoutCode int = 504
+
+// ShrinkWorkerPoolGatewayTimeout A bounded wait expired (the result, a worker's reply, or the broker)
+//
+// swagger:response shrinkWorkerPoolGatewayTimeout
+type ShrinkWorkerPoolGatewayTimeout struct {
+
+	// In: Body
+	Payload *models.Error `json:"body,omitempty"`
+}
+
+// NewShrinkWorkerPoolGatewayTimeout creates ShrinkWorkerPoolGatewayTimeout with default headers values
+func NewShrinkWorkerPoolGatewayTimeout() *ShrinkWorkerPoolGatewayTimeout {
+
+	return &ShrinkWorkerPoolGatewayTimeout{}
+}
+
+// WithPayload adds the payload to the shrink worker pool gateway timeout response
+func (o *ShrinkWorkerPoolGatewayTimeout) WithPayload(payload *models.Error) *ShrinkWorkerPoolGatewayTimeout {
+	o.Payload = payload
+	return o
+}
+
+// SetPayload sets the payload to the shrink worker pool gateway timeout response
+func (o *ShrinkWorkerPoolGatewayTimeout) SetPayload(payload *models.Error) {
+	o.Payload = payload
+}
+
+// WriteResponse to the client
+func (o *ShrinkWorkerPoolGatewayTimeout) WriteResponse(rw http.ResponseWriter, producer runtime.Producer) {
+
+	rw.WriteHeader(504)
 	if o.Payload != nil {
 		payload := o.Payload
 		if err := producer.Produce(rw, payload); err != nil {

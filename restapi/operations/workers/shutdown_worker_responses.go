@@ -50,6 +50,47 @@ func (o *ShutdownWorkerOK) WriteResponse(rw http.ResponseWriter, producer runtim
 	}
 }
 
+// ShutdownWorkerBadRequestCode is the HTTP code returned for type ShutdownWorkerBadRequest
+const ShutdownWorkerBadRequestCode int = 400
+
+// ShutdownWorkerBadRequest A parameter or the body is missing or invalid
+//
+// swagger:response shutdownWorkerBadRequest
+type ShutdownWorkerBadRequest struct {
+
+	// In: Body
+	Payload *models.Error `json:"body,omitempty"`
+}
+
+// NewShutdownWorkerBadRequest creates ShutdownWorkerBadRequest with default headers values
+func NewShutdownWorkerBadRequest() *ShutdownWorkerBadRequest {
+
+	return &ShutdownWorkerBadRequest{}
+}
+
+// WithPayload adds the payload to the shutdown worker bad request response
+func (o *ShutdownWorkerBadRequest) WithPayload(payload *models.Error) *ShutdownWorkerBadRequest {
+	o.Payload = payload
+	return o
+}
+
+// SetPayload sets the payload to the shutdown worker bad request response
+func (o *ShutdownWorkerBadRequest) SetPayload(payload *models.Error) {
+	o.Payload = payload
+}
+
+// WriteResponse to the client
+func (o *ShutdownWorkerBadRequest) WriteResponse(rw http.ResponseWriter, producer runtime.Producer) {
+
+	rw.WriteHeader(400)
+	if o.Payload != nil {
+		payload := o.Payload
+		if err := producer.Produce(rw, payload); err != nil {
+			panic(err) // let the recovery middleware deal with this
+		}
+	}
+}
+
 // ShutdownWorkerUnauthorizedCode is the HTTP code returned for type ShutdownWorkerUnauthorized
 const ShutdownWorkerUnauthorizedCode int = 401
 
@@ -173,6 +214,47 @@ func (o *ShutdownWorkerNotFound) WriteResponse(rw http.ResponseWriter, producer 
 	}
 }
 
+// ShutdownWorkerRequestEntityTooLargeCode is the HTTP code returned for type ShutdownWorkerRequestEntityTooLarge
+const ShutdownWorkerRequestEntityTooLargeCode int = 413
+
+// ShutdownWorkerRequestEntityTooLarge The request body is larger than the server accepts (1 MiB)
+//
+// swagger:response shutdownWorkerRequestEntityTooLarge
+type ShutdownWorkerRequestEntityTooLarge struct {
+
+	// In: Body
+	Payload *models.Error `json:"body,omitempty"`
+}
+
+// NewShutdownWorkerRequestEntityTooLarge creates ShutdownWorkerRequestEntityTooLarge with default headers values
+func NewShutdownWorkerRequestEntityTooLarge() *ShutdownWorkerRequestEntityTooLarge {
+
+	return &ShutdownWorkerRequestEntityTooLarge{}
+}
+
+// WithPayload adds the payload to the shutdown worker request entity too large response
+func (o *ShutdownWorkerRequestEntityTooLarge) WithPayload(payload *models.Error) *ShutdownWorkerRequestEntityTooLarge {
+	o.Payload = payload
+	return o
+}
+
+// SetPayload sets the payload to the shutdown worker request entity too large response
+func (o *ShutdownWorkerRequestEntityTooLarge) SetPayload(payload *models.Error) {
+	o.Payload = payload
+}
+
+// WriteResponse to the client
+func (o *ShutdownWorkerRequestEntityTooLarge) WriteResponse(rw http.ResponseWriter, producer runtime.Producer) {
+
+	rw.WriteHeader(413)
+	if o.Payload != nil {
+		payload := o.Payload
+		if err := producer.Produce(rw, payload); err != nil {
+			panic(err) // let the recovery middleware deal with this
+		}
+	}
+}
+
 // ShutdownWorkerServiceUnavailableCode is the HTTP code returned for type ShutdownWorkerServiceUnavailable
 const ShutdownWorkerServiceUnavailableCode int = 503
 
@@ -206,6 +288,47 @@ func (o *ShutdownWorkerServiceUnavailable) SetPayload(payload *models.Error) {
 func (o *ShutdownWorkerServiceUnavailable) WriteResponse(rw http.ResponseWriter, producer runtime.Producer) {
 
 	rw.WriteHeader(503)
+	if o.Payload != nil {
+		payload := o.Payload
+		if err := producer.Produce(rw, payload); err != nil {
+			panic(err) // let the recovery middleware deal with this
+		}
+	}
+}
+
+// ShutdownWorkerGatewayTimeoutCode is the HTTP code returned for type ShutdownWorkerGatewayTimeout
+const ShutdownWorkerGatewayTimeoutCode int = 504
+
+// ShutdownWorkerGatewayTimeout A bounded wait expired (the result, a worker's reply, or the broker)
+//
+// swagger:response shutdownWorkerGatewayTimeout
+type ShutdownWorkerGatewayTimeout struct {
+
+	// In: Body
+	Payload *models.Error `json:"body,omitempty"`
+}
+
+// NewShutdownWorkerGatewayTimeout creates ShutdownWorkerGatewayTimeout with default headers values
+func NewShutdownWorkerGatewayTimeout() *ShutdownWorkerGatewayTimeout {
+
+	return &ShutdownWorkerGatewayTimeout{}
+}
+
+// WithPayload adds the payload to the shutdown worker gateway timeout response
+func (o *ShutdownWorkerGatewayTimeout) WithPayload(payload *models.Error) *ShutdownWorkerGatewayTimeout {
+	o.Payload = payload
+	return o
+}
+
+// SetPayload sets the payload to the shutdown worker gateway timeout response
+func (o *ShutdownWorkerGatewayTimeout) SetPayload(payload *models.Error) {
+	o.Payload = payload
+}
+
+// WriteResponse to the client
+func (o *ShutdownWorkerGatewayTimeout) WriteResponse(rw http.ResponseWriter, producer runtime.Producer) {
+
+	rw.WriteHeader(504)
 	if o.Payload != nil {
 		payload := o.Payload
 		if err := producer.Produce(rw, payload); err != nil {

@@ -1,0 +1,432 @@
+package app
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"os/exec"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/go-openapi/loads"
+	"github.com/go-openapi/spec"
+
+	"github.com/stamen-dev/stamen/handlers"
+	"github.com/stamen-dev/stamen/internal/celery"
+	"github.com/stamen-dev/stamen/internal/inspect"
+	"github.com/stamen-dev/stamen/internal/metrics"
+	"github.com/stamen-dev/stamen/internal/state"
+	"github.com/stamen-dev/stamen/internal/testcluster"
+	"github.com/stamen-dev/stamen/restapi"
+)
+
+// fakeWorker is the one worker fakeBroker answers inspect commands for.
+const fakeWorker = "w@h"
+
+// fakeBroker stands in for a broker and a result backend whose failures a
+// test chooses: a real broker cannot be made to time out or fail on demand.
+// Inspect commands are answered as fakeWorker (registering t.a, consuming
+// celery) unless inspectErr is set; every other call fails with err when it
+// is set.
+type fakeBroker struct {
+	mu         sync.Mutex
+	err        error
+	inspectErr error
+	control    []celery.ControlCommand
+}
+
+func (f *fakeBroker) fail(err, inspectErr error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.err, f.inspectErr = err, inspectErr
+}
+
+func (f *fakeBroker) errs() (error, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.err, f.inspectErr
+}
+
+// sent returns the control (not inspect) commands sent so far.
+func (f *fakeBroker) sent() []celery.ControlCommand {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return slices.Clone(f.control)
+}
+
+func (f *fakeBroker) Publish(context.Context, *celery.TaskMessage) error {
+	err, _ := f.errs()
+	return err
+}
+
+func (f *fakeBroker) Broadcast(_ context.Context, cmd celery.ControlCommand) ([]celery.ControlReply, error) {
+	err, inspectErr := f.errs()
+	if slices.Contains(inspect.Methods, cmd.Method) {
+		if inspectErr != nil {
+			return nil, inspectErr
+		}
+		if len(cmd.Destination) > 0 && !slices.Contains(cmd.Destination, fakeWorker) {
+			return nil, nil
+		}
+		value := map[string]string{
+			"stats": `{}`, "active_queues": `[{"name": "celery"}]`, "registered": `["t.a"]`, "conf": `{}`,
+		}[cmd.Method]
+		if value == "" {
+			value = `[]`
+		}
+		return []celery.ControlReply{{Hostname: fakeWorker, Value: json.RawMessage(value)}}, nil
+	}
+	f.mu.Lock()
+	f.control = append(f.control, cmd)
+	f.mu.Unlock()
+	if err != nil {
+		return nil, err
+	}
+	if !cmd.Reply {
+		return nil, nil
+	}
+	return []celery.ControlReply{{Hostname: fakeWorker, Value: json.RawMessage(`{"ok": "done"}`)}}, nil
+}
+
+func (f *fakeBroker) QueueLengths(_ context.Context, queues []string) (map[string]int64, error) {
+	if err, _ := f.errs(); err != nil {
+		return nil, err
+	}
+	out := map[string]int64{}
+	for _, q := range queues {
+		out[q] = 0
+	}
+	return out, nil
+}
+
+func (f *fakeBroker) Result(context.Context, string) (*celery.Result, error) {
+	if err, _ := f.errs(); err != nil {
+		return nil, err
+	}
+	return &celery.Result{Status: "SUCCESS", Result: json.RawMessage(`2`)}, nil
+}
+
+func (f *fakeBroker) WaitResult(ctx context.Context, id string) (*celery.Result, error) {
+	return f.Result(ctx, id)
+}
+
+func (f *fakeBroker) Abort(context.Context, string) error {
+	err, _ := f.errs()
+	return err
+}
+
+// newFakeServer serves the whole HTTP stack (middleware, generated API,
+// handlers) over fb, with a state that holds one task, "id-1".
+func newFakeServer(t *testing.T, fb *fakeBroker) *httptest.Server {
+	t.Helper()
+	log := slog.New(slog.DiscardHandler)
+	st := state.New(state.Config{MaxTasks: 10})
+	evs, err := celery.DecodeEvents([]byte(`{"type": "task-received", "uuid": "id-1", "name": "t.a",
+		"hostname": "` + fakeWorker + `", "timestamp": 1700000000.5, "clock": 1}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	st.Apply(evs...)
+	insp := inspect.New(fb, time.Second, log)
+	if err := insp.Refresh(context.Background(), ""); err != nil {
+		t.Fatal(err)
+	}
+	var handler http.Handler
+	h := handlers.New(handlers.Config{
+		State: st, Inspector: insp, Broker: fb, Results: fb, Logger: log,
+		ControlTimeout: time.Second, BrokerTimeout: time.Second, ApplyTimeout: time.Second,
+	})
+	handler, err = newHTTPHandler(h, metrics.New(), Config{MaxBodyBytes: 1 << 20, Logger: log})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(handler)
+	t.Cleanup(srv.Close)
+	return srv
+}
+
+// declaredStatuses returns, per operation id, the status codes swagger.yaml
+// declares.
+func declaredStatuses(t *testing.T) map[string]map[int]bool {
+	t.Helper()
+	doc, err := loads.Analyzed(restapi.SwaggerJSON, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]map[int]bool{}
+	for _, item := range doc.Spec().Paths.Paths {
+		for _, op := range []*spec.Operation{item.Get, item.Post} {
+			if op == nil {
+				continue
+			}
+			out[op.ID] = map[int]bool{}
+			for code := range op.Responses.StatusCodeResponses {
+				out[op.ID][code] = true
+			}
+		}
+	}
+	return out
+}
+
+// statusRequest is one request of TestAnsweredStatusesAreDeclared.
+type statusRequest struct {
+	op, method, path string
+	body             string
+	// chunked sends the body without a Content-Length.
+	chunked bool
+	// want, when set, is the only right answer.
+	want int
+}
+
+func (r statusRequest) String() string {
+	return fmt.Sprintf("%s %.80s (%d-byte body, chunked %v)", r.method, r.path, len(r.body), r.chunked)
+}
+
+// do sends the request and returns its status and up to 4 KiB of its body;
+// an event stream is cut after its headers.
+func (r statusRequest) do(t *testing.T, base string) (int, []byte, http.Header) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	var body io.Reader
+	if r.body != "" {
+		body = strings.NewReader(r.body)
+		if r.chunked {
+			// A reader of unknown length: net/http sends it chunked.
+			body = io.MultiReader(body)
+		}
+	}
+	req, err := http.NewRequestWithContext(ctx, r.method, base+r.path, body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.body != "" && !strings.HasPrefix(r.path, "/api/task/") {
+		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatalf("%s: %v", r, err)
+	}
+	defer resp.Body.Close()
+	if strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
+		return resp.StatusCode, nil, resp.Header
+	}
+	b, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
+	return resp.StatusCode, b, resp.Header
+}
+
+// TestAnsweredStatusesAreDeclared sends requests to every operation, good
+// ones and bad ones, while the fake broker works, is unavailable and times
+// out, and checks both ways that the spec tells the truth: every status
+// answered is declared for its operation, and every declared 400, 404, 413,
+// 503 and 504 is answered by some request. (401 and 403 need credentials:
+// the security tests cover them.)
+func TestAnsweredStatusesAreDeclared(t *testing.T) {
+	fb := &fakeBroker{}
+	srv := newFakeServer(t, fb)
+	declared := declaredStatuses(t)
+
+	long := strings.Repeat("a", 256)
+	big := `{"args": ["` + strings.Repeat("x", 2<<20) + `"]}`
+	bigForm := "queue=" + strings.Repeat("x", 2<<20)
+	w := url.PathEscape(fakeWorker)
+	var reqs []statusRequest
+	add := func(op, method string, paths ...string) {
+		for _, p := range paths {
+			reqs = append(reqs, statusRequest{op: op, method: method, path: p})
+		}
+	}
+	// Every POST refuses an oversized body, declared or chunked.
+	addPost := func(op string, paths ...string) {
+		add(op, "POST", paths...)
+		b := bigForm
+		if strings.HasPrefix(paths[0], "/api/task/") {
+			b = big
+		}
+		reqs = append(reqs, statusRequest{op: op, method: "POST", path: paths[0], body: b, want: 413},
+			statusRequest{op: op, method: "POST", path: paths[0], body: b, chunked: true, want: 413})
+	}
+	add("listTasks", "GET", "/api/tasks", "/api/tasks?limit=abc", "/api/tasks?limit=", "/api/tasks?sort_by=x")
+	// refresh is no parameter of these: ignored, as Flower ignores it.
+	add("listTaskTypes", "GET", "/api/task/types", "/api/task/types?refresh=perhaps")
+	add("getQueueLengths", "GET", "/api/queues/length", "/api/queues/length?limit=")
+	add("getTaskInfo", "GET", "/api/task/info/id-1", "/api/task/info/nope", "/api/task/info/"+long)
+	add("getTaskResult", "GET", "/api/task/result/id-1", "/api/task/result/id-1?timeout=1",
+		"/api/task/result/id-1?timeout=soon", "/api/task/result/a%20b", "/api/task/result/"+long)
+	add("listWorkers", "GET", "/api/workers", "/api/workers?refresh=1", "/api/workers?refresh=perhaps",
+		"/api/workers?workername=nobody")
+	add("streamEvents", "GET", "/api/events", "/api/events?type="+strings.Repeat("x", 600))
+	for _, op := range []struct{ id, path string }{
+		{"applyTask", "/api/task/apply/"},
+		{"asyncApplyTask", "/api/task/async-apply/"},
+	} {
+		addPost(op.id, op.path+"t.a", op.path+"no.such", op.path+"a%20b", op.path+long)
+	}
+	addPost("applyTask", "/api/task/apply/t.a?timeout=soon")
+	addPost("sendTask", "/api/task/send-task/t.a", "/api/task/send-task/a%20b", "/api/task/send-task/"+long)
+	addPost("abortTask", "/api/task/abort/id-1", "/api/task/abort/a%20b", "/api/task/abort/"+long)
+	addPost("revokeTask", "/api/task/revoke/id-1", "/api/task/revoke/id-1?terminate=true&signal=KILL",
+		"/api/task/revoke/id-1?signal=SIGBOGUS", "/api/task/revoke/id-1?terminate=perhaps")
+	addPost("setTaskTimeout", "/api/task/timeout/t.a?workername="+w+"&soft=1",
+		"/api/task/timeout/t.a?soft=1", "/api/task/timeout/no.such?workername="+w,
+		"/api/task/timeout/t.a?workername=nobody&soft=1")
+	addPost("setTaskRateLimit", "/api/task/rate-limit/t.a?workername="+w+"&rateLimit=1/s",
+		"/api/task/rate-limit/t.a?workername="+w+"&rateLimit=xx", "/api/task/rate-limit/no.such?workername="+w+"&rateLimit=1")
+	addPost("shutdownWorker", "/api/worker/shutdown/"+w, "/api/worker/shutdown/nobody", "/api/worker/shutdown/a%20b")
+	addPost("restartWorkerPool", "/api/worker/pool/restart/"+w, "/api/worker/pool/restart/nobody", "/api/worker/pool/restart/a%20b")
+	addPost("growWorkerPool", "/api/worker/pool/grow/"+w, "/api/worker/pool/grow/nobody", "/api/worker/pool/grow/"+w+"?n=0")
+	addPost("shrinkWorkerPool", "/api/worker/pool/shrink/"+w, "/api/worker/pool/shrink/nobody", "/api/worker/pool/shrink/"+w+"?n=x")
+	addPost("autoscaleWorkerPool", "/api/worker/pool/autoscale/"+w+"?min=1&max=2",
+		"/api/worker/pool/autoscale/nobody?min=1&max=2", "/api/worker/pool/autoscale/"+w+"?max=2")
+	addPost("addConsumer", "/api/worker/queue/add-consumer/"+w+"?queue=q",
+		"/api/worker/queue/add-consumer/nobody?queue=q", "/api/worker/queue/add-consumer/"+w)
+	addPost("cancelConsumer", "/api/worker/queue/cancel-consumer/"+w+"?queue=q",
+		"/api/worker/queue/cancel-consumer/nobody?queue=q", "/api/worker/queue/cancel-consumer/"+w+"?queue=a%20b")
+
+	answered := map[string]map[int]bool{}
+	for _, mode := range []struct {
+		name string
+		err  error
+	}{
+		{"broker up", nil},
+		{"broker unavailable", fmt.Errorf("fake: %w", celery.ErrUnavailable)},
+		{"broker wait expired", fmt.Errorf("fake: %w", context.DeadlineExceeded)},
+	} {
+		fb.fail(mode.err, mode.err)
+		for _, r := range reqs {
+			status, body, header := r.do(t, srv.URL)
+			if answered[r.op] == nil {
+				answered[r.op] = map[int]bool{}
+			}
+			answered[r.op][status] = true
+			if r.want != 0 && status != r.want {
+				t.Errorf("%s, %s: %s answered %d, want %d: %s", mode.name, r.op, r, status, r.want, body)
+			}
+			if !declared[r.op][status] {
+				t.Errorf("%s, %s: %s answered %d, which the spec does not declare: %s", mode.name, r.op, r, status, body)
+			}
+			if status < 400 {
+				continue
+			}
+			var e struct {
+				Error *string `json:"error"`
+			}
+			if header.Get("Content-Type") != "application/json" || json.Unmarshal(body, &e) != nil || e.Error == nil || *e.Error == "" {
+				t.Errorf("%s, %s: %d without a JSON error (%s): %s", mode.name, r, status, header.Get("Content-Type"), body)
+			}
+		}
+	}
+	fb.fail(nil, nil)
+
+	ops := make([]string, 0, len(declared))
+	for op := range declared {
+		ops = append(ops, op)
+	}
+	sort.Strings(ops)
+	for _, op := range ops {
+		if answered[op] == nil {
+			t.Errorf("%s: no request in the test", op)
+			continue
+		}
+		for code := range declared[op] {
+			switch code {
+			case 400, 404, 413, 503, 504, 200:
+				if !answered[op][code] {
+					t.Errorf("%s declares %d, which no request got", op, code)
+				}
+			}
+		}
+	}
+}
+
+// TestRevokeSignalsAreCelerys checks that revoke accepts exactly the signal
+// names Celery's worker accepts (celery.platforms.signals.signum, as the
+// worker's revoke command calls it) and sends a name the worker resolves to
+// the same signal. Python lists the candidates: every SIG* name of its signal
+// module, without the prefix, in lower case, plus the odd ones below.
+func TestRevokeSignalsAreCelerys(t *testing.T) {
+	testcluster.Require(t)
+	const script = `
+import json, signal, sys
+from celery.platforms import signals
+names = json.load(sys.stdin)
+for n in dir(signal):
+    if n.startswith("SIG"):
+        names += [n, n[3:], n.lower(), n[3:].capitalize()]
+out = {}
+for n in names:
+    try:
+        # The worker's revoke: signum(signal or TERM_SIGNAME).
+        num = signals.signum(n or "SIGTERM")
+        # SIG_DFL, SIG_IGN, SIG_BLOCK... resolve too, but are no signal.
+        out[n] = int(num) if isinstance(num, signal.Signals) else None
+    except Exception:
+        out[n] = None
+json.dump(out, sys.stdout)
+`
+	extra, _ := json.Marshal([]string{"", "9", "15", "-1", "SIGBOGUS", "BOGUS", "SIG", "SIGSIGKILL", "SIGKILL9", "KILL;rm", "SIG_DFL"})
+	cmd := exec.Command(testcluster.Python, "-c", script)
+	cmd.Stdin = bytes.NewReader(extra)
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("python: %v", err)
+	}
+	var celerySays map[string]*int
+	if err := json.Unmarshal(out, &celerySays); err != nil {
+		t.Fatalf("%v: %s", err, out)
+	}
+	if celerySays["KILL"] == nil || *celerySays["KILL"] != 9 || celerySays["sigkill"] != nil {
+		t.Fatalf("unexpected verdicts from Celery: KILL %v, sigkill %v", celerySays["KILL"], celerySays["sigkill"])
+	}
+
+	fb := &fakeBroker{}
+	srv := newFakeServer(t, fb)
+	names := make([]string, 0, len(celerySays))
+	for n := range celerySays {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		want := celerySays[name]
+		before := len(fb.sent())
+		resp, err := http.Post(srv.URL+"/api/task/revoke/id-1?terminate=true&signal="+url.QueryEscape(name), "", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if want == nil {
+			if resp.StatusCode != http.StatusBadRequest {
+				t.Errorf("signal %q, which Celery refuses: status %d, want 400: %s", name, resp.StatusCode, body)
+			}
+			if len(fb.sent()) != before {
+				t.Errorf("signal %q: a command was sent", name)
+			}
+			continue
+		}
+		if resp.StatusCode != http.StatusOK {
+			t.Errorf("signal %q, which Celery takes for %d: status %d: %s", name, *want, resp.StatusCode, body)
+			continue
+		}
+		cmds := fb.sent()
+		if len(cmds) != before+1 || cmds[before].Method != "revoke" {
+			t.Errorf("signal %q: no revoke sent: %+v", name, cmds[before:])
+			continue
+		}
+		cmd := cmds[before]
+		sent, _ := cmd.Arguments["signal"].(string)
+		if got := celerySays[sent]; got == nil || *got != *want {
+			t.Errorf("signal %q (%d for Celery) sent as %q, which Celery takes for %v", name, *want, sent, got)
+		}
+	}
+}
