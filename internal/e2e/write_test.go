@@ -264,58 +264,88 @@ func writeCases() []suiteCase {
 		{"bad and missing parameters are 4xx and send nothing", func(t *testing.T, c *cluster) {
 			w1 := pathEscape(c.w1.Name)
 			w2 := pathEscape(c.w2.Name)
+			long := strings.Repeat("x", 256) // the spec's names and ids stop at 255
+			// Revokes with a bad signal use their own id: had one reached a
+			// worker, the worker would list it as revoked (it flags the id
+			// before it fails on the signal).
+			badSignalID := "bad-signal-" + c.kind
 			for _, tc := range []struct {
+				method string
 				path   string
 				query  []string
 				body   any
 				status int
 			}{
-				{"/api/worker/queue/add-consumer/" + w1, nil, nil, 400},
-				{"/api/worker/queue/add-consumer/" + w1, []string{"queue", ""}, nil, 400},
-				{"/api/worker/queue/add-consumer/" + w1, []string{"queue", "a b"}, nil, 400},
-				{"/api/worker/queue/cancel-consumer/" + w1, nil, nil, 400},
-				{"/api/worker/queue/add-consumer/nobody@nowhere", []string{"queue", "x"}, nil, 404},
-				{"/api/worker/pool/autoscale/" + w2, []string{"max", "3"}, nil, 400},
-				{"/api/worker/pool/autoscale/" + w2, []string{"min", "abc", "max", "3"}, nil, 400},
-				{"/api/worker/pool/autoscale/" + w2, []string{"min", "5", "max", "3"}, nil, 400},
-				{"/api/worker/pool/grow/" + w1, []string{"n", "two"}, nil, 400},
-				{"/api/worker/pool/grow/" + w1, []string{"n", "0"}, nil, 400},
-				{"/api/worker/pool/shrink/" + w1, []string{"n", "-1"}, nil, 400},
-				{"/api/worker/pool/grow/nobody@nowhere", nil, nil, 404},
-				{"/api/worker/pool/restart/nobody@nowhere", nil, nil, 404},
-				{"/api/worker/shutdown/nobody@nowhere", nil, nil, 404},
-				{"/api/task/timeout/stamen.sleep", []string{"soft", "1"}, nil, 400},
-				{"/api/task/timeout/stamen.sleep", []string{"workername", c.w1.Name, "soft", "abc"}, nil, 400},
-				{"/api/task/timeout/no.such.task", []string{"workername", c.w1.Name, "soft", "1"}, nil, 404},
-				{"/api/task/timeout/stamen.sleep", []string{"workername", "nobody@nowhere", "soft", "1"}, nil, 404},
-				{"/api/task/rate-limit/stamen.add", []string{"workername", c.w1.Name}, nil, 400},
-				{"/api/task/rate-limit/stamen.add", []string{"workername", c.w1.Name, "rateLimit", "xx/q"}, nil, 400},
-				{"/api/task/rate-limit/no.such.task", []string{"workername", c.w1.Name, "rateLimit", "1"}, nil, 404},
-				{"/api/task/revoke/some-id", []string{"terminate", "perhaps"}, nil, 400},
-				{"/api/task/async-apply/no.such.task", nil, map[string]any{}, 404},
-				{"/api/task/apply/no.such.task", nil, map[string]any{}, 404},
-				{"/api/task/async-apply/stamen.add", nil, "{not json", 400},
-				{"/api/task/async-apply/stamen.add", nil, map[string]any{"args": "notalist"}, 400},
-				{"/api/task/async-apply/stamen.add", nil, "[1, 2]", 400},
-				{"/api/task/async-apply/stamen.add", nil, map[string]any{"eta": "2030-01-01T00:00"}, 400},
-				{"/api/task/async-apply/stamen.add", nil, map[string]any{"countdown": "soon"}, 400},
-				{"/api/task/async-apply/stamen.add", nil, map[string]any{"priority": 300}, 400},
-				{"/api/task/send-task/stamen.add", nil, map[string]any{"kwargs": []any{1}}, 400},
+				{"POST", "/api/worker/queue/add-consumer/" + w1, nil, nil, 400},
+				{"POST", "/api/worker/queue/add-consumer/" + w1, []string{"queue", ""}, nil, 400},
+				{"POST", "/api/worker/queue/add-consumer/" + w1, []string{"queue", "a b"}, nil, 400},
+				{"POST", "/api/worker/queue/cancel-consumer/" + w1, nil, nil, 400},
+				{"POST", "/api/worker/queue/add-consumer/nobody@nowhere", []string{"queue", "x"}, nil, 404},
+				{"POST", "/api/worker/pool/autoscale/" + w2, []string{"max", "3"}, nil, 400},
+				{"POST", "/api/worker/pool/autoscale/" + w2, []string{"min", "abc", "max", "3"}, nil, 400},
+				{"POST", "/api/worker/pool/autoscale/" + w2, []string{"min", "5", "max", "3"}, nil, 400},
+				{"POST", "/api/worker/pool/grow/" + w1, []string{"n", "two"}, nil, 400},
+				{"POST", "/api/worker/pool/grow/" + w1, []string{"n", "0"}, nil, 400},
+				{"POST", "/api/worker/pool/shrink/" + w1, []string{"n", "-1"}, nil, 400},
+				{"POST", "/api/worker/pool/grow/nobody@nowhere", nil, nil, 404},
+				{"POST", "/api/worker/pool/restart/nobody@nowhere", nil, nil, 404},
+				{"POST", "/api/worker/shutdown/nobody@nowhere", nil, nil, 404},
+				{"POST", "/api/task/timeout/stamen.sleep", []string{"soft", "1"}, nil, 400},
+				{"POST", "/api/task/timeout/stamen.sleep", []string{"workername", c.w1.Name, "soft", "abc"}, nil, 400},
+				{"POST", "/api/task/timeout/no.such.task", []string{"workername", c.w1.Name, "soft", "1"}, nil, 404},
+				{"POST", "/api/task/timeout/stamen.sleep", []string{"workername", "nobody@nowhere", "soft", "1"}, nil, 404},
+				{"POST", "/api/task/rate-limit/stamen.add", []string{"workername", c.w1.Name}, nil, 400},
+				{"POST", "/api/task/rate-limit/stamen.add", []string{"workername", c.w1.Name, "rateLimit", "xx/q"}, nil, 400},
+				{"POST", "/api/task/rate-limit/no.such.task", []string{"workername", c.w1.Name, "rateLimit", "1"}, nil, 404},
+				{"POST", "/api/task/revoke/some-id", []string{"terminate", "perhaps"}, nil, 400},
+				{"POST", "/api/task/async-apply/no.such.task", nil, map[string]any{}, 404},
+				{"POST", "/api/task/apply/no.such.task", nil, map[string]any{}, 404},
+				{"POST", "/api/task/async-apply/stamen.add", nil, "{not json", 400},
+				{"POST", "/api/task/async-apply/stamen.add", nil, map[string]any{"args": "notalist"}, 400},
+				{"POST", "/api/task/async-apply/stamen.add", nil, "[1, 2]", 400},
+				{"POST", "/api/task/async-apply/stamen.add", nil, map[string]any{"eta": "2030-01-01T00:00"}, 400},
+				{"POST", "/api/task/async-apply/stamen.add", nil, map[string]any{"countdown": "soon"}, 400},
+				{"POST", "/api/task/async-apply/stamen.add", nil, map[string]any{"priority": 300}, 400},
+				{"POST", "/api/task/send-task/stamen.add", nil, map[string]any{"kwargs": []any{1}}, 400},
+				// Signal names Celery's worker refuses; Flower would forward them.
+				{"POST", "/api/task/revoke/" + badSignalID, []string{"terminate", "true", "signal", "SIGBOGUS"}, nil, 400},
+				{"POST", "/api/task/revoke/" + badSignalID, []string{"terminate", "true", "signal", "sigkill"}, nil, 400},
+				{"POST", "/api/task/revoke/" + badSignalID, []string{"terminate", "true", "signal", "9"}, nil, 400},
+				{"POST", "/api/task/revoke/" + badSignalID, []string{"signal", "SIG_DFL"}, nil, 400},
+				// Flower answers 500 for a timeout that is not a number.
+				{"POST", "/api/task/apply/stamen.add", []string{"timeout", "soon"}, map[string]any{"args": []any{1, 2}}, 400},
+				{"POST", "/api/task/apply/stamen.add", []string{"timeout", "-1"}, map[string]any{"args": []any{1, 2}}, 400},
+				{"GET", "/api/task/result/some-id", []string{"timeout", "soon"}, nil, 400},
+				{"GET", "/api/task/result/some-id", []string{"timeout", "1e9"}, nil, 400},
+				// Ids and names: at most 255 characters (the spec), no white
+				// space or control characters (no Celery id or name has them).
+				{"POST", "/api/task/abort/" + long, nil, nil, 400},
+				{"POST", "/api/task/abort/" + pathEscape("id with spaces"), nil, nil, 400},
+				{"POST", "/api/task/send-task/" + long, nil, map[string]any{}, 400},
+				{"POST", "/api/task/send-task/" + pathEscape("stamen.add now"), nil, map[string]any{}, 400},
+				{"POST", "/api/task/send-task/" + pathEscape("stamen.add\x01"), nil, map[string]any{}, 400},
+				{"POST", "/api/task/async-apply/" + long, nil, map[string]any{}, 400},
+				{"POST", "/api/task/async-apply/" + pathEscape("stamen.add\n"), nil, map[string]any{}, 400},
+				{"POST", "/api/task/apply/" + pathEscape("stamen. add"), nil, map[string]any{}, 400},
 			} {
-				r := c.api.post(tc.path, q(tc.query...), tc.body)
+				r := c.api.do(tc.method, tc.path, q(tc.query...), tc.body)
 				if r.Status != tc.status {
-					t.Errorf("POST %s %v %v: status %d, want %d: %s", tc.path, tc.query, tc.body, r.Status, tc.status, r.Body)
+					t.Errorf("%s %.80s %v %v: status %d, want %d: %s", tc.method, tc.path, tc.query, tc.body, r.Status, tc.status, r.Body)
 					continue
 				}
 				if e, _ := r.JSON(t)["error"].(string); e == "" {
-					t.Errorf("POST %s %v: no error message: %s", tc.path, tc.query, r.Body)
+					t.Errorf("%s %.80s %v: no error message: %s", tc.method, tc.path, tc.query, r.Body)
 				}
 			}
 			// Nothing malformed reached the workers: they are all still alive
-			// and answering.
-			for _, w := range []string{c.w1.Name, c.w2.Name} {
-				if !slices.Contains(toStrings(workerInfo(t, c, w)["registered"]), "stamen.sleep") {
+			// and answering, and none heard of the bad revokes.
+			for _, w := range []string{c.w1.Name, c.w2.Name, c.w3.Name, c.w4.Name} {
+				info := workerInfo(t, c, w)
+				if !slices.Contains(toStrings(info["registered"]), "stamen.sleep") {
 					t.Errorf("%s does not answer any more", w)
+				}
+				if slices.Contains(toStrings(info["revoked"]), badSignalID) {
+					t.Errorf("a revoke with a bad signal reached %s", w)
 				}
 			}
 		}},
