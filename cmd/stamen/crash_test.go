@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"syscall"
@@ -26,8 +27,15 @@ func succeededTask(i int) []byte {
 
 func startStamen(t *testing.T, bin string, args ...string) (*exec.Cmd, string) {
 	t.Helper()
+	return startStamenEnv(t, bin, nil, args...)
+}
+
+// startStamenEnv is startStamen with extra environment variables (KEY=VALUE).
+func startStamenEnv(t *testing.T, bin string, env []string, args ...string) (*exec.Cmd, string) {
+	t.Helper()
 	port := freePort(t)
 	cmd := exec.Command(bin, append(args, "--port", fmt.Sprint(port))...)
+	cmd.Env = append(os.Environ(), env...)
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}

@@ -15,6 +15,7 @@ import (
 	"os"
 	"os/signal"
 	"runtime/debug"
+	"sort"
 	"strconv"
 	"strings"
 	"syscall"
@@ -53,40 +54,91 @@ type options struct {
 	stateSaveInterval int
 }
 
-// env returns the first set variable among STAMEN_<NAME> and FLOWER_<NAME>.
-func env(name string, extra ...string) string {
+// env returns the first set variable among STAMEN_<NAME> and FLOWER_<NAME>
+// (then extra), and its name.
+func env(name string, extra ...string) (key, value string) {
 	for _, k := range append([]string{"STAMEN_" + name, "FLOWER_" + name}, extra...) {
 		if v, ok := os.LookupEnv(k); ok {
-			return v
+			return k, v
 		}
 	}
-	return ""
+	return "", ""
 }
 
-func envInt(name string, def int) int {
-	if v, err := strconv.Atoi(env(name)); err == nil {
-		return v
-	}
-	return def
-}
-
-func envFloat(name string, def float64) float64 {
-	if v, err := strconv.ParseFloat(env(name), 64); err == nil {
-		return v
-	}
-	return def
-}
-
-func envBool(name string) bool {
-	v, _ := strconv.ParseBool(env(name))
+func envString(name string, extra ...string) string {
+	_, v := env(name, extra...)
 	return v
 }
 
-func envDuration(name string, def time.Duration) time.Duration {
-	if v, err := time.ParseDuration(env(name)); err == nil {
-		return v
+// envParser reads typed variables, remembering the ones that are set but
+// unreadable, by name: a typo in STAMEN_PERSISTENT or
+// FLOWER_UNAUTHENTICATED_API must not silently become the default.
+type envParser struct{ errs map[string]error }
+
+func (p *envParser) read(name string, parse func(string) error) {
+	k, v := env(name)
+	if k == "" || v == "" {
+		return
 	}
+	if err := parse(v); err != nil {
+		if p.errs == nil {
+			p.errs = map[string]error{}
+		}
+		p.errs[name] = fmt.Errorf("invalid %s=%q: %v", k, v, err)
+	}
+}
+
+// check returns the errors of the variables whose flag was not given: a
+// flag on the command line overrides its variable, readable or not.
+func (p *envParser) check(fs *flag.FlagSet) error {
+	given := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { given[strings.ReplaceAll(f.Name, "-", "_")] = true })
+	names := make([]string, 0, len(p.errs))
+	for name := range p.errs {
+		if !given[strings.ToLower(name)] {
+			names = append(names, name)
+		}
+	}
+	sort.Strings(names)
+	errs := make([]error, len(names))
+	for i, name := range names {
+		errs[i] = p.errs[name]
+	}
+	return errors.Join(errs...)
+}
+
+func (p *envParser) int(name string, def int) int {
+	p.read(name, func(v string) (err error) { def, err = strconv.Atoi(v); return err })
 	return def
+}
+
+func (p *envParser) float(name string, def float64) float64 {
+	p.read(name, func(v string) (err error) { def, err = strconv.ParseFloat(v, 64); return err })
+	return def
+}
+
+func (p *envParser) duration(name string, def time.Duration) time.Duration {
+	p.read(name, func(v string) (err error) { def, err = time.ParseDuration(v); return err })
+	return def
+}
+
+// bool reads a switch the way Flower reads FLOWER_UNAUTHENTICATED_API
+// (y, yes, t, true, on, 1 and their negations, in any case), so that a
+// Flower deployment's environment means the same to stamen.
+func (p *envParser) bool(name string) bool {
+	var b bool
+	p.read(name, func(v string) error {
+		switch strings.ToLower(strings.TrimSpace(v)) {
+		case "y", "yes", "t", "true", "on", "1":
+			b = true
+		case "n", "no", "f", "false", "off", "0":
+			b = false
+		default:
+			return errors.New("want true or false")
+		}
+		return nil
+	})
+	return b
 }
 
 func orDefault(v, def string) string {
@@ -100,6 +152,7 @@ func orDefault(v, def string) string {
 // spellings), falling back to the environment and then to defaults.
 func parseFlags(args []string, stderr io.Writer) (options, error) {
 	var o options
+	var e envParser
 	fs := flag.NewFlagSet("stamen", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	both := func(name string, register func(string)) {
@@ -111,46 +164,49 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	str := func(p *string, name, def, usage string) {
 		both(name, func(n string) { fs.StringVar(p, n, def, usage) })
 	}
-	str(&o.broker, "broker", env("BROKER", "CELERY_BROKER_URL"), "broker URL: redis://[:password@]host:port/db, rediss://, amqp://user:pass@host:port/vhost, amqps://; empty starts the embedded broker")
-	str(&o.resultBackend, "result_backend", env("RESULT_BACKEND", "CELERY_RESULT_BACKEND"), "result backend URL: redis://... or rpc:// (default: rpc:// on AMQP, the broker on Redis)")
-	str(&o.address, "address", orDefault(env("ADDRESS"), "127.0.0.1"), "address to listen on")
-	both("port", func(n string) { fs.IntVar(&o.port, n, envInt("PORT", 5555), "port to listen on") })
+	str(&o.broker, "broker", envString("BROKER", "CELERY_BROKER_URL"), "broker URL: redis://[:password@]host:port/db, rediss://, amqp://user:pass@host:port/vhost, amqps://; empty starts the embedded broker")
+	str(&o.resultBackend, "result_backend", envString("RESULT_BACKEND", "CELERY_RESULT_BACKEND"), "result backend URL: redis://... or rpc:// (default: rpc:// on AMQP, the broker on Redis)")
+	str(&o.address, "address", orDefault(envString("ADDRESS"), "127.0.0.1"), "address to listen on")
+	both("port", func(n string) { fs.IntVar(&o.port, n, e.int("PORT", 5555), "port to listen on") })
 	both("max_tasks", func(n string) {
-		fs.IntVar(&o.maxTasks, n, envInt("MAX_TASKS", 10000), "tasks kept; the oldest go first")
+		fs.IntVar(&o.maxTasks, n, e.int("MAX_TASKS", 10000), "tasks kept; the oldest go first")
 	})
 	both("max_task_age", func(n string) {
-		fs.DurationVar(&o.maxTaskAge, n, envDuration("MAX_TASK_AGE", 0), "also drop tasks whose latest event is older than this (e.g. 72h); 0 keeps them until --max_tasks")
+		fs.DurationVar(&o.maxTaskAge, n, e.duration("MAX_TASK_AGE", 0), "also drop tasks whose latest event is older than this (e.g. 72h); 0 keeps them until --max_tasks")
 	})
 	both("inspect_timeout", func(n string) {
-		fs.Float64Var(&o.inspectTimeoutMS, n, envFloat("INSPECT_TIMEOUT", 1000), "how long to wait for workers' replies, in milliseconds")
+		fs.Float64Var(&o.inspectTimeoutMS, n, e.float("INSPECT_TIMEOUT", 1000), "how long to wait for workers' replies, in milliseconds")
 	})
 	both("apply_timeout", func(n string) {
-		fs.DurationVar(&o.applyTimeout, n, envDuration("APPLY_TIMEOUT", 60*time.Second), "default bound on /api/task/apply's wait for a result")
+		fs.DurationVar(&o.applyTimeout, n, e.duration("APPLY_TIMEOUT", 60*time.Second), "default bound on /api/task/apply's wait for a result")
 	})
 	both("broker_timeout", func(n string) {
-		fs.DurationVar(&o.brokerTimeout, n, envDuration("BROKER_TIMEOUT", 5*time.Second), "bound on each broker call")
+		fs.DurationVar(&o.brokerTimeout, n, e.duration("BROKER_TIMEOUT", 5*time.Second), "bound on each broker call")
 	})
-	str(&o.urlPrefix, "url_prefix", env("URL_PREFIX"), "serve everything under /<prefix>")
-	str(&o.embeddedAddr, "embedded_broker_address", orDefault(env("EMBEDDED_BROKER_ADDRESS"), "127.0.0.1:6380"), "where the embedded broker listens when no broker is configured")
+	str(&o.urlPrefix, "url_prefix", envString("URL_PREFIX"), "serve everything under /<prefix>")
+	str(&o.embeddedAddr, "embedded_broker_address", orDefault(envString("EMBEDDED_BROKER_ADDRESS"), "127.0.0.1:6380"), "where the embedded broker listens when no broker is configured")
 	both("unauthenticated_api", func(n string) {
-		fs.BoolVar(&o.unauthenticated, n, envBool("UNAUTHENTICATED_API"), "allow serving the API without credentials on a non-loopback address")
+		fs.BoolVar(&o.unauthenticated, n, e.bool("UNAUTHENTICATED_API"), "allow serving the API without credentials on a non-loopback address")
 	})
 	// Credentials are best given through the environment or a file, so
 	// that they do not show in ps.
-	str(&o.basicAuth, "basic_auth", env("BASIC_AUTH"), "operators' HTTP basic credentials: user:password[,user:password] (password may be a bcrypt hash)")
-	str(&o.viewerBasicAuth, "viewer_basic_auth", env("VIEWER_BASIC_AUTH"), "viewers' (read-only) HTTP basic credentials: user:password[,...]")
-	str(&o.authToken, "auth_token", env("AUTH_TOKEN"), "operators' bearer tokens, comma-separated")
-	str(&o.viewerAuthToken, "viewer_auth_token", env("VIEWER_AUTH_TOKEN"), "viewers' bearer tokens, comma-separated")
-	str(&o.authFile, "auth_file", env("AUTH_FILE"), "credentials file: lines '<viewer|operator> basic user:password' or '<viewer|operator> token <token>'")
+	str(&o.basicAuth, "basic_auth", envString("BASIC_AUTH"), "operators' HTTP basic credentials: user:password[,user:password] (password may be a bcrypt hash)")
+	str(&o.viewerBasicAuth, "viewer_basic_auth", envString("VIEWER_BASIC_AUTH"), "viewers' (read-only) HTTP basic credentials: user:password[,...]")
+	str(&o.authToken, "auth_token", envString("AUTH_TOKEN"), "operators' bearer tokens, comma-separated")
+	str(&o.viewerAuthToken, "viewer_auth_token", envString("VIEWER_AUTH_TOKEN"), "viewers' bearer tokens, comma-separated")
+	str(&o.authFile, "auth_file", envString("AUTH_FILE"), "credentials file: lines '<viewer|operator> basic user:password' or '<viewer|operator> token <token>'")
 	both("persistent", func(n string) {
-		fs.BoolVar(&o.persistent, n, envBool("PERSISTENT"), "keep the history in --db and restore it at start (always on with the embedded broker)")
+		fs.BoolVar(&o.persistent, n, e.bool("PERSISTENT"), "keep the history in --db and restore it at start (always on with the embedded broker)")
 	})
-	str(&o.db, "db", orDefault(env("DB"), "stamen.db"), "the store's file")
+	str(&o.db, "db", orDefault(envString("DB"), "stamen.db"), "the store's file")
 	both("state_save_interval", func(n string) {
-		fs.IntVar(&o.stateSaveInterval, n, envInt("STATE_SAVE_INTERVAL", 1000), "how often the history is written to --db, in milliseconds")
+		fs.IntVar(&o.stateSaveInterval, n, e.int("STATE_SAVE_INTERVAL", 1000), "how often the history is written to --db, in milliseconds")
 	})
-	str(&o.logLevel, "logging", orDefault(env("LOGGING"), "info"), "log level: debug, info, warn, error")
+	str(&o.logLevel, "logging", orDefault(envString("LOGGING"), "info"), "log level: debug, info, warn, error")
 	if err := fs.Parse(args); err != nil {
+		return o, err
+	}
+	if err := e.check(fs); err != nil {
 		return o, err
 	}
 	if fs.NArg() > 0 {
@@ -190,6 +246,26 @@ func (o options) authenticator() (*auth.Authenticator, error) {
 // process within about a third of its live heap instead of over twice it
 // (bench/RESULTS.md: about 270 MB resident at a million tasks).
 const defaultGCPercent = 20
+
+// A client that sends its headers or its request slowly holds a connection
+// and a goroutine (slowloris): these bound how long. No write timeout: the
+// event stream and apply's wait (--apply_timeout) answer late on purpose.
+const (
+	readHeaderTimeout = 10 * time.Second
+	readTimeout       = 30 * time.Second
+	idleTimeout       = 120 * time.Second
+	maxHeaderBytes    = 64 << 10
+)
+
+func newServer(h http.Handler) *http.Server {
+	return &http.Server{
+		Handler:           h,
+		ReadHeaderTimeout: readHeaderTimeout,
+		ReadTimeout:       readTimeout,
+		IdleTimeout:       idleTimeout,
+		MaxHeaderBytes:    maxHeaderBytes,
+	}
+}
 
 func main() {
 	if os.Getenv("GOGC") == "" {
@@ -263,13 +339,7 @@ func run(args []string, stderr io.Writer) int {
 		log.Error("cannot listen", slog.String("address", addr), slog.Any("err", err))
 		return 1
 	}
-	srv := &http.Server{
-		Handler:           a.Handler,
-		ReadHeaderTimeout: 10 * time.Second,
-		ReadTimeout:       30 * time.Second,
-		IdleTimeout:       120 * time.Second,
-		MaxHeaderBytes:    64 << 10,
-	}
+	srv := newServer(a.Handler)
 	log.Info("stamen listening", slog.String("address", "http://"+ln.Addr().String()),
 		slog.String("broker", app.Redact(a.BrokerURL)))
 	errc := make(chan error, 1)
