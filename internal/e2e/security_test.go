@@ -2,9 +2,13 @@ package e2e
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"regexp"
+	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -17,6 +21,9 @@ import (
 	"github.com/stamen-dev/stamen/internal/app"
 	"github.com/stamen-dev/stamen/internal/auth"
 )
+
+// urlPassword matches scheme://user:password@ and captures the password.
+var urlPassword = regexp.MustCompile(`[a-zA-Z][a-zA-Z0-9+.-]*://[^:/@\s"]*:([^@/\s"]+)@`)
 
 type authCase struct {
 	method, path string
@@ -180,6 +187,83 @@ func securityCases() []suiteCase {
 				}
 				if resp != nil {
 					resp.Body.Close()
+				}
+			}
+		}},
+		{"healthcheck and metrics reveal no task data", func(t *testing.T, c *cluster) {
+			// Values no metric or health answer has reason to hold: were
+			// task data exposed, one of them would show.
+			marker := "secret-" + c.kind + "-" + strconv.FormatInt(time.Now().UnixNano(), 36)
+			echo := runTask(t, c, "stamen.echo", map[string]any{
+				"args": []any{"arg-" + marker}, "kwargs": map[string]any{"kw": "kwarg-" + marker}})
+			fail := runTask(t, c, "stamen.fail", map[string]any{"args": []any{"exc-" + marker}})
+			if info := taskInfo(t, c, echo, "SUCCESS"); !strings.Contains(fmt.Sprint(info["result"]), "kwarg-"+marker) {
+				t.Fatalf("the echo task's result lacks the marker: %v", info["result"])
+			}
+			taskInfo(t, c, fail, "FAILURE")
+			// Every task the state holds, not only these two.
+			ids := taskKeys(t, c.api.get("/api/tasks", nil))
+			if !slices.Contains(ids, echo) || !slices.Contains(ids, fail) {
+				t.Fatalf("/api/tasks lacks %s or %s", echo, fail)
+			}
+			for _, path := range []string{"/healthcheck", "/metrics"} {
+				r := c.api.get(path, nil)
+				if r.Status != http.StatusOK {
+					t.Fatalf("%s: %d", path, r.Status)
+				}
+				body := string(r.Body)
+				if strings.Contains(body, marker) {
+					t.Errorf("%s shows a task's args, kwargs, result or exception (%s)", path, marker)
+				}
+				for _, id := range ids {
+					if strings.Contains(body, id) {
+						t.Errorf("%s shows task id %s", path, id)
+					}
+				}
+			}
+		}},
+		{"workers' broker passwords are masked", func(t *testing.T, c *cluster) {
+			onAMQP := strings.HasPrefix(c.kind, "amqp")
+			r := c.api.mustOK(c.api.get("/api/workers", q("refresh", "true")))
+			raw := string(c.api.get("/api/workers", nil).Body)
+			// Any password inside any URL: Celery masks the ones it knows
+			// of with asterisks, stamen every one with **.
+			for _, m := range urlPassword.FindAllStringSubmatch(raw, -1) {
+				if strings.Trim(m[1], "*") != "" {
+					t.Errorf("unmasked password in %s", m[0])
+				}
+			}
+			for _, w := range []string{c.w1.Name, c.w2.Name} {
+				info, _ := r[w].(map[string]any)
+				stats, _ := info["stats"].(map[string]any)
+				broker, ok := stats["broker"].(map[string]any)
+				if !ok {
+					t.Fatalf("%s: no stats.broker: %v", w, info["stats"])
+				}
+				if p, has := broker["password"]; has && p != "**" {
+					t.Errorf("%s: stats.broker.password is %v", w, p)
+				}
+				if _, has := broker["alternates"]; has {
+					t.Errorf("%s: stats.broker.alternates (failover URLs) shown", w)
+				}
+				if !onAMQP {
+					continue
+				}
+				// The AMQP workers log in as guest:guest: the user name
+				// shows, the password never.
+				if broker["userid"] != "guest" {
+					t.Errorf("%s: stats.broker.userid %v, want guest (is the test still about a password?)", w, broker["userid"])
+				}
+				conf, _ := info["conf"].(map[string]any)
+				if u, _ := conf["broker_url"].(string); !strings.Contains(u, "guest:**@") {
+					t.Errorf("%s: conf.broker_url %q", w, u)
+				}
+			}
+			if onAMQP {
+				for _, leak := range []string{"guest:guest", ":guest@", `"password": "guest"`, `"password":"guest"`} {
+					if strings.Contains(raw, leak) {
+						t.Errorf("/api/workers shows %q", leak)
+					}
 				}
 			}
 		}},
