@@ -4,11 +4,12 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
-	"os/exec"
 	"slices"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/stamen-dev/stamen/internal/testcluster"
 )
 
 // runTask publishes a task through async-apply and returns its id.
@@ -185,11 +186,9 @@ func readCases() []suiteCase {
 		}},
 		{"queue length counts parked messages", func(t *testing.T, c *cluster) {
 			queue := fmt.Sprintf("parked-%s-%d", c.kind, time.Now().UnixNano())
-			if c.kind == "amqp" {
+			if c.amqp {
 				// RabbitMQ queues outlive the test: drop this one afterwards.
-				t.Cleanup(func() {
-					_ = exec.Command("rabbitmqctl", "-q", "delete_queue", "-p", "stamen-test", queue).Run()
-				})
+				t.Cleanup(func() { testcluster.DeleteAMQPQueues(t, amqpVhost, queue) })
 			}
 			for i := range 3 {
 				c.api.mustOK(c.api.post("/api/task/send-task/stamen.add", nil, map[string]any{"args": []any{i, i}, "queue": queue}))

@@ -1,6 +1,6 @@
 // Package e2e runs stamen against real Celery workers on real brokers: one
 // table-driven suite, run once per broker (Redis, the embedded broker,
-// RabbitMQ with rpc://).
+// RabbitMQ with rpc:// and RabbitMQ with a Redis result backend).
 package e2e
 
 import (
@@ -29,6 +29,9 @@ type cluster struct {
 	w1, w2, w3, w4 *testcluster.Worker
 	// hasAbort is false on rpc://, which keeps no state a worker can read.
 	hasAbort bool
+	// amqp is set on RabbitMQ, whose queues outlive the suite and where a
+	// higher priority number goes first.
+	amqp bool
 	// cfg starts another stamen on the same broker.
 	cfg app.Config
 }
@@ -38,6 +41,17 @@ type brokerSetup struct {
 	// start returns stamen's config and the URLs the workers use.
 	start    func(t *testing.T) (cfg app.Config, workerBroker, workerBackend string)
 	hasAbort bool
+	amqp     bool
+}
+
+// amqpVhost is where the RabbitMQ setups run; scripts/services.sh creates
+// it.
+const amqpVhost = "stamen-test"
+
+// suiteQueues are the durable queues a suite's workers declare on
+// RabbitMQ: the default one and those the cases add consumers for.
+func suiteQueues(kind string) []string {
+	return []string{"celery", "only-w1-" + kind, "prio-" + kind, "extra-" + kind, "contract-" + kind, "auth-q"}
 }
 
 func brokers() []brokerSetup {
@@ -63,10 +77,23 @@ func brokers() []brokerSetup {
 		{
 			kind: "amqp",
 			start: func(t *testing.T) (app.Config, string, string) {
-				b := testcluster.AMQPURL("stamen-test")
+				b := testcluster.AMQPURL(amqpVhost)
 				return app.Config{BrokerURL: b, ResultBackend: "rpc://"}, b, "rpc://"
 			},
 			hasAbort: false,
+			amqp:     true,
+		},
+		{
+			// Results in Redis keep state a worker can read back, so abort
+			// works on RabbitMQ too.
+			kind: "amqp+redis",
+			start: func(t *testing.T) (app.Config, string, string) {
+				testcluster.FlushRedisDB(t, 3)
+				b, r := testcluster.AMQPURL(amqpVhost), testcluster.RedisURL(3)
+				return app.Config{BrokerURL: b, ResultBackend: r}, b, r
+			},
+			hasAbort: true,
+			amqp:     true,
 		},
 	}
 }
@@ -75,6 +102,11 @@ func newCluster(t *testing.T, s brokerSetup) *cluster {
 	t.Helper()
 	testcluster.Require(t)
 	cfg, wb, wr := s.start(t)
+	if s.amqp {
+		// What an earlier suite or run left in them must not reach this
+		// suite's workers.
+		testcluster.DeleteAMQPQueues(t, amqpVhost, suiteQueues(s.kind)...)
+	}
 	cfg.InspectTimeout = 2 * time.Second
 	cfg.ApplyTimeout = 30 * time.Second
 	if testing.Verbose() {
@@ -94,7 +126,7 @@ func newCluster(t *testing.T, s brokerSetup) *cluster {
 	if cfg.BrokerURL == "" {
 		wb = a.BrokerURL
 	}
-	c := &cluster{kind: s.kind, app: a, api: &api{t: t, base: srv.URL, hc: &http.Client{Timeout: 60 * time.Second}}, hasAbort: s.hasAbort}
+	c := &cluster{kind: s.kind, app: a, api: &api{t: t, base: srv.URL, hc: &http.Client{Timeout: 60 * time.Second}}, hasAbort: s.hasAbort, amqp: s.amqp}
 	c.cfg = cfg
 	c.cfg.BrokerURL, c.cfg.ResultBackend, c.cfg.EmbeddedAddr = wb, wr, ""
 
