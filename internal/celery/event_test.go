@@ -11,6 +11,8 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
+
+	"github.com/stamen-dev/stamen/internal/testcluster"
 )
 
 const eventWireDir = "../../testdata/celery-wire"
@@ -670,10 +672,19 @@ func FuzzDecodeEventEnvelope(f *testing.F) {
 		_, payload := eventFixture(f, filepath.Base(file))
 		f.Add(payload)
 	}
+	// One decoder for every input: each starts on memory an earlier one left.
+	var dec EventDecoder
 	f.Fuzz(func(t *testing.T, payload []byte) {
 		events, err := DecodeEventEnvelope(payload)
+		reused, derr := dec.Decode(payload)
+		if (err == nil) != (derr == nil) {
+			t.Fatalf("DecodeEventEnvelope: %v, EventDecoder: %v", err, derr)
+		}
 		if err != nil {
 			return
+		}
+		if diff := cmp.Diff(events, reused, cmpopts.EquateEmpty()); diff != "" {
+			t.Errorf("(-DecodeEventEnvelope +EventDecoder):\n%s", diff)
 		}
 		// What was accepted must read the same with encoding/json (maps
 		// keep exact keys and the last duplicate, as the eventScanner does).
@@ -707,6 +718,42 @@ func FuzzDecodeEventEnvelope(f *testing.F) {
 	})
 }
 
+// TestEventDecoder decodes the captures twice over with one decoder: each
+// result is DecodeEventEnvelope's, and what the decoder does not reuse (the
+// strings) outlives the calls after it.
+func TestEventDecoder(t *testing.T) {
+	files, err := filepath.Glob(filepath.Join(eventWireDir, "event-*-redis.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var dec EventDecoder
+	var want, kept []Event
+	for range 2 {
+		for _, file := range files {
+			_, payload := eventFixture(t, filepath.Base(file))
+			fresh, err := DecodeEventEnvelope(payload)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, err := dec.Decode(payload)
+			if err != nil {
+				t.Fatalf("%s: %v", file, err)
+			}
+			if diff := cmp.Diff(fresh, got); diff != "" {
+				t.Errorf("%s (-DecodeEventEnvelope +EventDecoder):\n%s", file, diff)
+			}
+			want = append(want, fresh...)
+			kept = append(kept, got...)
+		}
+	}
+	if _, err := dec.Decode([]byte(`{"body": "[1]"}`)); err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(want, kept, cmpopts.IgnoreFields(Event{}, "Raw", "Signum")); diff != "" {
+		t.Errorf("events changed by later calls (-want +got):\n%s", diff)
+	}
+}
+
 func BenchmarkDecodeEvents(b *testing.B) {
 	body, _ := eventFixture(b, "event-task-received-redis.json")
 	b.SetBytes(int64(len(body)))
@@ -736,4 +783,29 @@ func BenchmarkDecodeEventEnvelope(b *testing.B) {
 		n++
 	}
 	b.ReportMetric(float64(n)/b.Elapsed().Seconds(), "events/s")
+}
+
+// BenchmarkDecodeTaskMulti decodes what BenchmarkIngest publishes: one
+// task.multi message of a task's received, started and succeeded events.
+func BenchmarkDecodeTaskMulti(b *testing.B) {
+	payload := testcluster.SucceededTaskEnvelope("00000000-0000-4000-8000-000000000042", "bench.add", "bench@h", 42)
+	b.Run("DecodeEventEnvelope", func(b *testing.B) {
+		b.SetBytes(int64(len(payload)))
+		b.ReportAllocs()
+		for b.Loop() {
+			if _, err := DecodeEventEnvelope(payload); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("EventDecoder", func(b *testing.B) {
+		b.SetBytes(int64(len(payload)))
+		b.ReportAllocs()
+		var dec EventDecoder
+		for b.Loop() {
+			if _, err := dec.Decode(payload); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
 }
