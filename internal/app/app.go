@@ -5,6 +5,7 @@
 package app
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -65,7 +66,8 @@ type Config struct {
 	Logger *slog.Logger
 }
 
-// eventSource is what the ingest loop needs from a broker.
+// eventSource is what the ingest loop needs from a broker. fn's events may
+// be reused once it returns, but for their strings.
 type eventSource interface {
 	ConsumeEvents(ctx context.Context, fn func([]celery.Event)) error
 }
@@ -328,11 +330,12 @@ func (a *App) observe(ctx context.Context, e *celery.Event) {
 	if e.Type != "task-sent" {
 		a.Metrics.Observe(m)
 	}
+	// Raw is the broker's to reuse once the batch is applied.
 	if a.store != nil && !isTask && len(e.Raw) > 0 {
-		a.noteWorkerEvent(e.Hostname, e.Raw)
+		a.noteWorkerEvent(e.Hostname, bytes.Clone(e.Raw))
 	}
 	if a.Events.Subscribers() > 0 {
-		a.Events.Publish(stream.Message{Type: e.Type, Task: task, Worker: e.Hostname, Data: e.Raw})
+		a.Events.Publish(stream.Message{Type: e.Type, Task: task, Worker: e.Hostname, Data: bytes.Clone(e.Raw)})
 	}
 	if e.Type == "worker-online" && !a.Inspector.Known(e.Hostname) {
 		a.refreshLater(ctx, e.Hostname)

@@ -8,6 +8,7 @@ import (
 	"net"
 	"sync"
 	"time"
+	"unsafe"
 
 	goredis "github.com/redis/go-redis/v9"
 
@@ -33,7 +34,9 @@ func (b *Broker) eventsPattern() string {
 
 // ConsumeEvents follows the workers' event stream and calls fn with each
 // message's events (task events arrive batched), LocalReceived set. fn runs
-// on this goroutine; a slow fn delays the stream, it does not drop it.
+// on this goroutine; a slow fn delays the stream, it does not drop it. The
+// events and their Raw and Signum bytes are reused once fn returns (see
+// celery.EventDecoder): fn copies what it keeps but strings.
 //
 // On every (re)subscription it asks all workers for a heartbeat so that they
 // show up at once, and every 5 s it broadcasts enable_events so that
@@ -96,25 +99,57 @@ func (b *Broker) consumeOnce(ctx context.Context, fn func([]celery.Event)) (bool
 	b.log.Info("following worker events", slog.String("broker", b.redacted), slog.String("pattern", b.eventsPattern()))
 	celery.WakeWorkers(ctx, b, b.log)
 
+	// Reading and decoding run on their own goroutine, so that a message is
+	// decoded while fn applies the one before. fn hands each decoder back
+	// for a later message to reuse its memory. At most eventsQueue+2
+	// decoders exist (queued, being filled, in fn), so free never blocks.
+	decoded := make(chan eventBatch, eventsQueue)
+	free := make(chan *celery.EventDecoder, eventsQueue+2)
+	var recvErr error
+	go func() {
+		defer close(decoded)
+		recvErr = b.receiveEvents(ctx, ps, free, decoded)
+	}()
+	for batch := range decoded {
+		fn(batch.events)
+		free <- batch.dec
+	}
+	return true, recvErr
+}
+
+// eventsQueue is how many decoded messages wait for fn: enough to ride out
+// a pause in fn without making Redis buffer them.
+const eventsQueue = 64
+
+// eventBatch is one message's events and the decoder holding them.
+type eventBatch struct {
+	events []celery.Event
+	dec    *celery.EventDecoder
+}
+
+// receiveEvents reads and decodes the subscription's messages into out,
+// with the decoders from free or new ones, until it fails or ctx ends.
+func (b *Broker) receiveEvents(ctx context.Context, ps *goredis.PubSub, free <-chan *celery.EventDecoder, out chan<- eventBatch) error {
+	var dec *celery.EventDecoder
 	pinged := false
 	for {
 		msg, err := ps.ReceiveTimeout(ctx, b.eventsIdle)
 		if ctx.Err() != nil {
-			return true, ctx.Err()
+			return ctx.Err()
 		}
 		if err != nil {
 			var nerr net.Error
 			if !errors.As(err, &nerr) || !nerr.Timeout() {
-				return true, wrap(ctx, "receive events", err)
+				return wrap(ctx, "receive events", err)
 			}
 			if pinged {
-				return true, fmt.Errorf("redis receive events: %w: no answer to ping", celery.ErrUnavailable)
+				return fmt.Errorf("redis receive events: %w: no answer to ping", celery.ErrUnavailable)
 			}
 			octx, cancel := b.opContext(ctx)
 			err = ps.Ping(octx)
 			cancel()
 			if err != nil {
-				return true, wrap(ctx, "ping event subscription", err)
+				return wrap(ctx, "ping event subscription", err)
 			}
 			pinged = true
 			continue
@@ -124,7 +159,16 @@ func (b *Broker) consumeOnce(ctx context.Context, fn func([]celery.Event)) (bool
 		if !ok {
 			continue // pong or subscription confirmation
 		}
-		events, err := celery.DecodeEventEnvelope([]byte(m.Payload))
+		if dec == nil {
+			select {
+			case dec = <-free:
+			default:
+				dec = new(celery.EventDecoder)
+			}
+		}
+		// Decode neither keeps nor changes the payload, so it can read the
+		// string's bytes instead of a copy.
+		events, err := dec.Decode(unsafe.Slice(unsafe.StringData(m.Payload), len(m.Payload)))
 		if err != nil {
 			b.log.Debug("dropping undecodable event message", slog.String("channel", m.Channel), slog.Any("err", err))
 			continue
@@ -136,6 +180,11 @@ func (b *Broker) consumeOnce(ctx context.Context, fn func([]celery.Event)) (bool
 		for i := range events {
 			events[i].LocalReceived = now
 		}
-		fn(events)
+		select {
+		case out <- eventBatch{events, dec}:
+			dec = nil
+		case <-ctx.Done():
+			return ctx.Err()
+		}
 	}
 }

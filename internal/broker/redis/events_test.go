@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -25,7 +26,7 @@ func consume(t *testing.T, b *Broker) *eventsRun {
 	ctx, cancel := context.WithCancel(t.Context())
 	r := &eventsRun{batches: make(chan []celery.Event, 100), done: make(chan error, 1), cancel: cancel}
 	go func() {
-		r.done <- b.ConsumeEvents(ctx, func(evs []celery.Event) { r.batches <- evs })
+		r.done <- b.ConsumeEvents(ctx, func(evs []celery.Event) { r.batches <- slices.Clone(evs) })
 	}()
 	t.Cleanup(func() {
 		cancel()
