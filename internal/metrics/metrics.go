@@ -50,19 +50,45 @@ type Metrics struct {
 	online     *prometheus.GaugeVec
 	executing  *prometheus.GaugeVec
 
-	ingested *prometheus.CounterVec
-	httpDur  *prometheus.HistogramVec
+	ingested                     *prometheus.CounterVec
+	ingestedTask, ingestedWorker prometheus.Counter
+	httpDur                      *prometheus.HistogramVec
 
 	mu      sync.Mutex
 	pending map[string]pending
+	// The children of the vectors above by their labels: a map lookup costs
+	// a third of WithLabelValues' hashing and validation, paid on every
+	// event. They hold what the vectors hold, no more.
+	eventSeries  map[[3]string]prometheus.Counter
+	taskSeries   map[[2]string]*taskSeries
+	workerSeries map[string]*workerSeries
+}
+
+// taskSeries are one (worker, task)'s children, each made on first use
+// as WithLabelValues would, so that a scrape shows the same series.
+type taskSeries struct {
+	worker, task string
+	runtime      prometheus.Observer
+	prefetch     prometheus.Gauge
+	prefetched   prometheus.Gauge
+}
+
+// workerSeries are one worker's children, made on first use.
+type workerSeries struct {
+	name      string
+	online    prometheus.Gauge
+	executing prometheus.Gauge
 }
 
 // New registers every metric on a private registry. gauges are extra
 // scrape-time values (store size, broker reconnects, ...).
 func New(gauges ...prometheus.Collector) *Metrics {
 	m := &Metrics{
-		reg:     prometheus.NewRegistry(),
-		pending: map[string]pending{},
+		reg:          prometheus.NewRegistry(),
+		pending:      map[string]pending{},
+		eventSeries:  map[[3]string]prometheus.Counter{},
+		taskSeries:   map[[2]string]*taskSeries{},
+		workerSeries: map[string]*workerSeries{},
 		events: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "flower_events_total", Help: "Number of task events.",
 		}, []string{"worker", "type", "task"}),
@@ -89,6 +115,8 @@ func New(gauges ...prometheus.Collector) *Metrics {
 			Buckets: []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10},
 		}, []string{"operation", "code"}),
 	}
+	m.ingestedTask = m.ingested.WithLabelValues("task")
+	m.ingestedWorker = m.ingested.WithLabelValues("worker")
 	m.reg.MustRegister(m.events, m.runtime, m.prefetch, m.prefetched, m.online, m.executing, m.ingested, m.httpDur,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	for _, g := range gauges {
@@ -99,30 +127,37 @@ func New(gauges ...prometheus.Collector) *Metrics {
 
 // Observe updates the metrics for one event, as Flower does.
 func (m *Metrics) Observe(e Event) {
-	switch e.Type {
-	case "worker-online", "worker-heartbeat":
-		m.ingested.WithLabelValues("worker").Inc()
-		m.online.WithLabelValues(e.Worker).Set(1)
-		if e.Type == "worker-heartbeat" {
-			m.executing.WithLabelValues(e.Worker).Set(float64(e.Active))
-		}
-		return
-	case "worker-offline":
-		m.ingested.WithLabelValues("worker").Inc()
-		m.online.WithLabelValues(e.Worker).Set(0)
-		return
-	}
-	m.ingested.WithLabelValues("task").Inc()
-	m.events.WithLabelValues(e.Worker, e.Type, e.Task).Inc()
-	if e.Runtime > 0 {
-		m.runtime.WithLabelValues(e.Worker, e.Task).Observe(e.Runtime)
-	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	switch e.Type {
+	case "worker-online", "worker-heartbeat":
+		m.ingestedWorker.Inc()
+		w := m.worker(e.Worker)
+		w.onlineOf(m).Set(1)
+		if e.Type == "worker-heartbeat" {
+			w.executingOf(m).Set(float64(e.Active))
+		}
+		return
+	case "worker-offline":
+		m.ingestedWorker.Inc()
+		m.worker(e.Worker).onlineOf(m).Set(0)
+		return
+	}
+	m.ingestedTask.Inc()
+	ek := [3]string{e.Worker, e.Type, e.Task}
+	c, ok := m.eventSeries[ek]
+	if !ok {
+		c = m.events.WithLabelValues(ek[:]...)
+		m.eventSeries[ek] = c
+	}
+	c.Inc()
+	if e.Runtime > 0 {
+		m.task(e.Worker, e.Task).runtimeOf(m).Observe(e.Runtime)
+	}
+	switch e.Type {
 	case "task-received":
 		if !e.HasETA {
-			m.prefetched.WithLabelValues(e.Worker, e.Task).Inc()
+			m.task(e.Worker, e.Task).prefetchedOf(m).Inc()
 		}
 		if len(m.pending) < maxPending {
 			m.pending[e.UUID] = pending{received: e.Timestamp, task: e.Task, worker: e.Worker, eta: e.HasETA}
@@ -130,15 +165,72 @@ func (m *Metrics) Observe(e Event) {
 	case "task-started":
 		p, ok := m.pending[e.UUID]
 		if ok && !p.eta {
-			m.prefetched.WithLabelValues(p.worker, p.task).Dec()
-			m.prefetch.WithLabelValues(p.worker, p.task).Set(max(0, e.Timestamp-p.received))
+			t := m.task(p.worker, p.task)
+			t.prefetchedOf(m).Dec()
+			t.prefetchOf(m).Set(max(0, e.Timestamp-p.received))
 		}
 	case "task-succeeded", "task-failed", "task-revoked", "task-rejected":
 		if p, ok := m.pending[e.UUID]; ok {
-			m.prefetch.WithLabelValues(p.worker, p.task).Set(0)
+			m.task(p.worker, p.task).prefetchOf(m).Set(0)
 			delete(m.pending, e.UUID)
 		}
 	}
+}
+
+// task returns (worker, task)'s children; m.mu is held.
+func (m *Metrics) task(worker, task string) *taskSeries {
+	k := [2]string{worker, task}
+	t, ok := m.taskSeries[k]
+	if !ok {
+		t = &taskSeries{worker: worker, task: task}
+		m.taskSeries[k] = t
+	}
+	return t
+}
+
+func (t *taskSeries) runtimeOf(m *Metrics) prometheus.Observer {
+	if t.runtime == nil {
+		t.runtime = m.runtime.WithLabelValues(t.worker, t.task)
+	}
+	return t.runtime
+}
+
+func (t *taskSeries) prefetchOf(m *Metrics) prometheus.Gauge {
+	if t.prefetch == nil {
+		t.prefetch = m.prefetch.WithLabelValues(t.worker, t.task)
+	}
+	return t.prefetch
+}
+
+func (t *taskSeries) prefetchedOf(m *Metrics) prometheus.Gauge {
+	if t.prefetched == nil {
+		t.prefetched = m.prefetched.WithLabelValues(t.worker, t.task)
+	}
+	return t.prefetched
+}
+
+// worker returns the worker's children; m.mu is held.
+func (m *Metrics) worker(name string) *workerSeries {
+	w, ok := m.workerSeries[name]
+	if !ok {
+		w = &workerSeries{name: name}
+		m.workerSeries[name] = w
+	}
+	return w
+}
+
+func (w *workerSeries) onlineOf(m *Metrics) prometheus.Gauge {
+	if w.online == nil {
+		w.online = m.online.WithLabelValues(w.name)
+	}
+	return w.online
+}
+
+func (w *workerSeries) executingOf(m *Metrics) prometheus.Gauge {
+	if w.executing == nil {
+		w.executing = m.executing.WithLabelValues(w.name)
+	}
+	return w.executing
 }
 
 // Handler serves the metrics in Prometheus' text format.

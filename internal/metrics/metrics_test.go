@@ -54,3 +54,31 @@ func scrape(t *testing.T, m *Metrics) string {
 	b, _ := io.ReadAll(w.Body)
 	return string(b)
 }
+
+// A series appears once an event sets it, as with Flower: the cache of
+// children must not make the others show up as zeros.
+func TestSeriesAppearOnFirstUse(t *testing.T) {
+	m := New()
+	for _, e := range []Event{
+		{Type: "worker-online", Worker: "w2"},
+		{Type: "task-received", UUID: "b", Task: "eta.task", Worker: "w2", Timestamp: 100, HasETA: true},
+		{Type: "task-succeeded", UUID: "c", Task: "other.task", Worker: "w2"},
+	} {
+		m.Observe(e)
+	}
+	body := scrape(t, m)
+	for _, absent := range []string{
+		`flower_worker_number_of_currently_executing_tasks{worker="w2"}`,
+		`flower_worker_prefetched_tasks{task="eta.task"`,
+		`flower_task_runtime_seconds_count{task="eta.task"`,
+		`flower_task_runtime_seconds_count{task="other.task"`,
+		`flower_task_prefetch_time_seconds{task="other.task"`,
+	} {
+		if strings.Contains(body, absent) {
+			t.Errorf("unexpected series %q in:\n%s", absent, body)
+		}
+	}
+	if want := `flower_worker_online{worker="w2"} 1`; !strings.Contains(body, want) {
+		t.Errorf("missing %q", want)
+	}
+}
