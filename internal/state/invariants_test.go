@@ -7,6 +7,8 @@ import (
 	"slices"
 	"testing"
 
+	gocmp "github.com/google/go-cmp/cmp"
+
 	"github.com/stamen-dev/stamen/internal/celery"
 )
 
@@ -160,4 +162,79 @@ func checkInvariants(t *testing.T, s *State) {
 	if len(s.workers) > s.maxWorkers || len(s.workers) != len(s.workerCreated) {
 		t.Fatalf("%d workers, %d in order, max %d", len(s.workers), len(s.workerCreated), s.maxWorkers)
 	}
+}
+
+// TestBatchesApplyAsSingleEvents: a batch is applied holding a task's
+// record across its consecutive events; the state must come out exactly as
+// when every event is applied on its own.
+func TestBatchesApplyAsSingleEvents(t *testing.T) {
+	kinds := []string{"sent", "received", "started", "succeeded", "failed", "retried", "revoked", "rejected", "progress"}
+	for seed := range uint64(20) {
+		rng := rand.New(rand.NewPCG(seed, 7))
+		cfg := Config{MaxTasks: 1 + rng.IntN(12), MaxWorkers: 3}
+		batched, single := New(cfg), New(cfg)
+		id := randomID(rng)
+		for range 200 {
+			var batch []celery.Event
+			for range 1 + rng.IntN(8) {
+				if rng.IntN(3) == 0 {
+					id = randomID(rng) // else the same task again, as workers batch them
+				}
+				fields := map[string]any{
+					"type":      "task-" + kinds[rng.IntN(len(kinds))],
+					"uuid":      id,
+					"hostname":  fmt.Sprintf("w%d@h", rng.IntN(5)),
+					"timestamp": float64(rng.IntN(30)),
+				}
+				switch rng.IntN(8) {
+				case 0:
+					fields["type"] = "worker-heartbeat"
+				case 1:
+					fields["parent_id"] = randomID(rng)
+				case 2:
+					fields["parent_id"] = nil
+				case 3:
+					fields["name"] = fmt.Sprintf("n%d", rng.IntN(3))
+				case 4:
+					fields["clock"] = rng.IntN(100)
+				case 5:
+					delete(fields, "timestamp") // ignored, between held events
+				}
+				e := ev(t, fields)
+				e.LocalReceived = float64(1 + rng.IntN(40)) // 0 would stand for the time of Apply
+				batch = append(batch, e)
+			}
+			batched.Apply(batch...)
+			for _, e := range batch {
+				single.Apply(e)
+			}
+			checkInvariants(t, batched)
+			if diff := gocmp.Diff(snapshotAll(t, single), snapshotAll(t, batched)); diff != "" {
+				t.Fatalf("seed %d: batched state differs (-single +batched):\n%s", seed, diff)
+			}
+		}
+	}
+}
+
+// stateSnapshot is everything the state answers, for comparing two states.
+type stateSnapshot struct {
+	Tasks   []Task
+	Types   []string
+	Workers []Worker
+}
+
+func snapshotAll(t *testing.T, s *State) stateSnapshot {
+	t.Helper()
+	tasks, err := s.Tasks(Query{Limit: NoLimit})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range tasks {
+		full, ok := s.Task(tasks[i].UUID)
+		if !ok {
+			t.Fatalf("listed task %s not found", tasks[i].UUID)
+		}
+		tasks[i] = full // with its children
+	}
+	return stateSnapshot{Tasks: tasks, Types: s.TaskTypes(), Workers: s.Workers()}
 }

@@ -142,12 +142,30 @@ func (s *State) Apply(events ...celery.Event) {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	var h heldTask
 	for i := range events {
-		s.apply(&events[i], now)
+		s.apply(&events[i], now, &h)
 	}
+	s.release(&h)
 }
 
-func (s *State) apply(e *celery.Event, now float64) {
+// heldTask is a task record read for an event and not yet written back:
+// when the next event is the same task's, as in a worker's batch of a
+// task's received, started and succeeded events, it goes on from the
+// record in hand, and the state writes and re-indexes the task once, not
+// once per event. Nothing else reads the record in between: the events of
+// one Apply run under the lock, and any other task's event releases it
+// first.
+type heldTask struct {
+	held      bool
+	uuid      string // as the events spell it
+	i         uint32
+	t         Task
+	known     bool // the record was in the state before
+	oldParent string
+}
+
+func (s *State) apply(e *celery.Event, now float64, h *heldTask) {
 	if !e.HasValue(celery.FieldType) {
 		return
 	}
@@ -161,7 +179,7 @@ func (s *State) apply(e *celery.Event, now float64) {
 	case "worker":
 		s.workerEvent(e, subject, clock, received)
 	case "task":
-		s.taskEvent(e, subject, clock, received)
+		s.taskEvent(e, subject, clock, received, h)
 	}
 }
 
@@ -272,23 +290,15 @@ func taskState(subject string) (string, Field) {
 	return strings.ToUpper(subject), 0
 }
 
-func (s *State) taskEvent(e *celery.Event, subject string, clock int64, localReceived float64) {
+func (s *State) taskEvent(e *celery.Event, subject string, clock int64, localReceived float64, h *heldTask) {
 	if !e.HasValue(celery.FieldUUID) || !e.HasValue(celery.FieldHostname) || !e.HasValue(celery.FieldTimestamp) {
 		return
 	}
-	i, known := s.lookup(e.UUID)
-	var t Task
-	oldParent := ""
-	if known {
-		// Views into the arena are safe here: the record is rewritten
-		// below before the arena can reuse their bytes, and nothing keeps
-		// them but the children map, which copies its key.
-		t = s.load(i, viewText)
-		oldParent = parentOf(&t)
-	} else {
-		i = s.addTask(e.UUID)
-		t = Task{UUID: e.UUID, State: Pending}
+	if !h.held || h.uuid != e.UUID {
+		s.release(h)
+		s.hold(h, e.UUID)
 	}
+	t := &h.t
 	if subject == "sent" {
 		// task-sent comes from the client, not from a worker.
 		t.Client = e.Hostname
@@ -310,7 +320,7 @@ func (s *State) taskEvent(e *celery.Event, subject string, clock int64, localRec
 
 	state, at := taskState(subject)
 	if at != 0 {
-		setFloat(&t, at, floatOf(&t, at), e.Timestamp)
+		setFloat(t, at, floatOf(t, at), e.Timestamp)
 	}
 	// An event whose state precedes the current one arrived out of order:
 	// it does not change the state. A late task-received only contributes
@@ -318,27 +328,53 @@ func (s *State) taskEvent(e *celery.Event, subject string, clock int64, localRec
 	// and clock included, exactly as Celery updates the record's __dict__.
 	late := state != Retry && t.State != Retry && precedence(state) > precedence(t.State)
 	if late && state == Received {
-		copyReceived(&t, e)
+		copyReceived(t, e)
 	} else {
-		copyAll(&t, e)
+		copyAll(t, e)
 		t.Clock = clock
-		setFloat(&t, FieldTimestamp, &t.Timestamp, e.Timestamp)
+		setFloat(t, FieldTimestamp, &t.Timestamp, e.Timestamp)
 		if !late {
 			t.State = state
 		}
 	}
-	s.save(i, &t, known)
+	// Every name a task had counts, not only the one it is written with.
+	if t.Has(FieldName) {
+		s.addType(t.Name)
+	}
+}
+
+// hold reads the record of uuid, or starts one, into h.
+func (s *State) hold(h *heldTask, uuid string) {
+	i, known := s.lookup(uuid)
+	*h = heldTask{held: true, uuid: uuid, i: i, known: known}
+	if known {
+		// Views into the arena are safe here: the record is rewritten
+		// before the arena can reuse their bytes, and nothing keeps them
+		// but the children map, which copies its key.
+		h.t = s.load(i, viewText)
+		h.oldParent = parentOf(&h.t)
+	} else {
+		h.i = s.addTask(uuid)
+		h.t = Task{UUID: uuid, State: Pending}
+	}
+}
+
+// release writes back the record h holds, if any, and re-indexes it.
+func (s *State) release(h *heldTask) {
+	if !h.held {
+		return
+	}
+	h.held = false
+	i, t := h.i, &h.t
+	s.save(i, t, h.known)
 	if s.dirty != nil {
 		s.dirty[i] = struct{}{}
 	}
-	if t.Has(FieldName) {
-		s.addType(s.sym.str(s.slots.at(i).name))
-	}
 	// Celery links a child to its parent when either arrives; listing the
 	// tasks that name a parent gives the same children, known or pending.
-	if parent := parentOf(&t); parent != oldParent {
-		if oldParent != "" {
-			s.unlinkChild(oldParent, i)
+	if parent := parentOf(t); parent != h.oldParent {
+		if h.oldParent != "" {
+			s.unlinkChild(h.oldParent, i)
 		}
 		if parent != "" {
 			parent = strings.Clone(parent)
