@@ -1,12 +1,10 @@
 package e2e
 
 import (
-	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
 	"net/http"
-	"net/http/httptest"
 	"slices"
 	"strings"
 	"testing"
@@ -36,19 +34,10 @@ func TestAMQPOutage(t *testing.T) {
 	// guest's password is "guest": the bodies must not hold "guest:guest"
 	// or ":guest@", which only an unmasked URL would.
 	brokerURL := fmt.Sprintf("amqp://guest:guest@%s/%s", proxy.Addr(), amqpVhost)
-	a, err := app.New(context.Background(), app.Config{
+	a, c := serveApp(t, app.Config{
 		BrokerURL: brokerURL, ResultBackend: "rpc://",
 		InspectTimeout: time.Second, BrokerTimeout: brokerTimeout, ApplyTimeout: 10 * time.Second,
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := httptest.NewServer(a.Handler)
-	t.Cleanup(func() {
-		srv.Close()
-		a.Close()
-	})
-	c := &api{t: t, base: srv.URL, hc: &http.Client{Timeout: 30 * time.Second}}
 
 	// A queue of this test's own, so that no other worker on the vhost
 	// takes its tasks. The deletion is registered before the worker starts

@@ -29,20 +29,11 @@ func TestRedisOutage(t *testing.T) {
 	testcluster.Require(t)
 	redis := testcluster.StartRedis(t)
 	const brokerTimeout = 2 * time.Second
-	a, err := app.New(context.Background(), app.Config{
+	a, c := serveApp(t, app.Config{
 		BrokerURL: redis.URL(0), ResultBackend: redis.URL(1),
 		DBPath: filepath.Join(t.TempDir(), "stamen.db"), SaveInterval: 200 * time.Millisecond,
 		InspectTimeout: time.Second, BrokerTimeout: brokerTimeout, ApplyTimeout: 10 * time.Second,
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := httptest.NewServer(a.Handler)
-	t.Cleanup(func() {
-		srv.Close()
-		a.Close()
-	})
-	c := &api{t: t, base: srv.URL, hc: &http.Client{Timeout: 30 * time.Second}}
 	w := testcluster.StartWorker(t, testcluster.WorkerOptions{Name: "outage", Broker: redis.URL(0), Backend: redis.URL(1), Concurrency: 2})
 	eventually(t, 30*time.Second, "the worker inspected and online", func() bool {
 		_, inspected := c.mustOK(c.get("/api/workers", q("refresh", "true")))[w.Name]
@@ -125,4 +116,20 @@ func TestRedisOutage(t *testing.T) {
 			t.Errorf("after the outage, task %s: %s", id, got)
 		}
 	}
+}
+
+// serveApp starts stamen's App with cfg behind a test HTTP server, both
+// stopped when the test ends, and returns a client for it.
+func serveApp(t *testing.T, cfg app.Config) (*app.App, *api) {
+	t.Helper()
+	a, err := app.New(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(a.Handler)
+	t.Cleanup(func() {
+		srv.Close()
+		a.Close()
+	})
+	return a, &api{t: t, base: srv.URL, hc: &http.Client{Timeout: 30 * time.Second}}
 }
