@@ -66,6 +66,10 @@ func (h *Handlers) brokerError(op string, err error) middleware.Responder {
 	switch {
 	case errors.Is(err, context.DeadlineExceeded):
 		return apiError(http.StatusGatewayTimeout, "%s: timed out", op)
+	case errors.Is(err, context.Canceled):
+		// The client went away; nobody reads this answer and nothing failed.
+		h.log.Debug("broker call abandoned by the client", slog.String("op", op))
+		return apiError(http.StatusServiceUnavailable, "%s: request cancelled", op)
 	case errors.Is(err, celery.ErrNoResultBackend):
 		return apiError(http.StatusServiceUnavailable, "%s: no result backend configured", op)
 	case errors.Is(err, celery.ErrUnsupported):

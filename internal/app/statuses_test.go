@@ -43,6 +43,9 @@ type fakeBroker struct {
 	err        error
 	inspectErr error
 	control    []celery.ControlCommand
+	// hang makes Publish wait for its context to end, as a broker that
+	// does not answer does.
+	hang bool
 }
 
 func (f *fakeBroker) fail(err, inspectErr error) {
@@ -64,7 +67,14 @@ func (f *fakeBroker) sent() []celery.ControlCommand {
 	return slices.Clone(f.control)
 }
 
-func (f *fakeBroker) Publish(context.Context, *celery.TaskMessage) error {
+func (f *fakeBroker) Publish(ctx context.Context, _ *celery.TaskMessage) error {
+	f.mu.Lock()
+	hang := f.hang
+	f.mu.Unlock()
+	if hang {
+		<-ctx.Done()
+		return ctx.Err()
+	}
 	err, _ := f.errs()
 	return err
 }
@@ -129,7 +139,12 @@ func (f *fakeBroker) Abort(context.Context, string) error {
 // handlers) over fb, with a state that holds one task, "id-1".
 func newFakeServer(t *testing.T, fb *fakeBroker) *httptest.Server {
 	t.Helper()
-	log := slog.New(slog.DiscardHandler)
+	return newFakeServerLogging(t, fb, slog.New(slog.DiscardHandler))
+}
+
+// newFakeServerLogging is newFakeServer logging to log.
+func newFakeServerLogging(t *testing.T, fb *fakeBroker, log *slog.Logger) *httptest.Server {
+	t.Helper()
 	st := state.New(state.Config{MaxTasks: 10})
 	evs, err := celery.DecodeEvents([]byte(`{"type": "task-received", "uuid": "id-1", "name": "t.a",
 		"hostname": "` + fakeWorker + `", "timestamp": 1700000000.5, "clock": 1}`))
@@ -429,4 +444,51 @@ json.dump(out, sys.stdout)
 			t.Errorf("signal %q (%d for Celery) sent as %q, which Celery takes for %v", name, *want, sent, got)
 		}
 	}
+}
+
+// TestClientGoneIsNoError: a client that hangs up while its call waits on
+// the broker is not a broker failure, so it is not logged as an error.
+func TestClientGoneIsNoError(t *testing.T) {
+	var logs bytes.Buffer
+	var mu sync.Mutex
+	log := slog.New(slog.NewTextHandler(lockedWriter{&mu, &logs}, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	srv := newFakeServerLogging(t, &fakeBroker{hang: true}, log)
+	ctx, cancel := context.WithTimeout(t.Context(), 200*time.Millisecond)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, srv.URL+"/api/task/send-task/t.a", strings.NewReader("{}"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp, err := http.DefaultClient.Do(req); err == nil {
+		resp.Body.Close()
+		t.Fatalf("the call answered %d with a broker that never does", resp.StatusCode)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		mu.Lock()
+		out := logs.String()
+		mu.Unlock()
+		if strings.Contains(out, "abandoned by the client") {
+			if strings.Contains(out, "level=ERROR") || strings.Contains(out, "level=WARN") {
+				t.Errorf("a client hanging up was logged as a failure:\n%s", out)
+			}
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the abandoned call was never noted:\n%s", out)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// lockedWriter serialises writes to a buffer a test reads meanwhile.
+type lockedWriter struct {
+	mu  *sync.Mutex
+	buf *bytes.Buffer
+}
+
+func (w lockedWriter) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.buf.Write(p)
 }
