@@ -45,6 +45,9 @@ type filter struct {
 	hasStart, hasEnd    bool
 	search              expr
 	m                   matcher
+	// task is the record the search reads, reused from task to task: one
+	// per task escaped to the heap, 400 bytes allocated and copied each.
+	task Task
 
 	// The symbols of worker, name and state, resolved under the lock.
 	workerSym, nameSym, stateSym uint32
@@ -144,8 +147,8 @@ func (s *State) match(f *filter, i uint32) bool {
 		return true
 	}
 	// A view is enough: the record is only read under the lock.
-	t := s.load(i, viewText)
-	f.m.reset(&t)
+	f.task = s.load(i, viewText)
+	f.m.reset(&f.task)
 	return f.search.match(&f.m)
 }
 
