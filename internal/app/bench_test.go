@@ -20,9 +20,25 @@ import (
 // benchDB is the Redis database the benchmarks publish events on.
 const benchDB = 9
 
-// eventPayload is task i's received, started and succeeded events.
-func eventPayload(i int) []byte {
-	return testcluster.SucceededTaskEnvelope(fmt.Sprintf("00000000-0000-4000-8000-%012d", i), "bench.add", "bench@h", i)
+// eventPayloads are tasks 0 to n-1's received, started and succeeded
+// events, a message each.
+func eventPayloads(n int) [][]byte {
+	payloads := make([][]byte, n)
+	for i := range payloads {
+		payloads[i] = testcluster.SucceededTaskEnvelope(fmt.Sprintf("00000000-0000-4000-8000-%012d", i), "bench.add", "bench@h", i)
+	}
+	return payloads
+}
+
+// benchApp is an App on cfg, closed when the benchmark ends.
+func benchApp(b *testing.B, cfg Config) *App {
+	b.Helper()
+	a, err := New(context.Background(), cfg)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(a.Close)
+	return a
 }
 
 func benchRedis(b *testing.B) *goredis.Client {
@@ -60,10 +76,7 @@ func publishAll(b *testing.B, c *goredis.Client, channel string, payloads [][]by
 func BenchmarkRawPubSub(b *testing.B) {
 	c := benchRedis(b)
 	channel := fmt.Sprintf("/%d.celeryev/task.multi", benchDB)
-	payloads := make([][]byte, b.N)
-	for i := range payloads {
-		payloads[i] = eventPayload(i)
-	}
+	payloads := eventPayloads(b.N)
 	sub := c.Subscribe(context.Background(), channel)
 	defer sub.Close()
 	if _, err := sub.Receive(context.Background()); err != nil {
@@ -94,15 +107,8 @@ func BenchmarkRawPubSub(b *testing.B) {
 // state holds every task: decoding, the state machine, metrics.
 func BenchmarkIngest(b *testing.B) {
 	c := benchRedis(b)
-	a, err := New(context.Background(), Config{BrokerURL: testcluster.RedisURL(benchDB), MaxTasks: b.N + 1})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer a.Close()
-	payloads := make([][]byte, b.N)
-	for i := range payloads {
-		payloads[i] = eventPayload(i)
-	}
+	a := benchApp(b, Config{BrokerURL: testcluster.RedisURL(benchDB), MaxTasks: b.N + 1})
+	payloads := eventPayloads(b.N)
 	// Let the subscription settle before timing.
 	time.Sleep(300 * time.Millisecond)
 	cpu0 := processCPU(b)
@@ -123,16 +129,9 @@ func BenchmarkIngest(b *testing.B) {
 // whole HTTP stack (routing, validation, the handler, encoding).
 func BenchmarkHTTP(b *testing.B) {
 	c := benchRedis(b)
-	a, err := New(context.Background(), Config{BrokerURL: testcluster.RedisURL(benchDB), MaxTasks: 20000})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer a.Close()
+	a := benchApp(b, Config{BrokerURL: testcluster.RedisURL(benchDB), MaxTasks: 20000})
 	const n = 10000
-	payloads := make([][]byte, n)
-	for i := range payloads {
-		payloads[i] = eventPayload(i)
-	}
+	payloads := eventPayloads(n)
 	time.Sleep(300 * time.Millisecond)
 	publishAll(b, c, fmt.Sprintf("/%d.celeryev/task.multi", benchDB), payloads, a.State.Len)
 	for a.State.Len() < n {
@@ -183,15 +182,8 @@ func processCPU(b *testing.B) int64 {
 // metrics, without Redis or the hand-off between the reading goroutine and
 // the applying one.
 func BenchmarkConsume(b *testing.B) {
-	a, err := New(context.Background(), Config{EmbeddedAddr: "127.0.0.1:0", MaxTasks: b.N + 1})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer a.Close()
-	payloads := make([][]byte, b.N)
-	for i := range payloads {
-		payloads[i] = eventPayload(i)
-	}
+	a := benchApp(b, Config{EmbeddedAddr: "127.0.0.1:0", MaxTasks: b.N + 1})
+	payloads := eventPayloads(b.N)
 	var dec celery.EventDecoder
 	ctx := context.Background()
 	b.ResetTimer()

@@ -37,8 +37,8 @@ func TestRestartRestoresState(t *testing.T) {
 	const n = 500
 	time.Sleep(300 * time.Millisecond) // let the subscription settle
 	channel := fmt.Sprintf("/%d.celeryev/task.multi", storeDB)
-	for i := range n {
-		if err := rdb.Publish(context.Background(), channel, eventPayload(i)).Err(); err != nil {
+	for _, p := range eventPayloads(n) {
+		if err := rdb.Publish(context.Background(), channel, p).Err(); err != nil {
 			t.Fatal(err)
 		}
 	}
