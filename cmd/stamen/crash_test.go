@@ -77,9 +77,6 @@ func taskIDs(t *testing.T, base string) map[string]bool {
 // after a restart every task flushed before the kill is served, and the
 // store opens cleanly.
 func TestKillDuringIngestion(t *testing.T) {
-	if testing.Short() {
-		t.Skip("builds and runs the binary against Redis")
-	}
 	testcluster.Require(t)
 	testcluster.FlushRedisDB(t, crashDB)
 	bin := buildBinary(t)

@@ -136,9 +136,7 @@ type getter func(path string) (int, string)
 // refuse the password or do not answer, and brokers that work while stamen
 // ingests events and talks to workers.
 func TestLogsHoldNoSecrets(t *testing.T) {
-	if testing.Short() {
-		t.Skip("builds and runs the binary")
-	}
+	testcluster.SkipIfShort(t, "builds and runs the binary")
 	const brokerSecret, httpSecret = "BrokerPw-s3cret", "HttpPw-s3cret"
 	bin := buildBinary(t)
 	failing := func(broker string) func(*testing.T) (string, []string, func(*testing.T, getter) string) {

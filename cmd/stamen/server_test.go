@@ -15,6 +15,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/stamen-dev/stamen/internal/testcluster"
 )
 
 // TestSlowClientsAreCutOff holds connections open the slowloris way, one
@@ -22,9 +24,7 @@ import (
 // once its header or request bound has passed, not keep a goroutine per
 // trickling client.
 func TestSlowClientsAreCutOff(t *testing.T) {
-	if testing.Short() {
-		t.Skip("waits for the server's read timeouts (30 s)")
-	}
+	testcluster.SkipIfShort(t, "waits for the server's read timeouts (30 s)")
 	srv := newServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		// As the task operations do: read the whole body, then answer.
 		if _, err := io.Copy(io.Discard, r.Body); err != nil {
@@ -99,9 +99,7 @@ func TestSlowClientsAreCutOff(t *testing.T) {
 // and then serves every operation without credentials; configured
 // credentials are still required whatever the switch says.
 func TestUnauthenticatedAPI(t *testing.T) {
-	if testing.Short() {
-		t.Skip("builds and runs the binary")
-	}
+	testcluster.SkipIfShort(t, "builds and runs the binary")
 	bin := buildBinary(t)
 	// Only what each case sets counts.
 	for _, k := range []string{"STAMEN_UNAUTHENTICATED_API", "FLOWER_UNAUTHENTICATED_API", "STAMEN_BASIC_AUTH",

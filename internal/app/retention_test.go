@@ -18,9 +18,6 @@ const retentionDB = 5
 // a one-hour limit: the old one goes within a couple of seconds, the
 // current one stays.
 func TestMaxTaskAge(t *testing.T) {
-	if testing.Short() {
-		t.Skip("needs Redis")
-	}
 	testcluster.Require(t)
 	testcluster.FlushRedisDB(t, retentionDB)
 	a, err := New(context.Background(), Config{BrokerURL: testcluster.RedisURL(retentionDB), MaxTaskAge: time.Hour})

@@ -19,9 +19,6 @@ const storeDB = 8
 // stamen gracefully and checks that tasks, their records, task types and
 // workers come back from the store.
 func TestRestartRestoresState(t *testing.T) {
-	if testing.Short() {
-		t.Skip("needs Redis")
-	}
 	testcluster.Require(t)
 	testcluster.FlushRedisDB(t, storeDB)
 	cfg := Config{

@@ -25,9 +25,6 @@ import (
 // proxy listens again stamen reconnects by itself and ingests the worker's
 // events again, and nothing stored is lost.
 func TestAMQPOutage(t *testing.T) {
-	if testing.Short() {
-		t.Skip("integration: RabbitMQ behind a proxy and a real worker")
-	}
 	testcluster.Require(t)
 	proxy := testcluster.StartProxy(t, "127.0.0.1:5672")
 	const brokerTimeout = time.Second

@@ -23,9 +23,6 @@ import (
 // is lost. (Whether the worker then consumes again is Celery's business:
 // Celery 5.2's Redis consumer often does not after its broker restarts.)
 func TestRedisOutage(t *testing.T) {
-	if testing.Short() {
-		t.Skip("integration: a private redis-server and a real worker")
-	}
 	testcluster.Require(t)
 	redis := testcluster.StartRedis(t)
 	const brokerTimeout = 2 * time.Second

@@ -169,9 +169,7 @@ func newCluster(t *testing.T, s brokerSetup) *cluster {
 }
 
 func TestCluster(t *testing.T) {
-	if testing.Short() {
-		t.Skip("integration suite: real workers and brokers")
-	}
+	testcluster.SkipIfShort(t, "integration suite: real workers and brokers")
 	for _, s := range brokers() {
 		t.Run(s.kind, func(t *testing.T) {
 			c := newCluster(t, s)

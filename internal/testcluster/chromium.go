@@ -14,9 +14,7 @@ const Chromium = "/usr/bin/chromium"
 // failure, and -short always skips.
 func RequireChromium(t testing.TB) {
 	t.Helper()
-	if testing.Short() {
-		t.Skip("testcluster: browser test skipped in -short mode")
-	}
+	SkipIfShort(t, "testcluster: browser test")
 	if _, err := exec.LookPath(Chromium); err != nil {
 		msg := "testcluster: no headless browser here: " + err.Error() +
 			"\nRun `make test`, or `bash scripts/services.sh` (as root), which installs Debian's chromium."

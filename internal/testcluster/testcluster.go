@@ -57,6 +57,15 @@ const (
 
 // strict reports whether missing prerequisites must fail tests instead of
 // skipping them: on CI and whenever the integration tests were asked for.
+// SkipIfShort skips a slow test in -short mode, unless CI=true or
+// STAMEN_INTEGRATION=1 ask for every test to run, -short or not.
+func SkipIfShort(t testing.TB, what string) {
+	t.Helper()
+	if testing.Short() && !strict() {
+		t.Skip(what + ": skipped in -short mode")
+	}
+}
+
 func strict() bool {
 	return os.Getenv("CI") == "true" || os.Getenv("STAMEN_INTEGRATION") == "1"
 }
@@ -95,9 +104,7 @@ func checkTCP(what, addr string) error {
 // `go test -short` the test is always skipped.
 func Require(t testing.TB) {
 	t.Helper()
-	if testing.Short() {
-		t.Skip("testcluster: integration test skipped in -short mode")
-	}
+	SkipIfShort(t, "testcluster: integration test")
 	var problems []string
 	if err := checkCelery(); err != nil {
 		problems = append(problems, err.Error())
