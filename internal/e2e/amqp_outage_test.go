@@ -47,18 +47,8 @@ func TestAMQPOutage(t *testing.T) {
 		Name: "amqp-outage", Broker: testcluster.AMQPURL(amqpVhost), Backend: "rpc://",
 		Concurrency: 2, Queues: []string{queue},
 	})
-	eventually(t, 30*time.Second, "the worker inspected and online", func() bool {
-		_, inspected := c.mustOK(c.get("/api/workers", q("refresh", "true")))[w.Name]
-		return inspected && c.mustOK(c.get("/api/workers", q("status", "true")))[w.Name] == true
-	})
+	c.awaitWorkerReady(w.Name)
 
-	stateOf := func(id string) string {
-		r := c.get("/api/task/info/"+id, nil)
-		if r.Status != http.StatusOK {
-			return fmt.Sprint(r.Status)
-		}
-		return fmt.Sprint(r.JSON(t)["state"])
-	}
 	apply := func(task string, args ...any) string {
 		t.Helper()
 		r := c.mustOK(c.post("/api/task/async-apply/"+task, nil, map[string]any{"args": args, "queue": queue}))
@@ -69,14 +59,7 @@ func TestAMQPOutage(t *testing.T) {
 		done = append(done, apply("stamen.add", i, 1))
 	}
 	busy := apply("stamen.sleep", 2)
-	eventually(t, 30*time.Second, "the tasks done and the sleeper started", func() bool {
-		for _, id := range done {
-			if stateOf(id) != "SUCCESS" {
-				return false
-			}
-		}
-		return stateOf(busy) == "STARTED"
-	})
+	c.awaitDoneAndRunning(done, busy)
 	// The results came back over rpc:// before the outage.
 	for _, id := range done {
 		c.mustOK(c.get("/api/task/result/"+id, q("timeout", "10")))
@@ -121,7 +104,7 @@ func TestAMQPOutage(t *testing.T) {
 	served := func(phase string) {
 		t.Helper()
 		for _, id := range done {
-			if got := stateOf(id); got != "SUCCESS" {
+			if got := c.taskState(id); got != "SUCCESS" {
 				t.Errorf("%s: task %s: %s", phase, id, got)
 			}
 		}
@@ -163,7 +146,7 @@ func TestAMQPOutage(t *testing.T) {
 		return true
 	})
 	t.Logf("publishing again %s after the proxy came back", time.Since(back).Round(time.Millisecond))
-	eventually(t, 20*time.Second, "the new task's events ingested", func() bool { return stateOf(id) == "SUCCESS" })
+	eventually(t, 20*time.Second, "the new task's events ingested", func() bool { return c.taskState(id) == "SUCCESS" })
 	t.Logf("ingesting again %s after the proxy came back", time.Since(back).Round(time.Millisecond))
 	if r := c.mustOK(c.get("/api/task/result/"+id, q("timeout", "10"))); r["result"] != float64(42) {
 		t.Errorf("result over rpc:// after the outage: %v", r)

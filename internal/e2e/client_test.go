@@ -3,6 +3,7 @@ package e2e
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"net/url"
@@ -89,6 +90,41 @@ func (c *api) mustOK(r response) map[string]any {
 		c.t.Fatalf("status %d, want 200: %s", r.Status, r.Body)
 	}
 	return r.JSON(c.t)
+}
+
+// taskState is the task's state as GET /api/task/info has it, or the
+// status code when that does not answer 200.
+func (c *api) taskState(id string) string {
+	c.t.Helper()
+	r := c.get("/api/task/info/"+id, nil)
+	if r.Status != http.StatusOK {
+		return fmt.Sprint(r.Status)
+	}
+	return fmt.Sprint(r.JSON(c.t)["state"])
+}
+
+// awaitWorkerReady waits until the worker has answered stamen's inspection
+// and is online.
+func (c *api) awaitWorkerReady(name string) {
+	c.t.Helper()
+	eventually(c.t, 30*time.Second, "the worker inspected and online", func() bool {
+		_, inspected := c.mustOK(c.get("/api/workers", q("refresh", "true")))[name]
+		return inspected && c.mustOK(c.get("/api/workers", q("status", "true")))[name] == true
+	})
+}
+
+// awaitDoneAndRunning waits until every task of done has succeeded and
+// running has started.
+func (c *api) awaitDoneAndRunning(done []string, running string) {
+	c.t.Helper()
+	eventually(c.t, 30*time.Second, "the tasks done and the running one started", func() bool {
+		for _, id := range done {
+			if c.taskState(id) != "SUCCESS" {
+				return false
+			}
+		}
+		return c.taskState(running) == "STARTED"
+	})
 }
 
 // eventually retries cond until it holds or the deadline passes.

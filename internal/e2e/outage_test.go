@@ -32,37 +32,20 @@ func TestRedisOutage(t *testing.T) {
 		InspectTimeout: time.Second, BrokerTimeout: brokerTimeout, ApplyTimeout: 10 * time.Second,
 	})
 	w := testcluster.StartWorker(t, testcluster.WorkerOptions{Name: "outage", Broker: redis.URL(0), Backend: redis.URL(1), Concurrency: 2})
-	eventually(t, 30*time.Second, "the worker inspected and online", func() bool {
-		_, inspected := c.mustOK(c.get("/api/workers", q("refresh", "true")))[w.Name]
-		return inspected && c.mustOK(c.get("/api/workers", q("status", "true")))[w.Name] == true
-	})
+	c.awaitWorkerReady(w.Name)
 
-	stateOf := func(id string) string {
-		r := c.get("/api/task/info/"+id, nil)
-		if r.Status != http.StatusOK {
-			return fmt.Sprint(r.Status)
-		}
-		return fmt.Sprint(r.JSON(t)["state"])
-	}
 	var done []string
 	for i := range 5 {
 		r := c.mustOK(c.post("/api/task/async-apply/stamen.add", nil, map[string]any{"args": []int{i, 1}}))
 		done = append(done, fmt.Sprint(r["task-id"]))
 	}
 	busy := fmt.Sprint(c.mustOK(c.post("/api/task/async-apply/stamen.sleep", nil, map[string]any{"args": []any{3}}))["task-id"])
-	eventually(t, 30*time.Second, "the tasks done and the sleeper started", func() bool {
-		for _, id := range done {
-			if stateOf(id) != "SUCCESS" {
-				return false
-			}
-		}
-		return stateOf(busy) == "STARTED"
-	})
+	c.awaitDoneAndRunning(done, busy)
 
 	redis.Stop()
 	// The stored state is still served.
 	for _, id := range done {
-		if got := stateOf(id); got != "SUCCESS" {
+		if got := c.taskState(id); got != "SUCCESS" {
 			t.Errorf("during the outage, task %s: %s", id, got)
 		}
 	}
@@ -109,7 +92,7 @@ func TestRedisOutage(t *testing.T) {
 		time.Sleep(100 * time.Millisecond)
 	}
 	for _, id := range done {
-		if got := stateOf(id); got != "SUCCESS" {
+		if got := c.taskState(id); got != "SUCCESS" {
 			t.Errorf("after the outage, task %s: %s", id, got)
 		}
 	}
