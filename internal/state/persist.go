@@ -3,6 +3,7 @@ package state
 import (
 	"cmp"
 	"slices"
+	"strings"
 	"time"
 )
 
@@ -110,6 +111,9 @@ func (s *State) addType(name string) {
 	if _, ok := s.types[name]; ok {
 		return
 	}
+	// name may be a view into the arena (a record read for an event that
+	// does not carry the name), whose bytes are reused.
+	name = strings.Clone(name)
 	s.types[name] = struct{}{}
 	if s.dirty != nil {
 		s.newTypes = append(s.newTypes, name)
