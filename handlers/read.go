@@ -101,6 +101,9 @@ func (b taskListBody) WriteResponse(rw http.ResponseWriter, _ runtime.Producer) 
 		if b.ctx.Err() != nil {
 			return
 		}
+		if len(buf) == 0 {
+			continue // a chunk that the search left empty
+		}
 		if _, err := rw.Write(buf); err != nil {
 			return
 		}

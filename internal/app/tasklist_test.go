@@ -189,6 +189,10 @@ var taskListQueries = []string{
 	"search=" + url.QueryEscape("name:add AND (state:FAILURE OR state:RETRY)") + "&sort_by=-name",
 	"search=uote",
 	"state=SUCCESS&search=proj&offset=1&limit=3",
+	"search=proj&offset=5",
+	"search=kwargs:user=u1&sort_by=-received&offset=3",
+	"search=state:SUCCESS&sort_by=name&offset=2",
+	"search=proj&workername=w2@h&offset=1",
 }
 
 func taskListURL(base, query string) string {

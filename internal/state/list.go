@@ -12,6 +12,14 @@ type TaskList struct {
 	seqs []uint64
 	next int
 	v    view
+
+	// The search of an unpaged list, and the offset after it, are applied
+	// chunk by chunk rather than under the selection's lock: matching a
+	// million records takes a second, which ingestion would wait for.
+	search expr
+	m      matcher
+	sv     view
+	skip   int
 }
 
 // List returns the tasks q selects, in the order and with the errors of
@@ -21,12 +29,21 @@ func (s *State) List(q Query) (*TaskList, error) {
 	if err != nil {
 		return nil, err
 	}
+	l := &TaskList{s: s}
+	if p.limit == NoLimit && p.f.search != nil {
+		// With a limit the selection stops after offset+limit matches,
+		// which may be far fewer records than the candidates.
+		l.search, p.f.search = p.f.search, nil
+		l.skip, p.offset = p.offset, 0
+	}
 	s.mu.RLock()
 	defer s.mu.RUnlock()
-	return &TaskList{s: s, seqs: s.plan(p)}, nil
+	l.seqs = s.plan(p)
+	return l, nil
 }
 
-// Len is the number of tasks the list selected (some may be gone since).
+// Len is the number of tasks the list selected (some may be gone since),
+// or, with a search, of candidates for it.
 func (l *TaskList) Len() int { return len(l.seqs) }
 
 // Next calls fn with each of the next n tasks of the list that are still
@@ -39,9 +56,21 @@ func (l *TaskList) Next(n int, fn func(t *Task)) bool {
 	defer s.mu.RUnlock()
 	end := min(l.next+n, len(l.seqs))
 	for ; l.next < end; l.next++ {
-		if i, ok := s.liveSlot(l.seqs[l.next]); ok {
-			fn(s.view(&l.v, i, true))
+		i, ok := s.liveSlot(l.seqs[l.next])
+		if !ok {
+			continue
 		}
+		if l.search != nil {
+			l.m.reset(s.view(&l.sv, i, false))
+			if !l.search.match(&l.m) {
+				continue
+			}
+		}
+		if l.skip > 0 {
+			l.skip--
+			continue
+		}
+		fn(s.view(&l.v, i, true))
 	}
 	return l.next < len(l.seqs)
 }
