@@ -107,12 +107,12 @@ func (s *State) view(v *view, i uint32, children bool) *Task {
 	sl := s.slots.at(i)
 	var kids []uint32
 	if children {
-		// The task's id is needed for the lookup; a text id is at hand.
+		// The lookup needs the id as text; m[string(b)] does not copy b.
 		if sl.hasTextID() {
 			kids = s.children[s.textIDs[i]]
 		} else {
 			var b [36]byte
-			kids = s.children[viewText(appendUUID(b[:0], sl.id))]
+			kids = s.children[string(appendUUID(b[:0], sl.id))]
 		}
 	}
 	// Room for the task's, the root's, the parent's and the children's
