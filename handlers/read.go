@@ -9,7 +9,9 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
+	"github.com/go-openapi/runtime"
 	"github.com/go-openapi/runtime/middleware"
 
 	"github.com/stamen-dev/stamen/gen/models"
@@ -49,7 +51,7 @@ func (h *Handlers) listTasks(p tasks.ListTasksParams, _ any) middleware.Responde
 		}
 		*rng.out = &t
 	}
-	list, err := h.State.Tasks(q)
+	list, err := h.State.List(q)
 	if err != nil {
 		var se *state.SearchError
 		if errors.As(err, &se) {
@@ -57,18 +59,56 @@ func (h *Handlers) listTasks(p tasks.ListTasksParams, _ any) middleware.Responde
 		}
 		return apiError(http.StatusBadRequest, "%v", err)
 	}
-	buf := make([]byte, 0, 1024*len(list)+2)
+	return taskListBody{list: list, ctx: p.HTTPRequest.Context()}
+}
+
+// taskListChunk is how many tasks are written per read lock of the state:
+// about 200 KiB of body, a fraction of a millisecond of the lock.
+const taskListChunk = 256
+
+// taskListBody writes GET /api/tasks as {"<id>": <task>, ...} in the list's
+// order, chunk by chunk. The body is raw bytes streamed from the state, not
+// a generated model: Flower lists every task when no limit is given, and a
+// model (or any whole body) of a million tasks takes gigabytes, where a
+// chunk takes a few hundred kilobytes whatever the count; the bytes are
+// also Flower's own (key order, separators, escapes), which encoding a
+// model would not give. The work stops when the client goes away.
+type taskListBody struct {
+	list *state.TaskList
+	ctx  context.Context
+}
+
+func (b taskListBody) WriteResponse(rw http.ResponseWriter, _ runtime.Producer) {
+	rw.Header().Set("Content-Type", "application/json")
+	rw.WriteHeader(http.StatusOK)
+	buf := make([]byte, 0, 64<<10)
 	buf = append(buf, '{')
-	for i := range list {
-		if i > 0 {
+	first := true
+	write := func(t *state.Task) {
+		if !first {
 			buf = append(buf, ", "...)
 		}
-		buf = appendJSONString(buf, list[i].UUID)
+		first = false
+		buf = appendJSONString(buf, t.UUID)
 		buf = append(buf, ": "...)
-		buf = list[i].AppendListJSON(buf)
+		buf = t.AppendListJSON(buf)
 	}
-	buf = append(buf, '}')
-	return rawJSON{status: http.StatusOK, body: buf}
+	for more := true; more; {
+		more = b.list.Next(taskListChunk, write)
+		if !more {
+			buf = append(buf, '}')
+		}
+		if b.ctx.Err() != nil {
+			return
+		}
+		if len(buf) == 0 {
+			continue // a chunk that the search left empty
+		}
+		if _, err := rw.Write(buf); err != nil {
+			return
+		}
+		buf = buf[:0]
+	}
 }
 
 func (h *Handlers) listTaskTypes(_ tasks.ListTaskTypesParams, _ any) middleware.Responder {
@@ -181,9 +221,21 @@ func validName(s string) bool {
 	return !strings.ContainsFunc(s, func(r rune) bool { return r < 0x20 || r == 0x7f || r == ' ' })
 }
 
-// appendJSONString appends s as a JSON string (strconv.Quote's Go escapes
-// are not all valid JSON).
+// appendJSONString appends s as a JSON string as encoding/json writes it
+// (strconv.Quote's Go escapes are not all valid JSON). A string of
+// printable ASCII that JSON leaves alone, as task ids are, is copied
+// without an allocation.
 func appendJSONString(dst []byte, s string) []byte {
+	plain := true
+	for i := 0; i < len(s) && plain; i++ {
+		c := s[i]
+		plain = c >= 0x20 && c < utf8.RuneSelf && c != '"' && c != '\\' && c != '<' && c != '>' && c != '&'
+	}
+	if plain {
+		dst = append(dst, '"')
+		dst = append(dst, s...)
+		return append(dst, '"')
+	}
 	b, _ := json.Marshal(s)
 	return append(dst, b...)
 }

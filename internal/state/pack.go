@@ -194,7 +194,7 @@ func decodeRecord(rec []byte) (Task, error) {
 	if u.err {
 		return Task{}, errCorrupt
 	}
-	if err := unpack(u.b, key, &t, nil, copyText); err != nil {
+	if err := unpack(u.b, key, &t, nil, copyText, nil); err != nil {
 		return Task{}, err
 	}
 	return t, nil
@@ -260,8 +260,9 @@ func (u *unpacker) str() string {
 }
 
 // unpack fills t from rec; key is the slot's order key. y is the
-// symbols pack used.
-func unpack(rec []byte, key float64, t *Task, y *symbols, text func([]byte) string) error {
+// symbols pack used; ids, when not nil, has room for the root and parent
+// ids a view formats (see formatID).
+func unpack(rec []byte, key float64, t *Task, y *symbols, text func([]byte) string, ids *[]byte) error {
 	if len(rec) == 0 {
 		return errCorrupt
 	}
@@ -320,7 +321,7 @@ func unpack(rec []byte, key float64, t *Task, y *symbols, text func([]byte) stri
 			if len(u.b) < 16 {
 				return errCorrupt
 			}
-			*id.v = formatUUID([16]byte(u.b))
+			*id.v = formatID([16]byte(u.b), ids)
 			u.b = u.b[16:]
 		default:
 			*id.v = u.str()

@@ -45,9 +45,10 @@ type filter struct {
 	hasStart, hasEnd    bool
 	search              expr
 	m                   matcher
-	// task is the record the search reads, reused from task to task: one
-	// per task escaped to the heap, 400 bytes allocated and copied each.
-	task Task
+	// v is the record the search and the started sort read, reused from
+	// task to task: a record per task would escape to the heap, 400 bytes
+	// and its ids allocated and copied each.
+	v view
 
 	// The symbols of worker, name and state, resolved under the lock.
 	workerSym, nameSym, stateSym uint32
@@ -147,8 +148,7 @@ func (s *State) match(f *filter, i uint32) bool {
 		return true
 	}
 	// A view is enough: the record is only read under the lock.
-	f.task = s.load(i, viewText)
-	f.m.reset(&f.task)
+	f.m.reset(s.view(&f.v, i, false))
 	return f.search.match(&f.m)
 }
 
@@ -193,62 +193,81 @@ func parseSort(s string) (sortSpec, error) {
 	return sortSpec{}, fmt.Errorf("invalid sort_by %q: want name, state, received or started, optionally prefixed with -", s)
 }
 
-// sortKey is Flower's (has value, value, id) sort key.
+// sortKey is Flower's (has value, value, id) sort key, in 16 bytes: an
+// unpaged sort holds one per match.
 type sortKey struct {
+	num  float64 // the value of a time field
 	slot uint32
-	has  bool
-	num  float64
-	str  string
+	// val is 0 for a task without the value; otherwise 1 for a time
+	// field, or 1 + the casefolded symbol of the name or state, which
+	// compare as their strings (read under the lock).
+	val uint32
 }
 
-func (s *State) keyOf(i uint32, field string) sortKey {
+func (s *State) keyOf(i uint32, field string, v *view) sortKey {
 	sl := s.slots.at(i)
 	k := sortKey{slot: i}
 	switch field {
 	case "name":
-		k.has, k.str = sl.set&FieldName != 0, s.sym.str(s.sym.folded[sl.name])
+		if sl.set&FieldName != 0 {
+			k.val = 1 + s.sym.folded[sl.name]
+		}
 	case "state":
-		k.has, k.str = true, s.sym.str(s.sym.folded[sl.state])
+		k.val = 1 + s.sym.folded[sl.state]
 	case "received":
 		if sl.set&FieldReceived != 0 {
-			k.has, k.num = true, s.receivedOf(sl)
+			k.val, k.num = 1, s.receivedOf(sl)
 		}
 	case "started":
 		if sl.set&FieldStarted != 0 {
-			t := s.load(i, viewText)
-			k.has, k.num = true, t.Started
+			k.val, k.num = 1, s.view(v, i, false).Started
 		}
-	}
-	if !k.has {
-		k.num, k.str = 0, ""
 	}
 	return k
 }
 
 func (s *State) compareKeys(a, b sortKey) int {
 	switch {
-	case a.has != b.has:
-		if a.has {
+	case (a.val == 0) != (b.val == 0):
+		if a.val != 0 {
 			return 1
 		}
 		return -1
 	case a.num != b.num:
 		return cmp.Compare(a.num, b.num)
-	case a.str != b.str:
-		return strings.Compare(a.str, b.str)
+	case a.val != b.val:
+		return strings.Compare(s.sym.str(a.val-1), s.sym.str(b.val-1))
 	}
 	return s.compareIDs(a.slot, b.slot)
 }
 
 // Tasks returns the tasks q selects, in order: filters, then search, then
 // sort, then offset and limit. An invalid search is a *SearchError; an
-// invalid SortBy a plain error.
-//
-// The default order walks the smallest index that holds every match,
-// newest first, and stops after offset+limit matches, so the usual
-// "latest 100" page costs microseconds at any size; other orders sort
-// every match.
+// invalid SortBy a plain error. It copies every record out at once; List
+// answers the same in chunks.
 func (s *State) Tasks(q Query) ([]Task, error) {
+	p, err := newPlan(q)
+	if err != nil {
+		return nil, err
+	}
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	seqs := s.plan(p)
+	out := make([]Task, 0, len(seqs))
+	for _, seq := range seqs {
+		out = append(out, s.snapshot(s.slotOf(seq)))
+	}
+	return out, nil
+}
+
+// plan is a compiled Query.
+type plan struct {
+	spec          sortSpec
+	f             *filter
+	offset, limit int
+}
+
+func newPlan(q Query) (*plan, error) {
 	spec, err := parseSort(q.SortBy)
 	if err != nil {
 		return nil, err
@@ -257,20 +276,40 @@ func (s *State) Tasks(q Query) ([]Task, error) {
 	if err != nil {
 		return nil, err
 	}
-	offset, limit := max(q.Offset, 0), q.Limit
-	if limit == 0 || limit < NoLimit {
-		return []Task{}, nil
-	}
+	return &plan{spec: spec, f: f, offset: max(q.Offset, 0), limit: q.Limit}, nil
+}
 
-	s.mu.RLock()
-	defer s.mu.RUnlock()
-	out := []Task{}
+// plan returns the sequence numbers of the tasks p selects, in order; the
+// caller holds the lock.
+//
+// The default order walks the smallest index that holds every match,
+// newest first, and stops after offset+limit matches, so the usual
+// "latest 100" page costs microseconds at any size; other orders sort
+// every match.
+func (s *State) plan(p *plan) []uint64 {
+	spec, f, offset, limit := p.spec, p.f, p.offset, p.limit
+	out := []uint64{}
+	if limit == 0 || limit < NoLimit {
+		return out
+	}
 	if !f.resolve(&s.sym) {
-		return out, nil
+		return out
 	}
 	xs := s.sources(f)
+	// The indexes hold every match: sized from them, the answer is
+	// allocated once, where growing it to a million would leave four
+	// times its size as garbage.
+	total := 0
+	for _, x := range xs {
+		total += x.n
+	}
+	bound := max(total-offset, 0)
+	if limit != NoLimit {
+		bound = min(bound, limit)
+	}
+	out = make([]uint64, 0, bound)
 	if spec.field == "" && (f.hasStart || f.hasEnd) && s.receivedFirst(f, xs, offset, limit, &out) {
-		return out, nil
+		return out
 	}
 	if spec.field == "" {
 		skipped := 0
@@ -282,14 +321,14 @@ func (s *State) Tasks(q Query) ([]Task, error) {
 				skipped++
 				return true
 			}
-			out = append(out, s.snapshot(i))
+			out = append(out, s.seqOf(i))
 			return len(out) != limit
 		})
-		return out, nil
+		return out
 	}
 	if spec.field == "received" {
 		s.byReceivedTime(f, spec.desc, offset, limit, &out)
-		return out, nil
+		return out
 	}
 
 	order := func(a, b sortKey) int {
@@ -300,9 +339,10 @@ func (s *State) Tasks(q Query) ([]Task, error) {
 	}
 	var keys []sortKey
 	if limit == NoLimit {
+		keys = make([]sortKey, 0, total)
 		s.newestFirst(xs, func(i uint32) bool {
 			if s.match(f, i) {
-				keys = append(keys, s.keyOf(i, spec.field))
+				keys = append(keys, s.keyOf(i, spec.field, &f.v))
 			}
 			return true
 		})
@@ -314,23 +354,24 @@ func (s *State) Tasks(q Query) ([]Task, error) {
 		top := &keyHeap{order: order, max: offset + limit}
 		s.newestFirst(xs, func(i uint32) bool {
 			if s.match(f, i) {
-				top.offer(s.keyOf(i, spec.field))
+				top.offer(s.keyOf(i, spec.field, &f.v))
 			}
 			return true
 		})
 		keys = top.sorted()
 	}
 	if offset >= len(keys) {
-		return out, nil
+		return out
 	}
 	keys = keys[offset:]
 	if limit != NoLimit && limit < len(keys) {
 		keys = keys[:limit]
 	}
+	out = slices.Grow(out, len(keys))
 	for _, k := range keys {
-		out = append(out, s.snapshot(k.slot))
+		out = append(out, s.seqOf(k.slot))
 	}
-	return out, nil
+	return out
 }
 
 // keyHeap keeps the max first keys in order: a heap with the greatest
@@ -389,7 +430,7 @@ func (s *State) receivedSpan(f *filter) (x *index, p, q pos, after int) {
 // newest first would first pass over more tasks received after the range
 // than the range (plus the never-received tasks, which the filter keeps)
 // holds. It reports whether it did.
-func (s *State) receivedFirst(f *filter, xs []*index, offset, limit int, out *[]Task) bool {
+func (s *State) receivedFirst(f *filter, xs []*index, offset, limit int, out *[]uint64) bool {
 	x, p, q, after := s.receivedSpan(f)
 	inRange := x.count(p, q)
 	never := s.byReceived[notReceived]
@@ -411,7 +452,7 @@ func (s *State) receivedFirst(f *filter, xs []*index, offset, limit int, out *[]
 	// The newest want matches, newest first. Walking the range from its
 	// latest received makes nearly every later candidate older than the
 	// ones kept, so insertions stay rare.
-	var top []item
+	top := make([]item, 0, max(min(want, inRange), 0))
 	consider := func(it item) bool {
 		if !s.match(f, it.slot) {
 			return true
@@ -440,7 +481,7 @@ func (s *State) receivedFirst(f *filter, xs []*index, offset, limit int, out *[]
 		}
 	}
 	for _, it := range top[min(offset, len(top)):] {
-		*out = append(*out, s.snapshot(it.slot))
+		*out = append(*out, s.seqOf(it.slot))
 	}
 	return true
 }
@@ -448,7 +489,7 @@ func (s *State) receivedFirst(f *filter, xs []*index, offset, limit int, out *[]
 // byReceivedTime answers sort_by=received from the received-time index:
 // tasks never received come first ascending (last descending), ordered by
 // id, as Flower sorts a missing value.
-func (s *State) byReceivedTime(f *filter, desc bool, offset, limit int, out *[]Task) {
+func (s *State) byReceivedTime(f *filter, desc bool, offset, limit int, out *[]uint64) {
 	x, p, q, _ := s.receivedSpan(f)
 	var never []uint32
 	if nx := s.byReceived[notReceived]; nx != nil {
@@ -470,7 +511,7 @@ func (s *State) byReceivedTime(f *filter, desc bool, offset, limit int, out *[]T
 			skipped++
 			return true
 		}
-		*out = append(*out, s.snapshot(i))
+		*out = append(*out, s.seqOf(i))
 		return len(*out) != limit
 	}
 	takeAll := func(slots []uint32) bool {

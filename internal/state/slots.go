@@ -90,6 +90,11 @@ func lowerHex(c byte) (byte, bool) {
 }
 
 func formatUUID(id [16]byte) string {
+	return string(appendUUID(make([]byte, 0, 36), id))
+}
+
+// appendUUID appends id in Celery's form (see parseUUID).
+func appendUUID(dst []byte, id [16]byte) []byte {
 	var b [36]byte
 	hex.Encode(b[0:8], id[0:4])
 	b[8] = '-'
@@ -100,7 +105,7 @@ func formatUUID(id [16]byte) string {
 	hex.Encode(b[19:23], id[8:10])
 	b[23] = '-'
 	hex.Encode(b[24:36], id[10:16])
-	return string(b[:])
+	return append(dst, b[:]...)
 }
 
 // symbols interns the few distinct strings of task records (task names,

@@ -720,9 +720,18 @@ func (s *State) receivedOf(sl *slot) float64 {
 
 // load reads the record of slot i; text makes its strings.
 func (s *State) load(i uint32, text func([]byte) string) Task {
+	var t Task
+	s.loadInto(&t, i, s.taskID(i), text, nil)
+	return t
+}
+
+// loadInto reads the record of slot i, whose id is uuid, into t; text
+// makes its strings, and ids, when it has room, holds the root and parent
+// ids (see formatID).
+func (s *State) loadInto(t *Task, i uint32, uuid string, text func([]byte) string, ids *[]byte) {
 	sl := s.slots.at(i)
-	t := Task{
-		UUID:  s.taskID(i),
+	*t = Task{
+		UUID:  uuid,
 		State: s.sym.str(sl.state),
 		Set:   sl.set & taskFields,
 	}
@@ -732,10 +741,9 @@ func (s *State) load(i uint32, text func([]byte) string) Task {
 	if sl.set&FieldWorker != 0 {
 		t.Worker = s.sym.str(sl.worker)
 	}
-	if err := unpack(s.arena.get(sl.cold), sl.key, &t, &s.sym, text); err != nil {
+	if err := unpack(s.arena.get(sl.cold), sl.key, t, &s.sym, text, ids); err != nil {
 		panic(err) // only this package writes records
 	}
-	return t
 }
 
 // snapshot copies the record of slot i out of the state.

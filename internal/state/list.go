@@ -1,0 +1,155 @@
+package state
+
+// TaskList is the answer to a Query, held as the sequence numbers of its
+// tasks, 8 bytes a task, for GET /api/tasks to write in chunks: Flower
+// lists every task when no limit is given, and copying a million records
+// out at once, about a kilobyte each, takes gigabytes. Each chunk is read
+// under a short read lock, so that ingestion goes on between chunks; a
+// task evicted or purged meanwhile is skipped, one changed meanwhile is
+// written as it is then.
+type TaskList struct {
+	s    *State
+	seqs []uint64
+	next int
+	v    view
+
+	// The search of an unpaged list, and the offset after it, are applied
+	// chunk by chunk rather than under the selection's lock: matching a
+	// million records takes a second, which ingestion would wait for.
+	search expr
+	m      matcher
+	sv     view
+	skip   int
+}
+
+// List returns the tasks q selects, in the order and with the errors of
+// Tasks, to be read with Next.
+func (s *State) List(q Query) (*TaskList, error) {
+	p, err := newPlan(q)
+	if err != nil {
+		return nil, err
+	}
+	l := &TaskList{s: s}
+	if p.limit == NoLimit && p.f.search != nil {
+		// With a limit the selection stops after offset+limit matches,
+		// which may be far fewer records than the candidates.
+		l.search, p.f.search = p.f.search, nil
+		l.skip, p.offset = p.offset, 0
+	}
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	l.seqs = s.plan(p)
+	return l, nil
+}
+
+// Len is the number of tasks the list selected (some may be gone since),
+// or, with a search, of candidates for it.
+func (l *TaskList) Len() int { return len(l.seqs) }
+
+// Next calls fn with each of the next n tasks of the list that are still
+// in the state, in order, under the state's read lock. The task and its
+// strings are the state's and the list's: valid only during the call, and
+// not to be kept. It reports whether tasks remain.
+func (l *TaskList) Next(n int, fn func(t *Task)) bool {
+	s := l.s
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	end := min(l.next+n, len(l.seqs))
+	for ; l.next < end; l.next++ {
+		i, ok := s.liveSlot(l.seqs[l.next])
+		if !ok {
+			continue
+		}
+		if l.search != nil {
+			l.m.reset(s.view(&l.sv, i, false))
+			if !l.search.match(&l.m) {
+				continue
+			}
+		}
+		if l.skip > 0 {
+			l.skip--
+			continue
+		}
+		fn(s.view(&l.v, i, true))
+	}
+	return l.next < len(l.seqs)
+}
+
+// slotOf is the slot of the task numbered seq (see seqOf).
+func (s *State) slotOf(seq uint64) uint32 { return uint32(seq % uint64(s.maxTasks)) }
+
+// liveSlot is the slot of the task numbered seq, if it is still in the
+// state: the slot is live and holds that task, not a later one.
+func (s *State) liveSlot(seq uint64) (uint32, bool) {
+	if seq >= s.created {
+		return 0, false
+	}
+	i := s.slotOf(seq)
+	if int(i) >= len(s.slots.pages)<<pageBits || !s.slots.at(i).live() || s.seqOf(i) != seq {
+		return 0, false
+	}
+	return i, true
+}
+
+// view is a record read without copying, for writing or matching under
+// the lock: its strings point into the arena, the symbols and the view's
+// own buffer, and are valid until the next read. Reading a million
+// records this way allocates nothing, where a copy per record would leave
+// hundreds of megabytes of garbage for the collector to catch up with.
+type view struct {
+	t    Task
+	ids  []byte // the formatted ids the strings of t point into
+	kids []string
+}
+
+// view reads slot i into v, with its children when children is set.
+func (s *State) view(v *view, i uint32, children bool) *Task {
+	sl := s.slots.at(i)
+	var kids []uint32
+	if children {
+		// The lookup needs the id as text; m[string(b)] does not copy b.
+		if sl.hasTextID() {
+			kids = s.children[s.textIDs[i]]
+		} else {
+			var b [36]byte
+			kids = s.children[string(appendUUID(b[:0], sl.id))]
+		}
+	}
+	// Room for the task's, the root's, the parent's and the children's
+	// ids: the buffer must not grow while strings point into it.
+	if need := 36 * (3 + len(kids)); cap(v.ids) < need {
+		v.ids = make([]byte, 0, max(need, 2*cap(v.ids)))
+	}
+	v.ids = v.ids[:0]
+	var uuid string
+	if sl.hasTextID() {
+		uuid = s.textIDs[i]
+	} else {
+		uuid = formatID(sl.id, &v.ids)
+	}
+	s.loadInto(&v.t, i, uuid, viewText, &v.ids)
+	if children {
+		v.kids = v.kids[:0]
+		for _, k := range kids {
+			if ks := s.slots.at(k); ks.hasTextID() {
+				v.kids = append(v.kids, s.textIDs[k])
+			} else {
+				v.kids = append(v.kids, formatID(ks.id, &v.ids))
+			}
+		}
+		v.t.Children = v.kids
+	}
+	return &v.t
+}
+
+// formatID formats id into *buf and returns a view of it when buf has room
+// for it, so that a view of a record allocates nothing; otherwise (buf is
+// nil for copies) a new string.
+func formatID(id [16]byte, buf *[]byte) string {
+	if buf == nil || cap(*buf)-len(*buf) < 36 {
+		return formatUUID(id)
+	}
+	start := len(*buf)
+	*buf = appendUUID(*buf, id)
+	return viewText((*buf)[start:])
+}
