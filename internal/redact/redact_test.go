@@ -112,7 +112,7 @@ func TestSettingsMasksAtAnyDepth(t *testing.T) {
 		"my_tokens":               Mask,
 		"beat_schedule":           []any{map[string]any{"task": "t", "kwargs": map[string]any{"secret": Mask, "n": float64(1)}}},
 		"failover":                "redis://:********@h1/0;redis://:********@h2/0",
-		"redis://:********@host": float64(1),
+		"redis://:********@host":  float64(1),
 		"database_engine_options": map[string]any{"echo": true},
 		"result_expires":          float64(3600),
 		"task_default_queue":      "celery",
