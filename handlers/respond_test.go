@@ -14,7 +14,9 @@ func TestErrorBodiesHoldNoURLPassword(t *testing.T) {
 	const secret = "SecA@SecB:SecC/SecD"
 	quoted := errors.New("dial redis://:" + secret + "@h:6379/0;redis://u:" + secret + "@h2/0: refused")
 	for name, write := range map[string]func(http.ResponseWriter){
-		"apiError":   func(w http.ResponseWriter) { apiError(http.StatusServiceUnavailable, "op: %v", quoted).WriteResponse(w, nil) },
+		"apiError": func(w http.ResponseWriter) {
+			apiError(http.StatusServiceUnavailable, "op: %v", quoted).WriteResponse(w, nil)
+		},
 		"ServeError": func(w http.ResponseWriter) { ServeError(w, nil, quoted) },
 		"WriteError": func(w http.ResponseWriter) { WriteError(w, http.StatusBadRequest, quoted.Error()) },
 	} {
