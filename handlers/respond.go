@@ -14,6 +14,7 @@ import (
 	"github.com/go-openapi/runtime/middleware"
 
 	"github.com/stamen-dev/stamen/internal/celery"
+	"github.com/stamen-dev/stamen/internal/redact"
 )
 
 // jsonResponse writes any JSON-encodable body with a status code. Handlers
@@ -55,9 +56,11 @@ type errorBody struct {
 	Error string `json:"error"`
 }
 
-// apiError is the one error responder: every error body is {"error": "..."}.
+// apiError is the one error responder: every error body is {"error": "..."},
+// with any URL's password masked (a message may quote an error from a
+// library that names a URL).
 func apiError(status int, format string, args ...any) middleware.Responder {
-	return jsonResponse{status: status, body: errorBody{Error: fmt.Sprintf(format, args...)}}
+	return jsonResponse{status: status, body: errorBody{Error: redact.String(fmt.Sprintf(format, args...))}}
 }
 
 // brokerError maps an error from a broker or result backend to a status code
@@ -118,10 +121,10 @@ func ServeError(rw http.ResponseWriter, r *http.Request, err error) {
 		// echoing; keep the body generic.
 		msg = http.StatusText(status)
 	}
-	writeJSON(rw, status, errorBody{Error: msg})
+	writeJSON(rw, status, errorBody{Error: redact.String(msg)})
 }
 
 // WriteError writes stamen's error body outside an operation (middleware).
 func WriteError(rw http.ResponseWriter, status int, msg string) {
-	writeJSON(rw, status, errorBody{Error: msg})
+	writeJSON(rw, status, errorBody{Error: redact.String(msg)})
 }

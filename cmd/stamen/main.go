@@ -26,6 +26,7 @@ import (
 	"github.com/stamen-dev/stamen/internal/app"
 	"github.com/stamen-dev/stamen/internal/auth"
 	"github.com/stamen-dev/stamen/internal/broker/redis"
+	"github.com/stamen-dev/stamen/internal/redact"
 )
 
 type options struct {
@@ -288,7 +289,9 @@ func run(args []string, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "stamen: invalid --logging:", o.logLevel)
 		return 2
 	}
-	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
+	// Every line goes through redact, whatever the call site (or go-redis)
+	// put in it.
+	log := slog.New(redact.Handler(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level})))
 	// go-redis otherwise prints pool and dial trouble straight to stderr.
 	goredis.SetLogger(redis.LibraryLogger{Log: log})
 
@@ -341,7 +344,7 @@ func run(args []string, stderr io.Writer) int {
 	}
 	srv := newServer(a.Handler)
 	log.Info("stamen listening", slog.String("address", "http://"+ln.Addr().String()),
-		slog.String("broker", app.Redact(a.BrokerURL)))
+		slog.String("broker", redact.URL(a.BrokerURL)))
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
 	select {

@@ -3,6 +3,8 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -17,9 +19,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
 	"github.com/google/uuid"
 	goredis "github.com/redis/go-redis/v9"
 
+	"github.com/stamen-dev/stamen/internal/redact"
 	"github.com/stamen-dev/stamen/internal/testcluster"
 )
 
@@ -120,108 +124,209 @@ const logsDB = 6
 
 // secretCase is one broker of TestLogsHoldNoSecrets.
 type secretCase struct {
-	name string
-	// setup returns the broker URL, the strings that must never show (the
-	// password, in the forms it could take), and feed, which makes stamen
-	// ingest events and waits until it did (nil when the broker fails).
-	setup func(t *testing.T) (broker string, secrets []string, feed func(t *testing.T, get getter) string)
+	name  string
+	setup func(t *testing.T) secretSetup
+}
+
+// secretSetup is what a case runs stamen against.
+type secretSetup struct {
+	broker string
+	// secrets must never show in a log line or a body (the passwords, in
+	// every form and fragment they could take).
+	secrets []string
+	// refused: the broker answers and refuses the credentials, so stamen
+	// must refuse to start (exit status 1) and say why. stamen then gets
+	// 10 s, not 1, for the broker's answer: RabbitMQ sometimes takes more
+	// than a second to refuse, and a broker that does not answer in time
+	// is one that cannot be reached yet, which stamen rides out.
+	refused bool
+	// up: the broker works, and the requests get their up statuses; else
+	// it cannot be reached, stamen serves anyway and the requests that
+	// need the broker get their down statuses.
+	up bool
+	// rpc: the result backend is rpc://, which cannot abort a task.
+	rpc bool
+	// feed makes stamen ingest something through the broker and waits
+	// until it did; it returns a task id stamen knows, or "". Nil when
+	// the broker is down.
+	feed func(t *testing.T, get getter) string
+	// check looks at the answers of the authenticated requests, by path,
+	// for what the case is about (the secrets were there to leak).
+	check func(t *testing.T, bodies map[string]string)
 }
 
 // getter sends an authenticated GET and returns the status and body.
 type getter func(path string) (int, string)
 
-// TestLogsHoldNoSecrets runs the binary with a password in the broker URL
-// and HTTP credentials, exercises successful and failing requests, and
-// greps everything it logged and every body it answered: brokers that
-// refuse the password or do not answer, and brokers that work while stamen
-// ingests events and talks to workers.
+// secretRequest is one request TestLogsHoldNoSecrets makes, with the
+// status it must answer when the broker works (up; upRPC instead when the
+// result backend is rpc:// and it is not 0) and when it cannot be reached
+// (down).
+type secretRequest struct {
+	method, path    string
+	wrongPass       bool
+	up, upRPC, down int
+}
+
+// TestLogsHoldNoSecrets runs the binary with passwords in the broker URL
+// and HTTP credentials, makes successful and failing requests, checks
+// each status, and greps everything it logged and every body it answered:
+// brokers that refuse the password (stamen must not start), a broker that
+// cannot be reached (stamen serves, and answers 503), and brokers that work
+// while stamen ingests events and talks to workers, one of them a worker
+// whose configuration holds secrets that /api/workers shows.
 func TestLogsHoldNoSecrets(t *testing.T) {
 	testcluster.SkipIfShort(t, "builds and runs the binary")
 	const brokerSecret, httpSecret = "BrokerPw-s3cret", "HttpPw-s3cret"
 	bin := buildBinary(t)
-	failing := func(broker string) func(*testing.T) (string, []string, func(*testing.T, getter) string) {
-		return func(*testing.T) (string, []string, func(*testing.T, getter) string) {
-			return broker, []string{brokerSecret}, nil
-		}
-	}
 	for _, tc := range []secretCase{
-		// Redis rejects the password (none is set), and a port where nothing
-		// listens: both failures must be reported without the secret.
-		{"redis refuses the password", failing("redis://:" + brokerSecret + "@127.0.0.1:6379/9")},
-		{"nothing listens", failing("redis://user:" + brokerSecret + "@127.0.0.1:1/0")},
-		{"rabbitmq refuses the password", failing("amqp://guest:" + brokerSecret + "@127.0.0.1:5672/")},
+		{"redis refuses the password", refusingRedis(brokerSecret)},
+		{"nothing listens", func(t *testing.T) secretSetup {
+			// A port where a real Redis ran and no longer does.
+			r := testcluster.StartRedis(t)
+			r.Stop()
+			return secretSetup{broker: fmt.Sprintf("redis://user:%s@127.0.0.1:%d/0", brokerSecret, r.Port), secrets: []string{brokerSecret}}
+		}},
+		{"rabbitmq refuses the password", func(t *testing.T) secretSetup {
+			testcluster.Require(t)
+			return secretSetup{broker: "amqp://guest:" + brokerSecret + "@127.0.0.1:5672/", secrets: []string{brokerSecret}, refused: true}
+		}},
 		{"redis with an ACL user, events ingested", workingRedis},
 		{"rabbitmq as guest:guest, a worker's events ingested", workingAMQP},
+		{"redis with @ : / in the password, a worker with secrets in its config", secretWorker},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			broker, secrets, feed := tc.setup(t)
-			secrets = append(secrets, httpSecret)
+			s := tc.setup(t)
+			secrets := append(s.secrets, httpSecret)
 			port := freePort(t)
 			var logs syncBuffer
 			ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 			defer cancel()
-			cmd := exec.CommandContext(ctx, bin, "--broker", broker, "--port", fmt.Sprint(port),
-				"--broker_timeout", "1s", "--logging", "debug")
+			timeout := "1s"
+			if s.refused {
+				timeout = "10s"
+			}
+			cmd := exec.CommandContext(ctx, bin, "--broker", s.broker, "--port", fmt.Sprint(port),
+				"--broker_timeout", timeout, "--logging", "debug")
 			cmd.Env = append(os.Environ(), "STAMEN_BASIC_AUTH=admin:"+httpSecret)
 			cmd.Stdout, cmd.Stderr = &logs, &logs
 			if err := cmd.Start(); err != nil {
 				t.Fatal(err)
 			}
+			exited := make(chan error, 1)
+			go func() { exited <- cmd.Wait() }()
 			defer func() {
 				_ = cmd.Process.Signal(syscall.SIGTERM)
-				_ = cmd.Wait()
+				<-exited
 			}()
+			checkLogs := func() {
+				t.Helper()
+				if logs.Len() == 0 {
+					t.Errorf("nothing logged")
+				}
+				for _, secret := range secrets {
+					if strings.Contains(logs.String(), secret) {
+						t.Errorf("the logs contain %q:\n%s", secret, logs.String())
+					}
+				}
+			}
+
+			if s.refused {
+				select {
+				case err := <-exited:
+					exited <- err // for the deferred wait
+					var exit *exec.ExitError
+					if !errors.As(err, &exit) || exit.ExitCode() != 1 {
+						t.Errorf("stamen ended with %v, want exit status 1", err)
+					}
+				case <-time.After(30 * time.Second):
+					t.Fatalf("stamen still runs against a broker that refuses its password:\n%s", logs.String())
+				}
+				if !strings.Contains(logs.String(), "refused") {
+					t.Errorf("the logs do not say the broker refused stamen:\n%s", logs.String())
+				}
+				checkLogs()
+				return
+			}
+
 			base := fmt.Sprintf("http://127.0.0.1:%d", port)
-			deadline := time.Now().Add(15 * time.Second)
-			for time.Now().Before(deadline) {
-				if resp, err := http.Get(base + "/healthcheck"); err == nil {
+			for deadline := time.Now().Add(15 * time.Second); ; {
+				resp, err := http.Get(base + "/healthcheck")
+				if err == nil {
 					resp.Body.Close()
-					break
+					if resp.StatusCode == http.StatusOK {
+						break
+					}
+				}
+				if time.Now().After(deadline) {
+					t.Fatalf("stamen does not answer /healthcheck: %v\n%s", err, logs.String())
 				}
 				time.Sleep(100 * time.Millisecond)
 			}
 			var bodies strings.Builder
-			do := func(method, path, user, pass string) (int, string) {
+			do := func(method, path, pass string) (int, string) {
+				t.Helper()
 				r, _ := http.NewRequest(method, base+path, nil)
-				r.SetBasicAuth(user, pass)
+				r.SetBasicAuth("admin", pass)
 				resp, err := http.DefaultClient.Do(r)
 				if err != nil {
-					return 0, ""
+					t.Fatalf("%s %s: %v", method, path, err)
 				}
 				defer resp.Body.Close()
-				b, _ := io.ReadAll(resp.Body)
+				b, err := io.ReadAll(resp.Body)
+				if err != nil {
+					t.Fatalf("%s %s: %v", method, path, err)
+				}
 				fmt.Fprintf(&bodies, "%s %s: %d %s\n", method, path, resp.StatusCode, b)
 				return resp.StatusCode, string(b)
 			}
 			taskID := "no-such-task"
-			if feed != nil {
-				taskID = feed(t, func(path string) (int, string) { return do("GET", path, "admin", httpSecret) })
+			if s.feed != nil {
+				if id := s.feed(t, func(path string) (int, string) { return do("GET", path, httpSecret) }); id != "" {
+					taskID = id
+				}
 			}
-			for _, req := range []struct{ method, path, user, pass string }{
-				{"GET", "/api/workers", "admin", "wrong-" + httpSecret},
-				{"GET", "/api/workers?refresh=1", "admin", httpSecret},
-				{"GET", "/api/queues/length", "admin", httpSecret},
-				{"GET", "/api/tasks", "admin", httpSecret},
-				{"POST", "/api/task/async-apply/x.y", "admin", httpSecret},
-				{"POST", "/api/task/send-task/x.y", "admin", httpSecret},
-				{"POST", "/api/task/apply/x.y?timeout=0.5", "admin", httpSecret},
-				{"GET", "/api/task/result/" + taskID, "admin", httpSecret},
-				{"GET", "/api/task/result/some-id?timeout=0.5", "admin", httpSecret},
-				{"POST", "/api/task/abort/some-id", "admin", httpSecret},
-				{"POST", "/api/task/revoke/some-id", "admin", httpSecret},
-				{"POST", "/api/worker/pool/grow/nobody@nowhere", "admin", httpSecret},
+			answers := map[string]string{}
+			for _, req := range []secretRequest{
+				{method: "GET", path: "/api/workers", wrongPass: true, up: 401, down: 401},
+				{method: "GET", path: "/api/workers?refresh=1", up: 200, down: 503},
+				{method: "GET", path: "/api/workers", up: 200, down: 200},
+				{method: "GET", path: "/api/queues/length", up: 200, down: 503},
+				{method: "GET", path: "/api/tasks", up: 200, down: 200},
+				{method: "POST", path: "/api/task/async-apply/x.y", up: 404, down: 404},
+				{method: "POST", path: "/api/task/send-task/x.y", up: 200, down: 503},
+				{method: "POST", path: "/api/task/apply/x.y?timeout=0.5", up: 404, down: 404},
+				{method: "GET", path: "/api/task/result/" + taskID, up: 200, down: 503},
+				{method: "GET", path: "/api/task/result/some-id?timeout=0.5", up: 504, down: 503},
+				{method: "POST", path: "/api/task/abort/some-id", up: 200, upRPC: 503, down: 503},
+				{method: "POST", path: "/api/task/revoke/some-id", up: 200, down: 503},
+				{method: "POST", path: "/api/worker/pool/grow/nobody@nowhere", up: 404, down: 404},
 			} {
-				do(req.method, req.path, req.user, req.pass)
+				pass, want := httpSecret, req.down
+				if req.wrongPass {
+					pass = "wrong-" + httpSecret
+				}
+				switch {
+				case s.up && s.rpc && req.upRPC != 0:
+					want = req.upRPC
+				case s.up:
+					want = req.up
+				}
+				status, body := do(req.method, req.path, pass)
+				if status != want {
+					t.Errorf("%s %s: %d, want %d: %s", req.method, req.path, status, want, body)
+				}
+				if !req.wrongPass {
+					answers[req.path] = body
+				}
+			}
+			if s.check != nil {
+				s.check(t, answers)
 			}
 			_ = cmd.Process.Signal(syscall.SIGTERM)
-			_ = cmd.Wait()
-			if logs.Len() == 0 {
-				t.Errorf("nothing logged")
-			}
+			exited <- <-exited
+			checkLogs()
 			for _, secret := range secrets {
-				if strings.Contains(logs.String(), secret) {
-					t.Errorf("the logs contain %q:\n%s", secret, logs.String())
-				}
 				if strings.Contains(bodies.String(), secret) {
 					t.Errorf("a response contains %q:\n%s", secret, bodies.String())
 				}
@@ -230,10 +335,30 @@ func TestLogsHoldNoSecrets(t *testing.T) {
 	}
 }
 
+// refusingRedis is a private Redis with a password that is not the one
+// stamen is given.
+func refusingRedis(secret string) func(t *testing.T) secretSetup {
+	return func(t *testing.T) secretSetup {
+		r := testcluster.StartRedis(t)
+		requirePass(t, r, "the-right-one-"+secret[:3])
+		return secretSetup{broker: fmt.Sprintf("redis://:%s@127.0.0.1:%d/0", secret, r.Port), secrets: []string{secret}, refused: true}
+	}
+}
+
+// requirePass gives a private Redis a password.
+func requirePass(t *testing.T, r *testcluster.Redis, password string) {
+	t.Helper()
+	c := goredis.NewClient(&goredis.Options{Addr: fmt.Sprintf("127.0.0.1:%d", r.Port)})
+	defer c.Close()
+	if err := c.ConfigSet(context.Background(), "requirepass", password).Err(); err != nil {
+		t.Fatalf("set the password: %v", err)
+	}
+}
+
 // workingRedis creates a Redis ACL user with a random password for the run:
 // the test Redis has no password, and a URL that Redis accepts is the one
 // stamen logs and uses most.
-func workingRedis(t *testing.T) (string, []string, func(*testing.T, getter) string) {
+func workingRedis(t *testing.T) secretSetup {
 	testcluster.Require(t)
 	testcluster.FlushRedisDB(t, logsDB)
 	suffix := strings.ReplaceAll(uuid.NewString(), "-", "")[:12]
@@ -265,13 +390,13 @@ func workingRedis(t *testing.T) (string, []string, func(*testing.T, getter) stri
 			time.Sleep(200 * time.Millisecond)
 		}
 	}
-	return broker, []string{password}, feed
+	return secretSetup{broker: broker, secrets: []string{password}, up: true, feed: feed}
 }
 
 // workingAMQP uses the test RabbitMQ's only user, guest:guest, with a real
 // worker. The password is also the user name, which may show: what must
 // not is the password where a password goes.
-func workingAMQP(t *testing.T) (string, []string, func(*testing.T, getter) string) {
+func workingAMQP(t *testing.T) secretSetup {
 	testcluster.Require(t)
 	broker := testcluster.AMQPURL("stamen-test")
 	if !strings.Contains(broker, "guest:guest@") {
@@ -279,20 +404,104 @@ func workingAMQP(t *testing.T) (string, []string, func(*testing.T, getter) strin
 	}
 	secrets := []string{"guest:guest", ":guest@", "password=guest", `"password": "guest"`, `"password":"guest"`}
 	feed := func(t *testing.T, get getter) string {
-		w := testcluster.StartWorker(t, testcluster.WorkerOptions{Name: "logs", Broker: broker, Backend: "rpc://"})
-		deadline := time.Now().Add(30 * time.Second)
-		for {
-			// Alive in the events state: stamen ingested its heartbeats.
-			if _, body := get("/api/workers?status=1"); strings.Contains(body, strconv.Quote(w.Name)+": true") {
-				return "no-such-task"
+		awaitWorker(t, get, testcluster.StartWorker(t, testcluster.WorkerOptions{Name: "logs", Broker: broker, Backend: "rpc://"}))
+		return ""
+	}
+	return secretSetup{broker: broker, secrets: secrets, up: true, rpc: true, feed: feed}
+}
+
+// awaitWorker waits until stamen ingested the worker's heartbeats.
+func awaitWorker(t *testing.T, get getter, w *testcluster.Worker) {
+	t.Helper()
+	if w == nil {
+		t.FailNow()
+	}
+	for deadline := time.Now().Add(30 * time.Second); ; {
+		if _, body := get("/api/workers?status=1"); strings.Contains(body, strconv.Quote(w.Name)+": true") {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("stamen did not ingest %s's events", w.Name)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+// secretWorker is a private Redis whose password holds '@', ':' and '/'
+// (in the URL: '@' and ':' as they are, '/' escaped, as kombu and Go both
+// read it), with a real worker whose configuration holds the secrets
+// Celery's censoring knows of (broker_password, Sentinel's password in
+// broker_transport_options, an API key) and one it skips (a failover URL
+// list inside a list). Celery 5.2 masks the first three in conf itself,
+// but stats.broker.transport_options carries Sentinel's password in clear.
+func secretWorker(t *testing.T) secretSetup {
+	testcluster.Require(t)
+	const (
+		password   = "SecA1@SecB2:SecC3/SecD4"
+		inURL      = "SecA1@SecB2:SecC3%2FSecD4"
+		brokerPass = "ConfBrokerPw-5e1"
+		sentinel   = "SentinelPw-5e2"
+		apiKey     = "ApiKey-5e3"
+		listPass   = "ListPw@5e4"
+	)
+	r := testcluster.StartRedis(t)
+	requirePass(t, r, password)
+	broker := fmt.Sprintf("redis://:%s@127.0.0.1:%d/0", inURL, r.Port)
+	conf, err := json.Marshal(map[string]any{
+		"broker_password":          brokerPass,
+		"broker_transport_options": map[string]any{"sentinel_kwargs": map[string]any{"password": sentinel}},
+		"my_api_key":               apiKey,
+		"my_failover":              []string{"redis://:" + listPass + "@10.0.0.1/0;redis://:" + listPass + "@10.0.0.2/0"},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	secrets := []string{password, inURL, brokerPass, sentinel, apiKey, listPass,
+		// What a mask that stops at the first '@' or at a '/' leaves.
+		"SecB2", "SecC3", "SecD4", "5e4@"}
+	var worker string
+	feed := func(t *testing.T, get getter) string {
+		w := testcluster.StartWorker(t, testcluster.WorkerOptions{Name: "secrets", Broker: broker,
+			Env: []string{"STAMEN_TEST_CONF=" + string(conf)}})
+		awaitWorker(t, get, w)
+		worker = w.Name
+		return ""
+	}
+	check := func(t *testing.T, bodies map[string]string) {
+		// The secrets were there to leak: the worker's conf and stats are
+		// served, with the settings masked, not dropped.
+		var workers map[string]struct {
+			Conf  map[string]any `json:"conf"`
+			Stats struct {
+				Broker map[string]any `json:"broker"`
+			} `json:"stats"`
+		}
+		if err := json.Unmarshal([]byte(bodies["/api/workers?refresh=1"]), &workers); err != nil {
+			t.Fatalf("/api/workers?refresh=1: %v", err)
+		}
+		info, ok := workers[worker]
+		if !ok {
+			t.Fatalf("/api/workers?refresh=1 lacks %s: %s", worker, bodies["/api/workers?refresh=1"])
+		}
+		want := map[string]any{
+			"broker_password":          redact.Mask,
+			"broker_transport_options": map[string]any{"sentinel_kwargs": map[string]any{"password": redact.Mask}},
+			"my_api_key":               redact.Mask,
+			"my_failover":              []any{"redis://:" + redact.Mask + "@10.0.0.1/0;redis://:" + redact.Mask + "@10.0.0.2/0"},
+		}
+		for k, v := range want {
+			if diff := cmp.Diff(v, info.Conf[k]); diff != "" {
+				t.Errorf("conf.%s (-want +got):\n%s", k, diff)
 			}
-			if time.Now().After(deadline) {
-				t.Fatalf("stamen did not ingest %s's events", w.Name)
-			}
-			time.Sleep(200 * time.Millisecond)
+		}
+		if u, _ := info.Conf["broker_url"].(string); u != fmt.Sprintf("redis://:%s@127.0.0.1:%d/0", redact.Mask, r.Port) {
+			t.Errorf("conf.broker_url = %q", u)
+		}
+		if diff := cmp.Diff(want["broker_transport_options"], info.Stats.Broker["transport_options"]); diff != "" {
+			t.Errorf("stats.broker.transport_options (-want +got):\n%s", diff)
 		}
 	}
-	return broker, secrets, feed
+	return secretSetup{broker: broker, secrets: secrets, up: true, feed: feed, check: check}
 }
 
 // syncBuffer is a bytes.Buffer the process's output goroutines and the

@@ -28,6 +28,7 @@ import (
 	"github.com/stamen-dev/stamen/internal/celery"
 	"github.com/stamen-dev/stamen/internal/inspect"
 	"github.com/stamen-dev/stamen/internal/metrics"
+	"github.com/stamen-dev/stamen/internal/redact"
 	"github.com/stamen-dev/stamen/internal/state"
 	"github.com/stamen-dev/stamen/internal/store"
 	"github.com/stamen-dev/stamen/internal/stream"
@@ -206,7 +207,7 @@ func origin() string {
 func (a *App) openBroker(ctx context.Context) (brokerConn, handlers.ResultBackend, error) {
 	u, err := url.Parse(a.BrokerURL)
 	if err != nil {
-		return nil, nil, fmt.Errorf("invalid broker URL %s: %w", Redact(a.BrokerURL), errors.Unwrap(err))
+		return nil, nil, fmt.Errorf("invalid broker URL %s: %w", redact.URL(a.BrokerURL), errors.Unwrap(err))
 	}
 	switch u.Scheme {
 	case "redis", "rediss":
@@ -477,22 +478,6 @@ func (a *App) Close() {
 	for i := len(a.closers) - 1; i >= 0; i-- {
 		_ = a.closers[i]()
 	}
-}
-
-// Redact masks the password of a URL for logs and error messages.
-func Redact(raw string) string {
-	u, err := url.Parse(raw)
-	if err != nil {
-		// Don't echo what could not be parsed: it may hold a password.
-		if i := strings.Index(raw, "://"); i >= 0 {
-			return raw[:i] + "://…"
-		}
-		return "…"
-	}
-	if _, has := u.User.Password(); has {
-		u.User = url.UserPassword(u.User.Username(), "xxxxx")
-	}
-	return u.String()
 }
 
 // IsLoopback reports whether host (an address without port, or empty for

@@ -5,16 +5,29 @@ package auth
 
 import (
 	"bufio"
+	"crypto/hmac"
+	"crypto/rand"
 	"crypto/sha256"
 	"crypto/subtle"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
 	"net/http"
+	"runtime"
 	"strings"
+	"sync"
 
 	"golang.org/x/crypto/bcrypt"
 )
+
+// ErrBusy is Authenticate's answer when as many bcrypt password checks as
+// it allows are already running: the caller should answer 503 at once
+// rather than queue the request.
+var ErrBusy = errors.New("too many password checks in progress")
+
+// maxCached bounds the cache of verified bcrypt credentials.
+const maxCached = 1024
 
 // Role is what a caller may do.
 type Role int
@@ -64,9 +77,37 @@ type tokenCred struct {
 }
 
 // Authenticator holds the configured credentials.
+//
+// bcrypt is slow on purpose, which makes it a lever: when any bcrypt
+// credential is configured, every basic-auth request runs exactly one
+// bcrypt comparison, against the user's hash or, for a user that does not
+// exist (or has a plain password), against a dummy hash of the highest
+// configured cost, so the time taken does not tell which user names exist.
+// At most maxChecks comparisons run at once; beyond that Authenticate
+// answers ErrBusy immediately instead of queueing. Verified bcrypt
+// credentials are remembered (a bounded cache keyed by an HMAC of user and
+// password under a key drawn at start), so a legitimate client pays for
+// bcrypt once, not on every request, and is not turned away by the bound
+// while someone else floods it with wrong passwords.
 type Authenticator struct {
 	basic  []basicCred
 	tokens []tokenCred
+
+	// dummy is a bcrypt hash of a random password, of the highest cost
+	// among the configured hashes; nil when none is configured.
+	dummy []byte
+	// maxChecks bounds the concurrent bcrypt comparisons; 0 means
+	// GOMAXPROCS. Set before the first Authenticate.
+	maxChecks int
+	// compare is bcrypt.CompareHashAndPassword; tests count and hold it.
+	compare func(hash, password []byte) error
+
+	once     sync.Once
+	slots    chan struct{}
+	cacheKey [32]byte
+
+	mu       sync.Mutex
+	verified map[[32]byte]Role
 }
 
 // Enabled reports whether any credential is configured.
@@ -85,10 +126,14 @@ func (a *Authenticator) AddBasic(pairs string, role Role) error {
 		}
 		c := basicCred{userHash: sha256.Sum256([]byte(user)), role: role}
 		if isBcrypt(pass) {
-			if _, err := bcrypt.Cost([]byte(pass)); err != nil {
+			cost, err := bcrypt.Cost([]byte(pass))
+			if err != nil {
 				return fmt.Errorf("invalid bcrypt hash for user %q", user)
 			}
 			c.bcryptHash = []byte(pass)
+			if err := a.raiseDummyCost(cost); err != nil {
+				return err
+			}
 		} else {
 			c.passHash = sha256.Sum256([]byte(pass))
 		}
@@ -144,43 +189,144 @@ func (a *Authenticator) AddFile(r io.Reader) error {
 	return sc.Err()
 }
 
+// raiseDummyCost makes the dummy hash at least as costly as a configured
+// one.
+func (a *Authenticator) raiseDummyCost(cost int) error {
+	if a.dummy != nil {
+		if have, _ := bcrypt.Cost(a.dummy); have >= cost {
+			return nil
+		}
+	}
+	pw := make([]byte, 32)
+	_, _ = rand.Read(pw)
+	h, err := bcrypt.GenerateFromPassword(pw, cost)
+	if err != nil {
+		return fmt.Errorf("prepare the password checks: %w", err)
+	}
+	a.dummy = h
+	return nil
+}
+
 // Authenticate returns the caller's role, None when the credentials are
-// missing or wrong. Every configured credential is compared, so the time
-// taken does not tell which one nearly matched.
-func (a *Authenticator) Authenticate(r *http.Request) Role {
+// missing or wrong, and ErrBusy (with None) when a bcrypt check is needed
+// and too many are running. Every configured credential is compared, in
+// constant time, so the time taken does not tell which one nearly matched
+// nor, with bcrypt credentials, whether the user name exists.
+func (a *Authenticator) Authenticate(r *http.Request) (Role, error) {
 	h := r.Header.Get("Authorization")
 	scheme, value, _ := strings.Cut(h, " ")
 	value = strings.TrimSpace(value)
-	best := None
 	switch strings.ToLower(scheme) {
 	case "basic":
 		user, pass, ok := r.BasicAuth()
 		if !ok {
-			return None
+			return None, nil
 		}
-		uh, ph := sha256.Sum256([]byte(user)), sha256.Sum256([]byte(pass))
-		for _, c := range a.basic {
-			userOK := subtle.ConstantTimeCompare(uh[:], c.userHash[:]) == 1
-			var passOK bool
-			if c.bcryptHash != nil {
-				// bcrypt is slow on purpose; only run it for the right user.
-				passOK = userOK && bcrypt.CompareHashAndPassword(c.bcryptHash, []byte(pass)) == nil
-			} else {
-				passOK = subtle.ConstantTimeCompare(ph[:], c.passHash[:]) == 1
-			}
-			if userOK && passOK && c.role > best {
-				best = c.role
-			}
-		}
+		return a.basicRole(user, pass)
 	case "bearer":
+		best := None
 		th := sha256.Sum256([]byte(value))
 		for _, c := range a.tokens {
 			if subtle.ConstantTimeCompare(th[:], c.hash[:]) == 1 && c.role > best {
 				best = c.role
 			}
 		}
+		return best, nil
 	}
-	return best
+	return None, nil
+}
+
+func (a *Authenticator) basicRole(user, pass string) (Role, error) {
+	uh, ph := sha256.Sum256([]byte(user)), sha256.Sum256([]byte(pass))
+	best := None
+	var hashed []*basicCred // the user's bcrypt entries
+	for i := range a.basic {
+		c := &a.basic[i]
+		userOK := subtle.ConstantTimeCompare(uh[:], c.userHash[:]) == 1
+		if c.bcryptHash != nil {
+			if userOK {
+				hashed = append(hashed, c)
+			}
+			continue
+		}
+		if userOK && subtle.ConstantTimeCompare(ph[:], c.passHash[:]) == 1 && c.role > best {
+			best = c.role
+		}
+	}
+	if a.dummy == nil || (best > None && len(hashed) == 0) {
+		// No bcrypt configured, or a plain password matched: the
+		// comparisons above took the same time whatever the user.
+		return best, nil
+	}
+	a.once.Do(a.init)
+	key := a.credKey(user, pass)
+	a.mu.Lock()
+	cached, ok := a.verified[key]
+	a.mu.Unlock()
+	if ok {
+		return max(best, cached), nil
+	}
+	select {
+	case a.slots <- struct{}{}:
+		defer func() { <-a.slots }()
+	default:
+		return None, ErrBusy
+	}
+	compare := a.compare
+	if compare == nil {
+		compare = bcrypt.CompareHashAndPassword
+	}
+	if len(hashed) == 0 {
+		// An unknown user (or a plain one with a wrong password) costs
+		// what a known one does.
+		_ = compare(a.dummy, []byte(pass))
+		return best, nil
+	}
+	verified := None
+	for _, c := range hashed {
+		if compare(c.bcryptHash, []byte(pass)) == nil && c.role > verified {
+			verified = c.role
+		}
+	}
+	if verified > None {
+		a.remember(key, verified)
+	}
+	return max(best, verified), nil
+}
+
+func (a *Authenticator) init() {
+	n := a.maxChecks
+	if n <= 0 {
+		n = runtime.GOMAXPROCS(0)
+	}
+	a.slots = make(chan struct{}, n)
+	_, _ = rand.Read(a.cacheKey[:])
+	a.verified = map[[32]byte]Role{}
+}
+
+// credKey identifies a user and password in the cache without keeping
+// either: an HMAC under a key drawn at start, so the cache cannot be
+// looked up, or its entries guessed, from outside the process.
+func (a *Authenticator) credKey(user, pass string) [32]byte {
+	m := hmac.New(sha256.New, a.cacheKey[:])
+	_ = binary.Write(m, binary.BigEndian, uint64(len(user)))
+	m.Write([]byte(user))
+	m.Write([]byte(pass))
+	var k [32]byte
+	m.Sum(k[:0])
+	return k
+}
+
+func (a *Authenticator) remember(key [32]byte, role Role) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if len(a.verified) >= maxCached {
+		for k := range a.verified { // drop an arbitrary entry
+			delete(a.verified, k)
+			break
+		}
+	}
+	a.verified[key] = role
 }
 
 func isBcrypt(s string) bool {

@@ -2,6 +2,7 @@ package auth
 
 import (
 	"context"
+	"errors"
 	"net/http"
 	"strings"
 )
@@ -49,8 +50,13 @@ func (a *Authenticator) Middleware(deny func(w http.ResponseWriter, status int, 
 			next.ServeHTTP(w, r)
 			return
 		}
-		role := a.Authenticate(r)
+		role, err := a.Authenticate(r)
 		switch {
+		case errors.Is(err, ErrBusy):
+			// Fail fast: a queue of bcrypt checks would grow without bound
+			// under a flood of wrong passwords.
+			w.Header().Set("Retry-After", "1")
+			deny(w, http.StatusServiceUnavailable, "too many password checks in progress; retry shortly")
 		case role == None:
 			w.Header().Set("WWW-Authenticate", `Basic realm="stamen", charset="UTF-8"`)
 			w.Header().Add("WWW-Authenticate", `Bearer realm="stamen"`)

@@ -20,6 +20,7 @@ import (
 	"github.com/stamen-dev/stamen/gen/client/workers"
 	"github.com/stamen-dev/stamen/internal/app"
 	"github.com/stamen-dev/stamen/internal/auth"
+	"github.com/stamen-dev/stamen/internal/redact"
 )
 
 // urlPassword matches scheme://user:password@ and captures the password.
@@ -226,8 +227,8 @@ func securityCases() []suiteCase {
 			onAMQP := strings.HasPrefix(c.kind, "amqp")
 			r := c.api.mustOK(c.api.get("/api/workers", q("refresh", "true")))
 			raw := string(c.api.get("/api/workers", nil).Body)
-			// Any password inside any URL: Celery masks the ones it knows
-			// of with asterisks, stamen every one with **.
+			// Any password inside any URL: Celery and stamen mask them with
+			// asterisks.
 			for _, m := range urlPassword.FindAllStringSubmatch(raw, -1) {
 				if strings.Trim(m[1], "*") != "" {
 					t.Errorf("unmasked password in %s", m[0])
@@ -240,7 +241,7 @@ func securityCases() []suiteCase {
 				if !ok {
 					t.Fatalf("%s: no stats.broker: %v", w, info["stats"])
 				}
-				if p, has := broker["password"]; has && p != "**" {
+				if p, has := broker["password"]; has && p != redact.Mask {
 					t.Errorf("%s: stats.broker.password is %v", w, p)
 				}
 				if _, has := broker["alternates"]; has {
@@ -255,7 +256,7 @@ func securityCases() []suiteCase {
 					t.Errorf("%s: stats.broker.userid %v, want guest (is the test still about a password?)", w, broker["userid"])
 				}
 				conf, _ := info["conf"].(map[string]any)
-				if u, _ := conf["broker_url"].(string); !strings.Contains(u, "guest:**@") {
+				if u, _ := conf["broker_url"].(string); !strings.Contains(u, "guest:"+redact.Mask+"@") {
 					t.Errorf("%s: conf.broker_url %q", w, u)
 				}
 			}

@@ -8,13 +8,13 @@ import (
 	"context"
 	"encoding/json"
 	"log/slog"
-	"regexp"
 	"sort"
 	"strconv"
 	"sync"
 	"time"
 
 	"github.com/stamen-dev/stamen/internal/celery"
+	"github.com/stamen-dev/stamen/internal/redact"
 )
 
 // Broadcaster sends pidbox commands; a broker implements it.
@@ -254,34 +254,41 @@ func (in *Inspector) WorkerJSON(worker string) (json.RawMessage, bool) {
 	return buf.Bytes(), true
 }
 
-// urlPassword matches the password of a URL with credentials
-// (scheme://user:password@host).
-var urlPassword = regexp.MustCompile(`([a-zA-Z][a-zA-Z0-9+.-]*://[^:/@\s"]*:)([^@/\s"]+)(@)`)
-
-// sanitize removes secrets from a reply before it is cached and served:
-// stats.broker.alternates (Flower 2.1 drops it, it can hold broker URLs) and
-// any password inside a URL, wherever it appears (conf holds broker_url and
-// result_backend).
+// sanitize removes secrets from a reply before it is cached and served.
+// conf is a worker's configuration: every secret setting is masked at any
+// depth, as Celery's conf.humanize(censored=True) does, whether or not the
+// worker censored it (Celery's own censoring skips lists, and stamen does
+// not trust a worker's version to do it). stats.broker is the broker
+// connection's settings: its password and transport_options (Redis
+// Sentinel's sentinel_kwargs hold a password) get the same treatment, and
+// its alternates (failover URLs) are dropped as Flower 2.1 does. The other
+// replies are task and queue data whose keys are not settings (a task's
+// delivery_info.routing_key): only URL passwords in their strings are
+// masked. A reply that does not decode is not served at all.
 func sanitize(method string, v json.RawMessage) json.RawMessage {
-	if method == "stats" {
-		var stats map[string]json.RawMessage
-		if json.Unmarshal(v, &stats) == nil {
-			if b, ok := stats["broker"]; ok {
-				var broker map[string]json.RawMessage
-				if json.Unmarshal(b, &broker) == nil {
-					delete(broker, "alternates")
-					if _, ok := broker["password"]; ok {
-						broker["password"] = json.RawMessage(`"**"`)
-					}
-					if nb, err := json.Marshal(broker); err == nil {
-						stats["broker"] = nb
-					}
-				}
-			}
-			if nv, err := json.Marshal(stats); err == nil {
-				v = nv
+	d := json.NewDecoder(bytes.NewReader(v))
+	d.UseNumber() // keep numbers exactly as the worker sent them
+	var x any
+	if err := d.Decode(&x); err != nil {
+		return json.RawMessage(`null`)
+	}
+	switch method {
+	case "conf":
+		x = redact.Settings(x)
+	case "stats":
+		if stats, ok := x.(map[string]any); ok {
+			if broker, ok := stats["broker"].(map[string]any); ok {
+				delete(broker, "alternates")
+				stats["broker"] = redact.Settings(broker)
 			}
 		}
+		x = redact.Strings(x)
+	default:
+		x = redact.Strings(x)
 	}
-	return urlPassword.ReplaceAll(v, []byte("${1}**${3}"))
+	out, err := json.Marshal(x)
+	if err != nil {
+		return json.RawMessage(`null`)
+	}
+	return out
 }

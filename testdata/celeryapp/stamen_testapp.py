@@ -16,11 +16,14 @@ Environment:
     STAMEN_TEST_POOL_RESTARTS  "1" turns on worker_pool_restarts, without which
                                the pool_restart control command replies
                                {"error": "ValueError('Pool restarts not enabled')"}
+    STAMEN_TEST_CONF           a JSON object of extra settings (app.conf.update),
+                               e.g. secrets a test expects stamen to mask
 
 Task names are explicit ("stamen.*") so they do not depend on how the module
 is imported.
 """
 
+import json
 import os
 import time
 
@@ -53,6 +56,8 @@ app.conf.update(
     # PRECONDITION_FAILED).
     task_queue_max_priority=10,
 )
+if os.environ.get("STAMEN_TEST_CONF"):
+    app.conf.update(json.loads(os.environ["STAMEN_TEST_CONF"]))
 
 log = get_task_logger(__name__)
 

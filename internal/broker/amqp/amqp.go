@@ -25,6 +25,7 @@ import (
 	amqp091 "github.com/rabbitmq/amqp091-go"
 
 	"github.com/stamen-dev/stamen/internal/celery"
+	"github.com/stamen-dev/stamen/internal/redact"
 )
 
 const (
@@ -183,9 +184,9 @@ func normalizeURL(raw string) (dial, redacted string, err error) {
 	case "pyamqp", "librabbitmq":
 		u.Scheme = "amqp"
 	default:
-		return "", "", fmt.Errorf("invalid broker URL %s: scheme must be amqp or amqps", u.Redacted())
+		return "", "", fmt.Errorf("invalid broker URL %s: scheme must be amqp or amqps", redact.URL(raw))
 	}
-	return u.String(), u.Redacted(), nil
+	return u.String(), redact.URL(u.String()), nil
 }
 
 // isRPCBackend accepts the result backends this package implements.

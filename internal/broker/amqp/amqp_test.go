@@ -237,10 +237,10 @@ func TestNormalizeURL(t *testing.T) {
 	tests := []struct {
 		name, in, dial, redacted, wantErr string
 	}{
-		{name: "amqp", in: "amqp://guest:secret@h:5672/vh", dial: "amqp://guest:secret@h:5672/vh", redacted: "amqp://guest:xxxxx@h:5672/vh"},
-		{name: "celery default vhost", in: "amqp://u:p@h//", dial: "amqp://u:p@h//", redacted: "amqp://u:xxxxx@h//"},
-		{name: "amqps", in: "amqps://u:p@h/", dial: "amqps://u:p@h/", redacted: "amqps://u:xxxxx@h/"},
-		{name: "pyamqp alias", in: "pyamqp://u:p@h//", dial: "amqp://u:p@h//", redacted: "amqp://u:xxxxx@h//"},
+		{name: "amqp", in: "amqp://guest:secret@h:5672/vh", dial: "amqp://guest:secret@h:5672/vh", redacted: "amqp://guest:********@h:5672/vh"},
+		{name: "celery default vhost", in: "amqp://u:p@h//", dial: "amqp://u:p@h//", redacted: "amqp://u:********@h//"},
+		{name: "amqps", in: "amqps://u:p@h/", dial: "amqps://u:p@h/", redacted: "amqps://u:********@h/"},
+		{name: "pyamqp alias", in: "pyamqp://u:p@h//", dial: "amqp://u:p@h//", redacted: "amqp://u:********@h//"},
 		{name: "no password", in: "amqp://h", dial: "amqp://h", redacted: "amqp://h"},
 		{name: "redis", in: "redis://:p@h/0", wantErr: "scheme must be amqp"},
 		{name: "no host", in: "amqp:///vh", dial: "amqp:///vh", redacted: "amqp:///vh"},
@@ -339,7 +339,7 @@ func TestUnreachable(t *testing.T) {
 	if b.Connected() {
 		t.Fatal("connected to nothing")
 	}
-	if got := b.RedactedURL(); got != "amqp://guest:xxxxx@127.0.0.1:1/" {
+	if got := b.RedactedURL(); got != "amqp://guest:********@127.0.0.1:1/" {
 		t.Errorf("RedactedURL = %q", got)
 	}
 	checkUnavailable(t, b)

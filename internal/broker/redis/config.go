@@ -13,6 +13,8 @@ import (
 
 	goredis "github.com/redis/go-redis/v9"
 	"github.com/redis/go-redis/v9/maintnotifications"
+
+	"github.com/stamen-dev/stamen/internal/redact"
 )
 
 // DefaultOpTimeout bounds a single Redis call when Config.OpTimeout is 0.
@@ -34,23 +36,6 @@ type Config struct {
 	OpTimeout time.Duration
 }
 
-// redactURL masks the password of a Redis URL. A URL that does not parse is
-// not echoed at all, since its password could not be located.
-func redactURL(raw string) string {
-	u, err := url.Parse(raw)
-	if err != nil {
-		return "<unparsable URL>"
-	}
-	q := u.Query()
-	for k := range q {
-		if strings.Contains(strings.ToLower(k), "password") {
-			q.Set(k, "xxxxx")
-			u.RawQuery = q.Encode()
-		}
-	}
-	return u.Redacted()
-}
-
 // options turns a Celery-style Redis URL into go-redis options with every
 // timeout bounded by opTimeout.
 func options(raw string, opTimeout time.Duration, log *slog.Logger) (*goredis.Options, error) {
@@ -61,10 +46,10 @@ func options(raw string, opTimeout time.Duration, log *slog.Logger) (*goredis.Op
 		if errors.As(err, &uerr) {
 			err = uerr.Err
 		}
-		return nil, fmt.Errorf("invalid Redis URL %s: %w", redactURL(raw), err)
+		return nil, fmt.Errorf("invalid Redis URL %s: %w", redact.URL(raw), err)
 	}
 	if u.Scheme != "redis" && u.Scheme != "rediss" {
-		return nil, fmt.Errorf("invalid Redis URL %s: scheme must be redis or rediss", redactURL(raw))
+		return nil, fmt.Errorf("invalid Redis URL %s: scheme must be redis or rediss", redact.URL(raw))
 	}
 	// Celery URLs carry kombu and redis-py parameters that go-redis rejects;
 	// take the ones that matter here and hand go-redis the bare address.
@@ -73,11 +58,11 @@ func options(raw string, opTimeout time.Duration, log *slog.Logger) (*goredis.Op
 	u.Fragment = ""
 	opt, err := goredis.ParseURL(u.String())
 	if err != nil {
-		return nil, fmt.Errorf("invalid Redis URL %s: %w", redactURL(raw), err)
+		return nil, fmt.Errorf("invalid Redis URL %s: %w", redact.URL(raw), err)
 	}
 	if opt.TLSConfig != nil {
 		if err := applyTLSParams(opt.TLSConfig, query); err != nil {
-			return nil, fmt.Errorf("invalid Redis URL %s: %w", redactURL(raw), err)
+			return nil, fmt.Errorf("invalid Redis URL %s: %w", redact.URL(raw), err)
 		}
 	}
 	for k := range query {

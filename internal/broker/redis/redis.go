@@ -16,6 +16,7 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/stamen-dev/stamen/internal/celery"
+	"github.com/stamen-dev/stamen/internal/redact"
 )
 
 // Broker talks to Celery workers through Redis. It is safe for concurrent
@@ -64,7 +65,7 @@ func New(ctx context.Context, cfg Config) (*Broker, error) {
 	b := &Broker{
 		log:       log,
 		opTimeout: opTimeout,
-		redacted:  redactURL(cfg.BrokerURL),
+		redacted:  redact.URL(cfg.BrokerURL),
 		prefix:    "/" + strconv.Itoa(opt.DB) + ".",
 
 		enableEvery: enableEventsEvery,
@@ -104,15 +105,15 @@ func (b *Broker) check(ctx context.Context, c *goredis.Client, what, rawURL stri
 	err := c.Ping(octx).Err()
 	switch {
 	case err == nil:
-		b.log.Debug("connected to Redis", slog.String("role", what), slog.String("url", redactURL(rawURL)))
+		b.log.Debug("connected to Redis", slog.String("role", what), slog.String("url", redact.URL(rawURL)))
 		return nil
 	case ctxErr(ctx) != nil:
-		return fmt.Errorf("connect to %s %s: %w", what, redactURL(rawURL), ctxErr(ctx))
+		return fmt.Errorf("connect to %s %s: %w", what, redact.URL(rawURL), ctxErr(ctx))
 	case isServerError(err):
-		return fmt.Errorf("%s %s refused the connection: %w", what, redactURL(rawURL), err)
+		return fmt.Errorf("%s %s refused the connection: %w", what, redact.URL(rawURL), err)
 	default:
 		b.log.Warn("Redis not reachable yet; will keep trying",
-			slog.String("role", what), slog.String("url", redactURL(rawURL)), slog.Any("err", err))
+			slog.String("role", what), slog.String("url", redact.URL(rawURL)), slog.Any("err", err))
 		return nil
 	}
 }
