@@ -52,7 +52,13 @@ type options struct {
 	persistent        bool
 	db                string
 	stateSaveInterval int
+
+	purgeOfflineWorkers int
 }
+
+// defaultPurgeOfflineWorkers is --purge_offline_workers' default, in
+// seconds: a day.
+const defaultPurgeOfflineWorkers = 86400
 
 // env returns the first set variable among STAMEN_<NAME> and FLOWER_<NAME>
 // (then extra), and its name.
@@ -173,6 +179,10 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	})
 	both("max_task_age", func(n string) {
 		fs.DurationVar(&o.maxTaskAge, n, e.duration("MAX_TASK_AGE", 0), "also drop tasks whose latest event is older than this (e.g. 72h); 0 keeps them until --max_tasks")
+	})
+	both("purge_offline_workers", func(n string) {
+		fs.IntVar(&o.purgeOfflineWorkers, n, e.int("PURGE_OFFLINE_WORKERS", defaultPurgeOfflineWorkers),
+			"forget workers offline longer than this many seconds (state, store, worker cache, metrics); 0 keeps them")
 	})
 	both("inspect_timeout", func(n string) {
 		fs.Float64Var(&o.inspectTimeoutMS, n, e.float("INSPECT_TIMEOUT", 1000), "how long to wait for workers' replies, in milliseconds")
@@ -313,19 +323,22 @@ func run(args []string, stderr io.Writer) int {
 		dbPath = o.db
 	}
 	a, err := app.New(ctx, app.Config{
-		DBPath:         dbPath,
-		BrokerURL:      o.broker,
-		ResultBackend:  o.resultBackend,
-		EmbeddedAddr:   o.embeddedAddr,
-		MaxTasks:       o.maxTasks,
-		MaxTaskAge:     o.maxTaskAge,
-		InspectTimeout: time.Duration(o.inspectTimeoutMS * float64(time.Millisecond)),
-		BrokerTimeout:  o.brokerTimeout,
-		ApplyTimeout:   o.applyTimeout,
-		URLPrefix:      o.urlPrefix,
-		Auth:           authn,
-		SaveInterval:   time.Duration(o.stateSaveInterval) * time.Millisecond,
-		Logger:         log,
+		DBPath:        dbPath,
+		BrokerURL:     o.broker,
+		ResultBackend: o.resultBackend,
+		EmbeddedAddr:  o.embeddedAddr,
+		MaxTasks:      o.maxTasks,
+		MaxTaskAge:    o.maxTaskAge,
+		// Flower's default is never; a day keeps a worker across a
+		// weekend's restart while pods renamed at every deploy go.
+		PurgeOfflineWorkers: time.Duration(max(o.purgeOfflineWorkers, 0)) * time.Second,
+		InspectTimeout:      time.Duration(o.inspectTimeoutMS * float64(time.Millisecond)),
+		BrokerTimeout:       o.brokerTimeout,
+		ApplyTimeout:        o.applyTimeout,
+		URLPrefix:           o.urlPrefix,
+		Auth:                authn,
+		SaveInterval:        time.Duration(o.stateSaveInterval) * time.Millisecond,
+		Logger:              log,
 	})
 	if err != nil {
 		log.Error("cannot start", slog.Any("err", err))

@@ -48,13 +48,17 @@ type Config struct {
 
 	MaxTasks int
 	// MaxTaskAge, when set, evicts the tasks whose latest event is older.
-	MaxTaskAge     time.Duration
-	InspectTimeout time.Duration
-	BrokerTimeout  time.Duration
-	ApplyTimeout   time.Duration
-	URLPrefix      string
-	MaxBodyBytes   int64
-	SSEHeartbeat   time.Duration
+	MaxTaskAge time.Duration
+	// PurgeOfflineWorkers, when set, forgets workers offline and silent
+	// that long: in the state, the store, the inspector's cache and the
+	// metrics (Flower's --purge_offline_workers).
+	PurgeOfflineWorkers time.Duration
+	InspectTimeout      time.Duration
+	BrokerTimeout       time.Duration
+	ApplyTimeout        time.Duration
+	URLPrefix           string
+	MaxBodyBytes        int64
+	SSEHeartbeat        time.Duration
 	// DBPath, when set, keeps the history in a store there and restores it
 	// at start (Flower's --persistent with --db).
 	DBPath string
@@ -93,9 +97,11 @@ type App struct {
 
 	broker brokerConn
 	store  *store.Store
-	// workerEvents holds each worker's latest event until the next flush.
+	// workerEvents holds each worker's latest event until the next flush,
+	// and forgotten the workers purged since.
 	workerMu     sync.Mutex
 	workerEvents map[string][]byte
+	forgotten    []string
 	closers      []func() error
 	cancel       context.CancelFunc
 	wg           sync.WaitGroup
@@ -180,7 +186,11 @@ func New(ctx context.Context, cfg Config) (*App, error) {
 			a.expireLoop(runCtx)
 		}()
 	}
-	a.wg.Add(2)
+	a.wg.Add(3)
+	go func() {
+		defer a.wg.Done()
+		a.purgeLoop(runCtx)
+	}()
 	go func() {
 		defer a.wg.Done()
 		a.ingest(runCtx)
@@ -380,10 +390,13 @@ func (a *App) openStore() error {
 func (a *App) flush() error {
 	c := a.State.Drain()
 	a.workerMu.Lock()
-	workers := a.workerEvents
-	a.workerEvents = map[string][]byte{}
+	workers, forgotten := a.workerEvents, a.forgotten
+	a.workerEvents, a.forgotten = map[string][]byte{}, nil
 	a.workerMu.Unlock()
-	b := store.Batch{FirstSeq: c.FirstSeq, Workers: workers, Types: c.Types, Tasks: make([]store.Task, len(c.Tasks))}
+	b := store.Batch{
+		FirstSeq: c.FirstSeq, Workers: workers, ForgottenWorkers: forgotten,
+		Types: c.Types, ForgottenTypes: c.ForgottenTypes, Tasks: make([]store.Task, len(c.Tasks)),
+	}
 	for i, t := range c.Tasks {
 		b.Tasks[i] = store.Task{Seq: t.Seq, Data: t.Data}
 	}
@@ -425,6 +438,53 @@ func (a *App) expireLoop(ctx context.Context) {
 			}
 		}
 	}
+}
+
+// purgeEvery is how often purgeLoop runs: a worker outlives the purge age
+// by at most this much, and metric series of forgotten task names live
+// this long.
+func (a *App) purgeEvery() time.Duration {
+	if p := a.cfg.PurgeOfflineWorkers; p > 0 {
+		return min(max(p/4, 10*time.Millisecond), time.Minute)
+	}
+	return time.Minute
+}
+
+// purgeLoop forgets what nothing refers to any more, every purgeEvery.
+func (a *App) purgeLoop(ctx context.Context) {
+	t := time.NewTicker(a.purgeEvery())
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case now := <-t.C:
+			a.purge(now)
+		}
+	}
+}
+
+// purge forgets the workers offline longer than PurgeOfflineWorkers (when
+// set) everywhere they are kept, and the metric series of workers and task
+// names the state no longer knows.
+func (a *App) purge(now time.Time) {
+	if p := a.cfg.PurgeOfflineWorkers; p > 0 {
+		cut := now.Add(-p)
+		gone := a.State.PurgeWorkers(cut)
+		a.Inspector.Purge(cut, a.State.KnowsWorker)
+		if len(gone) > 0 {
+			a.log.Debug("purged offline workers", slog.Int("workers", len(gone)))
+		}
+		if a.store != nil && len(gone) > 0 {
+			a.workerMu.Lock()
+			for _, w := range gone {
+				delete(a.workerEvents, w)
+			}
+			a.forgotten = append(a.forgotten, gone...)
+			a.workerMu.Unlock()
+		}
+	}
+	a.Metrics.Retain(a.State.KnowsWorker, a.State.HasTaskType)
 }
 
 // gauges are the scrape-time metrics of the running app.

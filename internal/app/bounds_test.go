@@ -1,0 +1,113 @@
+package app
+
+import (
+	"context"
+	"encoding/base64"
+	"fmt"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/stamen-dev/stamen/internal/celery"
+	"github.com/stamen-dev/stamen/internal/state"
+)
+
+// envelope wraps a JSON body of events as a worker publishes it on Redis
+// (testcluster.TaskEnvelope's shape, written with a template: the test
+// makes 400,000 of them).
+func envelope(worker string, body []byte) []byte {
+	return fmt.Appendf(nil, `{"body": %q, "content-encoding": "utf-8", "content-type": "application/json", `+
+		`"headers": {"hostname": %q}, "properties": {"delivery_mode": 1, "body_encoding": "base64", "priority": 0, `+
+		`"delivery_info": {"exchange": "celeryev", "routing_key": "task.multi"}, "delivery_tag": "t"}}`,
+		base64.StdEncoding.EncodeToString(body), worker)
+}
+
+// workerEnvelope is a worker-heartbeat, its interval short so that the
+// worker is offline soon after (not worker-online, which sends an
+// inspection per worker).
+func workerEnvelope(worker string, at float64) []byte {
+	return envelope(worker, fmt.Appendf(nil, `{"type": "worker-heartbeat", "hostname": %q, "timestamp": %f, "freq": 0.01, `+
+		`"clock": 1, "pid": 1, "utcoffset": 0, "active": 0, "processed": 1, "sw_ident": "py-celery", "sw_ver": "5.2.6", "sw_sys": "Linux"}`,
+		worker, at))
+}
+
+// taskEnvelope is a task's received, started and succeeded events.
+func taskEnvelope(id, name, worker string, clock int, at float64) []byte {
+	common := fmt.Sprintf(`"uuid": %q, "hostname": %q, "timestamp": %f, "clock": %d, "pid": 1, "utcoffset": 0`, id, worker, at, clock)
+	return envelope(worker, fmt.Appendf(nil, `[{"type": "task-received", %s, "name": %q, "args": "(1, 2)", "kwargs": "{}", "retries": 0}, `+
+		`{"type": "task-started", %s}, {"type": "task-succeeded", %s, "result": "3", "runtime": 0.001}]`, common, name, common, common))
+}
+
+// TestNamesAndWorkersStayBounded streams 200k tasks, each with its own
+// task name and its own worker (a pod name), through stamen holding 100
+// tasks with a real store and a short --purge_offline_workers, the events
+// as the Redis broker delivers them: afterwards the state's symbols and
+// task types, its workers, the store's buckets, the inspector's cache and
+// the metric series are those of at most 100 tasks.
+func TestNamesAndWorkersStayBounded(t *testing.T) {
+	const keep = 100
+	n := 200000
+	if testing.Short() {
+		n = 20000
+	}
+	a, err := New(context.Background(), Config{
+		EmbeddedAddr: "127.0.0.1:0", MaxTasks: keep, DBPath: filepath.Join(t.TempDir(), "stamen.db"),
+		SaveInterval: 20 * time.Millisecond, PurgeOfflineWorkers: 200 * time.Millisecond,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	ref := state.New(state.Config{MaxTasks: keep})
+	var dec celery.EventDecoder
+	ctx := context.Background()
+	// An hour ago: the task events' own heartbeats are long expired.
+	at := float64(time.Now().Add(-time.Hour).UnixMicro()) / 1e6
+	for i := range n {
+		worker := fmt.Sprintf("celery@pod-%d", i)
+		for _, p := range [][]byte{
+			workerEnvelope(worker, at),
+			taskEnvelope(fmt.Sprintf("00000000-0000-4000-8000-%012d", i), fmt.Sprintf("proj.Task%d", i), worker, i, at),
+		} {
+			evs, err := dec.Decode(p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			a.State.Apply(evs...)
+			if i >= n-keep {
+				ref.Apply(evs...)
+			}
+			for j := range evs {
+				a.observe(ctx, &evs[j])
+			}
+		}
+	}
+	if a.State.Len() != keep {
+		t.Fatalf("%d tasks kept, want %d", a.State.Len(), keep)
+	}
+	var report string
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		tasks, workers, types := a.store.Counts()
+		got := []int{a.State.Symbols(), len(a.State.TaskTypes()), len(a.State.WorkerNames()),
+			tasks, workers, types, a.Inspector.Len(), a.Metrics.Series()}
+		// With 100 tasks of their own names: the reference's symbols, 100
+		// types, no worker (all offline), and no more series than 100
+		// tasks' (three event series, runtime, prefetch and prefetched
+		// per task, two per worker).
+		limit := []int{ref.Symbols(), keep, 0, keep, 0, keep, 0, 8 * keep}
+		report = fmt.Sprintf("symbols, types, workers, stored tasks, stored workers, stored types, inspector entries, series = %v, want at most %v", got, limit)
+		ok := true
+		for i := range got {
+			ok = ok && got[i] <= limit[i]
+		}
+		if ok {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal(report)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	t.Log(report)
+}
