@@ -223,11 +223,12 @@ func (m *Metrics) task(worker, task string) *taskSeries {
 // Retain deletes the series of the workers keepWorker does not claim and
 // of the task names keepTask does not (the app passes what the state still
 // knows), so that forgotten workers and task names leave the scrape and
-// free their label slots. OtherTask stays.
+// free their label slots. OtherTask stays, and so does the empty name of
+// the events of tasks whose name the state never learnt.
 func (m *Metrics) Retain(keepWorker, keepTask func(string) bool) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	keptTask := func(name string) bool { return name == OtherTask || keepTask(name) }
+	keptTask := func(name string) bool { return name == OtherTask || name == "" || keepTask(name) }
 	for k := range m.eventSeries {
 		if !keepWorker(k[0]) || !keptTask(k[2]) {
 			m.events.DeleteLabelValues(k[:]...)
@@ -260,7 +261,7 @@ func (m *Metrics) Retain(keepWorker, keepTask func(string) bool) {
 		}
 	}
 	for name := range m.taskNames {
-		if !keepTask(name) {
+		if !keptTask(name) {
 			delete(m.taskNames, name)
 		}
 	}

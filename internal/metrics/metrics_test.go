@@ -117,6 +117,11 @@ func TestTaskNamesCappedAndForgotten(t *testing.T) {
 	if got, want := m.Series(), perName*(1+1)+2; got != want { // t0 and other on w0
 		t.Errorf("after Retain: %d series, want %d:\n%s", got, want, scrape(t, m))
 	}
+	m.Observe(Event{Type: "task-started", UUID: "nameless", Worker: "w0", Timestamp: 1})
+	m.Retain(func(string) bool { return true }, func(string) bool { return false })
+	if want := `flower_events_total{task="",type="task-started",worker="w0"} 1`; !strings.Contains(scrape(t, m), want) {
+		t.Errorf("the series of nameless tasks went: missing %q", want)
+	}
 	m.Observe(Event{Type: "task-received", UUID: "new", Task: "fresh", Worker: "w0", Timestamp: 1})
 	if want := `flower_events_total{task="fresh",type="task-received",worker="w0"} 1`; !strings.Contains(scrape(t, m), want) {
 		t.Errorf("a new name after Retain has no series of its own: missing %q", want)
