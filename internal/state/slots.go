@@ -129,8 +129,15 @@ type symbols struct {
 
 func newSymbols() symbols {
 	// Symbol 0 is the empty string, never freed.
-	return symbols{strs: []string{""}, folded: []uint32{0}, refs: []uint32{1}, named: []uint32{0},
+	y := symbols{strs: []string{""}, folded: []uint32{0}, refs: []uint32{1}, named: []uint32{0},
 		ids: map[string]uint32{"": 0}}
+	// Celery's states hold a reference of their own: a task passes through
+	// RECEIVED and STARTED alone at times, and each of its events would
+	// otherwise free the state it leaves and intern it anew.
+	for _, st := range [...]string{Pending, Received, Started, Success, Failure, Retry, Revoked, Rejected} {
+		y.id(st)
+	}
+	return y
 }
 
 // id returns the symbol of s and takes a reference to it, which release
