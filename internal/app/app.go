@@ -97,11 +97,9 @@ type App struct {
 
 	broker brokerConn
 	store  *store.Store
-	// workerEvents holds each worker's latest event until the next flush,
-	// and forgotten the workers purged since.
+	// workerEvents holds each worker's latest event until the next flush.
 	workerMu     sync.Mutex
 	workerEvents map[string][]byte
-	forgotten    []string
 	closers      []func() error
 	cancel       context.CancelFunc
 	wg           sync.WaitGroup
@@ -390,11 +388,19 @@ func (a *App) openStore() error {
 func (a *App) flush() error {
 	c := a.State.Drain()
 	a.workerMu.Lock()
-	workers, forgotten := a.workerEvents, a.forgotten
-	a.workerEvents, a.forgotten = map[string][]byte{}, nil
+	workers := a.workerEvents
+	a.workerEvents = map[string][]byte{}
 	a.workerMu.Unlock()
+	for w := range workers {
+		// Only the workers the state keeps: not one forgotten since its
+		// event was noted, nor one it never kept (a worker-offline is all
+		// it sent), which no later Drain would name for deletion.
+		if !a.State.KnowsWorker(w) {
+			delete(workers, w)
+		}
+	}
 	b := store.Batch{
-		FirstSeq: c.FirstSeq, Workers: workers, ForgottenWorkers: forgotten,
+		FirstSeq: c.FirstSeq, Workers: workers, ForgottenWorkers: c.ForgottenWorkers,
 		Types: c.Types, ForgottenTypes: c.ForgottenTypes, Tasks: make([]store.Task, len(c.Tasks)),
 	}
 	for i, t := range c.Tasks {
@@ -470,19 +476,11 @@ func (a *App) purgeLoop(ctx context.Context) {
 func (a *App) purge(now time.Time) {
 	if p := a.cfg.PurgeOfflineWorkers; p > 0 {
 		cut := now.Add(-p)
-		gone := a.State.PurgeWorkers(cut)
-		a.Inspector.Purge(cut, a.State.KnowsWorker)
-		if len(gone) > 0 {
+		// The store hears of them through the state's next Drain.
+		if gone := a.State.PurgeWorkers(cut); len(gone) > 0 {
 			a.log.Debug("purged offline workers", slog.Int("workers", len(gone)))
 		}
-		if a.store != nil && len(gone) > 0 {
-			a.workerMu.Lock()
-			for _, w := range gone {
-				delete(a.workerEvents, w)
-			}
-			a.forgotten = append(a.forgotten, gone...)
-			a.workerMu.Unlock()
-		}
+		a.Inspector.Purge(cut, a.State.KnowsWorker)
 	}
 	a.Metrics.Retain(a.State.KnowsWorker, a.State.HasTaskType)
 }

@@ -46,6 +46,9 @@ func TestNamesGoWithTheirTasks(t *testing.T) {
 		t.Errorf("%d task types, want %d", got, keep)
 	}
 	c := s.Drain()
+	if len(c.ForgottenWorkers) != passed-DefaultMaxWorkers {
+		t.Errorf("drain: %d workers forgotten, want the %d beyond MaxWorkers", len(c.ForgottenWorkers), passed-DefaultMaxWorkers)
+	}
 	if len(c.Types) != keep || len(c.ForgottenTypes) != 0 {
 		// The names that came and went between two drains are news to
 		// no store.
@@ -65,6 +68,9 @@ func TestNamesGoWithTheirTasks(t *testing.T) {
 	gone := s.PurgeWorkers(clock.Add(-time.Hour))
 	if len(gone) != DefaultMaxWorkers || len(s.WorkerNames()) != 0 || s.KnowsWorker(gone[0]) {
 		t.Errorf("purge forgot %d workers, %d left", len(gone), len(s.WorkerNames()))
+	}
+	if c := s.Drain(); len(c.ForgottenWorkers) != DefaultMaxWorkers {
+		t.Errorf("drain after the purge: %d workers forgotten, want %d", len(c.ForgottenWorkers), DefaultMaxWorkers)
 	}
 }
 

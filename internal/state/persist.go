@@ -29,6 +29,9 @@ type Changes struct {
 	// Types are the task types that came, and ForgottenTypes those that
 	// went with their last task.
 	Types, ForgottenTypes []string
+	// ForgottenWorkers are the workers the state no longer keeps (purged,
+	// or the oldest beyond MaxWorkers), unless one came back since.
+	ForgottenWorkers []string
 }
 
 // seqOf is the sequence number of the task in slot i: the ring gives slot
@@ -47,16 +50,23 @@ func (s *State) Drain() Changes {
 	// lock: readers are not held up by the encoding, and a task changed in
 	// between is simply in the next set too.
 	s.mu.Lock()
-	dirty, types := s.dirty, s.types
+	dirty, types, gone := s.dirty, s.types, s.goneWorkers
 	if dirty != nil {
 		s.dirty = make(map[uint32]struct{}, len(dirty))
 		s.types = make(map[string]bool)
+		s.goneWorkers = nil
+	}
+	var forgotten []string
+	for _, w := range gone {
+		if s.workers[w] == nil {
+			forgotten = append(forgotten, w)
+		}
 	}
 	s.mu.Unlock()
 
 	s.mu.RLock()
 	defer s.mu.RUnlock()
-	c := Changes{FirstSeq: s.created - uint64(s.live)}
+	c := Changes{FirstSeq: s.created - uint64(s.live), ForgottenWorkers: forgotten}
 	for name, kept := range types {
 		if kept {
 			c.Types = append(c.Types, name)

@@ -87,6 +87,9 @@ type State struct {
 	// tracked.
 	dirty map[uint32]struct{}
 	types map[string]bool
+	// goneWorkers are the workers forgotten since the last Drain, when
+	// changes are tracked.
+	goneWorkers []string
 }
 
 // New returns an empty state.
@@ -236,6 +239,7 @@ func (s *State) addWorker(hostname string) *worker {
 		old := s.workerCreated[0]
 		s.workerCreated = slices.Delete(s.workerCreated, 0, 1)
 		delete(s.workers, old.Hostname)
+		s.forgetWorker(old.Hostname)
 	}
 	w := &worker{Worker: Worker{Hostname: strings.Clone(hostname), Freq: defaultFreq}}
 	s.workers[w.Hostname] = w
@@ -902,7 +906,15 @@ func (s *State) PurgeWorkers(before time.Time) []string {
 		}
 		delete(s.workers, w.Hostname)
 		gone = append(gone, w.Hostname)
+		s.forgetWorker(w.Hostname)
 		return true
 	})
 	return gone
+}
+
+// forgetWorker notes for Drain that the worker is no longer kept.
+func (s *State) forgetWorker(hostname string) {
+	if s.dirty != nil {
+		s.goneWorkers = append(s.goneWorkers, hostname)
+	}
 }
