@@ -57,7 +57,8 @@ type options struct {
 }
 
 // defaultPurgeOfflineWorkers is --purge_offline_workers' default, in
-// seconds: a day.
+// seconds. Flower's is never, which keeps every pod name of every deploy;
+// a day still shows a worker stopped overnight.
 const defaultPurgeOfflineWorkers = 86400
 
 // env returns the first set variable among STAMEN_<NAME> and FLOWER_<NAME>
@@ -323,22 +324,21 @@ func run(args []string, stderr io.Writer) int {
 		dbPath = o.db
 	}
 	a, err := app.New(ctx, app.Config{
-		DBPath:        dbPath,
-		BrokerURL:     o.broker,
-		ResultBackend: o.resultBackend,
-		EmbeddedAddr:  o.embeddedAddr,
-		MaxTasks:      o.maxTasks,
-		MaxTaskAge:    o.maxTaskAge,
-		// Flower's default is never; a day keeps a worker across a
-		// weekend's restart while pods renamed at every deploy go.
+		DBPath:         dbPath,
+		BrokerURL:      o.broker,
+		ResultBackend:  o.resultBackend,
+		EmbeddedAddr:   o.embeddedAddr,
+		MaxTasks:       o.maxTasks,
+		MaxTaskAge:     o.maxTaskAge,
+		InspectTimeout: time.Duration(o.inspectTimeoutMS * float64(time.Millisecond)),
+		BrokerTimeout:  o.brokerTimeout,
+		ApplyTimeout:   o.applyTimeout,
+		URLPrefix:      o.urlPrefix,
+		Auth:           authn,
+		SaveInterval:   time.Duration(o.stateSaveInterval) * time.Millisecond,
+		Logger:         log,
+
 		PurgeOfflineWorkers: time.Duration(max(o.purgeOfflineWorkers, 0)) * time.Second,
-		InspectTimeout:      time.Duration(o.inspectTimeoutMS * float64(time.Millisecond)),
-		BrokerTimeout:       o.brokerTimeout,
-		ApplyTimeout:        o.applyTimeout,
-		URLPrefix:           o.urlPrefix,
-		Auth:                authn,
-		SaveInterval:        time.Duration(o.stateSaveInterval) * time.Millisecond,
-		Logger:              log,
 	})
 	if err != nil {
 		log.Error("cannot start", slog.Any("err", err))
