@@ -1,9 +1,13 @@
 package app
 
 import (
+	"encoding/json"
+	"strings"
+
 	"context"
 	"encoding/base64"
 	"fmt"
+	goredis "github.com/redis/go-redis/v9"
 	"path/filepath"
 	"testing"
 	"time"
@@ -22,13 +26,12 @@ func envelope(worker string, body []byte) []byte {
 		base64.StdEncoding.EncodeToString(body), worker)
 }
 
-// workerEnvelope is a worker-heartbeat, its interval short so that the
-// worker is offline soon after (not worker-online, which sends an
-// inspection per worker).
-func workerEnvelope(worker string, at float64) []byte {
-	return envelope(worker, fmt.Appendf(nil, `{"type": "worker-heartbeat", "hostname": %q, "timestamp": %f, "freq": 0.01, `+
+// workerEnvelope is a worker event (online or heartbeat), its interval
+// short so that the worker is offline soon after.
+func workerEnvelope(kind, worker string, at float64) []byte {
+	return envelope(worker, fmt.Appendf(nil, `{"type": "worker-%s", "hostname": %q, "timestamp": %f, "freq": 0.01, `+
 		`"clock": 1, "pid": 1, "utcoffset": 0, "active": 0, "processed": 1, "sw_ident": "py-celery", "sw_ver": "5.2.6", "sw_sys": "Linux"}`,
-		worker, at))
+		kind, worker, at))
 }
 
 // taskEnvelope is a task's received, started and succeeded events.
@@ -36,6 +39,64 @@ func taskEnvelope(id, name, worker string, clock int, at float64) []byte {
 	common := fmt.Sprintf(`"uuid": %q, "hostname": %q, "timestamp": %f, "clock": %d, "pid": 1, "utcoffset": 0`, id, worker, at, clock)
 	return envelope(worker, fmt.Appendf(nil, `[{"type": "task-received", %s, "name": %q, "args": "(1, 2)", "kwargs": "{}", "retries": 0}, `+
 		`{"type": "task-started", %s}, {"type": "task-succeeded", %s, "result": "3", "runtime": 0.001}]`, common, name, common, common))
+}
+
+// answerInspections answers every pidbox request on the embedded broker
+// for the workers it names, with an empty reply, as kombu's Redis
+// transport carries a Celery worker's: the reply goes through the reply
+// exchange's bindings (SMEMBERS, then LPUSH to the bound list).
+func answerInspections(t *testing.T, a *App) {
+	rdb := goredis.NewClient(&goredis.Options{Addr: a.embedded.Addr()})
+	ctx, cancel := context.WithCancel(context.Background())
+	ps := rdb.PSubscribe(ctx, "/0.celery.pidbox")
+	if _, err := ps.Receive(ctx); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	t.Cleanup(func() {
+		cancel()
+		_ = ps.Close()
+		<-done
+		_ = rdb.Close()
+	})
+	go func() {
+		defer close(done)
+		for {
+			msg, err := ps.ReceiveMessage(ctx)
+			if err != nil {
+				return
+			}
+			env, err := celery.DecodeEnvelope([]byte(msg.Payload))
+			if err != nil {
+				continue
+			}
+			body, err := env.BodyBytes()
+			if err != nil {
+				continue
+			}
+			var req struct {
+				Destination []string `json:"destination"`
+				Ticket      string   `json:"ticket"`
+				ReplyTo     struct {
+					RoutingKey string `json:"routing_key"`
+				} `json:"reply_to"`
+			}
+			if json.Unmarshal(body, &req) != nil {
+				continue
+			}
+			members, _ := rdb.SMembers(ctx, "_kombu.binding.reply.celery.pidbox").Result()
+			for _, w := range req.Destination {
+				reply, _ := json.Marshal(celery.NewEnvelope(fmt.Appendf(nil, `{%q: {}}`, w), map[string]any{"ticket": req.Ticket},
+					celery.Properties{DeliveryMode: 1, DeliveryTag: req.Ticket + w,
+						DeliveryInfo: celery.DeliveryInfo{Exchange: "reply.celery.pidbox", RoutingKey: req.ReplyTo.RoutingKey}}))
+				for _, m := range members {
+					if parts := strings.Split(m, "\x06\x16"); len(parts) == 3 && parts[0] == req.ReplyTo.RoutingKey {
+						_ = rdb.LPush(ctx, parts[2], reply).Err()
+					}
+				}
+			}
+		}
+	}()
 }
 
 // TestNamesAndWorkersStayBounded streams 200k tasks, each with its own
@@ -58,6 +119,7 @@ func TestNamesAndWorkersStayBounded(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer a.Close()
+	answerInspections(t, a)
 	ref := state.New(state.Config{MaxTasks: keep})
 	var dec celery.EventDecoder
 	ctx := context.Background()
@@ -65,8 +127,16 @@ func TestNamesAndWorkersStayBounded(t *testing.T) {
 	at := float64(time.Now().Add(-time.Hour).UnixMicro()) / 1e6
 	for i := range n {
 		worker := fmt.Sprintf("celery@pod-%d", i)
+		// Every 10,000th worker comes online, which makes stamen inspect
+		// it (the others only send heartbeats: 200k inspections would
+		// take the test's time).
+		online := i%10000 == 0
+		kind := "heartbeat"
+		if online {
+			kind = "online"
+		}
 		for _, p := range [][]byte{
-			workerEnvelope(worker, at),
+			workerEnvelope(kind, worker, at),
 			taskEnvelope(fmt.Sprintf("00000000-0000-4000-8000-%012d", i), fmt.Sprintf("proj.Task%d", i), worker, i, at),
 		} {
 			evs, err := dec.Decode(p)
@@ -79,6 +149,17 @@ func TestNamesAndWorkersStayBounded(t *testing.T) {
 			}
 			for j := range evs {
 				a.observe(ctx, &evs[j])
+			}
+		}
+		if online {
+			// The inspection worker-online sends may join the one stamen
+			// started with, sent before the worker answered: ask again,
+			// as ?refresh=1 does, until it is cached.
+			for deadline := time.Now().Add(10 * time.Second); !a.Inspector.Known(worker); {
+				if time.Now().After(deadline) {
+					t.Fatalf("%s came online and is not in the inspector's cache", worker)
+				}
+				_ = a.Inspector.Refresh(ctx, worker)
 			}
 		}
 	}
