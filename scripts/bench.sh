@@ -142,6 +142,9 @@ small=$(fig tasks_small)
     echo "| GET /api/tasks?limit=100 at 1,000,000 tasks: p50 <= 2 ms, p99 <= 10 ms: $what | p50 $p50 ms, p99 $p99 ms at $tasks tasks | $(judged "$p50 <= 2 && $p99 <= 10") |"
   done
   echo "| resident memory at 1,000,000 tasks <= 300 MB (issue 6) | VmRSS $rss MB right after ingestion of $tasks tasks (peak VmHWM $(fig hwm_mb_large) MB), $restored MB after a restart restoring $(fig restored_tasks) of them from the store${heap:+; Go heap in BenchmarkApplyMillion $heap MiB} | $(judged "$rss <= 300 && $restored <= 300") |"
+  flood=$(field BenchmarkIngestIDs/colliding ns/id)
+  spread=$(field BenchmarkIngestIDs/random ns/id)
+  echo "| ids chosen to collide ingest at the speed of random ids: ratio <= 1.5 (issue 14) | $flood ns/id colliding, $spread ns/id random (BenchmarkIngestIDs, 80,000 ids each): ratio $(awk "BEGIN{printf \"%.2f\", $flood/$spread}") | $(yes_if "$flood <= 1.5 * $spread") |"
   echo "| store size on disk per task reported (issue 6) | $(fig store_bytes_per_task) bytes/task ($(fig store_mb) MB holding $(fig restored_tasks) tasks) | reported |"
   for f in info none; do
     echo "| \`GET $(http "$f" "$small" 9)\` at $small tasks under vegeta reported (issue 8) | $(http "$f" "$small" 4) req/s, p50 $(http "$f" "$small" 5) ms, p99 $(http "$f" "$small" 6) ms, max $(http "$f" "$small" 7) ms | reported |"

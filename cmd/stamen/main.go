@@ -53,7 +53,14 @@ type options struct {
 	persistent        bool
 	db                string
 	stateSaveInterval int
+
+	purgeOfflineWorkers int
 }
+
+// defaultPurgeOfflineWorkers is --purge_offline_workers' default, in
+// seconds. Flower's is never, which keeps every pod name of every deploy;
+// a day still shows a worker stopped overnight.
+const defaultPurgeOfflineWorkers = 86400
 
 // env returns the first set variable among STAMEN_<NAME> and FLOWER_<NAME>
 // (then extra), and its name.
@@ -174,6 +181,10 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	})
 	both("max_task_age", func(n string) {
 		fs.DurationVar(&o.maxTaskAge, n, e.duration("MAX_TASK_AGE", 0), "also drop tasks whose latest event is older than this (e.g. 72h); 0 keeps them until --max_tasks")
+	})
+	both("purge_offline_workers", func(n string) {
+		fs.IntVar(&o.purgeOfflineWorkers, n, e.int("PURGE_OFFLINE_WORKERS", defaultPurgeOfflineWorkers),
+			"forget workers offline longer than this many seconds (state, store, worker cache, metrics); 0 keeps them")
 	})
 	both("inspect_timeout", func(n string) {
 		fs.Float64Var(&o.inspectTimeoutMS, n, e.float("INSPECT_TIMEOUT", 1000), "how long to wait for workers' replies, in milliseconds")
@@ -329,6 +340,8 @@ func run(args []string, stderr io.Writer) int {
 		Auth:           authn,
 		SaveInterval:   time.Duration(o.stateSaveInterval) * time.Millisecond,
 		Logger:         log,
+
+		PurgeOfflineWorkers: time.Duration(max(o.purgeOfflineWorkers, 0)) * time.Second,
 	})
 	if err != nil {
 		log.Error("cannot start", slog.Any("err", err))

@@ -57,8 +57,15 @@ func TestFlagsAcceptFlowerSpellingsAndEnv(t *testing.T) {
 		t.Errorf("options: %+v", o)
 	}
 	o, err = parseFlags(nil, &bytes.Buffer{})
-	if err != nil || o.maxTasks != 77 || o.address != "127.0.0.1" || o.port != 5555 {
+	if err != nil || o.maxTasks != 77 || o.address != "127.0.0.1" || o.port != 5555 || o.purgeOfflineWorkers != 86400 {
 		t.Errorf("env fallbacks: %+v %v", o, err)
+	}
+	t.Setenv("FLOWER_PURGE_OFFLINE_WORKERS", "600")
+	if o, err := parseFlags(nil, &bytes.Buffer{}); err != nil || o.purgeOfflineWorkers != 600 {
+		t.Errorf("FLOWER_PURGE_OFFLINE_WORKERS: %d, %v", o.purgeOfflineWorkers, err)
+	}
+	if o, err := parseFlags([]string{"--purge-offline-workers=0"}, &bytes.Buffer{}); err != nil || o.purgeOfflineWorkers != 0 {
+		t.Errorf("--purge-offline-workers=0: %d, %v", o.purgeOfflineWorkers, err)
 	}
 	if _, err := parseFlags([]string{"--no-such-flag"}, &bytes.Buffer{}); err == nil {
 		t.Error("unknown flag accepted")

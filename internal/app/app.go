@@ -49,13 +49,17 @@ type Config struct {
 
 	MaxTasks int
 	// MaxTaskAge, when set, evicts the tasks whose latest event is older.
-	MaxTaskAge     time.Duration
-	InspectTimeout time.Duration
-	BrokerTimeout  time.Duration
-	ApplyTimeout   time.Duration
-	URLPrefix      string
-	MaxBodyBytes   int64
-	SSEHeartbeat   time.Duration
+	MaxTaskAge time.Duration
+	// PurgeOfflineWorkers, when set, forgets workers offline and silent
+	// that long: in the state, the store, the inspector's cache and the
+	// metrics (Flower's --purge_offline_workers).
+	PurgeOfflineWorkers time.Duration
+	InspectTimeout      time.Duration
+	BrokerTimeout       time.Duration
+	ApplyTimeout        time.Duration
+	URLPrefix           string
+	MaxBodyBytes        int64
+	SSEHeartbeat        time.Duration
 	// DBPath, when set, keeps the history in a store there and restores it
 	// at start (Flower's --persistent with --db).
 	DBPath string
@@ -181,7 +185,11 @@ func New(ctx context.Context, cfg Config) (*App, error) {
 			a.expireLoop(runCtx)
 		}()
 	}
-	a.wg.Add(2)
+	a.wg.Add(3)
+	go func() {
+		defer a.wg.Done()
+		a.purgeLoop(runCtx)
+	}()
 	go func() {
 		defer a.wg.Done()
 		a.ingest(runCtx)
@@ -384,7 +392,18 @@ func (a *App) flush() error {
 	workers := a.workerEvents
 	a.workerEvents = map[string][]byte{}
 	a.workerMu.Unlock()
-	b := store.Batch{FirstSeq: c.FirstSeq, Workers: workers, Types: c.Types, Tasks: make([]store.Task, len(c.Tasks))}
+	for w := range workers {
+		// Only the workers the state keeps: not one forgotten since its
+		// event was noted, nor one it never kept (a worker-offline is all
+		// it sent), which no later Drain would name for deletion.
+		if !a.State.KnowsWorker(w) {
+			delete(workers, w)
+		}
+	}
+	b := store.Batch{
+		FirstSeq: c.FirstSeq, Workers: workers, ForgottenWorkers: c.ForgottenWorkers,
+		Types: c.Types, ForgottenTypes: c.ForgottenTypes, Tasks: make([]store.Task, len(c.Tasks)),
+	}
 	for i, t := range c.Tasks {
 		b.Tasks[i] = store.Task{Seq: t.Seq, Data: t.Data}
 	}
@@ -426,6 +445,45 @@ func (a *App) expireLoop(ctx context.Context) {
 			}
 		}
 	}
+}
+
+// purgeEvery is how often purgeLoop runs: a worker outlives the purge age
+// by at most this much, and metric series of forgotten task names live
+// this long.
+func (a *App) purgeEvery() time.Duration {
+	if p := a.cfg.PurgeOfflineWorkers; p > 0 {
+		return min(max(p/4, 10*time.Millisecond), time.Minute)
+	}
+	return time.Minute
+}
+
+// purgeLoop forgets what nothing refers to any more, every purgeEvery.
+func (a *App) purgeLoop(ctx context.Context) {
+	t := time.NewTicker(a.purgeEvery())
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case now := <-t.C:
+			a.purge(now)
+		}
+	}
+}
+
+// purge forgets the workers offline longer than PurgeOfflineWorkers (when
+// set) everywhere they are kept, and the metric series of workers and task
+// names the state no longer knows.
+func (a *App) purge(now time.Time) {
+	if p := a.cfg.PurgeOfflineWorkers; p > 0 {
+		cut := now.Add(-p)
+		// The store hears of them through the state's next Drain.
+		if gone := a.State.PurgeWorkers(cut); len(gone) > 0 {
+			a.log.Debug("purged offline workers", slog.Int("workers", len(gone)))
+		}
+		a.Inspector.Purge(cut, a.State.KnowsWorker)
+	}
+	a.Metrics.Retain(a.State.KnowsWorker, a.State.HasTaskType)
 }
 
 // gauges are the scrape-time metrics of the running app.

@@ -168,6 +168,32 @@ func (in *Inspector) Known(worker string) bool {
 	return ok
 }
 
+// Purge drops the cached workers that last answered before the given
+// time and that keep does not claim (the app keeps those the events state
+// still knows), and returns their names. An offline worker cannot have
+// answered since it went offline, so a worker the state purged for being
+// offline that long goes here too; a live one answers the next refresh.
+func (in *Inspector) Purge(before time.Time, keep func(worker string) bool) []string {
+	cut := float64(before.UnixMicro()) / 1e6
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	var gone []string
+	for name, w := range in.workers {
+		if w.timestamp < cut && !keep(name) {
+			delete(in.workers, name)
+			gone = append(gone, name)
+		}
+	}
+	return gone
+}
+
+// Len is the number of cached workers.
+func (in *Inspector) Len() int {
+	in.mu.RLock()
+	defer in.mu.RUnlock()
+	return len(in.workers)
+}
+
 // Names returns the cached worker names, sorted.
 func (in *Inspector) Names() []string {
 	in.mu.RLock()

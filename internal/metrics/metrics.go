@@ -5,6 +5,7 @@ package metrics
 import (
 	"net/http"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -31,6 +32,14 @@ type Event struct {
 // (for the prefetch metrics); beyond it the metrics lose precision, not
 // memory.
 const maxPending = 100000
+
+// MaxTaskNames bounds the task names that label series; the events of
+// further names are counted under OtherTask. Each name costs a series per
+// worker in five metrics, and task names are whatever clients send.
+const MaxTaskNames = 1000
+
+// OtherTask is the task label of the names beyond MaxTaskNames.
+const OtherTask = "other"
 
 type pending struct {
 	received float64
@@ -62,6 +71,8 @@ type Metrics struct {
 	eventSeries  map[[3]string]prometheus.Counter
 	taskSeries   map[[2]string]*taskSeries
 	workerSeries map[string]*workerSeries
+	// taskNames are the task names that have series of their own.
+	taskNames map[string]struct{}
 }
 
 // taskSeries are one (worker, task)'s children, each made on first use
@@ -89,6 +100,7 @@ func New(gauges ...prometheus.Collector) *Metrics {
 		eventSeries:  map[[3]string]prometheus.Counter{},
 		taskSeries:   map[[2]string]*taskSeries{},
 		workerSeries: map[string]*workerSeries{},
+		taskNames:    map[string]struct{}{},
 		events: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "flower_events_total", Help: "Number of task events.",
 		}, []string{"worker", "type", "task"}),
@@ -147,8 +159,11 @@ func (m *Metrics) Observe(e Event) {
 	ek := [3]string{e.Worker, e.Type, e.Task}
 	c, ok := m.eventSeries[ek]
 	if !ok {
-		c = m.events.WithLabelValues(ek[:]...)
-		m.eventSeries[ek] = c
+		ek[2] = m.taskLabel(e.Task)
+		if c, ok = m.eventSeries[ek]; !ok {
+			c = m.events.WithLabelValues(ek[:]...)
+			m.eventSeries[ek] = c
+		}
 	}
 	c.Inc()
 	if e.Runtime > 0 {
@@ -177,15 +192,91 @@ func (m *Metrics) Observe(e Event) {
 	}
 }
 
-// task returns (worker, task)'s children; m.mu is held.
+// taskLabel is the label of a task name: the name while fewer than
+// MaxTaskNames have series, else OtherTask. m.mu is held.
+func (m *Metrics) taskLabel(name string) string {
+	if _, ok := m.taskNames[name]; ok {
+		return name
+	}
+	if len(m.taskNames) >= MaxTaskNames {
+		return OtherTask
+	}
+	m.taskNames[name] = struct{}{}
+	return name
+}
+
+// task returns (worker, task)'s children; m.mu is held. Only names with
+// series of their own are keys, so the map is as bounded as the series.
 func (m *Metrics) task(worker, task string) *taskSeries {
 	k := [2]string{worker, task}
 	t, ok := m.taskSeries[k]
 	if !ok {
-		t = &taskSeries{worker: worker, task: task}
-		m.taskSeries[k] = t
+		k[1] = m.taskLabel(task)
+		if t, ok = m.taskSeries[k]; !ok {
+			t = &taskSeries{worker: worker, task: k[1]}
+			m.taskSeries[k] = t
+		}
 	}
 	return t
+}
+
+// Retain deletes the series of the workers keepWorker does not claim and
+// of the task names keepTask does not (the app passes what the state still
+// knows), so that forgotten workers and task names leave the scrape and
+// free their label slots. OtherTask stays, and so does the empty name of
+// the events of tasks whose name the state never learnt.
+func (m *Metrics) Retain(keepWorker, keepTask func(string) bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	keptTask := func(name string) bool { return name == OtherTask || name == "" || keepTask(name) }
+	for k := range m.eventSeries {
+		if !keepWorker(k[0]) || !keptTask(k[2]) {
+			m.events.DeleteLabelValues(k[:]...)
+			delete(m.eventSeries, k)
+		}
+	}
+	for k, t := range m.taskSeries {
+		if !keepWorker(k[0]) || !keptTask(k[1]) {
+			if t.runtime != nil {
+				m.runtime.DeleteLabelValues(t.worker, t.task)
+			}
+			if t.prefetch != nil {
+				m.prefetch.DeleteLabelValues(t.worker, t.task)
+			}
+			if t.prefetched != nil {
+				m.prefetched.DeleteLabelValues(t.worker, t.task)
+			}
+			delete(m.taskSeries, k)
+		}
+	}
+	for name, w := range m.workerSeries {
+		if !keepWorker(name) {
+			if w.online != nil {
+				m.online.DeleteLabelValues(name)
+			}
+			if w.executing != nil {
+				m.executing.DeleteLabelValues(name)
+			}
+			delete(m.workerSeries, name)
+		}
+	}
+	for name := range m.taskNames {
+		if !keptTask(name) {
+			delete(m.taskNames, name)
+		}
+	}
+}
+
+// Series counts the series of Flower's metrics (flower_*) a scrape shows.
+func (m *Metrics) Series() int {
+	mfs, _ := m.reg.Gather()
+	n := 0
+	for _, mf := range mfs {
+		if strings.HasPrefix(mf.GetName(), "flower_") {
+			n += len(mf.GetMetric())
+		}
+	}
+	return n
 }
 
 func (t *taskSeries) runtimeOf(m *Metrics) prometheus.Observer {

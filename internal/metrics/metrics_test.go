@@ -1,6 +1,7 @@
 package metrics
 
 import (
+	"fmt"
 	"io"
 	"net/http/httptest"
 	"strings"
@@ -80,5 +81,49 @@ func TestSeriesAppearOnFirstUse(t *testing.T) {
 	}
 	if want := `flower_worker_online{worker="w2"} 1`; !strings.Contains(body, want) {
 		t.Errorf("missing %q", want)
+	}
+}
+
+// TestTaskNamesCappedAndForgotten: past MaxTaskNames, names share the
+// OtherTask series; Retain deletes the series of forgotten workers and
+// names, which frees their slots for new names.
+func TestTaskNamesCappedAndForgotten(t *testing.T) {
+	m := New()
+	const names = MaxTaskNames + 500
+	for i := range names {
+		task, worker := fmt.Sprintf("t%d", i), fmt.Sprintf("w%d", i%10)
+		id := fmt.Sprint(i)
+		m.Observe(Event{Type: "worker-heartbeat", Worker: worker, Active: 1})
+		m.Observe(Event{Type: "task-received", UUID: id, Task: task, Worker: worker, Timestamp: 1})
+		m.Observe(Event{Type: "task-started", UUID: id, Task: task, Worker: worker, Timestamp: 2})
+		m.Observe(Event{Type: "task-succeeded", UUID: id, Task: task, Worker: worker, Runtime: 0.5})
+	}
+	body := scrape(t, m)
+	if want := `flower_events_total{task="other",type="task-received",worker="w0"} 50`; !strings.Contains(body, want) {
+		t.Errorf("missing %q", want)
+	}
+	if strings.Contains(body, fmt.Sprintf(`task="t%d"`, MaxTaskNames)) {
+		t.Errorf("name %d beyond the cap has series of its own", MaxTaskNames)
+	}
+	// Three event series, runtime, prefetch and prefetched per name, plus
+	// the OtherTask ones per worker, and two per worker.
+	perName := 6
+	if got, want := m.Series(), perName*(MaxTaskNames+10)+2*10; got != want {
+		t.Errorf("%d series, want %d", got, want)
+	}
+
+	// Only w0's series and the names t0 to t9 stay.
+	m.Retain(func(w string) bool { return w == "w0" }, func(n string) bool { return len(n) == 2 })
+	if got, want := m.Series(), perName*(1+1)+2; got != want { // t0 and other on w0
+		t.Errorf("after Retain: %d series, want %d:\n%s", got, want, scrape(t, m))
+	}
+	m.Observe(Event{Type: "task-started", UUID: "nameless", Worker: "w0", Timestamp: 1})
+	m.Retain(func(string) bool { return true }, func(string) bool { return false })
+	if want := `flower_events_total{task="",type="task-started",worker="w0"} 1`; !strings.Contains(scrape(t, m), want) {
+		t.Errorf("the series of nameless tasks went: missing %q", want)
+	}
+	m.Observe(Event{Type: "task-received", UUID: "new", Task: "fresh", Worker: "w0", Timestamp: 1})
+	if want := `flower_events_total{task="fresh",type="task-received",worker="w0"} 1`; !strings.Contains(scrape(t, m), want) {
+		t.Errorf("a new name after Retain has no series of its own: missing %q", want)
 	}
 }

@@ -2,6 +2,7 @@ package state
 
 import (
 	"fmt"
+	"math/rand/v2"
 	"runtime"
 	"testing"
 	"time"
@@ -255,6 +256,39 @@ func BenchmarkListMillion(b *testing.B) {
 					b.Fatal(err)
 				}
 			}
+		})
+	}
+}
+
+// BenchmarkIngestIDs ingests the same number of tasks (a task-received
+// event each) with random ids and with ids chosen to collide under a
+// fixed hash (floodIDs); the two must cost about the same per id.
+func BenchmarkIngestIDs(b *testing.B) {
+	const n = 80000
+	rng := rand.New(rand.NewPCG(1, 2))
+	random := make([]string, n)
+	for i := range random {
+		var u [16]byte
+		for j := range u {
+			u[j] = byte(rng.Uint32())
+		}
+		random[i] = formatUUID(u)
+	}
+	for _, c := range []struct {
+		name string
+		ids  []string
+	}{{"random", random}, {"colliding", floodIDs(n)}} {
+		evs := make([]celery.Event, n)
+		for i, id := range c.ids {
+			evs[i] = taskEv(b, "received", id, "w@host", 1.7e9+float64(i)/100, map[string]any{"name": "proj.add"})
+		}
+		runtime.GC() // the building's garbage is not the benchmark's
+		b.Run(c.name, func(b *testing.B) {
+			for b.Loop() {
+				s := New(Config{MaxTasks: n})
+				s.Apply(evs...)
+			}
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*n), "ns/id")
 		})
 	}
 }

@@ -1,9 +1,6 @@
 package state
 
-import (
-	"encoding/binary"
-	"math/bits"
-)
+import "hash/maphash"
 
 // idTable finds the slot of a canonical task id. It is an open-addressing
 // table of slot numbers with linear probing; the ids themselves stay in
@@ -14,21 +11,24 @@ type idTable struct {
 	cells []uint32 // slot+1; 0 is empty
 	n     int
 	mask  uint64
+	seed  maphash.Seed
 }
 
 func newIDTable() idTable {
-	return idTable{cells: make([]uint32, 1024), mask: 1023}
+	return idTable{cells: make([]uint32, 1024), mask: 1023, seed: maphash.MakeSeed()}
 }
 
-// hashID mixes the id's two halves: Celery's ids are random, but nothing
-// forces a client to send random ones.
-func hashID(id *[16]byte) uint64 {
-	hi, lo := bits.Mul64(binary.LittleEndian.Uint64(id[:8])^0x9e3779b97f4a7c15, binary.LittleEndian.Uint64(id[8:])^0xc2b2ae3d27d4eb4f)
-	return hi ^ lo
+// hash places an id. Celery's ids are random, but any client chooses the
+// ids it sends: with a fixed hash, ids made to collide pile up in one
+// probe run and every lookup walks it. The table's own random seed, which
+// no client can learn, keeps chosen ids as spread as random ones, as it
+// does for Go's maps.
+func (t *idTable) hash(id *[16]byte) uint64 {
+	return maphash.Bytes(t.seed, id[:])
 }
 
 func (t *idTable) get(id *[16]byte, slots *slab) (uint32, bool) {
-	for h := hashID(id) & t.mask; ; h = (h + 1) & t.mask {
+	for h := t.hash(id) & t.mask; ; h = (h + 1) & t.mask {
 		c := t.cells[h]
 		if c == 0 {
 			return 0, false
@@ -49,7 +49,7 @@ func (t *idTable) put(i uint32, slots *slab) {
 }
 
 func (t *idTable) insert(i uint32, slots *slab) {
-	for h := hashID(&slots.at(i).id) & t.mask; ; h = (h + 1) & t.mask {
+	for h := t.hash(&slots.at(i).id) & t.mask; ; h = (h + 1) & t.mask {
 		if t.cells[h] == 0 {
 			t.cells[h] = i + 1
 			return
@@ -72,14 +72,14 @@ func (t *idTable) grow(slots *slab) {
 // still in the slot. Later cells of the probe run shift back into the
 // hole, so lookups need no tombstones.
 func (t *idTable) remove(i uint32, slots *slab) {
-	h := hashID(&slots.at(i).id) & t.mask
+	h := t.hash(&slots.at(i).id) & t.mask
 	for t.cells[h] != i+1 {
 		h = (h + 1) & t.mask
 	}
 	t.n--
 	hole := h
 	for j := (hole + 1) & t.mask; t.cells[j] != 0; j = (j + 1) & t.mask {
-		home := hashID(&slots.at(t.cells[j]-1).id) & t.mask
+		home := t.hash(&slots.at(t.cells[j]-1).id) & t.mask
 		// Move cell j into the hole unless its home lies cyclically in
 		// (hole, j], where it would no longer be found.
 		if (j-home)&t.mask >= (j-hole)&t.mask {

@@ -332,3 +332,37 @@ func unpack(rec []byte, key float64, t *Task, y *symbols, text func([]byte) stri
 	}
 	return nil
 }
+
+// releasePacked gives back the symbols a packed record holds; set is its
+// task's fields. It skips to them without unpacking the rest.
+func releasePacked(rec []byte, set Field, y *symbols) {
+	if set&(FieldExchange|FieldRoutingKey|FieldClient) == 0 {
+		return
+	}
+	off := 1
+	if set&FieldReceived != 0 {
+		off += 8
+	}
+	for _, f := range floatFields {
+		if set&f != 0 {
+			off += 8
+		}
+	}
+	if rec[0]&ownTimestamp != 0 {
+		off += 8
+	}
+	b := rec[off:]
+	for _, f := range stringFields {
+		if set&f != 0 {
+			n, w := binary.Uvarint(b)
+			b = b[w+int(n):]
+		}
+	}
+	for _, f := range symbolFields {
+		if set&f != 0 {
+			id, w := binary.Uvarint(b)
+			b = b[w:]
+			y.release(uint32(id))
+		}
+	}
+}

@@ -26,8 +26,12 @@ type Changes struct {
 	// FirstSeq is the oldest live task's sequence number: every record
 	// below it is gone.
 	FirstSeq uint64
-	// Types are the task names first seen.
-	Types []string
+	// Types are the task types that came, and ForgottenTypes those that
+	// went with their last task.
+	Types, ForgottenTypes []string
+	// ForgottenWorkers are the workers the state no longer keeps (purged,
+	// or the oldest beyond MaxWorkers), unless one came back since.
+	ForgottenWorkers []string
 }
 
 // seqOf is the sequence number of the task in slot i: the ring gives slot
@@ -46,16 +50,30 @@ func (s *State) Drain() Changes {
 	// lock: readers are not held up by the encoding, and a task changed in
 	// between is simply in the next set too.
 	s.mu.Lock()
-	dirty, types := s.dirty, s.newTypes
+	dirty, types, gone := s.dirty, s.types, s.goneWorkers
 	if dirty != nil {
 		s.dirty = make(map[uint32]struct{}, len(dirty))
+		s.types = make(map[string]bool)
+		s.goneWorkers = nil
 	}
-	s.newTypes = nil
+	var forgotten []string
+	for _, w := range gone {
+		if s.workers[w] == nil {
+			forgotten = append(forgotten, w)
+		}
+	}
 	s.mu.Unlock()
 
 	s.mu.RLock()
 	defer s.mu.RUnlock()
-	c := Changes{FirstSeq: s.created - uint64(s.live), Types: types}
+	c := Changes{FirstSeq: s.created - uint64(s.live), ForgottenWorkers: forgotten}
+	for name, kept := range types {
+		if kept {
+			c.Types = append(c.Types, name)
+		} else {
+			c.ForgottenTypes = append(c.ForgottenTypes, name)
+		}
+	}
 	c.Tasks = make([]Record, 0, len(dirty))
 	var buf []byte
 	for i := range dirty {
@@ -86,13 +104,10 @@ func (s *State) Restore(seq uint64, data []byte) error {
 	s.created = seq
 	if t.Has(FieldWorker) && s.workers[t.Worker] == nil {
 		// Known from its tasks; its own latest event, if any, follows.
-		s.addWorker(t.Worker)
+		s.addWorker(t.Worker).lastEvent = epoch(s.now())
 	}
 	i := s.addTask(t.UUID)
 	s.save(i, &t, false)
-	if t.Has(FieldName) {
-		s.addType(t.Name)
-	}
 	if parent := parentOf(&t); parent != "" {
 		s.children[parent] = append(s.children[parent], i)
 	}
@@ -100,23 +115,17 @@ func (s *State) Restore(seq uint64, data []byte) error {
 	return nil
 }
 
-// RestoreType adds a task name seen before a restart.
+// RestoreType takes a task type the store kept, after the tasks were
+// restored: the restored tasks already brought back the types still in
+// use, so a name none of them has is one to forget, in the store too.
 func (s *State) RestoreType(name string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.types[name] = struct{}{}
-}
-
-func (s *State) addType(name string) {
-	if _, ok := s.types[name]; ok {
+	if id, ok := s.sym.lookup(name); ok && s.sym.named[id] > 0 {
 		return
 	}
-	// name may be a view into the arena (a record read for an event that
-	// does not carry the name), whose bytes are reused.
-	name = strings.Clone(name)
-	s.types[name] = struct{}{}
-	if s.dirty != nil {
-		s.newTypes = append(s.newTypes, name)
+	if s.types != nil {
+		s.typeChanged(strings.Clone(name), false)
 	}
 }
 

@@ -3,6 +3,7 @@ package state
 import (
 	"encoding/binary"
 	"encoding/hex"
+	"strings"
 )
 
 // A task record lives in a slot: a fixed-size struct without pointers that
@@ -109,31 +110,85 @@ func appendUUID(dst []byte, id [16]byte) []byte {
 }
 
 // symbols interns the few distinct strings of task records (task names,
-// hostnames, states, exchanges, routing keys) as small numbers, and knows
-// for each its casefolded form, which the filters compare.
+// hostnames, states, exchanges, routing keys, clients) as small numbers,
+// and knows for each its casefolded form, which the filters compare.
+//
+// A symbol lives as long as something refers to it: the slots (name,
+// worker, state), the packed records (exchange, routing key, client) and
+// the symbols that fold to it each hold a reference, and the last one
+// released frees it for reuse. Names come and go with the tasks (pod
+// hostnames, clients' gen<pid>@host), so the table holds what the live
+// tasks name, not every name ever seen. Counting fits the records: they
+// hold symbols as numbers, without a Go pointer, where unique.Handle is
+// a pointer per field that the collector would scan in every slot.
 type symbols struct {
 	strs   []string
 	folded []uint32
-	ids    map[string]uint32
+	refs   []uint32
+	// named counts the live tasks whose name the symbol is: the task
+	// types.
+	named []uint32
+	ids   map[string]uint32
+	free  []uint32
 }
 
 func newSymbols() symbols {
-	// Symbol 0 is the empty string.
-	return symbols{strs: []string{""}, folded: []uint32{0}, ids: map[string]uint32{"": 0}}
+	// Symbol 0 is the empty string, never freed.
+	y := symbols{strs: []string{""}, folded: []uint32{0}, refs: []uint32{1}, named: []uint32{0},
+		ids: map[string]uint32{"": 0}}
+	// Celery's states hold a reference of their own: a task passes through
+	// RECEIVED and STARTED alone at times, and each of its events would
+	// otherwise free the state it leaves and intern it anew.
+	for _, st := range [...]string{Pending, Received, Started, Success, Failure, Retry, Revoked, Rejected} {
+		y.id(st)
+	}
+	return y
 }
 
+// id returns the symbol of s and takes a reference to it, which release
+// gives back.
 func (y *symbols) id(s string) uint32 {
 	if id, ok := y.ids[s]; ok {
+		y.refs[id]++
 		return id
 	}
-	id := uint32(len(y.strs))
-	y.strs = append(y.strs, s)
-	y.folded = append(y.folded, id)
+	// s may be a view into a larger buffer (an event's message); the
+	// table keeps its own copy.
+	s = strings.Clone(s)
+	var id uint32
+	if n := len(y.free); n > 0 {
+		id, y.free = y.free[n-1], y.free[:n-1]
+		y.strs[id], y.folded[id], y.refs[id] = s, id, 1
+	} else {
+		id = uint32(len(y.strs))
+		y.strs = append(y.strs, s)
+		y.folded = append(y.folded, id)
+		y.refs = append(y.refs, 1)
+		y.named = append(y.named, 0)
+	}
 	y.ids[s] = id
 	if f := fold(s); f != s {
 		y.folded[id] = y.id(f)
 	}
 	return id
+}
+
+// release gives back a reference taken by id; the last one frees the
+// symbol, and its reference to its folded form.
+func (y *symbols) release(id uint32) {
+	if id == 0 {
+		return
+	}
+	if y.refs[id]--; y.refs[id] > 0 {
+		return
+	}
+	delete(y.ids, y.strs[id])
+	f := y.folded[id]
+	y.strs[id], y.folded[id] = "", 0
+	y.free = append(y.free, id)
+	if f != id {
+		y.release(f)
+	}
 }
 
 // lookup returns the symbol of s without adding it.
@@ -143,6 +198,9 @@ func (y *symbols) lookup(s string) (uint32, bool) {
 }
 
 func (y *symbols) str(id uint32) string { return y.strs[id] }
+
+// len is the number of live symbols, the empty string included.
+func (y *symbols) len() int { return len(y.ids) }
 
 // ref locates a record in the arena: chunk number and offset.
 type ref uint64

@@ -72,9 +72,8 @@ type State struct {
 	// as their parent, whether that parent is known or not (yet).
 	children map[string][]uint32
 
-	workers       map[string]*Worker
-	workerCreated []*Worker
-	types         map[string]struct{}
+	workers       map[string]*worker
+	workerCreated []*worker
 
 	// clock is the receiver's Lamport clock (kombu's LamportClock in
 	// Celery's EventReceiver), which stamps task-sent events.
@@ -83,10 +82,14 @@ type State struct {
 	buf  []byte // scratch for packing
 	less lessFunc
 
-	// dirty holds the slots changed since the last Drain, and newTypes
-	// the names first seen; nil unless changes are tracked.
-	dirty    map[uint32]struct{}
-	newTypes []string
+	// dirty holds the slots changed since the last Drain, and types the
+	// task types that came (true) or went (false); nil unless changes are
+	// tracked.
+	dirty map[uint32]struct{}
+	types map[string]bool
+	// goneWorkers are the workers forgotten since the last Drain, when
+	// changes are tracked.
+	goneWorkers []string
 }
 
 // New returns an empty state.
@@ -114,12 +117,12 @@ func New(cfg Config) *State {
 		byWorker:   make(map[uint32]*index),
 		byReceived: make(map[uint32]*index),
 		children:   make(map[string][]uint32),
-		workers:    make(map[string]*Worker),
-		types:      make(map[string]struct{}),
+		workers:    make(map[string]*worker),
 	}
 	s.less = s.itemLess
 	if cfg.TrackChanges {
 		s.dirty = make(map[uint32]struct{})
+		s.types = make(map[string]bool)
 	}
 	return s
 }
@@ -222,6 +225,7 @@ func (s *State) workerEvent(e *celery.Event, subject string, clock int64, localR
 		w = s.addWorker(e.Hostname)
 	}
 	w.update(e, clock)
+	w.lastEvent = localReceived
 	switch {
 	case offline:
 		w.Heartbeats = w.Heartbeats[:0]
@@ -230,13 +234,14 @@ func (s *State) workerEvent(e *celery.Event, subject string, clock int64, localR
 	}
 }
 
-func (s *State) addWorker(hostname string) *Worker {
+func (s *State) addWorker(hostname string) *worker {
 	if len(s.workerCreated) >= s.maxWorkers {
 		old := s.workerCreated[0]
 		s.workerCreated = slices.Delete(s.workerCreated, 0, 1)
 		delete(s.workers, old.Hostname)
+		s.forgetWorker(old.Hostname)
 	}
-	w := &Worker{Hostname: strings.Clone(hostname), Freq: defaultFreq}
+	w := &worker{Worker: Worker{Hostname: strings.Clone(hostname), Freq: defaultFreq}}
 	s.workers[w.Hostname] = w
 	s.workerCreated = append(s.workerCreated, w)
 	return w
@@ -310,6 +315,7 @@ func (s *State) taskEvent(e *celery.Event, subject string, clock int64, localRec
 		}
 		t.Worker = w.Hostname
 		t.Set |= FieldWorker
+		w.lastEvent = localReceived
 		// A task event is a heartbeat too. Celery passes its two times
 		// swapped here, so what it records is the event's own timestamp;
 		// that quirk is kept for identical liveness.
@@ -336,10 +342,6 @@ func (s *State) taskEvent(e *celery.Event, subject string, clock int64, localRec
 		if !late {
 			t.State = state
 		}
-	}
-	// Every name a task had counts, not only the one it is written with.
-	if t.Has(FieldName) {
-		s.addType(t.Name)
 	}
 }
 
@@ -552,6 +554,7 @@ func (s *State) evict(i uint32) {
 		s.unlinkChild(parent, i)
 	}
 	s.unindex(i, sl)
+	s.releaseSymbols(sl)
 	if sl.hasTextID() {
 		delete(s.byText, s.textIDs[i])
 		delete(s.textIDs, i)
@@ -694,6 +697,9 @@ func (s *State) save(i uint32, t *Task, indexed bool) {
 	sl.state = s.sym.id(t.State)
 	sl.name = s.sym.id(t.Name)
 	sl.worker = s.sym.id(t.Worker)
+	if sl.set&FieldName != 0 {
+		s.named(sl.name, 1)
+	}
 	// Index comparisons read only the item's key and the slot's id, which
 	// does not change, so the slot can hold its new values already.
 	for d := range dims {
@@ -708,9 +714,48 @@ func (s *State) save(i uint32, t *Task, indexed bool) {
 		s.insertInto(d, to)
 	}
 	if old.cold != noRef {
+		s.releaseSymbols(&old)
 		s.arena.release(old.cold)
 	}
 	s.arena.compactDue(s.owner)
+}
+
+// releaseSymbols gives back the symbols the record of sl holds, once it
+// is replaced or evicted.
+func (s *State) releaseSymbols(sl *slot) {
+	if sl.set&FieldName != 0 {
+		s.named(sl.name, -1)
+	}
+	releasePacked(s.arena.get(sl.cold), sl.set&taskFields, &s.sym)
+	s.sym.release(sl.state)
+	s.sym.release(sl.name)
+	s.sym.release(sl.worker)
+}
+
+// named counts a live task more (d = 1) or less (-1) under the name
+// symbol id: a task type lasts as long as a task of that name.
+func (s *State) named(id uint32, d int) {
+	n := &s.sym.named[id]
+	if d > 0 {
+		*n++
+	} else {
+		*n--
+	}
+	if s.types != nil && *n == uint32(max(d, 0)) {
+		s.typeChanged(s.sym.str(id), d > 0)
+	}
+}
+
+// typeChanged notes for Drain that a task type came or went. A name
+// absent from s.types is as the store has it: a change undoing one not
+// drained yet cancels it, so that names which came and went between two
+// drains cost the store nothing.
+func (s *State) typeChanged(name string, kept bool) {
+	if was, ok := s.types[name]; ok && was != kept {
+		delete(s.types, name)
+		return
+	}
+	s.types[name] = kept
 }
 
 // receivedOf is the received time of the record of sl.
@@ -790,17 +835,38 @@ func (s *State) Len() int {
 	return s.live
 }
 
-// TaskTypes returns the sorted names of all tasks seen since the state was
-// created (evicted tasks' names stay, as in Celery).
+// TaskTypes returns the sorted names of the tasks kept. Celery keeps
+// every name it ever saw; a name here goes with the last task of that
+// name, so that names that churn (one per deployment, per tenant) do not
+// pile up.
 func (s *State) TaskTypes() []string {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
-	names := make([]string, 0, len(s.types))
-	for n := range s.types {
-		names = append(names, n)
+	var names []string
+	for id, n := range s.sym.named {
+		if n > 0 {
+			names = append(names, s.sym.strs[id])
+		}
 	}
 	slices.Sort(names)
 	return names
+}
+
+// HasTaskType reports whether a task of that name is kept.
+func (s *State) HasTaskType(name string) bool {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	id, ok := s.sym.lookup(name)
+	return ok && s.sym.named[id] > 0
+}
+
+// Symbols is the number of distinct strings the task records hold (names,
+// hostnames, states, exchanges, routing keys, clients, and their
+// casefolded forms).
+func (s *State) Symbols() int {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return s.sym.len()
 }
 
 // Workers returns the known workers in the order they were first seen,
@@ -825,4 +891,38 @@ func (s *State) WorkerNames() []string {
 		out[i] = w.Hostname
 	}
 	return out
+}
+
+// KnowsWorker reports whether the state holds the worker.
+func (s *State) KnowsWorker(hostname string) bool {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return s.workers[hostname] != nil
+}
+
+// PurgeWorkers forgets the workers that are offline and sent no event
+// since before (Flower's --purge_offline_workers), and returns their
+// hostnames. A worker comes back with its next event.
+func (s *State) PurgeWorkers(before time.Time) []string {
+	now, cut := s.now(), epoch(before)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var gone []string
+	s.workerCreated = slices.DeleteFunc(s.workerCreated, func(w *worker) bool {
+		if w.lastEvent >= cut || w.AliveAt(now) {
+			return false
+		}
+		delete(s.workers, w.Hostname)
+		gone = append(gone, w.Hostname)
+		s.forgetWorker(w.Hostname)
+		return true
+	})
+	return gone
+}
+
+// forgetWorker notes for Drain that the worker is no longer kept.
+func (s *State) forgetWorker(hostname string) {
+	if s.dirty != nil {
+		s.goneWorkers = append(s.goneWorkers, hostname)
+	}
 }

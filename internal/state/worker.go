@@ -37,6 +37,14 @@ type Worker struct {
 	SWSys      string
 }
 
+// worker is a Worker as the state keeps it.
+type worker struct {
+	Worker
+	// lastEvent is when its latest event was received (epoch seconds),
+	// for PurgeWorkers.
+	lastEvent float64
+}
+
 // AliveAt reports whether the worker counts as online at now: it has a
 // heartbeat and the last one is younger than twice its interval.
 func (w *Worker) AliveAt(now time.Time) bool {

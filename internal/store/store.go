@@ -86,8 +86,10 @@ type Batch struct {
 	FirstSeq uint64
 	// Workers maps a hostname to that worker's latest event.
 	Workers map[string][]byte
-	// Types are task names to keep.
-	Types []string
+	// ForgottenWorkers are deleted, before Workers are put.
+	ForgottenWorkers []string
+	// Types are task names to keep, ForgottenTypes names to delete.
+	Types, ForgottenTypes []string
 }
 
 // Write commits a batch in one transaction.
@@ -109,6 +111,11 @@ func (s *Store) Write(b Batch) error {
 			}
 		}
 		workers := tx.Bucket(workersBucket)
+		for _, w := range b.ForgottenWorkers {
+			if err := workers.Delete([]byte(w)); err != nil {
+				return err
+			}
+		}
 		for w, e := range b.Workers {
 			if err := workers.Put([]byte(w), e); err != nil {
 				return err
@@ -117,6 +124,11 @@ func (s *Store) Write(b Batch) error {
 		types := tx.Bucket(typesBucket)
 		for _, name := range b.Types {
 			if err := types.Put([]byte(name), nil); err != nil {
+				return err
+			}
+		}
+		for _, name := range b.ForgottenTypes {
+			if err := types.Delete([]byte(name)); err != nil {
 				return err
 			}
 		}
@@ -166,6 +178,17 @@ func (s *Store) load(task func(seq uint64, data []byte) error, worker func(event
 			return nil
 		})
 	})
+}
+
+// Counts returns how many tasks, workers and task types the store holds.
+func (s *Store) Counts() (tasks, workers, types int) {
+	_ = s.db.View(func(tx *bolt.Tx) error {
+		tasks = tx.Bucket(tasksBucket).Stats().KeyN
+		workers = tx.Bucket(workersBucket).Stats().KeyN
+		types = tx.Bucket(typesBucket).Stats().KeyN
+		return nil
+	})
+	return tasks, workers, types
 }
 
 // Size returns the file's size in bytes.

@@ -91,3 +91,31 @@ func TestWriteReopenLoad(t *testing.T) {
 		t.Error(err)
 	}
 }
+
+// TestForgetWorkersAndTypes: forgotten workers and task types leave their
+// buckets, and a worker forgotten and seen again in one batch stays.
+func TestForgetWorkersAndTypes(t *testing.T) {
+	s, err := Open(filepath.Join(t.TempDir(), "stamen.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	batches := []Batch{
+		{Workers: map[string][]byte{"w1": []byte("w1 online"), "w2": []byte("w2 online"), "w3": []byte("w3 online")},
+			Types: []string{"t.a", "t.b", "t.c"}},
+		{ForgottenWorkers: []string{"w1", "w2"}, Workers: map[string][]byte{"w2": []byte("w2 back")},
+			ForgottenTypes: []string{"t.a", "t.c"}},
+	}
+	for _, b := range batches {
+		if err := s.Write(b); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if tasks, workers, types := s.Counts(); tasks != 0 || workers != 2 || types != 1 {
+		t.Errorf("Counts() = %d tasks, %d workers, %d types; want 0, 2, 1", tasks, workers, types)
+	}
+	want := loaded{Workers: []string{"w2 back", "w3 online"}, Types: []string{"t.b"}}
+	if diff := cmp.Diff(want, loadAll(t, s)); diff != "" {
+		t.Errorf("load (-want +got):\n%s", diff)
+	}
+}

@@ -1,0 +1,52 @@
+package inspect
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"testing"
+	"time"
+
+	"github.com/stamen-dev/stamen/internal/celery"
+)
+
+// echoWorkers answers every command for the workers it is sent to.
+type echoWorkers struct{}
+
+func (echoWorkers) Broadcast(_ context.Context, cmd celery.ControlCommand) ([]celery.ControlReply, error) {
+	var out []celery.ControlReply
+	for _, d := range cmd.Destination {
+		out = append(out, celery.ControlReply{Hostname: d, Value: json.RawMessage(`{}`)})
+	}
+	return out, nil
+}
+
+// TestPurgeForgetsOldWorkersNotKept: of workers that answered long ago,
+// those keep does not claim go; recent answers and kept workers stay.
+func TestPurgeForgetsOldWorkersNotKept(t *testing.T) {
+	now := time.Unix(1.7e9, 0)
+	in := New(echoWorkers{}, time.Second, slog.New(slog.DiscardHandler))
+	in.now = func() time.Time { return now }
+	ctx := context.Background()
+	for i := range 1000 {
+		if err := in.Refresh(ctx, fmt.Sprintf("old%d@h", i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	now = now.Add(time.Hour)
+	for _, w := range []string{"new@h", "old0@h"} {
+		if err := in.Refresh(ctx, w); err != nil {
+			t.Fatal(err)
+		}
+	}
+	gone := in.Purge(now.Add(-time.Minute), func(w string) bool { return w == "old1@h" })
+	if len(gone) != 998 || in.Len() != 3 {
+		t.Errorf("purged %d, %d left; want 998 and 3", len(gone), in.Len())
+	}
+	for _, w := range []string{"new@h", "old0@h", "old1@h"} {
+		if !in.Known(w) {
+			t.Errorf("%s was purged", w)
+		}
+	}
+}
