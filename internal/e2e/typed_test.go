@@ -1,7 +1,11 @@
 package e2e
 
 import (
+	"bufio"
+	"context"
+	"encoding/json"
 	"fmt"
+	"net/http"
 	"strings"
 	"testing"
 	"time"
@@ -37,9 +41,11 @@ print(echo.id, fail.id)
 
 func typedCases() []suiteCase {
 	return []suiteCase{
-		{"typed values read as plain strings in apply, result and info", func(t *testing.T, c *cluster) {
+		{"typed values read as plain strings in apply, result, info and the event stream", func(t *testing.T, c *cluster) {
+			stream := openStream(t, c, "stamen.typed")
 			applied := c.api.mustOK(c.api.post("/api/task/apply/stamen.typed", nil, map[string]any{}))
 			id := fmt.Sprint(applied["task-id"])
+			okID := id
 			if diff := cmp.Diff(typedPlain, applied["result"]); applied["state"] != "SUCCESS" || diff != "" {
 				t.Errorf("apply: state %v, result (-want +got):\n%s", applied["state"], diff)
 			}
@@ -58,6 +64,12 @@ func typedCases() []suiteCase {
 				t.Errorf("result of a failing task: %v, want %s", res["result"], typedException)
 			}
 			checkInfo(t, c, id, "FAILURE", "exception", typedException)
+			if got := stream.await(t, okID, "task-succeeded")["result"]; got != typedPlainRepr {
+				t.Errorf("/api/events task-succeeded result %v, want %s", got, typedPlainRepr)
+			}
+			if got := stream.await(t, id, "task-failed")["exception"]; got != typedException {
+				t.Errorf("/api/events task-failed exception %v, want %s", got, typedException)
+			}
 		}},
 		{"typed values sent by a Celery client read as plain strings", func(t *testing.T, c *cluster) {
 			// rpc:// sends a result to the client that sent the task only:
@@ -113,4 +125,55 @@ func checkInfo(t *testing.T, c *cluster, id, state, key, want string) map[string
 		}
 	}
 	return info
+}
+
+// eventStream is an /api/events client that keeps what it has read.
+type eventStream struct {
+	sc   *bufio.Scanner
+	seen map[string]map[string]any // "<uuid> <type>" -> data
+}
+
+// openStream subscribes to /api/events for a task name until the test ends.
+func openStream(t *testing.T, c *cluster, taskname string) *eventStream {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	t.Cleanup(cancel)
+	req, _ := http.NewRequestWithContext(ctx, "GET", c.api.base+"/api/events?type=task-*&taskname="+taskname, nil)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { resp.Body.Close() })
+	if resp.StatusCode != 200 {
+		t.Fatalf("/api/events: status %d", resp.StatusCode)
+	}
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	return &eventStream{sc: sc, seen: map[string]map[string]any{}}
+}
+
+// await reads the stream until the event typ of task id has come (or the
+// stream's 60 s end), checks that no event read holds a typed value, and
+// returns the event's data.
+func (s *eventStream) await(t *testing.T, id, typ string) map[string]any {
+	t.Helper()
+	for s.seen[id+" "+typ] == nil && s.sc.Scan() {
+		data, ok := strings.CutPrefix(s.sc.Text(), "data: ")
+		if !ok {
+			continue
+		}
+		if strings.Contains(data, "__type__") || strings.Contains(data, "datetime.") {
+			t.Errorf("/api/events streams a typed value: %s", data)
+		}
+		var ev map[string]any
+		if err := json.Unmarshal([]byte(data), &ev); err != nil {
+			t.Fatalf("/api/events data is not JSON: %s", data)
+		}
+		s.seen[fmt.Sprint(ev["uuid"])+" "+fmt.Sprint(ev["type"])] = ev
+	}
+	ev := s.seen[id+" "+typ]
+	if ev == nil {
+		t.Fatalf("/api/events ended (%v) before %s of %s", s.sc.Err(), typ, id)
+	}
+	return ev
 }
