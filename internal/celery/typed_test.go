@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 )
@@ -183,10 +184,24 @@ func TestPlainRepr(t *testing.T) {
 		{"datetime.datetime(2024, 1", "datetime.datetime(2024, 1"},
 		{"UUID('nope')", "UUID('nope')"},
 		{"b'unterminated", "b'unterminated"},
+		{"datetime.datetime(2024, 1, 2, 3, 4, 5, tzinfo=zoneinfo.ZoneInfo(key='America/Argentina/ComodRivadavia'))", "'2024-01-02T03:04:05-03:00'"},
 	} {
 		if got := PlainRepr(c.in); got != c.want {
 			t.Errorf("PlainRepr(%s)\n = %s\nwant %s", c.in, got, c.want)
 		}
+	}
+}
+
+// TestPlainReprLinear: a long text of unclosed calls costs a bounded look
+// at each, not a scan to the end.
+func TestPlainReprLinear(t *testing.T) {
+	s := strings.Repeat("UUID(", 200000)
+	start := time.Now()
+	if got := PlainRepr(s); got != s {
+		t.Fatal("unclosed calls rewritten")
+	}
+	if d := time.Since(start); d > 5*time.Second {
+		t.Errorf("PlainRepr of %d bytes took %s", len(s), d)
 	}
 }
 

@@ -144,6 +144,11 @@ func bytesLiteralText(body string) (string, bool) {
 	return string(out), true
 }
 
+// maxTypedRepr bounds the repr of one typed value (the longest,
+// datetime.datetime with a named zoneinfo or timedelta offset, is about 120
+// characters).
+const maxTypedRepr = 256
+
 // typedCall reads a datetime, date, time, UUID or Decimal repr at the start
 // of s and returns the kombu 5.2 text of its value and the repr's length.
 func typedCall(s string) (string, int, bool) {
@@ -151,7 +156,9 @@ func typedCall(s string) (string, int, bool) {
 		if !strings.HasPrefix(s, p) {
 			continue
 		}
-		end := callEnd(s, len(p))
+		// The reprs are short; looking no further keeps a long text
+		// full of unclosed calls linear.
+		end := callEnd(s[:min(len(s), maxTypedRepr)], len(p))
 		if end < 0 {
 			return "", 0, false
 		}
