@@ -62,6 +62,12 @@ func PlainRepr(s string) string {
 			writeStrRepr(&b, text)
 			i += n
 			continue
+		} else if n > 0 {
+			// A call it cannot read stays whole, inside too, so that
+			// rewriting its arguments cannot make it readable next time.
+			b.WriteString(s[i : i+n])
+			i += n
+			continue
 		}
 		b.WriteByte(c)
 		i++
@@ -151,6 +157,8 @@ const maxTypedRepr = 256
 
 // typedCall reads a datetime, date, time, UUID or Decimal repr at the start
 // of s and returns the kombu 5.2 text of its value and the repr's length.
+// When ok is false, n is the length of a complete call of one of those names
+// that could not be read (0 when there is none).
 func typedCall(s string) (string, int, bool) {
 	for _, p := range []string{"datetime.datetime(", "datetime.date(", "datetime.time(", "UUID(", "Decimal("} {
 		if !strings.HasPrefix(s, p) {
