@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # Makes sure what stamen's integration tests need is installed and running:
 # Redis on 127.0.0.1:6379, RabbitMQ on 127.0.0.1:5672 (guest/guest, vhost
-# "stamen-test"), Debian's Celery for /usr/bin/python3, and Debian's Chromium
-# (/usr/bin/chromium) for the test that drives Swagger UI in a headless browser.
+# "stamen-test"), Debian's Celery for /usr/bin/python3, Celery 5.5 and 5.6
+# unpacked beside it (scripts/celery-versions.sh, cached under
+# /var/cache/stamen-celery), and Debian's Chromium (/usr/bin/chromium) for the
+# test that drives Swagger UI in a headless browser.
 #
 # Idempotent: installs only missing packages (no apt-get at all when nothing
 # is missing), starts only what does not already answer, and is quick (~2 s)
@@ -12,7 +14,8 @@
 #   STAMEN_SERVICES_DIR     pid/log files of what this script starts
 #                           (default /tmp/stamen-services)
 #   STAMEN_RABBIT_TIMEOUT   seconds to wait for RabbitMQ (default 120)
-#   STAMEN_SKIP_RABBITMQ=1  Redis and Celery only (what make bench needs)
+#   STAMEN_SKIP_RABBITMQ=1  Redis and the system's Celery only (what make bench
+#                           needs): no RabbitMQ, no Celery 5.5/5.6
 set -euo pipefail
 
 RUN_DIR=${STAMEN_SERVICES_DIR:-/tmp/stamen-services}
@@ -69,6 +72,14 @@ fi
   die "$PY cannot import celery/redis/kombu although the packages are installed"
 [ "${STAMEN_SKIP_RABBITMQ:-0}" = 1 ] || [ -x /usr/bin/chromium ] ||
   die "/usr/bin/chromium missing although the chromium package is installed"
+
+# ---- 1b. Celery 5.5 and 5.6 for the version matrix (cached after the first run) --
+if [ "${STAMEN_SKIP_RABBITMQ:-0}" != 1 ]; then
+  t=$(now)
+  bash "$(dirname "${BASH_SOURCE[0]}")/celery-versions.sh" 5.5 5.6 ||
+    die "Celery 5.5/5.6 for the tests are missing (scripts/celery-versions.sh failed)"
+  log "celery 5.5 and 5.6 ready after $(since "$t")s"
+fi
 
 # ---- 2. Redis, no persistence ----------------------------------------------------
 t=$(now)

@@ -328,6 +328,9 @@ type eventScanner struct {
 	pos  int
 	// The last hostname, uuid and name decoded, which a repeat reuses.
 	hostname, uuid, name string
+	// plained is set when a field of the current event was rewritten by
+	// PlainRepr or held a kombu typed value, so Raw must be rewritten too.
+	plained bool
 }
 
 type jsonKind uint8
@@ -696,6 +699,7 @@ func (d *eventScanner) decodeString(s jsonSpan) string {
 // event decodes the object at d.pos into e.
 func (d *eventScanner) event(e *Event, depth int) error {
 	start := d.pos
+	d.plained = false
 	err := d.object(depth, func(key []byte) error {
 		v, err := d.value(depth + 1)
 		if f := eventFieldOf(key); f != 0 && err == nil {
@@ -707,7 +711,33 @@ func (d *eventScanner) event(e *Event, depth int) error {
 		return err
 	}
 	e.Raw = d.data[start:d.pos:d.pos]
+	if d.plained || bytes.Contains(e.Raw, typedMarker) {
+		// What /api/events streams shows the values as the fields do.
+		if raw, err := plainJSON(e.Raw, plainReprField); err == nil {
+			e.Raw = raw
+		}
+	}
 	return nil
+}
+
+// plainReprField applies PlainRepr to the event keys that hold Python reprs.
+func plainReprField(key, value string) (string, bool) {
+	switch key {
+	case "args", "kwargs", "result", "exception":
+		return PlainRepr(value), true
+	}
+	return "", false
+}
+
+// reprText is text for a field holding a Python repr, through PlainRepr.
+func (d *eventScanner) reprText(v jsonSpan) (string, bool) {
+	s, ok := d.text(v)
+	if ok {
+		if p := PlainRepr(s); p != s {
+			s, d.plained = p, true
+		}
+	}
+	return s, ok
 }
 
 func eventFieldOf(key []byte) EventField {
@@ -813,9 +843,9 @@ func (d *eventScanner) assign(e *Event, f EventField, v jsonSpan) {
 	case FieldName:
 		e.Name, ok = d.textReusing(v, &d.name)
 	case FieldArgs:
-		e.Args, ok = d.text(v)
+		e.Args, ok = d.reprText(v)
 	case FieldKwargs:
-		e.Kwargs, ok = d.text(v)
+		e.Kwargs, ok = d.reprText(v)
 	case FieldRootID:
 		e.RootID, ok = d.text(v)
 	case FieldParentID:
@@ -827,9 +857,9 @@ func (d *eventScanner) assign(e *Event, f EventField, v jsonSpan) {
 	case FieldExpires:
 		e.Expires, ok = d.text(v)
 	case FieldResult:
-		e.Result, ok = d.text(v)
+		e.Result, ok = d.reprText(v)
 	case FieldException:
-		e.Exception, ok = d.text(v)
+		e.Exception, ok = d.reprText(v)
 	case FieldTraceback:
 		e.Traceback, ok = d.text(v)
 	case FieldRuntime:
@@ -956,6 +986,7 @@ func (d *eventScanner) text(v jsonSpan) (string, bool) {
 		return d.decodeString(v), true
 	case jsonObject:
 		if s, ok := kombuWrappedValue(d.data[v.start:v.end]); ok {
+			d.plained = true
 			return s, true
 		}
 		fallthrough
@@ -1002,12 +1033,21 @@ func (d *eventScanner) eventType(v jsonSpan) (string, bool) {
 	return d.text(v)
 }
 
-// kombuWrappedValue unwraps kombu ≥5.3's {"__type__": ..., "__value__": "..."}.
+// kombuWrappedValue is the kombu 5.2 text of kombu ≥5.3's
+// {"__type__": ..., "__value__": ...} (see typedText).
 func kombuWrappedValue(obj []byte) (string, bool) {
 	var m map[string]json.RawMessage
-	if err := json.Unmarshal(obj, &m); err != nil || len(m) != 2 || m["__type__"] == nil {
+	if err := json.Unmarshal(obj, &m); err != nil || len(m) != 2 || m["__type__"] == nil || m["__value__"] == nil {
 		return "", false
 	}
+	var typ string
+	if err := json.Unmarshal(m["__type__"], &typ); err != nil {
+		return "", false
+	}
+	if s, ok := typedText(typ, m["__value__"]); ok {
+		return s, true
+	}
+	// A type an application registered: its value, when that is text.
 	var s string
 	if err := json.Unmarshal(m["__value__"], &s); err != nil {
 		return "", false

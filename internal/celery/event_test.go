@@ -617,11 +617,16 @@ func compareWithEncodingJSON(t *testing.T, obj []byte, e *Event) {
 	if err := json.Unmarshal(obj, &ref); err != nil {
 		t.Fatal(err)
 	}
-	var compact1, compact2 bytes.Buffer
+	// Raw is the object as sent, or as plainJSON rewrites it when it holds
+	// kombu typed values or reprs of them.
+	var compact1, compact2, compact3 bytes.Buffer
 	_ = json.Compact(&compact1, obj)
 	_ = json.Compact(&compact2, e.Raw)
-	if compact1.String() != compact2.String() {
-		t.Errorf("Raw = %s, want %s", e.Raw, obj)
+	if plain, err := plainJSON(obj, plainReprField); err == nil {
+		_ = json.Compact(&compact3, plain)
+	}
+	if compact1.String() != compact2.String() && compact3.String() != compact2.String() {
+		t.Errorf("Raw = %s, want %s or %s", e.Raw, obj, compact3.String())
 	}
 	for key, got := range map[string]string{"type": e.Type, "hostname": e.Hostname, "uuid": e.UUID, "name": e.Name, "traceback": e.Traceback} {
 		f := eventFieldOf([]byte(key))

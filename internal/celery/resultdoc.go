@@ -28,8 +28,12 @@ func ResultKey(taskID string) string {
 }
 
 // DecodeResult parses a result document as the Redis backend stores it (or
-// the rpc:// backend sends it). Timestamps and tracebacks written with
-// kombu's {"__type__", "__value__"} markers are unwrapped.
+// the rpc:// backend sends it). kombu ≥5.3's typed values
+// ({"__type__", "__value__"}) are shown as kombu 5.2 wrote them (PlainJSON),
+// in the result and so in an exception's arguments, so that a result reads
+// the same whatever the workers' release. A typed date_done or traceback is
+// unwrapped to its value (date_done stays as the worker wrote it: Celery 5.6
+// writes it as a plain "+00:00" string).
 func DecodeResult(data []byte) (*Result, error) {
 	var doc struct {
 		TaskID    string          `json:"task_id"`
@@ -63,6 +67,12 @@ func DecodeResult(data []byte) (*Result, error) {
 	}
 	if len(r.Result) == 0 {
 		r.Result = json.RawMessage("null")
+	} else if bytes.Contains(r.Result, typedMarker) {
+		plain, err := PlainJSON(r.Result)
+		if err != nil {
+			return nil, fmt.Errorf("decode result document: result: %w", err)
+		}
+		r.Result = plain
 	}
 	return r, nil
 }

@@ -1,6 +1,7 @@
 // Package e2e runs stamen against real Celery workers on real brokers: one
 // table-driven suite, run once per broker (Redis, the embedded broker,
-// RabbitMQ with rpc:// and RabbitMQ with a Redis result backend).
+// RabbitMQ with rpc:// and RabbitMQ with a Redis result backend) and Celery
+// release (suiteReleases).
 package e2e
 
 import (
@@ -10,6 +11,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -34,6 +36,8 @@ type cluster struct {
 	amqp bool
 	// cfg starts another stamen on the same broker.
 	cfg app.Config
+	// celery is the workers' (and Python clients') Celery release.
+	celery string
 }
 
 type brokerSetup struct {
@@ -98,9 +102,9 @@ func brokers() []brokerSetup {
 	}
 }
 
-func newCluster(t *testing.T, s brokerSetup) *cluster {
+func newCluster(t *testing.T, s brokerSetup, celery string) *cluster {
 	t.Helper()
-	testcluster.Require(t)
+	testcluster.RequireCelery(t, celery)
 	cfg, wb, wr := s.start(t)
 	if s.amqp {
 		// What an earlier suite or run left in them must not reach this
@@ -126,15 +130,15 @@ func newCluster(t *testing.T, s brokerSetup) *cluster {
 	if cfg.BrokerURL == "" {
 		wb = a.BrokerURL
 	}
-	c := &cluster{kind: s.kind, app: a, api: &api{t: t, base: srv.URL, hc: &http.Client{Timeout: 60 * time.Second}}, hasAbort: s.hasAbort, amqp: s.amqp}
+	c := &cluster{kind: s.kind, celery: celery, app: a, api: &api{t: t, base: srv.URL, hc: &http.Client{Timeout: 60 * time.Second}}, hasAbort: s.hasAbort, amqp: s.amqp}
 	c.cfg = cfg
 	c.cfg.BrokerURL, c.cfg.ResultBackend, c.cfg.EmbeddedAddr = wb, wr, ""
 
 	specs := []testcluster.WorkerOptions{
-		{Name: "w1", Broker: wb, Backend: wr, Concurrency: 2},
-		{Name: "w2", Broker: wb, Backend: wr, Autoscale: "4,2", PoolRestarts: true},
-		{Name: "w3", Broker: wb, Backend: wr, Concurrency: 1},
-		{Name: "w4", Broker: wb, Backend: wr, Concurrency: 1},
+		{Name: "w1", Broker: wb, Backend: wr, Concurrency: 2, Celery: celery},
+		{Name: "w2", Broker: wb, Backend: wr, Autoscale: "4,2", PoolRestarts: true, Celery: celery},
+		{Name: "w3", Broker: wb, Backend: wr, Concurrency: 1, Celery: celery},
+		{Name: "w4", Broker: wb, Backend: wr, Concurrency: 1, Celery: celery},
 	}
 	ws := make([]*testcluster.Worker, len(specs))
 	var wg sync.WaitGroup
@@ -168,18 +172,54 @@ func newCluster(t *testing.T, s brokerSetup) *cluster {
 	return c
 }
 
+// suiteRelease is a Celery release the suite runs against, on which broker
+// setups, and whether only the core cases.
+type suiteRelease struct {
+	celery string
+	kinds  []string // nil: every broker setup
+	core   bool
+}
+
+// suiteReleases: the system's Celery 5.2 on every broker setup, 5.6 (the
+// newest) on Redis and RabbitMQ, and 5.5 on Redis with the core cases, which
+// keeps `make test` well under its 30 minutes.
+var suiteReleases = []suiteRelease{
+	{celery: testcluster.Celery52},
+	{celery: testcluster.Celery56, kinds: []string{"redis", "amqp"}},
+	{celery: testcluster.Celery55, kinds: []string{"redis"}, core: true},
+}
+
+// runName is the subtest of a broker setup on a release: the setup's kind
+// on Celery 5.2 (as before releases were a dimension), else
+// "<kind>@celery<release>".
+func runName(kind, celery string) string {
+	if celery == testcluster.Celery52 {
+		return kind
+	}
+	return kind + "@celery" + celery
+}
+
 func TestCluster(t *testing.T) {
 	testcluster.SkipIfShort(t, "integration suite: real workers and brokers")
-	for _, s := range brokers() {
-		t.Run(s.kind, func(t *testing.T) {
-			c := newCluster(t, s)
-			for _, tc := range suite() {
-				t.Run(tc.name, func(t *testing.T) {
-					c.api.t = t
-					tc.run(t, c)
-				})
+	for _, r := range suiteReleases {
+		for _, s := range brokers() {
+			if r.kinds != nil && !slices.Contains(r.kinds, s.kind) {
+				continue
 			}
-		})
+			t.Run(runName(s.kind, r.celery), func(t *testing.T) {
+				c := newCluster(t, s, r.celery)
+				cases := suite()
+				if r.core {
+					cases = coreSuite()
+				}
+				for _, tc := range cases {
+					t.Run(tc.name, func(t *testing.T) {
+						c.api.t = t
+						tc.run(t, c)
+					})
+				}
+			})
+		}
 	}
 }
 
@@ -197,6 +237,17 @@ func suite() []suiteCase {
 	cases = append(cases, contractCases()...)
 	cases = append(cases, observeCases()...)
 	cases = append(cases, securityCases()...)
+	cases = append(cases, typedCases()...)
 	cases = append(cases, lifecycleCases()...)
+	return cases
+}
+
+// coreSuite is the subset run on the releases that are not checked in full:
+// reads, task execution and control, and typed values.
+func coreSuite() []suiteCase {
+	var cases []suiteCase
+	cases = append(cases, readCases()...)
+	cases = append(cases, writeCases()...)
+	cases = append(cases, typedCases()...)
 	return cases
 }

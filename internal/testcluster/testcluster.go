@@ -1,6 +1,7 @@
 // Package testcluster starts and stops real Celery workers for tests.
 //
-// Workers are Debian's python3-celery (5.2.6) run by /usr/bin/python3 on the
+// Workers are Debian's python3-celery (5.2.6; or 5.5 or 5.6, see
+// WorkerOptions.Celery) run by /usr/bin/python3 on the
 // sample app testdata/celeryapp/stamen_testapp.py, against the Redis
 // (127.0.0.1:6379) and RabbitMQ (127.0.0.1:5672, guest/guest) that
 // scripts/services.sh installs and starts. Every test that needs them calls
@@ -253,6 +254,10 @@ type WorkerOptions struct {
 	ExtraArgs []string
 	// Env adds "KEY=VALUE" entries to the worker's environment.
 	Env []string
+	// Celery is the Celery release the worker runs: Celery52 (default, the
+	// system's), Celery55 or Celery56 (see CeleryCache). StartWorker checks
+	// the release in the worker's start-up banner.
+	Celery string
 	// StopGrace is how long Stop (and the cleanup) waits after SIGTERM
 	// before SIGKILL; default 10s. Celery's warm shutdown waits for running
 	// tasks.
@@ -265,6 +270,8 @@ type Worker struct {
 	Name string
 	// Broker and Backend are the URLs the worker was started with.
 	Broker, Backend string
+	// CeleryRelease is the exact Celery release it runs, e.g. "5.6.3".
+	CeleryRelease string
 
 	t       testing.TB
 	cmd     *exec.Cmd
@@ -275,6 +282,15 @@ type Worker struct {
 	waitErr error         // set before done is closed
 
 	stopOnce sync.Once
+}
+
+// defaultBackend is the result backend a worker or client uses when none is
+// given: rpc:// on RabbitMQ, else the broker.
+func defaultBackend(broker string) string {
+	if strings.HasPrefix(broker, "amqp") || strings.HasPrefix(broker, "pyamqp") {
+		return "rpc://"
+	}
+	return broker
 }
 
 // nodeName builds the node name for a short name (see WorkerOptions.Name).
@@ -328,11 +344,15 @@ func StartWorker(t testing.TB, opts WorkerOptions) *Worker {
 		opts.Broker = RedisURL(0)
 	}
 	if opts.Backend == "" {
-		if strings.HasPrefix(opts.Broker, "amqp") || strings.HasPrefix(opts.Broker, "pyamqp") {
-			opts.Backend = "rpc://"
-		} else {
-			opts.Backend = opts.Broker
-		}
+		opts.Backend = defaultBackend(opts.Broker)
+	}
+	celeryExtra, err := celeryEnv(opts.Celery)
+	if err != nil {
+		t.Fatalf("testcluster: %v", err)
+	}
+	release, err := celeryRelease(opts.Celery)
+	if err != nil {
+		t.Fatalf("testcluster: %v", err)
 	}
 	if opts.StopGrace <= 0 {
 		opts.StopGrace = stopGrace
@@ -370,11 +390,11 @@ func StartWorker(t testing.TB, opts WorkerOptions) *Worker {
 	if opts.PoolRestarts {
 		restarts = "1"
 	}
-	env := pythonEnv(append([]string{
-		"STAMEN_TEST_BROKER=" + opts.Broker,
-		"STAMEN_TEST_BACKEND=" + opts.Backend,
-		"STAMEN_TEST_POOL_RESTARTS=" + restarts,
-	}, opts.Env...))
+	env := pythonEnv(append(append(celeryExtra,
+		"STAMEN_TEST_BROKER="+opts.Broker,
+		"STAMEN_TEST_BACKEND="+opts.Backend,
+		"STAMEN_TEST_POOL_RESTARTS="+restarts,
+	), opts.Env...))
 
 	out, err := os.Create(base + ".out") // banner, warnings, tracebacks before logging starts
 	if err != nil {
@@ -394,7 +414,7 @@ func StartWorker(t testing.TB, opts WorkerOptions) *Worker {
 		Pdeathsig: syscall.SIGTERM,
 	}
 	w := &Worker{
-		Name: node, Broker: opts.Broker, Backend: opts.Backend,
+		Name: node, Broker: opts.Broker, Backend: opts.Backend, CeleryRelease: release,
 		t: t, cmd: cmd, logPath: base + ".log", outPath: base + ".out",
 		grace: opts.StopGrace, done: make(chan struct{}),
 	}
@@ -417,8 +437,12 @@ func StartWorker(t testing.TB, opts WorkerOptions) *Worker {
 		w.stop(false)
 		t.Fatalf("testcluster: worker %s did not become ready: %v\n%s", node, err, w.tail(logTailLines))
 	}
-	t.Logf("testcluster: %s ready after %s (pid %d, broker %s, backend %s)",
-		node, time.Since(start).Round(10*time.Millisecond), cmd.Process.Pid, opts.Broker, opts.Backend)
+	if err := w.checkBanner(); err != nil {
+		w.stop(false)
+		t.Fatalf("testcluster: worker %s: %v\n%s", node, err, w.tail(logTailLines))
+	}
+	t.Logf("testcluster: %s ready after %s (Celery %s, pid %d, broker %s, backend %s)",
+		node, time.Since(start).Round(10*time.Millisecond), release, cmd.Process.Pid, opts.Broker, opts.Backend)
 	return w
 }
 

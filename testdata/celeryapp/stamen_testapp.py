@@ -24,8 +24,11 @@ is imported.
 """
 
 import json
+import datetime
+import decimal
 import os
 import time
+import uuid
 
 from celery import Celery
 from celery.contrib.abortable import AbortableTask
@@ -81,6 +84,22 @@ def fail(message="boom"):
 @app.task(name="stamen.echo")
 def echo(*args, **kwargs):
     return {"args": list(args), "kwargs": kwargs}
+
+
+@app.task(name="stamen.typed")
+def typed(fail=False):
+    """Returns (or, with fail, raises ValueError with) values that kombu 5.3+
+    writes as typed JSON ({"__type__": ..., "__value__": ...}) and kombu 5.2
+    as plain strings: a datetime, a date, a UUID and a Decimal."""
+    dt = datetime.datetime(2024, 1, 2, 3, 4, 5, 678901, tzinfo=datetime.timezone.utc)
+    if fail:
+        raise ValueError(dt)
+    return {
+        "dt": dt,
+        "d": datetime.date(2024, 1, 2),
+        "u": uuid.UUID("12345678-1234-5678-1234-567812345678"),
+        "dec": decimal.Decimal("1.10"),
+    }
 
 
 @app.task(bind=True, base=AbortableTask, name="stamen.abortable")
