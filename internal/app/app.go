@@ -7,6 +7,7 @@ package app
 import (
 	"bytes"
 	"context"
+	"crypto/rand"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -45,6 +46,10 @@ type Config struct {
 	ResultBackend string
 	// EmbeddedAddr is where the embedded broker listens.
 	EmbeddedAddr string
+	// EmbeddedPassword is the password the embedded broker requires of
+	// every client. Empty generates one at start; a non-loopback
+	// EmbeddedAddr needs it given, as the API needs credentials there.
+	EmbeddedPassword string
 
 	MaxTasks int
 	// MaxTaskAge, when set, evicts the tasks whose latest event is older.
@@ -87,9 +92,12 @@ type App struct {
 	Metrics   *metrics.Metrics
 	Events    *stream.Hub
 	Handler   http.Handler
-	// BrokerURL is the URL workers should use (the embedded broker's when
-	// no broker was configured).
+	// BrokerURL is the URL workers should use (the embedded broker's, with
+	// its password, when no broker was configured).
 	BrokerURL string
+	// ResultBackendURL is Config.ResultBackend, or when that is empty
+	// with the embedded broker, the embedded one's URL with its password.
+	ResultBackendURL string
 
 	broker brokerConn
 	store  *store.Store
@@ -126,7 +134,7 @@ func New(ctx context.Context, cfg Config) (*App, error) {
 		}
 	}
 	if a.BrokerURL == "" {
-		a.BrokerURL = cfg.BrokerURL
+		a.BrokerURL, a.ResultBackendURL = cfg.BrokerURL, cfg.ResultBackend
 	}
 	var results handlers.ResultBackend
 	var err error
@@ -210,10 +218,7 @@ func (a *App) openBroker(ctx context.Context) (brokerConn, handlers.ResultBacken
 	}
 	switch u.Scheme {
 	case "redis", "rediss":
-		backend := a.cfg.ResultBackend
-		if backend == "" && a.embedded != nil {
-			backend = "redis://" + a.embedded.Addr() + "/1"
-		}
+		backend := a.ResultBackendURL
 		if backend == "" {
 			backend = a.BrokerURL
 		}
@@ -257,18 +262,43 @@ func (a *App) openBroker(ctx context.Context) (brokerConn, handlers.ResultBacken
 }
 
 // startEmbedded runs an in-process Redis-protocol broker that real Celery
-// workers can join.
+// workers can join. It requires a password: whoever reaches it could
+// otherwise shut workers down or forge events, whatever stamen's roles say.
 func (a *App) startEmbedded() error {
 	addr := a.cfg.EmbeddedAddr
 	if addr == "" {
 		addr = "127.0.0.1:6380"
 	}
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return fmt.Errorf("invalid embedded broker address %q: %w", addr, err)
+	}
+	password := a.cfg.EmbeddedPassword
+	if password == "" {
+		// Generated, it reaches the operator only through the log line
+		// below: fine on loopback, not for workers on other hosts.
+		if !IsLoopback(host) {
+			return fmt.Errorf("refusing to start the embedded broker on the non-loopback address %s without a password: "+
+				"give one with --embedded_broker_password (STAMEN_EMBEDDED_BROKER_PASSWORD), or listen on 127.0.0.1", addr)
+		}
+		password = rand.Text()
+	}
 	m := miniredis.NewMiniRedis()
+	m.RequireAuth(password)
 	if err := m.StartAddr(addr); err != nil {
 		return fmt.Errorf("start the embedded broker on %s: %w", addr, err)
 	}
 	a.embedded = m
-	a.BrokerURL = "redis://" + m.Addr() + "/0"
+	workerURL := func(db string) string {
+		u := url.URL{Scheme: "redis", User: url.UserPassword("", password), Host: m.Addr(), Path: "/" + db}
+		return u.String()
+	}
+	a.BrokerURL, a.ResultBackendURL = workerURL("0"), a.cfg.ResultBackend
+	shownBackend := Redact(a.ResultBackendURL) // the operator's own, maybe with a password
+	if a.ResultBackendURL == "" {
+		a.ResultBackendURL = workerURL("1")
+		shownBackend = a.ResultBackendURL
+	}
 	stop := make(chan struct{})
 	go func() {
 		// miniredis keeps TTLs frozen unless told time passed; result
@@ -285,9 +315,11 @@ func (a *App) startEmbedded() error {
 		}
 	}()
 	a.closers = append(a.closers, func() error { close(stop); m.Close(); return nil })
+	// The one place the password is shown, on purpose: this line is how
+	// the operator learns the URLs to give the workers.
 	a.log.Info("embedded broker started: point Celery workers at it",
 		slog.String("broker_url", a.BrokerURL),
-		slog.String("result_backend", "redis://"+m.Addr()+"/1"))
+		slog.String("result_backend", shownBackend))
 	return nil
 }
 
