@@ -369,8 +369,13 @@ func (a *App) observe(ctx context.Context, e *celery.Event) {
 	if a.Events.Subscribers() > 0 {
 		a.Events.Publish(stream.Message{Type: e.Type, Task: task, Worker: e.Hostname, Data: bytes.Clone(e.Raw)})
 	}
-	if e.Type == "worker-online" && !a.Inspector.Known(e.Hostname) {
-		a.refreshLater(ctx, e.Hostname)
+	// A worker that joins after stamen started is inspected so that
+	// /api/workers and the control operations know it without ?refresh=1;
+	// on heartbeats too, for one whose worker-online stamen missed.
+	if (e.Type == "worker-online" || e.Type == "worker-heartbeat") && !a.Inspector.Known(e.Hostname) {
+		if discover := a.Inspector.Discover(ctx, e.Hostname); discover != nil {
+			a.wg.Go(discover)
+		}
 	}
 }
 
@@ -474,18 +479,6 @@ func (a *App) gauges() []prometheus.Collector {
 			return float64(a.store.Size())
 		}),
 	}
-}
-
-// refreshLater inspects a worker that just came online so that
-// /api/workers and the control operations know it without ?refresh=1.
-func (a *App) refreshLater(ctx context.Context, worker string) {
-	a.wg.Add(1)
-	go func() {
-		defer a.wg.Done()
-		rctx, cancel := context.WithTimeout(ctx, a.cfg.InspectTimeout+time.Second)
-		defer cancel()
-		_ = a.Inspector.Refresh(rctx, worker)
-	}()
 }
 
 // Broker returns the broker connection (tests use it to inspect workers
