@@ -41,6 +41,7 @@ type options struct {
 	brokerTimeout    time.Duration
 	urlPrefix        string
 	embeddedAddr     string
+	embeddedPassword string
 	unauthenticated  bool
 	logLevel         string
 
@@ -197,6 +198,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	})
 	str(&o.urlPrefix, "url_prefix", envString("URL_PREFIX"), "serve everything under /<prefix>")
 	str(&o.embeddedAddr, "embedded_broker_address", orDefault(envString("EMBEDDED_BROKER_ADDRESS"), "127.0.0.1:6380"), "where the embedded broker listens when no broker is configured")
+	str(&o.embeddedPassword, "embedded_broker_password", envString("EMBEDDED_BROKER_PASSWORD"), "the password the embedded broker requires (default: generated at start and logged in the workers' URL); required on a non-loopback --embedded_broker_address")
 	both("unauthenticated_api", func(n string) {
 		fs.BoolVar(&o.unauthenticated, n, e.bool("UNAUTHENTICATED_API"), "allow serving the API without credentials on a non-loopback address")
 	})
@@ -327,19 +329,20 @@ func run(args []string, stderr io.Writer) int {
 		dbPath = o.db
 	}
 	a, err := app.New(ctx, app.Config{
-		DBPath:         dbPath,
-		BrokerURL:      o.broker,
-		ResultBackend:  o.resultBackend,
-		EmbeddedAddr:   o.embeddedAddr,
-		MaxTasks:       o.maxTasks,
-		MaxTaskAge:     o.maxTaskAge,
-		InspectTimeout: time.Duration(o.inspectTimeoutMS * float64(time.Millisecond)),
-		BrokerTimeout:  o.brokerTimeout,
-		ApplyTimeout:   o.applyTimeout,
-		URLPrefix:      o.urlPrefix,
-		Auth:           authn,
-		SaveInterval:   time.Duration(o.stateSaveInterval) * time.Millisecond,
-		Logger:         log,
+		DBPath:           dbPath,
+		BrokerURL:        o.broker,
+		ResultBackend:    o.resultBackend,
+		EmbeddedAddr:     o.embeddedAddr,
+		EmbeddedPassword: o.embeddedPassword,
+		MaxTasks:         o.maxTasks,
+		MaxTaskAge:       o.maxTaskAge,
+		InspectTimeout:   time.Duration(o.inspectTimeoutMS * float64(time.Millisecond)),
+		BrokerTimeout:    o.brokerTimeout,
+		ApplyTimeout:     o.applyTimeout,
+		URLPrefix:        o.urlPrefix,
+		Auth:             authn,
+		SaveInterval:     time.Duration(o.stateSaveInterval) * time.Millisecond,
+		Logger:           log,
 
 		PurgeOfflineWorkers: time.Duration(max(o.purgeOfflineWorkers, 0)) * time.Second,
 	})

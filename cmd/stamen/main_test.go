@@ -46,6 +46,38 @@ func TestRefusesNonLoopbackWithoutCredentials(t *testing.T) {
 	}
 }
 
+// TestRefusesOpenEmbeddedBrokerWithoutPassword: the embedded broker is
+// not offered beyond loopback with a password only the log knows; given
+// one (flag or environment), the address is the operator's choice.
+func TestRefusesOpenEmbeddedBrokerWithoutPassword(t *testing.T) {
+	t.Setenv("STAMEN_EMBEDDED_BROKER_PASSWORD", "")
+	for _, addr := range []string{"0.0.0.0", "", "[::]", "192.0.2.1"} {
+		addr := fmt.Sprintf("%s:%d", addr, freePort(t))
+		args := []string{"--port", "0", "--embedded_broker_address", addr, "--db", filepath.Join(t.TempDir(), "stamen.db")}
+		var stderr bytes.Buffer
+		if got := run(args, &stderr); got == 0 {
+			t.Errorf("run(%v) = 0, want a refusal; stderr: %s", args, stderr.String())
+		}
+		if !strings.Contains(stderr.String(), "refusing to start the embedded broker") ||
+			!strings.Contains(stderr.String(), "--embedded_broker_password") {
+			t.Errorf("run(%v): stderr does not say why and what to do: %s", args, stderr.String())
+		}
+	}
+	for _, tc := range []struct {
+		env  string
+		args []string
+	}{
+		{"from-env", nil},
+		{"", []string{"--embedded-broker-password", "from-flag"}},
+	} {
+		t.Setenv("STAMEN_EMBEDDED_BROKER_PASSWORD", tc.env)
+		o, err := parseFlags(tc.args, &bytes.Buffer{})
+		if want := tc.env + strings.Join(tc.args[min(1, len(tc.args)):], ""); err != nil || o.embeddedPassword != want {
+			t.Errorf("env %q, args %v: password %q (%v), want %q", tc.env, tc.args, o.embeddedPassword, err, want)
+		}
+	}
+}
+
 func TestFlagsAcceptFlowerSpellingsAndEnv(t *testing.T) {
 	t.Setenv("CELERY_BROKER_URL", "redis://127.0.0.1:6379/3")
 	t.Setenv("FLOWER_MAX_TASKS", "77")

@@ -7,6 +7,7 @@ package app
 import (
 	"bytes"
 	"context"
+	"crypto/rand"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -46,6 +47,10 @@ type Config struct {
 	ResultBackend string
 	// EmbeddedAddr is where the embedded broker listens.
 	EmbeddedAddr string
+	// EmbeddedPassword is the password the embedded broker requires of
+	// every client. Empty generates one at start; a non-loopback
+	// EmbeddedAddr needs it given, as the API needs credentials there.
+	EmbeddedPassword string
 
 	MaxTasks int
 	// MaxTaskAge, when set, evicts the tasks whose latest event is older.
@@ -92,9 +97,12 @@ type App struct {
 	Metrics   *metrics.Metrics
 	Events    *stream.Hub
 	Handler   http.Handler
-	// BrokerURL is the URL workers should use (the embedded broker's when
-	// no broker was configured).
+	// BrokerURL is the URL workers should use (the embedded broker's, with
+	// its password, when no broker was configured).
 	BrokerURL string
+	// ResultBackendURL is Config.ResultBackend, or when that is empty
+	// with the embedded broker, the embedded one's URL with its password.
+	ResultBackendURL string
 
 	broker brokerConn
 	store  *store.Store
@@ -131,7 +139,7 @@ func New(ctx context.Context, cfg Config) (*App, error) {
 		}
 	}
 	if a.BrokerURL == "" {
-		a.BrokerURL = cfg.BrokerURL
+		a.BrokerURL, a.ResultBackendURL = cfg.BrokerURL, cfg.ResultBackend
 	}
 	var results handlers.ResultBackend
 	var err error
@@ -219,10 +227,7 @@ func (a *App) openBroker(ctx context.Context) (brokerConn, handlers.ResultBacken
 	}
 	switch u.Scheme {
 	case "redis", "rediss":
-		backend := a.cfg.ResultBackend
-		if backend == "" && a.embedded != nil {
-			backend = "redis://" + a.embedded.Addr() + "/1"
-		}
+		backend := a.ResultBackendURL
 		if backend == "" {
 			backend = a.BrokerURL
 		}
@@ -266,18 +271,43 @@ func (a *App) openBroker(ctx context.Context) (brokerConn, handlers.ResultBacken
 }
 
 // startEmbedded runs an in-process Redis-protocol broker that real Celery
-// workers can join.
+// workers can join. It requires a password: whoever reaches it could
+// otherwise shut workers down or forge events, whatever stamen's roles say.
 func (a *App) startEmbedded() error {
 	addr := a.cfg.EmbeddedAddr
 	if addr == "" {
 		addr = "127.0.0.1:6380"
 	}
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return fmt.Errorf("invalid embedded broker address %q: %w", addr, err)
+	}
+	password := a.cfg.EmbeddedPassword
+	if password == "" {
+		// Generated, it reaches the operator only through the log line
+		// below: fine on loopback, not for workers on other hosts.
+		if !IsLoopback(host) {
+			return fmt.Errorf("refusing to start the embedded broker on the non-loopback address %s without a password: "+
+				"give one with --embedded_broker_password (STAMEN_EMBEDDED_BROKER_PASSWORD), or listen on 127.0.0.1", addr)
+		}
+		password = rand.Text()
+	}
 	m := miniredis.NewMiniRedis()
+	m.RequireAuth(password)
 	if err := m.StartAddr(addr); err != nil {
 		return fmt.Errorf("start the embedded broker on %s: %w", addr, err)
 	}
 	a.embedded = m
-	a.BrokerURL = "redis://" + m.Addr() + "/0"
+	workerURL := func(db string) string {
+		u := url.URL{Scheme: "redis", User: url.UserPassword("", password), Host: m.Addr(), Path: "/" + db}
+		return u.String()
+	}
+	a.BrokerURL, a.ResultBackendURL = workerURL("0"), a.cfg.ResultBackend
+	shownBackend := redact.URL(a.ResultBackendURL) // the operator's own, maybe with a password
+	if a.ResultBackendURL == "" {
+		a.ResultBackendURL = workerURL("1")
+		shownBackend = a.ResultBackendURL
+	}
 	stop := make(chan struct{})
 	go func() {
 		// miniredis keeps TTLs frozen unless told time passed; result
@@ -294,9 +324,11 @@ func (a *App) startEmbedded() error {
 		}
 	}()
 	a.closers = append(a.closers, func() error { close(stop); m.Close(); return nil })
+	// The one place the password is shown, on purpose: this line is how
+	// the operator learns the URLs to give the workers.
 	a.log.Info("embedded broker started: point Celery workers at it",
-		slog.String("broker_url", a.BrokerURL),
-		slog.String("result_backend", "redis://"+m.Addr()+"/1"))
+		slog.Any("broker_url", redact.Disclosed(a.BrokerURL)),
+		slog.Any("result_backend", redact.Disclosed(shownBackend)))
 	return nil
 }
 
@@ -346,8 +378,13 @@ func (a *App) observe(ctx context.Context, e *celery.Event) {
 	if a.Events.Subscribers() > 0 {
 		a.Events.Publish(stream.Message{Type: e.Type, Task: task, Worker: e.Hostname, Data: bytes.Clone(e.Raw)})
 	}
-	if e.Type == "worker-online" && !a.Inspector.Known(e.Hostname) {
-		a.refreshLater(ctx, e.Hostname)
+	// A worker that joins after stamen started is inspected so that
+	// /api/workers and the control operations know it without ?refresh=1;
+	// on heartbeats too, for one whose worker-online stamen missed.
+	if (e.Type == "worker-online" || e.Type == "worker-heartbeat") && !a.Inspector.Known(e.Hostname) {
+		if discover := a.Inspector.Discover(ctx, e.Hostname); discover != nil {
+			a.wg.Go(discover)
+		}
 	}
 }
 
@@ -501,18 +538,6 @@ func (a *App) gauges() []prometheus.Collector {
 			return float64(a.store.Size())
 		}),
 	}
-}
-
-// refreshLater inspects a worker that just came online so that
-// /api/workers and the control operations know it without ?refresh=1.
-func (a *App) refreshLater(ctx context.Context, worker string) {
-	a.wg.Add(1)
-	go func() {
-		defer a.wg.Done()
-		rctx, cancel := context.WithTimeout(ctx, a.cfg.InspectTimeout+time.Second)
-		defer cancel()
-		_ = a.Inspector.Refresh(rctx, worker)
-	}()
 }
 
 // Broker returns the broker connection (tests use it to inspect workers

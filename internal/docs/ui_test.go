@@ -41,8 +41,9 @@ func TestSwaggerUITryItOut(t *testing.T) {
 		t.Fatal(err)
 	}
 	addr := fmt.Sprintf("127.0.0.1:%d", testcluster.FreePort(t))
-	backend := "redis://" + addr + "/1"
 	a, root := startStamen(t, app.Config{EmbeddedAddr: addr, Auth: &authn})
+	// The embedded broker's URLs carry the password it generated.
+	backend := a.ResultBackendURL
 	w := testcluster.StartWorker(t, testcluster.WorkerOptions{Name: "ui", Broker: a.BrokerURL, Backend: backend})
 
 	t.Run("root", func(t *testing.T) {

@@ -73,8 +73,10 @@ func brokers() []brokerSetup {
 		{
 			kind: "embedded",
 			start: func(t *testing.T) (app.Config, string, string) {
+				// The workers' URLs, with the password stamen generates, are
+				// known once it started.
 				addr := fmt.Sprintf("127.0.0.1:%d", testcluster.FreePort(t))
-				return app.Config{EmbeddedAddr: addr}, "redis://" + addr + "/0", "redis://" + addr + "/1"
+				return app.Config{EmbeddedAddr: addr}, "", ""
 			},
 			hasAbort: true,
 		},
@@ -128,7 +130,7 @@ func newCluster(t *testing.T, s brokerSetup, celery string) *cluster {
 		a.Close()
 	})
 	if cfg.BrokerURL == "" {
-		wb = a.BrokerURL
+		wb, wr = a.BrokerURL, a.ResultBackendURL
 	}
 	c := &cluster{kind: s.kind, celery: celery, app: a, api: &api{t: t, base: srv.URL, hc: &http.Client{Timeout: 60 * time.Second}}, hasAbort: s.hasAbort, amqp: s.amqp}
 	c.cfg = cfg

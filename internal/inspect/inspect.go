@@ -44,6 +44,8 @@ type Inspector struct {
 	// inflight deduplicates refreshes of the same target ("" = all workers).
 	flightMu sync.Mutex
 	inflight map[string]*flight
+
+	discovery discovery
 }
 
 type flight struct {

@@ -155,3 +155,13 @@ func TestHandlerMasksEveryLogLine(t *testing.T) {
 		t.Errorf("lost the rest: %s", out)
 	}
 }
+
+func TestHandlerShowsDisclosedValues(t *testing.T) {
+	var buf bytes.Buffer
+	log := slog.New(Handler(slog.NewTextHandler(&buf, nil)))
+	log.Info("embedded", slog.Any("broker_url", Disclosed("redis://:Sshown@h/0")), slog.String("other", "redis://:Shidden@h/0"))
+	out := buf.String()
+	if !strings.Contains(out, "broker_url=redis://:Sshown@h/0") || strings.Contains(out, "Shidden") {
+		t.Errorf("want the disclosed URL in clear and the other masked: %s", out)
+	}
+}

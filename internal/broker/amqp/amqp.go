@@ -40,6 +40,11 @@ const (
 	enableEventsEvery = 5 * time.Second
 	// maxResults bounds the rpc:// results kept in memory.
 	maxResults = 10000
+	// eventPrefetch bounds the event messages RabbitMQ hands us before we
+	// acknowledge them: what a slow ingester holds in memory. The rest of
+	// a backlog waits in our queue, where Celery's 5 s event TTL ages it
+	// out, instead of piling up in the client without bound.
+	eventPrefetch = 256
 )
 
 // Config says where the broker is and whether it doubles as the result
@@ -98,9 +103,10 @@ type Broker struct {
 	results *resultStore
 
 	// Fields so that tests can shorten them.
-	enableEvery time.Duration
-	minBackoff  time.Duration
-	maxBackoff  time.Duration
+	eventPrefetch int
+	enableEvery   time.Duration
+	minBackoff    time.Duration
+	maxBackoff    time.Duration
 }
 
 // New connects to the broker described by cfg. A broker that cannot be
@@ -127,17 +133,18 @@ func New(ctx context.Context, cfg Config) (*Broker, error) {
 
 	oid := uuid.NewString()
 	b := &Broker{
-		log:         log.With(slog.String("broker", redacted)),
-		opTimeout:   opTimeout,
-		url:         brokerURL,
-		redacted:    redacted,
-		oid:         oid,
-		replyQueue:  celery.ReplyQueueName(oid),
-		changed:     make(chan struct{}),
-		pidbox:      replyRouter{waiters: map[string]*replyWaiter{}},
-		enableEvery: enableEventsEvery,
-		minBackoff:  minBackoff,
-		maxBackoff:  maxBackoff,
+		log:           log.With(slog.String("broker", redacted)),
+		opTimeout:     opTimeout,
+		url:           brokerURL,
+		redacted:      redacted,
+		oid:           oid,
+		replyQueue:    celery.ReplyQueueName(oid),
+		changed:       make(chan struct{}),
+		pidbox:        replyRouter{waiters: map[string]*replyWaiter{}},
+		eventPrefetch: eventPrefetch,
+		enableEvery:   enableEventsEvery,
+		minBackoff:    minBackoff,
+		maxBackoff:    maxBackoff,
 	}
 	if rpc {
 		b.rpcQueue = "stamen-rpc-" + uuid.NewString()

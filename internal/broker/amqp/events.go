@@ -26,8 +26,9 @@ func eventQueueArgs() amqp091.Table {
 
 // ConsumeEvents follows the workers' event stream and calls fn with each
 // message's events (task events arrive batched), LocalReceived set. fn runs
-// on this goroutine; a slow fn delays the stream (RabbitMQ drops events
-// older than 5 s from our queue).
+// on this goroutine; a slow fn delays the stream: RabbitMQ hands us at most
+// eventPrefetch messages that fn has not returned from, keeps the rest in
+// our queue and drops events older than 5 s from it.
 //
 // It declares its own queue "celeryev.stamen-<uuid>" bound to celeryev with
 // "#", and re-declares it after every reconnect. Each time it starts
@@ -109,7 +110,12 @@ func (b *Broker) consumeEvents(ctx context.Context, s *session, queue string, fn
 		if err := ch.QueueBind(queue, "#", eventExchange, false, nil); err != nil {
 			return eventConsumer{}, fmt.Errorf("bind queue %s: %w", queue, err)
 		}
-		deliveries, err := ch.Consume(queue, "", true, false, false, false, nil)
+		// With automatic acknowledgement RabbitMQ would push the whole
+		// backlog into amqp091's unbounded buffer while fn is slow.
+		if err := ch.Qos(b.eventPrefetch, 0, false); err != nil {
+			return eventConsumer{}, fmt.Errorf("set the prefetch of %s: %w", queue, err)
+		}
+		deliveries, err := ch.Consume(queue, "", false, false, false, false, nil)
 		if err != nil {
 			return eventConsumer{}, fmt.Errorf("consume %s: %w", queue, err)
 		}
@@ -128,37 +134,78 @@ func (b *Broker) consumeEvents(ctx context.Context, s *session, queue string, fn
 
 	b.log.Info("following worker events", slog.String("queue", queue))
 	celery.WakeWorkers(ctx, b, b.log)
+	// Messages are acknowledged once fn has returned from them, several at
+	// once (multiple=true): when a quarter of the prefetch is pending, or
+	// when no other message is waiting. Acks are frames we send and do not
+	// wait on; they are few and follow the deliveries we read, so they
+	// cannot pile up on a connection that stalled.
+	ackEvery := max(1, b.eventPrefetch/4)
+	var lastTag uint64
+	pending := 0
+	ack := func() error {
+		if pending == 0 {
+			return nil
+		}
+		pending = 0
+		if err := c.ch.Ack(lastTag, true); err != nil {
+			return fmt.Errorf("acknowledge events: %w: %w", celery.ErrUnavailable, err)
+		}
+		return nil
+	}
 	for {
+		var d amqp091.Delivery
+		var ok bool
 		select {
-		case d, ok := <-c.deliveries:
-			if !ok {
-				if !s.alive() {
-					return true, fmt.Errorf("event consumer: connection lost: %w: %w", celery.ErrUnavailable, s.cause())
-				}
-				return true, fmt.Errorf("event consumer cancelled: %w", celery.ErrUnavailable)
-			}
-			if d.ContentType != "" && d.ContentType != contentType {
-				b.log.Debug("dropping event message of unsupported content type",
-					slog.String("routing_key", d.RoutingKey), slog.String("content_type", d.ContentType))
-				continue
-			}
-			events, err := celery.DecodeEvents(d.Body)
-			if err != nil {
-				b.log.Debug("dropping undecodable event message", slog.String("routing_key", d.RoutingKey), slog.Any("err", err))
-				continue
-			}
-			if len(events) == 0 {
-				continue
-			}
-			now := float64(time.Now().UnixNano()) / 1e9
-			for i := range events {
-				events[i].LocalReceived = now
-			}
-			fn(events)
+		case d, ok = <-c.deliveries:
 		case <-ctx.Done():
 			return true, ctx.Err()
+		default:
+			if err := ack(); err != nil {
+				return true, err
+			}
+			select {
+			case d, ok = <-c.deliveries:
+			case <-ctx.Done():
+				return true, ctx.Err()
+			}
+		}
+		if !ok {
+			if !s.alive() {
+				return true, fmt.Errorf("event consumer: connection lost: %w: %w", celery.ErrUnavailable, s.cause())
+			}
+			return true, fmt.Errorf("event consumer cancelled: %w", celery.ErrUnavailable)
+		}
+		b.deliver(d, fn)
+		lastTag = d.DeliveryTag
+		if pending++; pending >= ackEvery {
+			if err := ack(); err != nil {
+				return true, err
+			}
 		}
 	}
+}
+
+// deliver decodes one event message and hands its events to fn; a message
+// it cannot read is dropped.
+func (b *Broker) deliver(d amqp091.Delivery, fn func([]celery.Event)) {
+	if d.ContentType != "" && d.ContentType != contentType {
+		b.log.Debug("dropping event message of unsupported content type",
+			slog.String("routing_key", d.RoutingKey), slog.String("content_type", d.ContentType))
+		return
+	}
+	events, err := celery.DecodeEvents(d.Body)
+	if err != nil {
+		b.log.Debug("dropping undecodable event message", slog.String("routing_key", d.RoutingKey), slog.Any("err", err))
+		return
+	}
+	if len(events) == 0 {
+		return
+	}
+	now := float64(time.Now().UnixNano()) / 1e9
+	for i := range events {
+		events[i].LocalReceived = now
+	}
+	fn(events)
 }
 
 // isClosed reports whether Close was called.

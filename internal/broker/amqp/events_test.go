@@ -3,7 +3,10 @@ package amqp
 import (
 	"context"
 	"errors"
+	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -179,4 +182,155 @@ func rabbitmqctlOutput(t *testing.T, args ...string) (string, error) {
 	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 	defer cancel()
 	return rabbitmqctlCombined(ctx, args...)
+}
+
+// TestSlowIngestHoldsAtMostThePrefetch blocks the ingester on its first
+// message while a backlog arrives: RabbitMQ must keep all but the prefetch
+// in our queue rather than push it into stamen's memory, and once the
+// ingester is unblocked every message must be applied and acknowledged.
+func TestSlowIngestHoldsAtMostThePrefetch(t *testing.T) {
+	b := newTestBroker(t, "")
+	a := newAdmin(t)
+	prefetch := b.eventPrefetch
+	// Not a multiple of the acknowledgement batch: the last messages are
+	// acknowledged only because no more arrive.
+	total := 4*prefetch + prefetch/8
+	var calls atomic.Int64
+	started, release := make(chan struct{}), make(chan struct{})
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() {
+		done <- b.ConsumeEvents(ctx, func([]celery.Event) {
+			if calls.Add(1) == 1 {
+				close(started)
+				<-release
+			}
+		})
+	}()
+	unblock := sync.OnceFunc(func() { close(release) })
+	t.Cleanup(func() {
+		unblock()
+		cancel()
+		<-done
+	})
+	queue := eventQueueOfOurConsumer(t)
+
+	// The backlog, confirmed by RabbitMQ as routed to our queue.
+	capture := readWire(t, "event-task-started-amqp.json")
+	ch := a.channel()
+	if err := ch.Confirm(false); err != nil {
+		t.Fatal(err)
+	}
+	confirms := make([]*amqp091.DeferredConfirmation, total)
+	for i := range confirms {
+		var err error
+		confirms[i], err = ch.PublishWithDeferredConfirmWithContext(t.Context(), eventExchange, capture.RoutingKeys[0], false, false,
+			amqp091.Publishing{ContentType: "application/json", ContentEncoding: "utf-8", Body: []byte(capture.BodyRaw)})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, c := range confirms {
+		if ok, err := c.WaitContext(t.Context()); !ok || err != nil {
+			t.Fatalf("publish not confirmed: %v", err)
+		}
+	}
+	select {
+	case <-started:
+	case <-time.After(10 * time.Second):
+		t.Fatal("no event reached the ingester")
+	}
+
+	// RabbitMQ holds what it did not hand us: everything but the prefetch.
+	// (Its 5 s event TTL would age the backlog out: look at once.)
+	want := total - prefetch
+	check := a.channel()
+	deadline := time.Now().Add(3 * time.Second)
+	for {
+		q, err := check.QueueDeclarePassive(queue, false, true, false, false, eventQueueArgs())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if q.Messages == want {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d messages ready in %s with the ingester blocked, want %d (%d sent, prefetch %d): "+
+				"the rest were pushed to stamen", q.Messages, queue, want, total, prefetch)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if n := calls.Load(); n != 1 {
+		t.Fatalf("the ingester was called %d times while blocked in its first call", n)
+	}
+
+	unblock()
+	deadline = time.Now().Add(10 * time.Second)
+	for calls.Load() < int64(total) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d of %d event messages applied after the ingester was unblocked", calls.Load(), total)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	// And acknowledged, the last ones too, though no more arrive.
+	deadline = time.Now().Add(20 * time.Second)
+	for {
+		ready, unacked := queueCounts(t, queue)
+		if ready == 0 && unacked == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s still has %d ready and %d unacknowledged messages after all were applied", queue, ready, unacked)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+// eventQueueOfOurConsumer waits until the broker's event queue has its
+// consumer and returns the queue's name.
+func eventQueueOfOurConsumer(t *testing.T) string {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		out, err := rabbitmqctlOutput(t, "list_queues", "-p", testVhost, "-q", "--no-table-headers", "name", "consumers")
+		if err != nil {
+			t.Fatal(err)
+		}
+		var found []string
+		for line := range strings.Lines(out) {
+			f := strings.Fields(line)
+			if len(f) == 2 && strings.HasPrefix(f[0], "celeryev.stamen-") && f[1] == "1" {
+				found = append(found, f[0])
+			}
+		}
+		if len(found) > 1 {
+			t.Fatalf("more than one consumed event queue: %v", found)
+		}
+		if len(found) == 1 {
+			return found[0]
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no consumed celeryev.stamen-* queue in\n%s", out)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+// queueCounts returns a queue's ready and unacknowledged messages.
+func queueCounts(t *testing.T, queue string) (ready, unacked int) {
+	t.Helper()
+	out, err := rabbitmqctlOutput(t, "list_queues", "-p", testVhost, "-q", "--no-table-headers", "name", "messages_ready", "messages_unacknowledged")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for line := range strings.Lines(out) {
+		f := strings.Fields(line)
+		if len(f) == 3 && f[0] == queue {
+			ready, _ = strconv.Atoi(f[1])
+			unacked, _ = strconv.Atoi(f[2])
+			return ready, unacked
+		}
+	}
+	t.Fatalf("no queue %s in\n%s", queue, out)
+	return 0, 0
 }
