@@ -215,6 +215,9 @@ func (h *Handlers) applyTask(p tasks.ApplyTaskParams, _ any) middleware.Responde
 	}
 	wait := h.ApplyTimeout
 	if p.Timeout != nil {
+		if math.IsNaN(*p.Timeout) {
+			return apiError(http.StatusBadRequest, "invalid timeout: want a number of seconds")
+		}
 		wait = time.Duration(*p.Timeout * float64(time.Second))
 	}
 	ctx := p.HTTPRequest.Context()
@@ -320,6 +323,10 @@ func (h *Handlers) getTaskResult(p tasks.GetTaskResultParams, _ any) middleware.
 	}
 	if !validName(p.Taskid) {
 		return apiError(http.StatusBadRequest, "invalid task id")
+	}
+	if p.Timeout != nil && math.IsNaN(*p.Timeout) {
+		// The spec's bounds let NaN through: it compares false to both.
+		return apiError(http.StatusBadRequest, "invalid timeout: want a number of seconds")
 	}
 	ctx := p.HTTPRequest.Context()
 	var (
