@@ -16,15 +16,34 @@ import (
 // task runs; stamen cannot read the result and says so, with the task's
 // state, instead of reporting an outage.
 func TestUnreadableResult(t *testing.T) {
-	testcluster.SkipIfShort(t, "real worker on a private Redis")
+	testcluster.SkipIfShort(t, "real workers on Redis and RabbitMQ")
 	testcluster.Require(t)
-	redis := testcluster.StartRedis(t)
-	_, c := serveApp(t, app.Config{
-		BrokerURL: redis.URL(0), ResultBackend: redis.URL(1),
-		InspectTimeout: time.Second, ApplyTimeout: 20 * time.Second,
-	})
+	for _, tc := range []struct {
+		kind string
+		cfg  func(t *testing.T) (app.Config, string, string)
+	}{
+		{"redis", func(t *testing.T) (app.Config, string, string) {
+			redis := testcluster.StartRedis(t)
+			return app.Config{BrokerURL: redis.URL(0), ResultBackend: redis.URL(1)}, redis.URL(0), redis.URL(1)
+		}},
+		// rpc:// result messages carry their content type.
+		{"amqp rpc", func(t *testing.T) (app.Config, string, string) {
+			b := testcluster.AMQPURL(amqpVhost)
+			return app.Config{BrokerURL: b, ResultBackend: "rpc://"}, b, "rpc://"
+		}},
+	} {
+		t.Run(tc.kind, func(t *testing.T) {
+			cfg, wb, wr := tc.cfg(t)
+			cfg.InspectTimeout, cfg.ApplyTimeout = time.Second, 20*time.Second
+			testUnreadableResult(t, cfg, wb, wr)
+		})
+	}
+}
+
+func testUnreadableResult(t *testing.T, cfg app.Config, wb, wr string) {
+	_, c := serveApp(t, cfg)
 	w := testcluster.StartWorker(t, testcluster.WorkerOptions{
-		Name: "pickler", Broker: redis.URL(0), Backend: redis.URL(1),
+		Name: "pickler", Broker: wb, Backend: wr,
 		Env: []string{"STAMEN_TEST_RESULT_SERIALIZER=pickle"},
 	})
 	c.awaitWorkerReady(w.Name)
