@@ -24,8 +24,13 @@ import (
 // eta and expires (microseconds required). stamen also accepts RFC 3339.
 const flowerTimeLayout = "2006-01-02 15:04:05.000000"
 
+// isoNaive is ISO 8601 without an offset, as Python's isoformat() writes a
+// naive datetime (fraction optional).
+const isoNaive = "2006-01-02T15:04:05.999999999"
+
 // parseTime reads an absolute time given as Flower's "%Y-%m-%d %H:%M:%S.%f"
-// (naive: taken as the server's local time, as Flower does) or RFC 3339.
+// (naive: taken as the server's local time, as Flower does), RFC 3339, or
+// ISO 8601 without an offset, which Celery takes as UTC.
 func parseTime(name, s string) (time.Time, error) {
 	if t, err := time.ParseInLocation(flowerTimeLayout, s, time.Local); err == nil {
 		return t, nil
@@ -33,7 +38,10 @@ func parseTime(name, s string) (time.Time, error) {
 	if t, err := time.Parse(time.RFC3339Nano, s); err == nil {
 		return t, nil
 	}
-	return time.Time{}, fmt.Errorf("invalid %s %q: want YYYY-MM-DD HH:MM:SS.ffffff or RFC 3339", name, s)
+	if t, err := time.ParseInLocation(isoNaive, s, time.UTC); err == nil {
+		return t, nil
+	}
+	return time.Time{}, fmt.Errorf("invalid %s %q: want YYYY-MM-DD HH:MM:SS.ffffff or ISO 8601", name, s)
 }
 
 // maxDelay bounds countdown and expires: beyond it a time.Duration
@@ -207,6 +215,9 @@ func (h *Handlers) applyTask(p tasks.ApplyTaskParams, _ any) middleware.Responde
 	}
 	wait := h.ApplyTimeout
 	if p.Timeout != nil {
+		if math.IsNaN(*p.Timeout) {
+			return apiError(http.StatusBadRequest, "invalid timeout: want a number of seconds")
+		}
 		wait = time.Duration(*p.Timeout * float64(time.Second))
 	}
 	ctx := p.HTTPRequest.Context()
@@ -218,12 +229,62 @@ func (h *Handlers) applyTask(p tasks.ApplyTaskParams, _ any) middleware.Responde
 	defer cancel()
 	r, err := h.Results.WaitResult(wctx, msg.ID)
 	if err != nil {
+		if u := unreadable(err); u != nil {
+			// The backend cannot say when the task is done: the events can.
+			return h.unreadableResult(msg.ID, u, h.awaitEventState(wctx, msg.ID))
+		}
 		if errors.Is(err, context.DeadlineExceeded) {
 			return apiError(http.StatusGatewayTimeout, "task %s did not finish within %s", msg.ID, wait)
 		}
 		return h.brokerError("apply", err)
 	}
 	return jsonResponse{status: http.StatusOK, body: resultBody(msg.ID, r, true)}
+}
+
+// unreadable returns the error saying a result is stored in a form stamen
+// cannot decode, or nil.
+func unreadable(err error) *celery.UnreadableResultError {
+	var u *celery.UnreadableResultError
+	if errors.As(err, &u) {
+		return u
+	}
+	return nil
+}
+
+// unreadableResult answers a result stamen cannot decode with 422: the task
+// ran and its result exists, so neither "pending" nor an outage (503) would
+// be true. The state is the events' (empty when stamen has none).
+func (h *Handlers) unreadableResult(id string, u *celery.UnreadableResultError, state string) middleware.Responder {
+	msg := fmt.Sprintf("result of task %s is stored with serializer '%s', which stamen cannot read (it reads JSON results only; set result_serializer='json' on the workers)", id, u.Serializer)
+	if state != "" {
+		msg += "; state " + state
+	}
+	return jsonResponse{status: http.StatusUnprocessableEntity, body: &models.ResultUnreadable{
+		Error: &msg, TaskID: &id, Serializer: &u.Serializer, State: state,
+	}}
+}
+
+// eventPoll is how often awaitEventState looks at the events state.
+const eventPoll = 50 * time.Millisecond
+
+// awaitEventState waits until the events show the task finished (a ready
+// state) or ctx ends, and returns its latest state ("" when unknown).
+// Polling costs one map lookup; the events state has no per-task
+// notification to wait on.
+func (h *Handlers) awaitEventState(ctx context.Context, id string) string {
+	tick := time.NewTicker(eventPoll)
+	defer tick.Stop()
+	for {
+		t, _ := h.State.Task(id)
+		if celery.ReadyState(t.State) {
+			return t.State
+		}
+		select {
+		case <-ctx.Done():
+			return t.State
+		case <-tick.C:
+		}
+	}
 }
 
 // resultBody builds Flower's result shape. The key order follows Flower's:
@@ -263,6 +324,10 @@ func (h *Handlers) getTaskResult(p tasks.GetTaskResultParams, _ any) middleware.
 	if !validName(p.Taskid) {
 		return apiError(http.StatusBadRequest, "invalid task id")
 	}
+	if p.Timeout != nil && math.IsNaN(*p.Timeout) {
+		// The spec's bounds let NaN through: it compares false to both.
+		return apiError(http.StatusBadRequest, "invalid timeout: want a number of seconds")
+	}
 	ctx := p.HTTPRequest.Context()
 	var (
 		r   *celery.Result
@@ -280,6 +345,10 @@ func (h *Handlers) getTaskResult(p tasks.GetTaskResultParams, _ any) middleware.
 		rctx, cancel := context.WithTimeout(ctx, h.BrokerTimeout)
 		defer cancel()
 		r, err = h.Results.Result(rctx, p.Taskid)
+	}
+	if u := unreadable(err); u != nil {
+		st, _ := h.State.Task(p.Taskid)
+		return h.unreadableResult(p.Taskid, u, st.State)
 	}
 	if err != nil {
 		return h.brokerError("result", err)

@@ -5,6 +5,7 @@
 package handlers
 
 import (
+	"encoding/json"
 	"fmt"
 	"io"
 	"log/slog"
@@ -124,6 +125,20 @@ func New(cfg Config) *Handlers {
 	return &Handlers{Config: cfg, log: cfg.Logger, sentQueues: map[string]struct{}{}}
 }
 
+// strictJSON decodes request bodies like the runtime's JSON consumer
+// (numbers kept as json.Number) but refuses a key the body's model does
+// not have, as the spec's additionalProperties: false says: the task body
+// is the only one, and an apply_async option stamen dropped silently would
+// run the task otherwise than asked. The 400 names the key.
+func strictJSON() runtime.Consumer {
+	return runtime.ConsumerFunc(func(r io.Reader, v any) error {
+		dec := json.NewDecoder(r)
+		dec.UseNumber()
+		dec.DisallowUnknownFields()
+		return dec.Decode(v)
+	})
+}
+
 // Register installs every operation's handler and stamen's error writer on
 // the generated API. api.Validate() then fails if the spec gained an
 // operation that has no handler here. The handlers ignore the principal
@@ -131,6 +146,7 @@ func New(cfg Config) *Handlers {
 // role may call the operation.
 func (h *Handlers) Register(api *operations.StamenAPI) {
 	api.ServeError = ServeError
+	api.JSONConsumer = strictJSON()
 
 	api.TasksListTasksHandler = tasks.ListTasksHandlerFunc(h.listTasks)
 	api.TasksListTaskTypesHandler = tasks.ListTaskTypesHandlerFunc(h.listTaskTypes)

@@ -73,6 +73,9 @@ func (h *Handlers) brokerError(op string, err error) middleware.Responder {
 		// The client went away; nobody reads this answer and nothing failed.
 		h.log.Debug("broker call abandoned by the client", slog.String("op", op))
 		return apiError(http.StatusServiceUnavailable, "%s: request cancelled", op)
+	case errors.Is(err, celery.ErrNoRoute):
+		// A route given in the request leads nowhere: the client's to fix.
+		return apiError(http.StatusBadRequest, "%s: %v", op, err)
 	case errors.Is(err, celery.ErrNoResultBackend):
 		return apiError(http.StatusServiceUnavailable, "%s: no result backend configured", op)
 	case errors.Is(err, celery.ErrUnsupported):

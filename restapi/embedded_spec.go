@@ -193,6 +193,9 @@ func init() {
           "413": {
             "$ref": "#/responses/TooLarge"
           },
+          "422": {
+            "$ref": "#/responses/ResultUnreadable"
+          },
           "503": {
             "$ref": "#/responses/Unavailable"
           },
@@ -373,6 +376,9 @@ func init() {
           },
           "401": {
             "$ref": "#/responses/Unauthorized"
+          },
+          "422": {
+            "$ref": "#/responses/ResultUnreadable"
           },
           "503": {
             "$ref": "#/responses/Unavailable"
@@ -1134,6 +1140,30 @@ func init() {
         }
       }
     },
+    "ResultUnreadable": {
+      "type": "object",
+      "required": [
+        "error",
+        "task-id",
+        "serializer"
+      ],
+      "properties": {
+        "error": {
+          "type": "string"
+        },
+        "serializer": {
+          "description": "pickle, msgpack, yaml, zlib, gzip, bzip2, xz, zstd, or unknown",
+          "type": "string"
+        },
+        "state": {
+          "description": "the task's state from the events stamen received; absent when it has none",
+          "type": "string"
+        },
+        "task-id": {
+          "type": "string"
+        }
+      }
+    },
     "Task": {
       "description": "A task's state record, with Celery's field names.",
       "type": "object",
@@ -1280,7 +1310,7 @@ func init() {
       }
     },
     "TaskApplyRequest": {
-      "description": "args and kwargs of the task, plus apply_async options. Other keys are\naccepted and passed to Celery as options where stamen knows them.\n",
+      "description": "args and kwargs of the task, plus apply_async options. Any other key\nis refused with 400 naming it.\n",
       "type": "object",
       "properties": {
         "args": {
@@ -1291,10 +1321,11 @@ func init() {
           "description": "seconds from now (a number, or a string holding one)"
         },
         "eta": {
-          "description": "absolute time, %Y-%m-%d %H:%M:%S.%f (async-apply) or ISO 8601 (send-task)",
+          "description": "absolute time: %Y-%m-%d %H:%M:%S.%f (server local time, as Flower) or ISO 8601; ISO 8601 without an offset is UTC, as Celery takes it",
           "type": "string"
         },
         "exchange": {
+          "description": "exchange, as apply_async's; on Redis resolved through kombu's bindings (_kombu.binding.\u003cexchange\u003e)",
           "type": "string",
           "maxLength": 255
         },
@@ -1313,6 +1344,7 @@ func init() {
           "additionalProperties": {}
         },
         "priority": {
+          "description": "As Celery sends it: on RabbitMQ the message carries it as given (the\nqueue's x-max-priority caps it); on Redis it selects kombu's priority\nsub-queue (0-2, 3-5, 6-8, 9 and above), lower served first.\n",
           "type": "integer",
           "format": "int32",
           "maximum": 255,
@@ -1323,6 +1355,7 @@ func init() {
           "maxLength": 255
         },
         "routing_key": {
+          "description": "routing key, as apply_async's: with exchange, the message goes to the queues bound to it with this key",
           "type": "string",
           "maxLength": 255
         },
@@ -1344,7 +1377,8 @@ func init() {
           "format": "double",
           "minimum": 0
         }
-      }
+      },
+      "additionalProperties": false
     },
     "TaskID": {
       "type": "object",
@@ -1470,7 +1504,7 @@ func init() {
   },
   "parameters": {
     "taskBody": {
-      "description": "The dictionary of args, kwargs and apply_async options. Any other key\nis passed to Celery as an option.\n",
+      "description": "The dictionary of args, kwargs and apply_async options. A key not\nlisted in TaskApplyRequest is refused with 400 naming it (Flower hands\nit to apply_async; stamen does not drop an option it cannot honour).\n",
       "name": "args",
       "in": "body",
       "schema": {
@@ -1519,6 +1553,12 @@ func init() {
       "description": "Unknown task, task type or worker",
       "schema": {
         "$ref": "#/definitions/Error"
+      }
+    },
+    "ResultUnreadable": {
+      "description": "The result backend holds the task's result in a serialization stamen\ncannot read (pickle, msgpack, yaml, compressed): the body names it and\ngives the task's state as stamen's events show it.\n",
+      "schema": {
+        "$ref": "#/definitions/ResultUnreadable"
       }
     },
     "Timeout": {
@@ -1773,7 +1813,7 @@ func init() {
             "required": true
           },
           {
-            "description": "The dictionary of args, kwargs and apply_async options. Any other key\nis passed to Celery as an option.\n",
+            "description": "The dictionary of args, kwargs and apply_async options. A key not\nlisted in TaskApplyRequest is refused with 400 naming it (Flower hands\nit to apply_async; stamen does not drop an option it cannot honour).\n",
             "name": "args",
             "in": "body",
             "schema": {
@@ -1827,6 +1867,12 @@ func init() {
               "$ref": "#/definitions/Error"
             }
           },
+          "422": {
+            "description": "The result backend holds the task's result in a serialization stamen\ncannot read (pickle, msgpack, yaml, compressed): the body names it and\ngives the task's state as stamen's events show it.\n",
+            "schema": {
+              "$ref": "#/definitions/ResultUnreadable"
+            }
+          },
           "503": {
             "description": "The broker or the result backend is unavailable",
             "schema": {
@@ -1859,7 +1905,7 @@ func init() {
             "required": true
           },
           {
-            "description": "The dictionary of args, kwargs and apply_async options. Any other key\nis passed to Celery as an option.\n",
+            "description": "The dictionary of args, kwargs and apply_async options. A key not\nlisted in TaskApplyRequest is refused with 400 naming it (Flower hands\nit to apply_async; stamen does not drop an option it cannot honour).\n",
             "name": "args",
             "in": "body",
             "schema": {
@@ -2096,6 +2142,12 @@ func init() {
               "$ref": "#/definitions/Error"
             }
           },
+          "422": {
+            "description": "The result backend holds the task's result in a serialization stamen\ncannot read (pickle, msgpack, yaml, compressed): the body names it and\ngives the task's state as stamen's events show it.\n",
+            "schema": {
+              "$ref": "#/definitions/ResultUnreadable"
+            }
+          },
           "503": {
             "description": "The broker or the result backend is unavailable",
             "schema": {
@@ -2206,7 +2258,7 @@ func init() {
             "required": true
           },
           {
-            "description": "The dictionary of args, kwargs and apply_async options. Any other key\nis passed to Celery as an option.\n",
+            "description": "The dictionary of args, kwargs and apply_async options. A key not\nlisted in TaskApplyRequest is refused with 400 naming it (Flower hands\nit to apply_async; stamen does not drop an option it cannot honour).\n",
             "name": "args",
             "in": "body",
             "schema": {
@@ -3145,6 +3197,30 @@ func init() {
         }
       }
     },
+    "ResultUnreadable": {
+      "type": "object",
+      "required": [
+        "error",
+        "task-id",
+        "serializer"
+      ],
+      "properties": {
+        "error": {
+          "type": "string"
+        },
+        "serializer": {
+          "description": "pickle, msgpack, yaml, zlib, gzip, bzip2, xz, zstd, or unknown",
+          "type": "string"
+        },
+        "state": {
+          "description": "the task's state from the events stamen received; absent when it has none",
+          "type": "string"
+        },
+        "task-id": {
+          "type": "string"
+        }
+      }
+    },
     "Task": {
       "description": "A task's state record, with Celery's field names.",
       "type": "object",
@@ -3291,7 +3367,7 @@ func init() {
       }
     },
     "TaskApplyRequest": {
-      "description": "args and kwargs of the task, plus apply_async options. Other keys are\naccepted and passed to Celery as options where stamen knows them.\n",
+      "description": "args and kwargs of the task, plus apply_async options. Any other key\nis refused with 400 naming it.\n",
       "type": "object",
       "properties": {
         "args": {
@@ -3302,10 +3378,11 @@ func init() {
           "description": "seconds from now (a number, or a string holding one)"
         },
         "eta": {
-          "description": "absolute time, %Y-%m-%d %H:%M:%S.%f (async-apply) or ISO 8601 (send-task)",
+          "description": "absolute time: %Y-%m-%d %H:%M:%S.%f (server local time, as Flower) or ISO 8601; ISO 8601 without an offset is UTC, as Celery takes it",
           "type": "string"
         },
         "exchange": {
+          "description": "exchange, as apply_async's; on Redis resolved through kombu's bindings (_kombu.binding.\u003cexchange\u003e)",
           "type": "string",
           "maxLength": 255
         },
@@ -3324,6 +3401,7 @@ func init() {
           "additionalProperties": {}
         },
         "priority": {
+          "description": "As Celery sends it: on RabbitMQ the message carries it as given (the\nqueue's x-max-priority caps it); on Redis it selects kombu's priority\nsub-queue (0-2, 3-5, 6-8, 9 and above), lower served first.\n",
           "type": "integer",
           "format": "int32",
           "maximum": 255,
@@ -3334,6 +3412,7 @@ func init() {
           "maxLength": 255
         },
         "routing_key": {
+          "description": "routing key, as apply_async's: with exchange, the message goes to the queues bound to it with this key",
           "type": "string",
           "maxLength": 255
         },
@@ -3355,7 +3434,8 @@ func init() {
           "format": "double",
           "minimum": 0
         }
-      }
+      },
+      "additionalProperties": false
     },
     "TaskID": {
       "type": "object",
@@ -3481,7 +3561,7 @@ func init() {
   },
   "parameters": {
     "taskBody": {
-      "description": "The dictionary of args, kwargs and apply_async options. Any other key\nis passed to Celery as an option.\n",
+      "description": "The dictionary of args, kwargs and apply_async options. A key not\nlisted in TaskApplyRequest is refused with 400 naming it (Flower hands\nit to apply_async; stamen does not drop an option it cannot honour).\n",
       "name": "args",
       "in": "body",
       "schema": {
@@ -3530,6 +3610,12 @@ func init() {
       "description": "Unknown task, task type or worker",
       "schema": {
         "$ref": "#/definitions/Error"
+      }
+    },
+    "ResultUnreadable": {
+      "description": "The result backend holds the task's result in a serialization stamen\ncannot read (pickle, msgpack, yaml, compressed): the body names it and\ngives the task's state as stamen's events show it.\n",
+      "schema": {
+        "$ref": "#/definitions/ResultUnreadable"
       }
     },
     "Timeout": {

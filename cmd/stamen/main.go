@@ -359,6 +359,8 @@ func run(args []string, stderr io.Writer) int {
 		return 1
 	}
 	srv := newServer(a.Handler)
+	// Shutdown waits for active requests; event streams are ended first.
+	srv.RegisterOnShutdown(a.Events.Close)
 	log.Info("stamen listening", slog.String("address", "http://"+ln.Addr().String()),
 		slog.String("broker", redact.URL(a.BrokerURL)))
 	errc := make(chan error, 1)

@@ -12,6 +12,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -189,5 +190,95 @@ func TestUnauthenticatedAPI(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// lockedBuffer is a bytes.Buffer a child process writes to while the test
+// reads it.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// TestShutdownEndsEventStreams: SIGTERM with an /api/events client
+// connected ends the stream at once and the process exits cleanly, instead
+// of waiting out the server's 10 s shutdown timeout and logging its error.
+func TestShutdownEndsEventStreams(t *testing.T) {
+	testcluster.SkipIfShort(t, "builds and runs the binary")
+	bin := buildBinary(t)
+	port := freePort(t)
+	cmd := exec.Command(bin, "--port", fmt.Sprint(port),
+		"--embedded_broker_address", fmt.Sprintf("127.0.0.1:%d", freePort(t)),
+		"--db", filepath.Join(t.TempDir(), "stamen.db"))
+	var logs lockedBuffer
+	cmd.Stderr = &logs
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan struct{})
+	var waitErr error
+	go func() { waitErr = cmd.Wait(); close(exited) }()
+	t.Cleanup(func() {
+		select {
+		case <-exited:
+		default:
+			_ = cmd.Process.Kill()
+			<-exited
+		}
+	})
+	base := fmt.Sprintf("http://127.0.0.1:%d", port)
+	var resp *http.Response
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		var err error
+		if resp, err = http.Get(base + "/api/events"); err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("stamen did not answer /api/events: %v\n%s", err, logs.String())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("/api/events: %d", resp.StatusCode)
+	}
+	// The stream's opening comment proves the handler is running.
+	first := make([]byte, 64)
+	if n, err := resp.Body.Read(first); err != nil || !strings.Contains(string(first[:n]), "stamen event stream") {
+		t.Fatalf("stream opening: %q, %v", first[:n], err)
+	}
+
+	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	// Well before the server's 10 s shutdown timeout, which a stream that
+	// does not end runs out.
+	select {
+	case <-exited:
+		if waitErr != nil {
+			t.Errorf("exit: %v\n%s", waitErr, logs.String())
+		}
+	case <-time.After(7 * time.Second):
+		t.Fatalf("still running 7 s after SIGTERM with a stream open\n%s", logs.String())
+	}
+	// The stream ended rather than being cut mid-event.
+	if rest, err := io.ReadAll(resp.Body); err != nil {
+		t.Errorf("reading the rest of the stream: %v (%q)", err, rest)
+	}
+	if l := logs.String(); strings.Contains(l, "msg=shutdown") || strings.Contains(l, "level=WARN") || strings.Contains(l, "level=ERROR") {
+		t.Errorf("the log holds a shutdown error:\n%s", l)
 	}
 }

@@ -12,8 +12,8 @@ import (
 	"github.com/go-openapi/validate"
 )
 
-// TaskApplyRequest args and kwargs of the task, plus apply_async options. Other keys are
-// accepted and passed to Celery as options where stamen knows them.
+// TaskApplyRequest args and kwargs of the task, plus apply_async options. Any other key
+// is refused with 400 naming it.
 //
 // swagger:model TaskApplyRequest
 type TaskApplyRequest struct {
@@ -24,10 +24,10 @@ type TaskApplyRequest struct {
 	// seconds from now (a number, or a string holding one)
 	Countdown any `json:"countdown,omitempty"`
 
-	// absolute time, %Y-%m-%d %H:%M:%S.%f (async-apply) or ISO 8601 (send-task)
+	// absolute time: %Y-%m-%d %H:%M:%S.%f (server local time, as Flower) or ISO 8601; ISO 8601 without an offset is UTC, as Celery takes it
 	Eta string `json:"eta,omitempty"`
 
-	// exchange
+	// exchange, as apply_async's; on Redis resolved through kombu's bindings (_kombu.binding.<exchange>)
 	// Max Length: 255
 	Exchange string `json:"exchange,omitempty"`
 
@@ -43,7 +43,10 @@ type TaskApplyRequest struct {
 	// kwargs
 	Kwargs map[string]any `json:"kwargs,omitempty"`
 
-	// priority
+	// As Celery sends it: on RabbitMQ the message carries it as given (the
+	// queue's x-max-priority caps it); on Redis it selects kombu's priority
+	// sub-queue (0-2, 3-5, 6-8, 9 and above), lower served first.
+	//
 	// Maximum: 255
 	// Minimum: 0
 	Priority *int32 `json:"priority,omitempty"`
@@ -52,7 +55,7 @@ type TaskApplyRequest struct {
 	// Max Length: 255
 	Queue string `json:"queue,omitempty"`
 
-	// routing key
+	// routing key, as apply_async's: with exchange, the message goes to the queues bound to it with this key
 	// Max Length: 255
 	RoutingKey string `json:"routing_key,omitempty"`
 

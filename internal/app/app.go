@@ -15,6 +15,8 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"runtime/debug"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -106,6 +108,13 @@ type App struct {
 
 	broker brokerConn
 	store  *store.Store
+	// writeBatch is store.Write; tests make it fail.
+	writeBatch func(store.Batch) error
+	// unsaved is the last batch whose write failed, merged into the next
+	// flush so that a failed write loses nothing. It holds at most one
+	// record per live task (MaxTasks), one event per worker, and the new
+	// task types: what the next batch would hold anyway.
+	unsaved *store.Batch
 	// workerEvents holds each worker's latest event until the next flush.
 	workerMu     sync.Mutex
 	workerEvents map[string][]byte
@@ -336,10 +345,7 @@ func (a *App) startEmbedded() error {
 func (a *App) ingest(ctx context.Context) {
 	for ctx.Err() == nil {
 		err := a.broker.ConsumeEvents(ctx, func(evs []celery.Event) {
-			a.State.Apply(evs...)
-			for i := range evs {
-				a.observe(ctx, &evs[i])
-			}
+			a.applyBatch(ctx, evs)
 		})
 		if err != nil && ctx.Err() == nil {
 			a.log.Warn("event stream ended; reconnecting", slog.Any("err", err))
@@ -348,6 +354,23 @@ func (a *App) ingest(ctx context.Context) {
 			case <-time.After(time.Second):
 			}
 		}
+	}
+}
+
+// applyBatch applies a batch of events and feeds them on. A panic (a bug,
+// or an event nobody foresaw) costs this batch only: it is logged and
+// ingestion goes on, since a monitor that stops ingesting shows a frozen
+// cluster.
+func (a *App) applyBatch(ctx context.Context, evs []celery.Event) {
+	defer func() {
+		if r := recover(); r != nil {
+			a.log.Error("event batch abandoned after a panic; ingestion goes on",
+				slog.Int("events", len(evs)), slog.Any("panic", r), slog.String("stack", string(debug.Stack())))
+		}
+	}()
+	a.State.Apply(evs...)
+	for i := range evs {
+		a.observe(ctx, &evs[i])
 	}
 }
 
@@ -401,6 +424,7 @@ func (a *App) openStore() error {
 		return err
 	}
 	a.store = st
+	a.writeBatch = st.Write
 	a.workerEvents = map[string][]byte{}
 	start, skipped := time.Now(), 0
 	err = st.Load(func(seq uint64, data []byte) error {
@@ -422,7 +446,8 @@ func (a *App) openStore() error {
 	return nil
 }
 
-// flush writes what changed since the last flush to the store.
+// flush writes what changed since the last flush to the store. When the
+// write fails the batch is kept and written with the next one.
 func (a *App) flush() error {
 	c := a.State.Drain()
 	a.workerMu.Lock()
@@ -444,7 +469,53 @@ func (a *App) flush() error {
 	for i, t := range c.Tasks {
 		b.Tasks[i] = store.Task{Seq: t.Seq, Data: t.Data}
 	}
-	return a.store.Write(b)
+	if a.unsaved != nil {
+		b = mergeBatches(*a.unsaved, b)
+		a.unsaved = nil
+	}
+	if err := a.writeBatch(b); err != nil {
+		a.unsaved = &b
+		return fmt.Errorf("%w (%d task records kept for the next flush)", err, len(b.Tasks))
+	}
+	return nil
+}
+
+// mergeBatches is older then newer as one batch: newer's records win,
+// and older's records of tasks evicted since (below newer.FirstSeq) go.
+func mergeBatches(older, newer store.Batch) store.Batch {
+	out := store.Batch{FirstSeq: newer.FirstSeq, Workers: newer.Workers, Types: newer.Types}
+	if out.Workers == nil {
+		out.Workers = map[string][]byte{}
+	}
+	for w, e := range older.Workers {
+		if _, ok := out.Workers[w]; !ok {
+			out.Workers[w] = e
+		}
+	}
+	for _, name := range older.Types {
+		if !slices.Contains(out.Types, name) {
+			out.Types = append(out.Types, name)
+		}
+	}
+	out.Tasks = make([]store.Task, 0, len(older.Tasks)+len(newer.Tasks))
+	i, j := 0, 0
+	for i < len(older.Tasks) || j < len(newer.Tasks) {
+		switch {
+		case j == len(newer.Tasks) || (i < len(older.Tasks) && older.Tasks[i].Seq < newer.Tasks[j].Seq):
+			if older.Tasks[i].Seq >= newer.FirstSeq {
+				out.Tasks = append(out.Tasks, older.Tasks[i])
+			}
+			i++
+		case i == len(older.Tasks) || newer.Tasks[j].Seq < older.Tasks[i].Seq:
+			out.Tasks = append(out.Tasks, newer.Tasks[j])
+			j++
+		default: // the same task: the newer record
+			out.Tasks = append(out.Tasks, newer.Tasks[j])
+			i++
+			j++
+		}
+	}
+	return out
 }
 
 // flushLoop writes the state's changes to the store every SaveInterval.

@@ -1,6 +1,9 @@
 package celery
 
-import "errors"
+import (
+	"errors"
+	"fmt"
+)
 
 // Errors that callers branch on. Brokers and result backends wrap them with
 // %w so that the HTTP layer can map them to status codes without knowing
@@ -15,3 +18,20 @@ var (
 	// ErrNoResultBackend means no result backend is configured.
 	ErrNoResultBackend = errors.New("no result backend configured")
 )
+
+// UnreadableResultError means a result document (or an rpc:// result
+// message) is not JSON: the workers store results with another serializer
+// (result_serializer = pickle, msgpack or yaml) or compressed. The task did
+// run; only its result cannot be shown. Serializer names what was found.
+type UnreadableResultError struct {
+	Serializer string
+}
+
+func (e *UnreadableResultError) Error() string {
+	return fmt.Sprintf("the result is stored with serializer %q, which stamen cannot read (it reads JSON results only)", e.Serializer)
+}
+
+// ErrNoRoute means a message given an exchange (or routing key) would reach
+// no queue: the exchange does not exist, or nothing is bound to it with that
+// routing key. It is refused rather than dropped.
+var ErrNoRoute = errors.New("no queue is bound to this exchange and routing key")

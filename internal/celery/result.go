@@ -11,4 +11,9 @@ type Result struct {
 	Traceback *string         `json:"traceback"`
 	DateDone  *string         `json:"date_done"`
 	Children  json.RawMessage `json:"children"`
+
+	// Unreadable is set, and the rest empty, when a result arrived in a
+	// serialization stamen cannot read (see UnreadableResultError): the
+	// rpc:// backend keeps it so that a waiter learns of it at once.
+	Unreadable *UnreadableResultError `json:"-"`
 }

@@ -35,6 +35,18 @@ func ResultKey(taskID string) string {
 // unwrapped to its value (date_done stays as the worker wrote it: Celery 5.6
 // writes it as a plain "+00:00" string).
 func DecodeResult(data []byte) (*Result, error) {
+	return DecodeResultContent(data, "")
+}
+
+// DecodeResultContent is DecodeResult for a payload whose content type is
+// known (an rpc:// result message carries it). A payload that is not JSON
+// gives an *UnreadableResultError naming its serializer, so that callers
+// can tell "stored in a form stamen cannot read" from "no result" and from
+// an outage.
+func DecodeResultContent(data []byte, contentType string) (*Result, error) {
+	if s := foreignSerializer(data, contentType); s != "" {
+		return nil, fmt.Errorf("decode result document: %w", &UnreadableResultError{Serializer: s})
+	}
 	var doc struct {
 		TaskID    string          `json:"task_id"`
 		Status    *string         `json:"status"`
@@ -77,6 +89,57 @@ func DecodeResult(data []byte) (*Result, error) {
 	return r, nil
 }
 
+// contentTypes are kombu's registered content types other than JSON.
+var contentTypes = map[string]string{
+	"application/x-python-serialize": "pickle",
+	"application/x-msgpack":          "msgpack",
+	"application/x-yaml":             "yaml",
+	"application/data":               "raw bytes",
+	"application/text":               "raw text",
+}
+
+// foreignSerializer names the serializer of a payload that is not JSON,
+// or returns "" for JSON (or what may be JSON: the decoder then reports
+// what is wrong with it). The Redis backend stores the bare payload, so
+// the format is told by its first bytes.
+func foreignSerializer(data []byte, contentType string) string {
+	if s, ok := contentTypes[contentType]; ok {
+		return s
+	}
+	b := bytes.TrimLeft(data, " \t\r\n")
+	if len(b) == 0 || b[0] == '{' {
+		return ""
+	}
+	switch {
+	case len(b) >= 2 && b[0] == 0x80 && b[1] >= 2 && b[1] <= 5:
+		// PROTO opcode and protocol 2-5 (Python 3 writes 3 to 5).
+		return "pickle"
+	case b[0] >= 0x81 && b[0] <= 0x8f, b[0] == 0xde, b[0] == 0xdf:
+		// A msgpack map (fixmap, map16, map32): a result meta dict.
+		return "msgpack"
+	case len(b) >= 2 && b[0] == 0x78 && (uint16(b[0])<<8|uint16(b[1]))%31 == 0:
+		// zlib header: CMF 0x78 (deflate, 32K window), FCHECK makes it a multiple of 31.
+		return "zlib"
+	case bytes.HasPrefix(b, []byte{0x1f, 0x8b}):
+		return "gzip"
+	case bytes.HasPrefix(b, []byte("BZh")):
+		return "bzip2"
+	case bytes.HasPrefix(b, []byte{0xfd, '7', 'z', 'X', 'Z', 0}):
+		return "xz"
+	case bytes.HasPrefix(b, []byte{0x28, 0xb5, 0x2f, 0xfd}):
+		return "zstd"
+	}
+	if json.Valid(b) {
+		// Other JSON: not a result document, which the decoder says.
+		return ""
+	}
+	if line, _, _ := bytes.Cut(b, []byte("\n")); bytes.Contains(line, []byte(": ")) || bytes.HasSuffix(line, []byte(":")) {
+		// yaml.safe_dump of the meta dict: "children: []", "date_done: ...".
+		return "yaml"
+	}
+	return "unknown"
+}
+
 // optionalString reads a JSON string or null, also in kombu's typed form
 // {"__type__": "datetime", "__value__": "..."}.
 func optionalString(raw json.RawMessage) (*string, error) {
@@ -101,10 +164,12 @@ func optionalString(raw json.RawMessage) (*string, error) {
 // Ready reports whether the task has finished for good (Celery's
 // READY_STATES); a nil Result is not ready.
 func (r *Result) Ready() bool {
-	if r == nil {
-		return false
-	}
-	switch r.Status {
+	return r != nil && ReadyState(r.Status)
+}
+
+// ReadyState reports whether state is one of Celery's READY_STATES.
+func ReadyState(state string) bool {
+	switch state {
 	case StateSuccess, StateFailure, StateRevoked:
 		return true
 	}

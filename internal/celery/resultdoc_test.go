@@ -2,6 +2,7 @@ package celery
 
 import (
 	"encoding/json"
+	"errors"
 	"strings"
 	"testing"
 
@@ -178,4 +179,47 @@ func FuzzDecodeResult(f *testing.F) {
 			t.Fatalf("result %q is not JSON", r.Result)
 		}
 	})
+}
+
+// TestDecodeResultUnreadable: results stored by workers with another
+// result_serializer, or compressed, are named, not taken for an outage.
+func TestDecodeResultUnreadable(t *testing.T) {
+	tests := []struct {
+		name, contentType string
+		data              []byte
+		want              string
+	}{
+		// pickle.dumps({"status": "SUCCESS", ...}, protocol=4) begins so.
+		{"pickle 4", "", []byte("\x80\x04\x95\x8f\x00\x00\x00\x00\x00\x00\x00}\x94(\x8c\x06status\x94"), "pickle"},
+		{"pickle 2", "", []byte("\x80\x02}q\x00(X\x06\x00\x00\x00statusq\x01"), "pickle"},
+		// msgpack.packb of a 6-key dict: fixmap 0x86.
+		{"msgpack", "", []byte("\x86\xa6status\xa7SUCCESS"), "msgpack"},
+		{"zlib", "", []byte{0x78, 0x9c, 0xab, 0x56}, "zlib"},
+		{"gzip", "", []byte{0x1f, 0x8b, 0x08, 0x00}, "gzip"},
+		{"bzip2", "", []byte("BZh91AY&SY"), "bzip2"},
+		{"xz", "", []byte{0xfd, '7', 'z', 'X', 'Z', 0, 0}, "xz"},
+		{"zstd", "", []byte{0x28, 0xb5, 0x2f, 0xfd, 0}, "zstd"},
+		{"yaml", "", []byte("children: []\ndate_done: '2026-11-23T20:00:00'\nstatus: SUCCESS\n"), "yaml"},
+		{"rpc content type", "application/x-python-serialize", []byte("anything"), "pickle"},
+		{"rpc msgpack", "application/x-msgpack", []byte{0x86}, "msgpack"},
+		{"garbage", "", []byte{0x00, 0x01, 0x02}, "unknown"},
+	}
+	for _, tt := range tests {
+		_, err := DecodeResultContent(tt.data, tt.contentType)
+		var u *UnreadableResultError
+		if !errors.As(err, &u) || u.Serializer != tt.want {
+			t.Errorf("%s: err %v, want an UnreadableResultError for %q", tt.name, err, tt.want)
+		}
+	}
+	// JSON, even broken JSON, is not "another serializer".
+	for _, data := range []string{`{"status": `, `[1, 2]`, `"x"`} {
+		_, err := DecodeResult([]byte(data))
+		var u *UnreadableResultError
+		if err == nil || errors.As(err, &u) {
+			t.Errorf("%s: err %v, want a plain decode error", data, err)
+		}
+	}
+	if r, err := DecodeResultContent([]byte(`{"status": "SUCCESS", "result": 4}`), "application/json"); err != nil || r.Status != StateSuccess {
+		t.Errorf("JSON document: %v, %v", r, err)
+	}
 }

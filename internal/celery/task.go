@@ -14,11 +14,13 @@ type TaskMessage struct {
 
 	// Queue is the queue the message is put on; empty means DefaultQueue.
 	Queue string
-	// Exchange and RoutingKey are recorded in delivery_info; on Redis the
-	// message goes straight to the queue's list, as Celery's own publish does.
+	// Exchange and RoutingKey route the message as apply_async's options
+	// do (see Route); empty means the queue's default route.
 	Exchange   string
 	RoutingKey string
-	// Priority is 0..9 (clamped); its meaning depends on the transport.
+	// Priority is sent as given, as Celery sends it: RabbitMQ caps it at the
+	// queue's x-max-priority, kombu's Redis transport picks the priority
+	// sub-queue of min(Priority, 9).
 	Priority int
 
 	ETA     *time.Time

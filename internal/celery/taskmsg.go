@@ -6,7 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/google/uuid"
@@ -17,8 +19,8 @@ import (
 const (
 	// PrioritySep separates a queue name from its priority step.
 	PrioritySep = "\x06\x16"
-	// MaxPriority is the highest priority kombu accepts; larger values are
-	// clamped to it.
+	// MaxPriority is the highest priority step of kombu's Redis transport:
+	// a larger priority goes to its sub-queue.
 	MaxPriority = 9
 )
 
@@ -37,6 +39,48 @@ func QueueName(m *TaskMessage) string {
 		return m.Queue
 	}
 	return DefaultQueue
+}
+
+// Route is the exchange and routing key m is published with, as Celery's
+// send_task_message picks them: with neither given, the default exchange
+// "" and the queue's name (straight to the queue); with an exchange, that
+// exchange and the routing key given, else the queue's (a queue Celery
+// creates is bound with its own name); with only a routing key, the
+// queue's own exchange, which Celery names after the queue.
+func Route(m *TaskMessage) (exchange, routingKey string) {
+	q := QueueName(m)
+	switch {
+	case m.Exchange == "" && m.RoutingKey == "":
+		return "", q
+	case m.Exchange == "":
+		return q, m.RoutingKey
+	case m.RoutingKey == "":
+		return m.Exchange, q
+	}
+	return m.Exchange, m.RoutingKey
+}
+
+// RedisBindingKey is the Redis set in which kombu keeps the bindings of an
+// exchange: one member per bound queue, "<routing key>\x06\x16<pattern>\x06\x16<queue>".
+func RedisBindingKey(exchange string) string {
+	return "_kombu.binding." + exchange
+}
+
+// RedisBoundQueues returns the queues of an exchange's binding members
+// (from RedisBindingKey) that a direct exchange routes routingKey to.
+// kombu keeps no exchange type in Redis; Celery's task exchanges are
+// direct.
+func RedisBoundQueues(members []string, routingKey string) []string {
+	var queues []string
+	for _, m := range members {
+		parts := strings.Split(m, PrioritySep)
+		if len(parts) != 3 || parts[0] != routingKey || parts[2] == "" || slices.Contains(queues, parts[2]) {
+			continue
+		}
+		queues = append(queues, parts[2])
+	}
+	slices.Sort(queues)
+	return queues
 }
 
 // RedisQueueKey is the Redis list a message of the given priority is pushed
@@ -132,17 +176,21 @@ func (m *TaskMessage) redisEnvelopeAt(now time.Time) (Envelope, error) {
 	if err != nil {
 		return Envelope{}, err
 	}
+	exchange, routingKey := Route(m)
 	props := Properties{
 		CorrelationID: m.ID,
 		ReplyTo:       m.ReplyTo,
 		DeliveryMode:  2,
-		// Exchange "" with the queue as routing key, as Celery's own publish
-		// rewrites it: a worker restoring an unacked message then pushes it
-		// back onto this very list instead of looking up exchange bindings
-		// (and dropping it when none match).
-		DeliveryInfo: DeliveryInfo{Exchange: "", RoutingKey: QueueName(m)},
-		Priority:     clampPriority(m.Priority),
-		DeliveryTag:  uuid.NewString(),
+		// By default exchange "" with the queue as routing key, as Celery's
+		// own publish rewrites it: a worker restoring an unacked message
+		// then pushes it back onto this very list instead of looking up
+		// exchange bindings. With an exchange given, that exchange and key,
+		// as kombu records them.
+		DeliveryInfo: DeliveryInfo{Exchange: exchange, RoutingKey: routingKey},
+		// As given: kombu keeps the property and only its choice of
+		// sub-queue is capped at 9.
+		Priority:    m.Priority,
+		DeliveryTag: uuid.NewString(),
 	}
 	if m.Expires != nil {
 		// kombu sends the time left as a string of milliseconds; RabbitMQ

@@ -310,7 +310,8 @@ func TestRedisEnvelope(t *testing.T) {
 	}
 	wantProps := Properties{
 		CorrelationID: "id", DeliveryMode: 2, DeliveryInfo: DeliveryInfo{RoutingKey: "celery"},
-		Priority: 9, BodyEncoding: "base64",
+		// As given, as kombu keeps it: only the sub-queue is capped at 9.
+		Priority: 42, BodyEncoding: "base64",
 	}
 	if diff := cmp.Diff(wantProps, a.Properties, cmpopts.IgnoreFields(Properties{}, "DeliveryTag", "Expiration")); diff != "" {
 		t.Errorf("properties (-want +got):\n%s", diff)
@@ -350,5 +351,51 @@ func TestEnvelopeKeysStable(t *testing.T) {
 	want := []string{"body", "content-encoding", "content-type", "headers", "properties"}
 	if diff := cmp.Diff(want, keys); diff != "" {
 		t.Errorf("envelope keys (-want +got):\n%s", diff)
+	}
+}
+
+func TestRoute(t *testing.T) {
+	tests := []struct {
+		queue, exchange, routingKey string
+		wantExchange, wantKey       string
+	}{
+		{"", "", "", "", "celery"},
+		{"q", "", "", "", "q"},
+		{"", "media", "", "media", "celery"},
+		{"q", "media", "", "media", "q"},
+		{"", "media", "video", "media", "video"},
+		{"", "", "video", "celery", "video"},
+		{"q", "", "video", "q", "video"},
+	}
+	for _, tt := range tests {
+		ex, rk := Route(&TaskMessage{Queue: tt.queue, Exchange: tt.exchange, RoutingKey: tt.routingKey})
+		if ex != tt.wantExchange || rk != tt.wantKey {
+			t.Errorf("Route(queue %q, exchange %q, key %q) = %q, %q; want %q, %q",
+				tt.queue, tt.exchange, tt.routingKey, ex, rk, tt.wantExchange, tt.wantKey)
+		}
+	}
+	env, err := (&TaskMessage{ID: "i", Name: "t", Exchange: "media", RoutingKey: "video"}).RedisEnvelope()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := (DeliveryInfo{Exchange: "media", RoutingKey: "video"}); env.Properties.DeliveryInfo != want {
+		t.Errorf("delivery_info %+v, want %+v", env.Properties.DeliveryInfo, want)
+	}
+}
+
+func TestRedisBoundQueues(t *testing.T) {
+	// Members as kombu's Redis transport writes them on queue_bind.
+	members := []string{
+		"video" + PrioritySep + "" + PrioritySep + "hq",
+		"video" + PrioritySep + "" + PrioritySep + "archive",
+		"audio" + PrioritySep + "" + PrioritySep + "aq",
+		"video" + PrioritySep + "" + PrioritySep + "hq",
+		"malformed",
+	}
+	if got, want := RedisBoundQueues(members, "video"), []string{"archive", "hq"}; !cmp.Equal(got, want) {
+		t.Errorf("video: %v, want %v", got, want)
+	}
+	if got := RedisBoundQueues(members, "none"); len(got) != 0 {
+		t.Errorf("none: %v, want no queue", got)
 	}
 }

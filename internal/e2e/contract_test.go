@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net/url"
+	"strings"
 	"testing"
 	"time"
 
@@ -114,8 +115,12 @@ func contractCases() []suiteCase {
 			valid(t, "sendTask", sent.Payload)
 			_, err = cl.Tasks.SendTaskContext(ctx, tasks.NewSendTaskParams().WithTaskname("stamen.add").
 				WithArgs(&models.TaskApplyRequest{Priority: ptr(int32(1000))}), nil)
-			if err == nil {
-				t.Errorf("sendTask with priority 1000 accepted")
+			// Exactly the spec's 400 for the out-of-range priority: a
+			// network error or another status is not this rejection.
+			wantError(t, "sendTask with priority 1000", err, 400)
+			var prio *tasks.SendTaskBadRequest
+			if errors.As(err, &prio) && (prio.Payload == nil || prio.Payload.Error == nil || !strings.Contains(*prio.Payload.Error, "priority")) {
+				t.Errorf("sendTask with priority 1000: the error does not name priority: %v", prio.Payload)
 			}
 
 			res, err := cl.Tasks.GetTaskResultContext(ctx, tasks.NewGetTaskResultParams().WithTaskid(id).WithTimeout(ptr(20.0)), nil)

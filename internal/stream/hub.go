@@ -59,20 +59,40 @@ func (s *Subscription) Dropped() int64 { return s.dropped.Swap(0) }
 
 // Hub is safe for concurrent use.
 type Hub struct {
-	mu   sync.RWMutex
-	subs map[*Subscription]struct{}
+	mu     sync.RWMutex
+	subs   map[*Subscription]struct{}
+	closed bool
 }
 
 // NewHub returns an empty hub.
 func NewHub() *Hub { return &Hub{subs: map[*Subscription]struct{}{}} }
 
-// Subscribe registers a subscriber with a buffer of buf messages.
+// Subscribe registers a subscriber with a buffer of buf messages. After
+// Close the subscription's channel is closed at once.
 func (h *Hub) Subscribe(f Filter, buf int) *Subscription {
 	s := &Subscription{C: make(chan Message, buf), filter: f}
 	h.mu.Lock()
-	h.subs[s] = struct{}{}
+	if h.closed {
+		close(s.C)
+	} else {
+		h.subs[s] = struct{}{}
+	}
 	h.mu.Unlock()
 	return s
+}
+
+// Close ends every subscription (its channel is closed, so a stream
+// ends after what it already holds) and every later one. The server calls
+// it when shutting down: streams never end by themselves, and the server
+// would otherwise wait its whole shutdown timeout for them.
+func (h *Hub) Close() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.closed = true
+	for s := range h.subs {
+		delete(h.subs, s)
+		close(s.C)
+	}
 }
 
 // Unsubscribe removes the subscriber and closes its channel.

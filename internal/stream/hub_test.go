@@ -52,3 +52,26 @@ func TestPublishNeverBlocks(t *testing.T) {
 		t.Errorf("unsubscribe: open=%v subscribers=%d", open, h.Subscribers())
 	}
 }
+
+// TestCloseEndsSubscriptions: Close ends every stream, present and later.
+func TestCloseEndsSubscriptions(t *testing.T) {
+	h := NewHub()
+	s := h.Subscribe(Filter{}, 4)
+	h.Publish(Message{Type: "task-sent"})
+	h.Close()
+	if m, ok := <-s.C; !ok || m.Type != "task-sent" {
+		t.Errorf("first receive after Close: %v %v, want the queued message", m, ok)
+	}
+	if _, ok := <-s.C; ok {
+		t.Error("subscription still open after Close")
+	}
+	h.Unsubscribe(s) // must not close twice
+	late := h.Subscribe(Filter{}, 4)
+	if _, ok := <-late.C; ok {
+		t.Error("a subscription after Close is open")
+	}
+	h.Publish(Message{Type: "task-sent"})
+	if n := h.Subscribers(); n != 0 {
+		t.Errorf("%d subscribers after Close", n)
+	}
+}

@@ -18,19 +18,25 @@ Environment:
                                {"error": "ValueError('Pool restarts not enabled')"}
     STAMEN_TEST_CONF           a JSON object of extra settings (app.conf.update),
                                e.g. secrets a test expects stamen to mask
+    STAMEN_TEST_RESULT_SERIALIZER  result_serializer (default "json"), to
+                               store results stamen cannot read
+    STAMEN_TEST_ROUTE          "queue:exchange:routing_key": the worker knows
+                               that queue as bound to that direct exchange
+                               with that key (consume it with -Q queue)
 
 Task names are explicit ("stamen.*") so they do not depend on how the module
 is imported.
 """
 
-import json
 import datetime
 import decimal
+import json
 import os
 import time
 import uuid
 
 from celery import Celery
+from kombu import Exchange, Queue
 from celery.contrib.abortable import AbortableTask
 from celery.utils.log import get_task_logger
 
@@ -61,6 +67,18 @@ app.conf.update(
 )
 if os.environ.get("STAMEN_TEST_CONF"):
     app.conf.update(json.loads(os.environ["STAMEN_TEST_CONF"]))
+
+if os.environ.get("STAMEN_TEST_RESULT_SERIALIZER"):
+    app.conf.result_serializer = os.environ["STAMEN_TEST_RESULT_SERIALIZER"]
+    # The worker reads its own stored state back before writing the next.
+    app.conf.result_accept_content = ["json", app.conf.result_serializer]
+
+if os.environ.get("STAMEN_TEST_ROUTE"):
+    _q, _x, _rk = os.environ["STAMEN_TEST_ROUTE"].split(":")
+    app.conf.task_queues = [
+        Queue("celery"),
+        Queue(_q, Exchange(_x, type="direct"), routing_key=_rk),
+    ]
 
 log = get_task_logger(__name__)
 

@@ -57,6 +57,12 @@ func (o *ApplyTaskReader) ReadResponse(response runtime.ClientResponse, consumer
 			return nil, err
 		}
 		return nil, result
+	case 422:
+		result := NewApplyTaskUnprocessableEntity()
+		if err := result.readResponse(response, consumer, o.formats); err != nil {
+			return nil, err
+		}
+		return nil, result
 	case 503:
 		result := NewApplyTaskServiceUnavailable()
 		if err := result.readResponse(response, consumer, o.formats); err != nil {
@@ -473,6 +479,76 @@ func (o *ApplyTaskRequestEntityTooLarge) GetPayload() *models.Error {
 func (o *ApplyTaskRequestEntityTooLarge) readResponse(response runtime.ClientResponse, consumer runtime.Consumer, formats strfmt.Registry) error {
 
 	o.Payload = new(models.Error)
+
+	// response payload
+	if err := consumer.Consume(response.Body(), o.Payload); err != nil && !stderrors.Is(err, io.EOF) {
+		return err
+	}
+
+	return nil
+}
+
+// NewApplyTaskUnprocessableEntity creates a ApplyTaskUnprocessableEntity with default headers values
+func NewApplyTaskUnprocessableEntity() *ApplyTaskUnprocessableEntity {
+	return &ApplyTaskUnprocessableEntity{}
+}
+
+// ApplyTaskUnprocessableEntity describes a response with status code 422, with default header values.
+//
+// The result backend holds the task's result in a serialization stamen
+// cannot read (pickle, msgpack, yaml, compressed): the body names it and
+// gives the task's state as stamen's events show it.
+type ApplyTaskUnprocessableEntity struct {
+	Payload *models.ResultUnreadable
+}
+
+// IsSuccess returns true when this apply task unprocessable entity response has a 2xx status code
+func (o *ApplyTaskUnprocessableEntity) IsSuccess() bool {
+	return false
+}
+
+// IsRedirect returns true when this apply task unprocessable entity response has a 3xx status code
+func (o *ApplyTaskUnprocessableEntity) IsRedirect() bool {
+	return false
+}
+
+// IsClientError returns true when this apply task unprocessable entity response has a 4xx status code
+func (o *ApplyTaskUnprocessableEntity) IsClientError() bool {
+	return true
+}
+
+// IsServerError returns true when this apply task unprocessable entity response has a 5xx status code
+func (o *ApplyTaskUnprocessableEntity) IsServerError() bool {
+	return false
+}
+
+// IsCode returns true when this apply task unprocessable entity response a status code equal to that given
+func (o *ApplyTaskUnprocessableEntity) IsCode(code int) bool {
+	return code == 422
+}
+
+// Code gets the status code for the apply task unprocessable entity response
+func (o *ApplyTaskUnprocessableEntity) Code() int {
+	return 422
+}
+
+func (o *ApplyTaskUnprocessableEntity) Error() string {
+	payload, _ := json.Marshal(o.Payload)
+	return fmt.Sprintf("[POST /api/task/apply/{taskname}][%d] applyTaskUnprocessableEntity %s", 422, payload)
+}
+
+func (o *ApplyTaskUnprocessableEntity) String() string {
+	payload, _ := json.Marshal(o.Payload)
+	return fmt.Sprintf("[POST /api/task/apply/{taskname}][%d] applyTaskUnprocessableEntity %s", 422, payload)
+}
+
+func (o *ApplyTaskUnprocessableEntity) GetPayload() *models.ResultUnreadable {
+	return o.Payload
+}
+
+func (o *ApplyTaskUnprocessableEntity) readResponse(response runtime.ClientResponse, consumer runtime.Consumer, formats strfmt.Registry) error {
+
+	o.Payload = new(models.ResultUnreadable)
 
 	// response payload
 	if err := consumer.Consume(response.Body(), o.Payload); err != nil && !stderrors.Is(err, io.EOF) {

@@ -39,6 +39,12 @@ func (o *GetTaskResultReader) ReadResponse(response runtime.ClientResponse, cons
 			return nil, err
 		}
 		return nil, result
+	case 422:
+		result := NewGetTaskResultUnprocessableEntity()
+		if err := result.readResponse(response, consumer, o.formats); err != nil {
+			return nil, err
+		}
+		return nil, result
 	case 503:
 		result := NewGetTaskResultServiceUnavailable()
 		if err := result.readResponse(response, consumer, o.formats); err != nil {
@@ -251,6 +257,76 @@ func (o *GetTaskResultUnauthorized) GetPayload() *models.Error {
 func (o *GetTaskResultUnauthorized) readResponse(response runtime.ClientResponse, consumer runtime.Consumer, formats strfmt.Registry) error {
 
 	o.Payload = new(models.Error)
+
+	// response payload
+	if err := consumer.Consume(response.Body(), o.Payload); err != nil && !stderrors.Is(err, io.EOF) {
+		return err
+	}
+
+	return nil
+}
+
+// NewGetTaskResultUnprocessableEntity creates a GetTaskResultUnprocessableEntity with default headers values
+func NewGetTaskResultUnprocessableEntity() *GetTaskResultUnprocessableEntity {
+	return &GetTaskResultUnprocessableEntity{}
+}
+
+// GetTaskResultUnprocessableEntity describes a response with status code 422, with default header values.
+//
+// The result backend holds the task's result in a serialization stamen
+// cannot read (pickle, msgpack, yaml, compressed): the body names it and
+// gives the task's state as stamen's events show it.
+type GetTaskResultUnprocessableEntity struct {
+	Payload *models.ResultUnreadable
+}
+
+// IsSuccess returns true when this get task result unprocessable entity response has a 2xx status code
+func (o *GetTaskResultUnprocessableEntity) IsSuccess() bool {
+	return false
+}
+
+// IsRedirect returns true when this get task result unprocessable entity response has a 3xx status code
+func (o *GetTaskResultUnprocessableEntity) IsRedirect() bool {
+	return false
+}
+
+// IsClientError returns true when this get task result unprocessable entity response has a 4xx status code
+func (o *GetTaskResultUnprocessableEntity) IsClientError() bool {
+	return true
+}
+
+// IsServerError returns true when this get task result unprocessable entity response has a 5xx status code
+func (o *GetTaskResultUnprocessableEntity) IsServerError() bool {
+	return false
+}
+
+// IsCode returns true when this get task result unprocessable entity response a status code equal to that given
+func (o *GetTaskResultUnprocessableEntity) IsCode(code int) bool {
+	return code == 422
+}
+
+// Code gets the status code for the get task result unprocessable entity response
+func (o *GetTaskResultUnprocessableEntity) Code() int {
+	return 422
+}
+
+func (o *GetTaskResultUnprocessableEntity) Error() string {
+	payload, _ := json.Marshal(o.Payload)
+	return fmt.Sprintf("[GET /api/task/result/{taskid}][%d] getTaskResultUnprocessableEntity %s", 422, payload)
+}
+
+func (o *GetTaskResultUnprocessableEntity) String() string {
+	payload, _ := json.Marshal(o.Payload)
+	return fmt.Sprintf("[GET /api/task/result/{taskid}][%d] getTaskResultUnprocessableEntity %s", 422, payload)
+}
+
+func (o *GetTaskResultUnprocessableEntity) GetPayload() *models.ResultUnreadable {
+	return o.Payload
+}
+
+func (o *GetTaskResultUnprocessableEntity) readResponse(response runtime.ClientResponse, consumer runtime.Consumer, formats strfmt.Registry) error {
+
+	o.Payload = new(models.ResultUnreadable)
 
 	// response payload
 	if err := consumer.Consume(response.Body(), o.Payload); err != nil && !stderrors.Is(err, io.EOF) {

@@ -29,8 +29,9 @@ const (
 
 // Publish puts msg on its queue the way Celery does: through the default
 // exchange with the queue's name as routing key, after making sure the
-// queue exists (a message for a missing queue is silently dropped). It
-// returns once RabbitMQ has confirmed the message.
+// queue exists (a message for a missing queue is silently dropped), or
+// through the exchange and routing key given (celery.Route), which must
+// exist. It returns once RabbitMQ has confirmed the message.
 func (b *Broker) Publish(ctx context.Context, msg *celery.TaskMessage) error {
 	if msg.Name == "" || msg.ID == "" {
 		return errors.New("publish: task message needs a name and an id")
@@ -51,15 +52,22 @@ func (b *Broker) Publish(ctx context.Context, msg *celery.TaskMessage) error {
 	if err := b.ensureQueue(ctx, s, queue); err != nil {
 		return fmt.Errorf("publish %s: %w", msg.ID, err)
 	}
+	exchange, routingKey := celery.Route(msg)
+	if exchange != "" {
+		if err := b.checkExchange(ctx, exchange); err != nil {
+			return fmt.Errorf("publish %s: %w", msg.ID, err)
+		}
+	}
 	p := amqp091.Publishing{
 		Headers:         headers,
 		ContentType:     contentType,
 		ContentEncoding: contentEncoding,
 		DeliveryMode:    persistent,
-		Priority:        uint8(min(max(msg.Priority, 0), celery.MaxPriority)),
-		CorrelationId:   msg.ID,
-		ReplyTo:         msg.ReplyTo,
-		Body:            body,
+		// As given, as Celery sends it: the queue's x-max-priority caps it.
+		Priority:      uint8(min(max(msg.Priority, 0), 255)),
+		CorrelationId: msg.ID,
+		ReplyTo:       msg.ReplyTo,
+		Body:          body,
 	}
 	if b.rpcQueue != "" {
 		// The rpc:// backend: the worker sends results to the queue named
@@ -72,7 +80,24 @@ func (b *Broker) Publish(ctx context.Context, msg *celery.TaskMessage) error {
 		ms := max(time.Until(*msg.Expires).Milliseconds(), 0)
 		p.Expiration = strconv.FormatInt(ms, 10)
 	}
-	return b.publish(ctx, s, "publish "+msg.ID, "", queue, p)
+	return b.publish(ctx, s, "publish "+msg.ID, exchange, routingKey, p)
+}
+
+// checkExchange makes sure an exchange a message is sent to exists:
+// publishing to a missing one closes the channel and loses the message.
+// It is not declared: its type and bindings are the workers' to choose.
+func (b *Broker) checkExchange(ctx context.Context, exchange string) error {
+	err := b.withChannel(ctx, "check exchange "+exchange, func(c *channels) error {
+		ch, err := c.get()
+		if err != nil {
+			return err
+		}
+		return ch.ExchangeDeclarePassive(exchange, amqp091.ExchangeDirect, true, false, false, false, nil)
+	})
+	if isNotFound(err) {
+		return fmt.Errorf("exchange %q does not exist: %w", exchange, celery.ErrNoRoute)
+	}
+	return err
 }
 
 // publish sends p and waits for the broker's confirm.

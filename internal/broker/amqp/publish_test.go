@@ -187,8 +187,8 @@ func TestPublishOptions(t *testing.T) {
 		t.Fatalf("Publish: %v", err)
 	}
 	d := a.get(queue)
-	if d.Priority != celery.MaxPriority {
-		t.Errorf("priority = %d, want it clamped to %d", d.Priority, celery.MaxPriority)
+	if d.Priority != 12 {
+		t.Errorf("priority = %d, want 12 as given: Celery sends it so, and the queue's x-max-priority caps it", d.Priority)
 	}
 	if d.ReplyTo != "client-oid" {
 		t.Errorf("reply_to = %q, want the message's own without rpc://", d.ReplyTo)
@@ -206,6 +206,65 @@ func TestPublishOptions(t *testing.T) {
 
 	if err := b.Publish(t.Context(), &celery.TaskMessage{Name: "tasks.add"}); err == nil {
 		t.Error("published a message without id")
+	}
+}
+
+// TestPublishPriorityAsGiven: priorities above 9 reach RabbitMQ as given
+// and order the queue, as Celery's own client sends them.
+func TestPublishPriorityAsGiven(t *testing.T) {
+	b := newTestBroker(t, "")
+	a := newAdmin(t)
+	queue := "stamen-test-" + uuid.NewString()
+	a.deleteQueue(queue)
+	if _, err := a.channel().QueueDeclare(queue, true, false, false, false, amqp091.Table{"x-max-priority": int32(255)}); err != nil {
+		t.Fatal(err)
+	}
+	ids := map[int]string{}
+	for _, prio := range []int{9, 200, 100} {
+		ids[prio] = uuid.NewString()
+		if err := b.Publish(t.Context(), &celery.TaskMessage{ID: ids[prio], Name: "t", Queue: queue, Priority: prio}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, prio := range []int{200, 100, 9} {
+		d := a.get(queue)
+		if int(d.Priority) != prio || d.CorrelationId != ids[prio] {
+			t.Errorf("got %s priority %d, want %s priority %d (highest first)", d.CorrelationId, d.Priority, ids[prio], prio)
+		}
+	}
+}
+
+// TestPublishThroughExchange: exchange and routing_key route the message
+// as apply_async's do; an exchange that does not exist is refused.
+func TestPublishThroughExchange(t *testing.T) {
+	b := newTestBroker(t, "")
+	a := newAdmin(t)
+	queue, exchange := "stamen-test-"+uuid.NewString(), "stamen-test-x-"+uuid.NewString()
+	a.deleteQueue(queue)
+	ch := a.channel()
+	if err := ch.ExchangeDeclare(exchange, amqp091.ExchangeDirect, false, true, false, false, nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ch.QueueDeclare(queue, true, false, false, false, nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := ch.QueueBind(queue, "video", exchange, false, nil); err != nil {
+		t.Fatal(err)
+	}
+	id := uuid.NewString()
+	if err := b.Publish(t.Context(), &celery.TaskMessage{ID: id, Name: "t", Exchange: exchange, RoutingKey: "video"}); err != nil {
+		t.Fatal(err)
+	}
+	if d := a.get(queue); d.CorrelationId != id || d.Exchange != exchange || d.RoutingKey != "video" {
+		t.Errorf("got %s via %q/%q, want %s via %q/video", d.CorrelationId, d.Exchange, d.RoutingKey, id, exchange)
+	}
+	err := b.Publish(t.Context(), &celery.TaskMessage{ID: uuid.NewString(), Name: "t", Exchange: "stamen-no-such-exchange", RoutingKey: "video"})
+	if !errors.Is(err, celery.ErrNoRoute) || errors.Is(err, celery.ErrUnavailable) {
+		t.Errorf("missing exchange: err %v, want ErrNoRoute only", err)
+	}
+	// The broker is still usable after the refusal.
+	if err := b.Publish(t.Context(), &celery.TaskMessage{ID: uuid.NewString(), Name: "t", Queue: queue}); err != nil {
+		t.Errorf("publish after the refusal: %v", err)
 	}
 }
 

@@ -32,6 +32,9 @@ func (b *Broker) Result(ctx context.Context, taskID string) (*celery.Result, err
 		return nil, fmt.Errorf("result of %s: %w", taskID, err)
 	}
 	r := b.results.get(taskID)
+	if r != nil && r.Unreadable != nil {
+		return nil, fmt.Errorf("result of %s: %w", taskID, r.Unreadable)
+	}
 	if r.Ready() {
 		return r, nil
 	}
@@ -55,7 +58,7 @@ func (b *Broker) WaitResult(ctx context.Context, taskID string) (*celery.Result,
 	defer cancel()
 	select {
 	case r := <-ready:
-		return r, nil
+		return finalResult(taskID, r)
 	default:
 	}
 	s, err := b.current("wait for result of " + taskID)
@@ -64,18 +67,27 @@ func (b *Broker) WaitResult(ctx context.Context, taskID string) (*celery.Result,
 	}
 	select {
 	case r := <-ready:
-		return r, nil
+		return finalResult(taskID, r)
 	case <-ctx.Done():
 		return nil, fmt.Errorf("wait for result of %s: %w", taskID, ctx.Err())
 	case <-s.done:
 		// The result may have come just before.
 		select {
 		case r := <-ready:
-			return r, nil
+			return finalResult(taskID, r)
 		default:
 		}
 		return nil, fmt.Errorf("wait for result of %s: connection lost: %w", taskID, celery.ErrUnavailable)
 	}
+}
+
+// finalResult is what a waiter gets: the result, or the error saying it
+// cannot be read.
+func finalResult(taskID string, r *celery.Result) (*celery.Result, error) {
+	if r.Unreadable != nil {
+		return nil, fmt.Errorf("result of %s: %w", taskID, r.Unreadable)
+	}
+	return r, nil
 }
 
 // Abort cannot work over rpc://: AbortableTask polls the result backend
@@ -92,7 +104,13 @@ func (b *Broker) Abort(ctx context.Context, taskID string) error {
 func (b *Broker) dispatchResults(s *session, deliveries <-chan amqp091.Delivery) {
 	for d := range deliveries {
 		id := d.CorrelationId
-		r, err := celery.DecodeResult(d.Body)
+		r, err := celery.DecodeResultContent(d.Body, d.ContentType)
+		var unreadable *celery.UnreadableResultError
+		if errors.As(err, &unreadable) {
+			// Kept, so that result and apply say what it is instead of
+			// waiting for a result that will never be readable.
+			r, err = &celery.Result{TaskID: id, Unreadable: unreadable}, nil
+		}
 		if err != nil {
 			b.log.Debug("dropping undecodable rpc result", slog.String("task", id), slog.Any("err", err))
 			continue
@@ -138,13 +156,14 @@ func newResultStore(maxEntries int) *resultStore {
 }
 
 // put records r as the task's latest state. A ready state is final: a
-// late STARTED or RETRY does not replace it.
+// late STARTED or RETRY does not replace it. An unreadable result wakes
+// the waiters too: no readable one will follow.
 func (st *resultStore) put(id string, r *celery.Result) {
 	st.mu.Lock()
 	defer st.mu.Unlock()
 	if e, ok := st.byID[id]; ok {
 		sr := e.Value.(*storedResult)
-		if sr.r.Ready() && !r.Ready() {
+		if (sr.r.Ready() || sr.r.Unreadable != nil) && !r.Ready() {
 			return
 		}
 		sr.r = r
@@ -156,7 +175,7 @@ func (st *resultStore) put(id string, r *celery.Result) {
 			delete(st.byID, old.id)
 		}
 	}
-	if r.Ready() {
+	if r.Ready() || r.Unreadable != nil {
 		for ch := range st.waiters[id] {
 			// Buffered for exactly this one send.
 			*ch <- clone(r)
@@ -187,7 +206,7 @@ func (st *resultStore) wait(id string) (<-chan *celery.Result, func()) {
 	ch := make(chan *celery.Result, 1)
 	st.mu.Lock()
 	defer st.mu.Unlock()
-	if e, ok := st.byID[id]; ok && e.Value.(*storedResult).r.Ready() {
+	if e, ok := st.byID[id]; ok && (e.Value.(*storedResult).r.Ready() || e.Value.(*storedResult).r.Unreadable != nil) {
 		ch <- clone(e.Value.(*storedResult).r)
 		return ch, func() {}
 	}

@@ -12,6 +12,9 @@ import (
 
 // Publish puts msg on its queue's list, in the priority sub-queue its
 // priority selects. Workers BRPOP the other end, so the queue is FIFO.
+// A message given an exchange goes, as kombu routes it, to every queue
+// bound to that exchange with its routing key, found in kombu's binding
+// set; none is celery.ErrNoRoute.
 func (b *Broker) Publish(ctx context.Context, msg *celery.TaskMessage) error {
 	env, err := msg.RedisEnvelope()
 	if err != nil {
@@ -21,10 +24,26 @@ func (b *Broker) Publish(ctx context.Context, msg *celery.TaskMessage) error {
 	if err != nil {
 		return fmt.Errorf("publish %s: %w", msg.ID, err)
 	}
-	key := celery.RedisQueueKey(celery.QueueName(msg), msg.Priority)
+	queues := []string{celery.QueueName(msg)}
 	octx, cancel := b.opContext(ctx)
 	defer cancel()
-	if err := b.client.LPush(octx, key, data).Err(); err != nil {
+	if exchange, routingKey := celery.Route(msg); exchange != "" {
+		members, err := b.client.SMembers(octx, celery.RedisBindingKey(exchange)).Result()
+		if err != nil {
+			return wrap(ctx, "publish "+msg.ID+": bindings of exchange "+exchange, err)
+		}
+		queues = celery.RedisBoundQueues(members, routingKey)
+		if len(queues) == 0 {
+			return fmt.Errorf("publish %s: exchange %q with routing key %q: %w", msg.ID, exchange, routingKey, celery.ErrNoRoute)
+		}
+	}
+	_, err = b.client.TxPipelined(octx, func(p goredis.Pipeliner) error {
+		for _, q := range queues {
+			p.LPush(octx, celery.RedisQueueKey(q, msg.Priority), data)
+		}
+		return nil
+	})
+	if err != nil {
 		return wrap(ctx, "publish "+msg.ID, err)
 	}
 	return nil

@@ -1,6 +1,7 @@
 package redis
 
 import (
+	"errors"
 	"fmt"
 	"testing"
 
@@ -79,6 +80,8 @@ func TestPublishPriorityAndQueues(t *testing.T) {
 		{"", 9, "celery\x06\x169"},
 		{"hipri", 0, "hipri"},
 		{"hipri", 4, "hipri\x06\x163"},
+		// Above kombu's top step: its sub-queue, the property as given.
+		{"", 200, "celery\x06\x169"},
 	}
 	for i, tt := range tests {
 		id := fmt.Sprintf("id-%d", i)
@@ -110,7 +113,7 @@ func TestPublishPriorityAndQueues(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := map[string]int64{"celery": 5, "hipri": 2, "empty": 0}
+	want := map[string]int64{"celery": 6, "hipri": 2, "empty": 0}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("QueueLengths (-want +got):\n%s", diff)
 	}
@@ -130,5 +133,52 @@ func TestPublishRejectsIncompleteMessage(t *testing.T) {
 	}
 	if n, _ := rdb.DBSize(t.Context()).Result(); n != 0 {
 		t.Errorf("%d keys after failed publishes", n)
+	}
+}
+
+// TestPublishThroughExchange: a message given an exchange and routing key
+// goes where kombu routes it, to the queues bound with that key in the
+// exchange's binding set; a route to no queue is refused, not dropped.
+func TestPublishThroughExchange(t *testing.T) {
+	b := newTestBroker(t)
+	rdb := flushBroker(t)
+	sep := celery.PrioritySep
+	// What a worker consuming Queue("hq", Exchange("media"), routing_key="video")
+	// (and "archive" bound the same way, "aq" with another key) writes.
+	if err := rdb.SAdd(t.Context(), "_kombu.binding.media",
+		"video"+sep+sep+"hq", "video"+sep+sep+"archive", "audio"+sep+sep+"aq").Err(); err != nil {
+		t.Fatal(err)
+	}
+	msg := &celery.TaskMessage{ID: uuid.NewString(), Name: "t", Exchange: "media", RoutingKey: "video", Priority: 7}
+	if err := b.Publish(t.Context(), msg); err != nil {
+		t.Fatal(err)
+	}
+	for key, want := range map[string]int64{"hq\x06\x166": 1, "archive\x06\x166": 1, "aq": 0, "aq\x06\x166": 0, "celery": 0, "celery\x06\x166": 0} {
+		if n := rdb.LLen(t.Context(), key).Val(); n != want {
+			t.Errorf("LLEN %q = %d, want %d", key, n, want)
+		}
+	}
+	item, err := rdb.LIndex(t.Context(), "hq\x06\x166", 0).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	env, err := celery.DecodeEnvelope([]byte(item))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := (celery.DeliveryInfo{Exchange: "media", RoutingKey: "video"}); env.Properties.DeliveryInfo != want || env.Headers["id"] != msg.ID {
+		t.Errorf("hq holds %v with delivery_info %+v, want %s with %+v", env.Headers["id"], env.Properties.DeliveryInfo, msg.ID, want)
+	}
+
+	for _, bad := range []*celery.TaskMessage{
+		{ID: uuid.NewString(), Name: "t", Exchange: "media", RoutingKey: "nothing-bound"},
+		{ID: uuid.NewString(), Name: "t", Exchange: "no-such-exchange", RoutingKey: "video"},
+	} {
+		if err := b.Publish(t.Context(), bad); !errors.Is(err, celery.ErrNoRoute) {
+			t.Errorf("exchange %q key %q: err %v, want ErrNoRoute", bad.Exchange, bad.RoutingKey, err)
+		}
+	}
+	if n := rdb.DBSize(t.Context()).Val(); n != 3 {
+		t.Errorf("%d keys after the refused publishes, want 3 (binding set, hq, archive)", n)
 	}
 }

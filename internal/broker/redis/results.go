@@ -89,6 +89,10 @@ func (b *Broker) WaitResult(ctx context.Context, taskID string) (*celery.Result,
 				}
 			} else if m, ok := msg.(*goredis.Message); ok {
 				r, err := celery.DecodeResult([]byte(m.Payload))
+				var unreadable *celery.UnreadableResultError
+				if errors.As(err, &unreadable) {
+					return nil, fmt.Errorf("result of %s: %w", taskID, err)
+				}
 				if err != nil {
 					b.log.Debug("ignoring undecodable result notification", slog.String("task", taskID), slog.Any("err", err))
 				} else if r.Ready() {

@@ -255,6 +255,49 @@ func (o *ApplyTaskRequestEntityTooLarge) WriteResponse(rw http.ResponseWriter, p
 	}
 }
 
+// ApplyTaskUnprocessableEntityCode is the HTTP code returned for type ApplyTaskUnprocessableEntity
+const ApplyTaskUnprocessableEntityCode int = 422
+
+// ApplyTaskUnprocessableEntity The result backend holds the task's result in a serialization stamen
+// cannot read (pickle, msgpack, yaml, compressed): the body names it and
+// gives the task's state as stamen's events show it.
+//
+// swagger:response applyTaskUnprocessableEntity
+type ApplyTaskUnprocessableEntity struct {
+
+	// In: Body
+	Payload *models.ResultUnreadable `json:"body,omitempty"`
+}
+
+// NewApplyTaskUnprocessableEntity creates ApplyTaskUnprocessableEntity with default headers values
+func NewApplyTaskUnprocessableEntity() *ApplyTaskUnprocessableEntity {
+
+	return &ApplyTaskUnprocessableEntity{}
+}
+
+// WithPayload adds the payload to the apply task unprocessable entity response
+func (o *ApplyTaskUnprocessableEntity) WithPayload(payload *models.ResultUnreadable) *ApplyTaskUnprocessableEntity {
+	o.Payload = payload
+	return o
+}
+
+// SetPayload sets the payload to the apply task unprocessable entity response
+func (o *ApplyTaskUnprocessableEntity) SetPayload(payload *models.ResultUnreadable) {
+	o.Payload = payload
+}
+
+// WriteResponse to the client
+func (o *ApplyTaskUnprocessableEntity) WriteResponse(rw http.ResponseWriter, producer runtime.Producer) {
+
+	rw.WriteHeader(422)
+	if o.Payload != nil {
+		payload := o.Payload
+		if err := producer.Produce(rw, payload); err != nil {
+			panic(err) // let the recovery middleware deal with this
+		}
+	}
+}
+
 // ApplyTaskServiceUnavailableCode is the HTTP code returned for type ApplyTaskServiceUnavailable
 const ApplyTaskServiceUnavailableCode int = 503
 

@@ -132,6 +132,49 @@ func (o *GetTaskResultUnauthorized) WriteResponse(rw http.ResponseWriter, produc
 	}
 }
 
+// GetTaskResultUnprocessableEntityCode is the HTTP code returned for type GetTaskResultUnprocessableEntity
+const GetTaskResultUnprocessableEntityCode int = 422
+
+// GetTaskResultUnprocessableEntity The result backend holds the task's result in a serialization stamen
+// cannot read (pickle, msgpack, yaml, compressed): the body names it and
+// gives the task's state as stamen's events show it.
+//
+// swagger:response getTaskResultUnprocessableEntity
+type GetTaskResultUnprocessableEntity struct {
+
+	// In: Body
+	Payload *models.ResultUnreadable `json:"body,omitempty"`
+}
+
+// NewGetTaskResultUnprocessableEntity creates GetTaskResultUnprocessableEntity with default headers values
+func NewGetTaskResultUnprocessableEntity() *GetTaskResultUnprocessableEntity {
+
+	return &GetTaskResultUnprocessableEntity{}
+}
+
+// WithPayload adds the payload to the get task result unprocessable entity response
+func (o *GetTaskResultUnprocessableEntity) WithPayload(payload *models.ResultUnreadable) *GetTaskResultUnprocessableEntity {
+	o.Payload = payload
+	return o
+}
+
+// SetPayload sets the payload to the get task result unprocessable entity response
+func (o *GetTaskResultUnprocessableEntity) SetPayload(payload *models.ResultUnreadable) {
+	o.Payload = payload
+}
+
+// WriteResponse to the client
+func (o *GetTaskResultUnprocessableEntity) WriteResponse(rw http.ResponseWriter, producer runtime.Producer) {
+
+	rw.WriteHeader(422)
+	if o.Payload != nil {
+		payload := o.Payload
+		if err := producer.Produce(rw, payload); err != nil {
+			panic(err) // let the recovery middleware deal with this
+		}
+	}
+}
+
 // GetTaskResultServiceUnavailableCode is the HTTP code returned for type GetTaskResultServiceUnavailable
 const GetTaskResultServiceUnavailableCode int = 503
 

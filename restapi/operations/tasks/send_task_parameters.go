@@ -28,8 +28,9 @@ func NewSendTaskParams() SendTaskParams {
 type SendTaskParams struct {
 	// HTTP Request Object
 	HTTPRequest *http.Request `json:"-"`
-	// The dictionary of args, kwargs and apply_async options. Any other key
-	// is passed to Celery as an option.
+	// The dictionary of args, kwargs and apply_async options. A key not
+	// listed in TaskApplyRequest is refused with 400 naming it (Flower hands
+	// it to apply_async; stamen does not drop an option it cannot honour).
 	//
 	// In: body
 	Args *models.TaskApplyRequest
