@@ -169,19 +169,15 @@ func startProcessRedis() (string, error) {
 		_ = cmd.Process.Kill()
 		return "", err
 	}
-	c := redis.NewClient(&redis.Options{Addr: addr, DialTimeout: 200 * time.Millisecond, MaxRetries: -1})
-	defer c.Close()
 	want := "process_id:" + strconv.Itoa(pid) + "\r\n"
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		var ws syscall.WaitStatus
 		if p, _ := syscall.Wait4(pid, &ws, syscall.WNOHANG, nil); p == pid {
 			out, _ := io.ReadAll(io.NewSectionReader(logf, 0, 1<<20))
-			return "", fmt.Errorf("redis-server on %s exited (%v): %s", addr, ws, bytes.TrimSpace(lastLines(out, 5)))
+			return "", fmt.Errorf("redis-server on %s exited with status %d: %s", addr, ws.ExitStatus(), bytes.TrimSpace(lastLines(out, 5)))
 		}
-		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-		info, err := c.Info(ctx, "server").Result()
-		cancel()
+		info, err := serverInfo(addr)
 		if err == nil && strings.Contains(info, want) {
 			return addr, nil
 		}
@@ -194,6 +190,22 @@ func startProcessRedis() (string, error) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
+}
+
+// serverInfo is the INFO server section of the Redis on addr. It dials
+// first, so that go-redis does not log every refused connection while the
+// server starts.
+func serverInfo(addr string) (string, error) {
+	conn, err := net.DialTimeout("tcp", addr, 200*time.Millisecond)
+	if err != nil {
+		return "", err
+	}
+	conn.Close()
+	c := redis.NewClient(&redis.Options{Addr: addr, DialTimeout: time.Second, MaxRetries: -1})
+	defer c.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	return c.Info(ctx, "server").Result()
 }
 
 var (
