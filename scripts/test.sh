@@ -10,7 +10,9 @@
 #   4. make check-generated  regenerate the go-swagger code; fail on any diff
 #   5. go test -race -count=1 ./...   with STAMEN_INTEGRATION=1, so the
 #                            integration tests run (and fail, never skip,
-#                            when Celery or a broker is missing)
+#                            when Celery or a broker is missing); the step
+#                            also fails when any test was skipped (see
+#                            ALLOWED_SKIPS)
 #   6. fuzz                  each Go fuzz target for STAMEN_FUZZ_TIME (20000 runs)
 #
 # Every step runs even when an earlier one failed (except 1: without the
@@ -104,20 +106,33 @@ fuzz_targets() {
   return $rc
 }
 
+# ALLOWED_SKIPS are regexps on "<package> <test>" of tests that may skip
+# under STAMEN_INTEGRATION=1, each with its reason. None: every test that
+# needs a server or a tool fails when it is missing, and any other skip fails
+# the step.
+ALLOWED_SKIPS=()
+
+# go_test runs go test -json through scripts/testreport, which prints what
+# a plain go test prints (package results, failed tests' output), keeps the
+# whole output in go-test.log and fails when a test was skipped.
 go_test() {
-  local flags=(${GO_TEST_FLAGS:--race -count=1} -timeout "${STAMEN_TEST_TIMEOUT:-20m}")
-  [ "${STAMEN_TEST_VERBOSE:-0}" = 1 ] && flags+=(-v)
+  local flags=(${GO_TEST_FLAGS:--race -count=1} -timeout "${STAMEN_TEST_TIMEOUT:-20m}" -json)
+  local report=(-log "$LOG_DIR/go-test.log" -fail-on-skip)
+  [ "${STAMEN_TEST_VERBOSE:-0}" = 1 ] && report+=(-v)
+  local re
+  for re in "${ALLOWED_SKIPS[@]}"; do report+=(-allow-skip "$re"); done
   local pkgs=("$@")
   [ ${#pkgs[@]} -gt 0 ] || pkgs=(./...)
+  go build -o "$LOG_DIR/testreport" ./scripts/testreport || return 1
   echo "go test ${flags[*]} ${pkgs[*]}  (log: $LOG_DIR/go-test.log)"
-  go test "${flags[@]}" "${pkgs[@]}" 2>&1 | tee "$LOG_DIR/go-test.log"
-  local rc=${PIPESTATUS[0]}
+  go test "${flags[@]}" "${pkgs[@]}" 2>&1 | "$LOG_DIR/testreport" "${report[@]}"
+  local rc=${PIPESTATUS[0]} rrc=${PIPESTATUS[1]}
   if [ "$rc" -ne 0 ]; then
     # The failing tests, together, at the end of a long CI log.
     banner "failed tests"
     grep -E '^\s*--- FAIL|^FAIL|^panic:|\[build failed\]|^# ' "$LOG_DIR/go-test.log" || true
   fi
-  return "$rc"
+  [ "$rc" -eq 0 ] && [ "$rrc" -eq 0 ]
 }
 
 T0=$(now)

@@ -77,20 +77,22 @@ func taskIDs(t *testing.T, base string) map[string]bool {
 // after a restart every task flushed before the kill is served, and the
 // store opens cleanly.
 func TestKillDuringIngestion(t *testing.T) {
-	testcluster.Require(t)
+	testcluster.RequireRedis(t)
 	testcluster.FlushRedisDB(t, crashDB)
 	bin := buildBinary(t)
 	db := filepath.Join(t.TempDir(), "stamen.db")
 	args := []string{"--broker", testcluster.RedisURL(crashDB), "--persistent", "--db", db, "--state_save_interval", "200"}
-	rdb := goredis.NewClient(&goredis.Options{Addr: "127.0.0.1:6379", DB: crashDB})
+	rdb := goredis.NewClient(&goredis.Options{Addr: testcluster.RedisAddr(), DB: crashDB})
 	defer rdb.Close()
 	channel := fmt.Sprintf("/%d.celeryev/task.multi", crashDB)
 	ctx := context.Background()
 
 	cmd, base := startStamen(t, bin, args...)
-	time.Sleep(300 * time.Millisecond) // the event subscription
+	testcluster.PublishUntil(t, rdb, channel, succeededTask(0), func() bool {
+		return taskIDs(t, base)["00000000-0000-4000-9000-000000000000"]
+	})
 	const flushed = 300
-	for i := range flushed {
+	for i := 1; i < flushed; i++ {
 		if err := rdb.Publish(ctx, channel, succeededTask(i)).Err(); err != nil {
 			t.Fatal(err)
 		}

@@ -402,14 +402,14 @@ func workingRedis(t *testing.T) secretSetup {
 	testcluster.FlushRedisDB(t, logsDB)
 	suffix := strings.ReplaceAll(uuid.NewString(), "-", "")[:12]
 	user, password := "stamen-logs-"+suffix, "RedisPw-"+suffix
-	admin := goredis.NewClient(&goredis.Options{Addr: "127.0.0.1:6379", DB: logsDB})
+	admin := goredis.NewClient(&goredis.Options{Addr: testcluster.RedisAddr(), DB: logsDB})
 	t.Cleanup(func() { _ = admin.Close() })
 	ctx := context.Background()
 	if err := admin.Do(ctx, "ACL", "SETUSER", user, "on", ">"+password, "~*", "&*", "+@all").Err(); err != nil {
 		t.Fatalf("create the ACL user: %v", err)
 	}
 	t.Cleanup(func() { _ = admin.Do(context.Background(), "ACL", "DELUSER", user).Err() })
-	broker := fmt.Sprintf("redis://%s:%s@127.0.0.1:6379/%d", user, password, logsDB)
+	broker := fmt.Sprintf("redis://%s:%s@%s/%d", user, password, testcluster.RedisAddr(), logsDB)
 	feed := func(t *testing.T, get getter) string {
 		id := "00000000-0000-4000-9000-" + suffix
 		channel := fmt.Sprintf("/%d.celeryev/task.multi", logsDB)
@@ -437,7 +437,7 @@ func workingRedis(t *testing.T) secretSetup {
 // not is the password where a password goes.
 func workingAMQP(t *testing.T) secretSetup {
 	testcluster.Require(t)
-	broker := testcluster.AMQPURL("stamen-test")
+	broker := testcluster.AMQPURL(testcluster.Vhost)
 	if !strings.Contains(broker, "guest:guest@") {
 		t.Fatalf("the test broker URL changed: %s", broker)
 	}

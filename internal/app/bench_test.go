@@ -43,8 +43,8 @@ func benchApp(b *testing.B, cfg Config) *App {
 
 func benchRedis(b *testing.B) *goredis.Client {
 	b.Helper()
-	testcluster.Require(b)
-	c := goredis.NewClient(&goredis.Options{Addr: "127.0.0.1:6379", DB: benchDB})
+	testcluster.RequireRedis(b)
+	c := goredis.NewClient(&goredis.Options{Addr: testcluster.RedisAddr(), DB: benchDB})
 	b.Cleanup(func() { c.Close() })
 	return c
 }
@@ -109,11 +109,13 @@ func BenchmarkIngest(b *testing.B) {
 	c := benchRedis(b)
 	a := benchApp(b, Config{BrokerURL: testcluster.RedisURL(benchDB), MaxTasks: b.N + 1})
 	payloads := eventPayloads(b.N)
-	// Let the subscription settle before timing.
-	time.Sleep(300 * time.Millisecond)
+	channel := fmt.Sprintf("/%d.celeryev/task.multi", benchDB)
+	// Subscribed before timing: the first task, until it is ingested (its
+	// events, published again below, change nothing).
+	testcluster.PublishUntil(b, c, channel, payloads[0], func() bool { return a.State.Len() > 0 })
 	cpu0 := processCPU(b)
 	b.ResetTimer()
-	publishAll(b, c, fmt.Sprintf("/%d.celeryev/task.multi", benchDB), payloads, a.State.Len)
+	publishAll(b, c, channel, payloads, a.State.Len)
 	deadline := time.Now().Add(60 * time.Second)
 	for a.State.Len() < b.N {
 		if time.Now().After(deadline) {
@@ -132,8 +134,9 @@ func BenchmarkHTTP(b *testing.B) {
 	a := benchApp(b, Config{BrokerURL: testcluster.RedisURL(benchDB), MaxTasks: 20000})
 	const n = 10000
 	payloads := eventPayloads(n)
-	time.Sleep(300 * time.Millisecond)
-	publishAll(b, c, fmt.Sprintf("/%d.celeryev/task.multi", benchDB), payloads, a.State.Len)
+	channel := fmt.Sprintf("/%d.celeryev/task.multi", benchDB)
+	testcluster.PublishUntil(b, c, channel, payloads[0], func() bool { return a.State.Len() > 0 })
+	publishAll(b, c, channel, payloads, a.State.Len)
 	for a.State.Len() < n {
 		time.Sleep(10 * time.Millisecond)
 	}

@@ -28,8 +28,8 @@ func TestLateWorkerIsListed(t *testing.T) {
 			return r.URL(0), r.URL(1)
 		}},
 		{"rabbitmq", func(t *testing.T, queue string) (string, string) {
-			testcluster.DeleteAMQPQueues(t, "stamen-test", queue)
-			return testcluster.AMQPURL("stamen-test"), "rpc://"
+			testcluster.DeleteAMQPQueues(t, testcluster.Vhost, queue)
+			return testcluster.AMQPURL(testcluster.Vhost), "rpc://"
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

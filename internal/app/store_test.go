@@ -19,7 +19,7 @@ const storeDB = 8
 // stamen gracefully and checks that tasks, their records, task types and
 // workers come back from the store.
 func TestRestartRestoresState(t *testing.T) {
-	testcluster.Require(t)
+	testcluster.RequireRedis(t)
 	testcluster.FlushRedisDB(t, storeDB)
 	cfg := Config{
 		BrokerURL: testcluster.RedisURL(storeDB), DBPath: filepath.Join(t.TempDir(), "stamen.db"),
@@ -29,12 +29,13 @@ func TestRestartRestoresState(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rdb := goredis.NewClient(&goredis.Options{Addr: "127.0.0.1:6379", DB: storeDB})
+	rdb := goredis.NewClient(&goredis.Options{Addr: testcluster.RedisAddr(), DB: storeDB})
 	defer rdb.Close()
 	const n = 500
-	time.Sleep(300 * time.Millisecond) // let the subscription settle
 	channel := fmt.Sprintf("/%d.celeryev/task.multi", storeDB)
-	for _, p := range eventPayloads(n) {
+	payloads := eventPayloads(n)
+	testcluster.PublishUntil(t, rdb, channel, payloads[0], func() bool { return a.State.Len() > 0 })
+	for _, p := range payloads[1:] {
 		if err := rdb.Publish(context.Background(), channel, p).Err(); err != nil {
 			t.Fatal(err)
 		}

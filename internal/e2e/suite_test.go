@@ -48,9 +48,10 @@ type brokerSetup struct {
 	amqp     bool
 }
 
-// amqpVhost is where the RabbitMQ setups run; scripts/services.sh creates
-// it.
-const amqpVhost = "stamen-test"
+// amqpVhost is where the RabbitMQ setups run: this test process's own
+// (testcluster.Require creates it), so that two runs of the suite do not
+// share queues, and the fixed queue names below cannot collide.
+var amqpVhost = testcluster.Vhost
 
 // suiteQueues are the durable queues a suite's workers declare on
 // RabbitMQ: the default one and those the cases add consumers for.

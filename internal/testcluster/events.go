@@ -1,9 +1,13 @@
 package testcluster
 
 import (
+	"context"
 	"encoding/base64"
 	"encoding/json"
+	"testing"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 )
 
 // SucceededTaskEnvelope is what a worker publishes on the Redis
@@ -41,4 +45,30 @@ func TaskEnvelope(id, name, worker string, clock int, at float64, failed bool) [
 		},
 	})
 	return env
+}
+
+// PublishUntil publishes payload on a Redis pub/sub channel every 100 ms
+// until ingested reports true, failing the test after 15 s. Redis drops
+// what is published while nobody listens, and a stamen that has just started
+// subscribes some time later: this waits for the effect instead of guessing
+// that time. The payload must be safe to ingest more than once, as a task's
+// events are.
+func PublishUntil(t testing.TB, rdb *redis.Client, channel string, payload []byte, ingested func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		err := rdb.Publish(ctx, channel, payload).Err()
+		cancel()
+		if err != nil {
+			t.Fatalf("testcluster: publish on %s: %v", channel, err)
+		}
+		if ingested() {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("testcluster: what was published on %s for 15 s was not ingested", channel)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
 }

@@ -1,11 +1,11 @@
 // Package testcluster starts and stops real Celery workers for tests.
 //
 // Workers are Debian's python3-celery (5.2.6; or 5.5 or 5.6, see
-// WorkerOptions.Celery) run by /usr/bin/python3 on the
-// sample app testdata/celeryapp/stamen_testapp.py, against the Redis
-// (127.0.0.1:6379) and RabbitMQ (127.0.0.1:5672, guest/guest) that
-// scripts/services.sh installs and starts. Every test that needs them calls
-// Require first:
+// WorkerOptions.Celery) run by /usr/bin/python3 on the sample app
+// testdata/celeryapp/stamen_testapp.py, against a redis-server private to
+// the test process and a vhost of its own on the RabbitMQ (127.0.0.1:5672,
+// guest/guest) that scripts/services.sh installs and starts (see
+// namespace.go). Every test that needs them calls Require first:
 //
 //	func TestSomething(t *testing.T) {
 //		testcluster.Require(t)
@@ -48,8 +48,7 @@ import (
 const Python = "/usr/bin/python3"
 
 const (
-	redisAddr = "127.0.0.1:6379"
-	amqpAddr  = "127.0.0.1:5672"
+	amqpAddr = "127.0.0.1:5672"
 
 	readyTimeout = 60 * time.Second
 	stopGrace    = 10 * time.Second
@@ -99,10 +98,11 @@ func checkTCP(what, addr string) error {
 }
 
 // Require skips the test unless real Celery workers can run here: Debian's
-// Celery importable by /usr/bin/python3, Redis answering on 127.0.0.1:6379
-// and RabbitMQ on 127.0.0.1:5672. When CI=true or STAMEN_INTEGRATION=1 (as
-// `make test` sets) a missing prerequisite fails the test instead. Under
-// `go test -short` the test is always skipped.
+// Celery importable by /usr/bin/python3, this process's Redis (RequireRedis)
+// and its RabbitMQ vhost (RequireRabbitMQ). When CI=true or
+// STAMEN_INTEGRATION=1 (as `make test` sets) a missing prerequisite fails
+// the test instead. Under `go test -short` the test is skipped unless
+// CI=true or STAMEN_INTEGRATION=1: -short alone touches no server.
 func Require(t testing.TB) {
 	t.Helper()
 	SkipIfShort(t, "testcluster: integration test")
@@ -110,16 +110,54 @@ func Require(t testing.TB) {
 	if err := checkCelery(); err != nil {
 		problems = append(problems, err.Error())
 	}
-	if err := checkTCP("Redis", redisAddr); err != nil {
+	if _, err := ensureRedis(); err != nil {
+		problems = append(problems, "Redis: "+err.Error())
+	}
+	if err := checkRabbitMQ(); err != nil {
 		problems = append(problems, err.Error())
 	}
+	missing(t, "real Celery workers cannot run here", problems)
+}
+
+// RequireRedis is Require for a test that needs only Redis: it starts this
+// process's redis-server (see RedisURL), once.
+func RequireRedis(t testing.TB) {
+	t.Helper()
+	SkipIfShort(t, "testcluster: needs Redis")
+	if _, err := ensureRedis(); err != nil {
+		missing(t, "no Redis for the tests", []string{err.Error()})
+	}
+}
+
+// RequireRabbitMQ is Require for a test that needs only RabbitMQ: it checks
+// the server on 127.0.0.1:5672 and creates this process's vhost, Vhost,
+// once.
+func RequireRabbitMQ(t testing.TB) {
+	t.Helper()
+	SkipIfShort(t, "testcluster: needs RabbitMQ")
+	if err := checkRabbitMQ(); err != nil {
+		missing(t, "no RabbitMQ for the tests", []string{err.Error()})
+	}
+}
+
+func checkRabbitMQ() error {
 	if err := checkTCP("RabbitMQ", amqpAddr); err != nil {
-		problems = append(problems, err.Error())
+		return err
 	}
+	if err := ensureVhost(); err != nil {
+		return fmt.Errorf("RabbitMQ vhost %s: %w", Vhost, err)
+	}
+	return nil
+}
+
+// missing fails the test (strict mode) or skips it when problems is not
+// empty.
+func missing(t testing.TB, what string, problems []string) {
+	t.Helper()
 	if len(problems) == 0 {
 		return
 	}
-	msg := "testcluster: real Celery workers cannot run here:\n  " + strings.Join(problems, "\n  ") +
+	msg := "testcluster: " + what + ":\n  " + strings.Join(problems, "\n  ") +
 		"\nRun `make test`, or `bash scripts/services.sh` (as root) to install and start Redis, RabbitMQ and python3-celery."
 	if strict() {
 		t.Fatal(msg + "\n(failing instead of skipping because CI=true or STAMEN_INTEGRATION=1)")
@@ -127,14 +165,27 @@ func Require(t testing.TB) {
 	t.Skip(msg)
 }
 
-// RedisURL is the URL of database db on the local test Redis.
+// RedisAddr is the address of this test process's private redis-server,
+// started on first use and killed when the process exits, so that no other
+// package or run shares its databases. Call Require or RequireRedis first:
+// they fail or skip the test cleanly when it cannot start, where RedisAddr
+// panics.
+func RedisAddr() string {
+	addr, err := ensureRedis()
+	if err != nil {
+		panic("testcluster: no Redis (call Require or RequireRedis first): " + err.Error())
+	}
+	return addr
+}
+
+// RedisURL is the URL of database db on this test process's Redis (see
+// RedisAddr).
 func RedisURL(db int) string {
-	return fmt.Sprintf("redis://%s/%d", redisAddr, db)
+	return fmt.Sprintf("redis://%s/%d", RedisAddr(), db)
 }
 
 // AMQPURL is the URL of vhost on the local test RabbitMQ as guest/guest.
-// scripts/services.sh creates the vhost "stamen-test"; "" or "/" is the
-// default vhost.
+// Tests use Vhost, their process's own; "" or "/" is the default vhost.
 func AMQPURL(vhost string) string {
 	if vhost == "" || vhost == "/" {
 		return "amqp://guest:guest@" + amqpAddr + "//"
@@ -142,16 +193,16 @@ func AMQPURL(vhost string) string {
 	return "amqp://guest:guest@" + amqpAddr + "/" + url.PathEscape(vhost)
 }
 
-// FlushRedisDB empties database db of the local test Redis, failing the test
-// when it cannot.
+// FlushRedisDB empties database db of this test process's Redis, failing
+// the test when it cannot.
 func FlushRedisDB(t testing.TB, db int) {
 	t.Helper()
-	c := redis.NewClient(&redis.Options{Addr: redisAddr, DB: db, DialTimeout: 5 * time.Second})
+	c := redis.NewClient(&redis.Options{Addr: RedisAddr(), DB: db, DialTimeout: 5 * time.Second})
 	defer c.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	if err := c.FlushDB(ctx).Err(); err != nil {
-		t.Fatalf("testcluster: FLUSHDB on %s: %v (is Redis running? see scripts/services.sh)", RedisURL(db), err)
+		t.Fatalf("testcluster: FLUSHDB on %s: %v", RedisURL(db), err)
 	}
 }
 
@@ -301,11 +352,16 @@ func nodeName(name string) string {
 	if strings.Contains(name, "@") {
 		return name
 	}
-	b := make([]byte, 3)
+	return name + "-" + randomHex(3) + "@" + Hostname()
+}
+
+// randomHex is n random bytes in hex.
+func randomHex(n int) string {
+	b := make([]byte, n)
 	if _, err := rand.Read(b); err != nil {
 		panic(err)
 	}
-	return name + "-" + hex.EncodeToString(b) + "@" + Hostname()
+	return hex.EncodeToString(b)
 }
 
 // fileSafe turns a node name into something usable in a file name.

@@ -18,7 +18,6 @@ import (
 
 func TestURLs(t *testing.T) {
 	for _, c := range []struct{ got, want string }{
-		{RedisURL(14), "redis://127.0.0.1:6379/14"},
 		{AMQPURL("stamen-test"), "amqp://guest:guest@127.0.0.1:5672/stamen-test"},
 		{AMQPURL("/"), "amqp://guest:guest@127.0.0.1:5672//"},
 		{AMQPURL(""), "amqp://guest:guest@127.0.0.1:5672//"},
@@ -188,7 +187,7 @@ func TestAMQPWorker(t *testing.T) {
 	Require(t)
 	queue := uniqueQueue("q")
 	start := time.Now()
-	w := StartWorker(t, WorkerOptions{Name: "tc-amqp", Broker: AMQPURL("stamen-test"), Backend: "rpc://", Queues: []string{queue}})
+	w := StartWorker(t, WorkerOptions{Name: "tc-amqp", Broker: AMQPURL(Vhost), Backend: "rpc://", Queues: []string{queue}})
 	t.Logf("StartWorker took %s", time.Since(start).Round(10*time.Millisecond))
 	checkStarted(t, w, "tc-amqp")
 

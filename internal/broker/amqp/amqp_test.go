@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -18,44 +17,22 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/stamen-dev/stamen/internal/celery"
+	"github.com/stamen-dev/stamen/internal/testcluster"
 )
 
-// The tests use the real RabbitMQ on 127.0.0.1:5672, in a vhost of their
-// own so that nothing else on the server is touched (the reconnect test
-// closes every connection of the vhost).
-const (
-	rabbitAddr = "127.0.0.1:5672"
-	testVhost  = "stamen-amqp-test"
-	testURL    = "amqp://guest:guest@127.0.0.1:5672/" + testVhost
-	wireDir    = "../../../testdata/celery-wire"
+// The tests use the real RabbitMQ on 127.0.0.1:5672, in the vhost of their
+// test process (testcluster.Vhost), so that nothing else on the server is
+// touched (the reconnect test closes every connection of the vhost) and
+// two runs of the package do not meet.
+const wireDir = "../../../testdata/celery-wire"
+
+var (
+	testVhost = testcluster.Vhost
+	testURL   = testcluster.AMQPURL(testVhost)
 )
 
 func TestMain(m *testing.M) {
-	if err := setupVhost(); err != nil {
-		if os.Getenv("CI") == "true" {
-			fmt.Fprintln(os.Stderr, "RabbitMQ is required on CI:", err)
-			os.Exit(1)
-		}
-		// needRabbit skips the tests that need it.
-		fmt.Fprintln(os.Stderr, "RabbitMQ tests will be skipped:", err)
-	}
 	goleak.VerifyTestMain(m)
-}
-
-// setupVhost creates the test vhost and lets guest use it (both are
-// idempotent).
-func setupVhost() error {
-	c, err := net.DialTimeout("tcp", rabbitAddr, time.Second)
-	if err != nil {
-		return fmt.Errorf("RabbitMQ at %s not reachable: %w", rabbitAddr, err)
-	}
-	_ = c.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	if err := rabbitmqctl(ctx, "add_vhost", testVhost); err != nil {
-		return err
-	}
-	return rabbitmqctl(ctx, "set_permissions", "-p", testVhost, "guest", ".*", ".*", ".*")
 }
 
 func rabbitmqctl(ctx context.Context, args ...string) error {
@@ -71,18 +48,12 @@ func rabbitmqctlCombined(ctx context.Context, args ...string) (string, error) {
 	return string(out), nil
 }
 
-// needRabbit skips the test when the test vhost cannot be used, or fails
-// it on CI.
+// needRabbit creates the test vhost, once. Like every test that needs a
+// server, it skips under -short and when RabbitMQ is missing, except with
+// CI=true or STAMEN_INTEGRATION=1 where a missing RabbitMQ fails the test.
 func needRabbit(t *testing.T) {
 	t.Helper()
-	conn, err := amqp091.DialConfig(testURL, amqp091.Config{Dial: amqp091.DefaultDial(2 * time.Second)})
-	if err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatalf("RabbitMQ vhost %s is required on CI: %v", testVhost, err)
-		}
-		t.Skipf("RabbitMQ vhost %s not usable: %v", testVhost, err)
-	}
-	_ = conn.Close()
+	testcluster.RequireRabbitMQ(t)
 }
 
 func testLogger(t *testing.T) *slog.Logger {

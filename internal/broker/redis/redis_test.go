@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"log/slog"
-	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -18,35 +17,30 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/stamen-dev/stamen/internal/celery"
+	"github.com/stamen-dev/stamen/internal/testcluster"
 )
 
-// The tests use a real Redis. Database 12 is this package's own and is
-// flushed; database 13 is shared with internal/testcluster's tests, so only
-// keys named by fresh task IDs are written and removed there.
+// The tests use a real Redis: their test process's own (testcluster), where
+// database 12 is the broker's and database 13 the result backend's.
 const (
-	redisAddr = "127.0.0.1:6379"
-	brokerDB  = 12
-	resultDB  = 13
-	brokerURL = "redis://127.0.0.1:6379/12"
-	resultURL = "redis://127.0.0.1:6379/13"
-	wireDir   = "../../../testdata/celery-wire"
+	brokerDB = 12
+	resultDB = 13
+	wireDir  = "../../../testdata/celery-wire"
 )
+
+func brokerURL() string { return testcluster.RedisURL(brokerDB) }
+func resultURL() string { return testcluster.RedisURL(resultDB) }
 
 func TestMain(m *testing.M) {
 	goleak.VerifyTestMain(m)
 }
 
-// needRedis skips the test when the local Redis is down, or fails it on CI.
+// needRedis starts the test process's Redis, once. Like every test that
+// needs a server, it skips under -short and when Redis is missing, except
+// with CI=true or STAMEN_INTEGRATION=1 where a missing Redis fails the test.
 func needRedis(t *testing.T) {
 	t.Helper()
-	c, err := net.DialTimeout("tcp", redisAddr, time.Second)
-	if err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatalf("Redis at %s is required on CI: %v", redisAddr, err)
-		}
-		t.Skipf("Redis at %s not reachable: %v", redisAddr, err)
-	}
-	_ = c.Close()
+	testcluster.RequireRedis(t)
 }
 
 func testLogger(t *testing.T) *slog.Logger {
@@ -56,7 +50,7 @@ func testLogger(t *testing.T) *slog.Logger {
 // admin is a plain client on db for arranging and checking state.
 func admin(t *testing.T, db int) *goredis.Client {
 	t.Helper()
-	c := goredis.NewClient(&goredis.Options{Addr: redisAddr, DB: db, Protocol: 2, DisableIdentity: true})
+	c := goredis.NewClient(&goredis.Options{Addr: testcluster.RedisAddr(), DB: db, Protocol: 2, DisableIdentity: true})
 	t.Cleanup(func() { _ = c.Close() })
 	return c
 }
@@ -83,7 +77,7 @@ func newTestBroker(t *testing.T) *Broker {
 	t.Helper()
 	needRedis(t)
 	b, err := New(t.Context(), Config{
-		BrokerURL: brokerURL, ResultBackendURL: resultURL, Logger: testLogger(t), OpTimeout: 2 * time.Second,
+		BrokerURL: brokerURL(), ResultBackendURL: resultURL(), Logger: testLogger(t), OpTimeout: 2 * time.Second,
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -172,14 +166,14 @@ func TestOptions(t *testing.T) {
 // such database) will not change its mind, so New fails.
 func TestNewRejectsRefusal(t *testing.T) {
 	needRedis(t)
-	_, err := New(t.Context(), Config{BrokerURL: "redis://:s3cret-pw@127.0.0.1:6379/999", OpTimeout: 2 * time.Second})
+	_, err := New(t.Context(), Config{BrokerURL: "redis://:s3cret-pw@" + testcluster.RedisAddr() + "/999", OpTimeout: 2 * time.Second})
 	if err == nil {
 		t.Fatal("New with a database the server refuses succeeded")
 	}
 	if strings.Contains(err.Error(), "s3cret-pw") {
 		t.Errorf("error reveals the password: %v", err)
 	}
-	_, err = New(t.Context(), Config{BrokerURL: brokerURL, ResultBackendURL: "redis://127.0.0.1:6379/999", OpTimeout: 2 * time.Second})
+	_, err = New(t.Context(), Config{BrokerURL: brokerURL(), ResultBackendURL: testcluster.RedisURL(999), OpTimeout: 2 * time.Second})
 	if err == nil {
 		t.Fatal("New with a result backend database the server refuses succeeded")
 	}
@@ -283,7 +277,7 @@ func TestClose(t *testing.T) {
 
 func TestNoResultBackend(t *testing.T) {
 	needRedis(t)
-	b, err := New(t.Context(), Config{BrokerURL: brokerURL})
+	b, err := New(t.Context(), Config{BrokerURL: brokerURL()})
 	if err != nil {
 		t.Fatal(err)
 	}
