@@ -621,6 +621,9 @@ func (a *App) Close() {
 		a.cancel()
 	}
 	a.wg.Wait()
+	if a.Inspector != nil {
+		a.Inspector.Close()
+	}
 	if a.broker != nil {
 		_ = a.broker.Close()
 	}
