@@ -524,16 +524,23 @@ func (a *App) flushLoop(ctx context.Context) {
 	if every <= 0 {
 		every = time.Second
 	}
-	t := time.NewTicker(every)
+	tick(ctx, every, func(time.Time) {
+		if err := a.flush(); err != nil {
+			a.log.Error("store flush failed", slog.Any("err", err))
+		}
+	})
+}
+
+// tick calls fn every period until ctx ends.
+func tick(ctx context.Context, period time.Duration, fn func(now time.Time)) {
+	t := time.NewTicker(period)
 	defer t.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return
-		case <-t.C:
-			if err := a.flush(); err != nil {
-				a.log.Error("store flush failed", slog.Any("err", err))
-			}
+		case now := <-t.C:
+			fn(now)
 		}
 	}
 }
@@ -541,18 +548,11 @@ func (a *App) flushLoop(ctx context.Context) {
 // expireLoop evicts the tasks older than MaxTaskAge, every second: a task
 // outlives the limit by at most that.
 func (a *App) expireLoop(ctx context.Context) {
-	t := time.NewTicker(time.Second)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case now := <-t.C:
-			if n := a.State.Expire(now.Add(-a.cfg.MaxTaskAge)); n > 0 {
-				a.log.Debug("expired old tasks", slog.Int("tasks", n))
-			}
+	tick(ctx, time.Second, func(now time.Time) {
+		if n := a.State.Expire(now.Add(-a.cfg.MaxTaskAge)); n > 0 {
+			a.log.Debug("expired old tasks", slog.Int("tasks", n))
 		}
-	}
+	})
 }
 
 // purgeEvery is how often purgeLoop runs: a worker outlives the purge age
@@ -567,16 +567,7 @@ func (a *App) purgeEvery() time.Duration {
 
 // purgeLoop forgets what nothing refers to any more, every purgeEvery.
 func (a *App) purgeLoop(ctx context.Context) {
-	t := time.NewTicker(a.purgeEvery())
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case now := <-t.C:
-			a.purge(now)
-		}
-	}
+	tick(ctx, a.purgeEvery(), a.purge)
 }
 
 // purge forgets the workers offline longer than PurgeOfflineWorkers (when
