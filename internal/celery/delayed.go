@@ -23,6 +23,9 @@ const (
 	DelayedDeliveryExchange = "celery_delayed_delivery"
 	// delayedBits is the number of levels: the longest delay is 2^28-1 s.
 	delayedBits = 28
+	// delayedSlack is how late after its eta the cascade may hand over a
+	// task rather than a second early.
+	delayedSlack = 250 * time.Millisecond
 )
 
 // WorkerQueue is a queue as a worker consumes it: one entry of its
@@ -70,8 +73,9 @@ func DelayedRoutingKey(countdown int64, routingKey string) (key string, ok bool)
 // DelayedRoute is the exchange and routing key Celery's client (5.5+,
 // app.send_task) publishes a task for q with, when its eta is countdown
 // away and the client knows a quorum queue: the cascade's entry, with the
-// whole seconds left and the queue's own routing key. The worker holds the
-// message for the fraction of a second left, as the eta header says. ok is
+// whole seconds left (one more when the next is less than delayedSlack
+// away) and the queue's own routing key. The worker holds the message for
+// any fraction of a second left, as the eta header says. ok is
 // false when the task must go as before, straight to its queue: q is not a
 // quorum queue, its exchange is direct (the workers do not bind direct
 // exchanges to the cascade, so the message would be lost), or the delay
@@ -80,8 +84,12 @@ func DelayedRoute(q WorkerQueue, countdown time.Duration) (exchange, routingKey 
 	if !q.Quorum() || q.Exchange.Name == "" || q.Exchange.Type == "" || q.Exchange.Type == "direct" {
 		return "", "", false
 	}
-	// Whole seconds, truncated as Celery's int(countdown).
-	key, ok := DelayedRoutingKey(int64(countdown/time.Second), q.RoutingKey)
+	// Whole seconds, truncated as Celery's int(countdown), after adding
+	// delayedSlack: stamen turns a countdown into an eta when the request
+	// arrives, so a countdown of 10 s has 9.99 s left when it is published,
+	// and truncating would hand the task over a second early, for the
+	// worker to hold in memory.
+	key, ok := DelayedRoutingKey(int64((countdown+delayedSlack)/time.Second), q.RoutingKey)
 	if !ok {
 		return "", "", false
 	}

@@ -56,9 +56,23 @@ func TestDelayedRoute(t *testing.T) {
 		return q
 	}
 	q := decode(quorumTopic)
-	ex, key, ok := DelayedRoute(q, 10*time.Second+900*time.Millisecond)
-	if !ok || ex != "celery_delayed_27" || key != "0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.1.0.1.0.celery" {
-		t.Fatalf("DelayedRoute(quorum topic, 10.9s) = %q, %q, %v", ex, key, ok)
+	const ten, eleven = "0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.1.0.1.0.celery",
+		"0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.1.0.1.1.celery"
+	for _, tc := range []struct {
+		countdown time.Duration
+		want      string
+	}{
+		// A countdown of 10 s a few milliseconds after the request.
+		{10*time.Second - 3*time.Millisecond, ten},
+		{10 * time.Second, ten},
+		// The worker holds the rest, as it does Celery's.
+		{10*time.Second + 700*time.Millisecond, ten},
+		{10*time.Second + 800*time.Millisecond, eleven},
+	} {
+		ex, key, ok := DelayedRoute(q, tc.countdown)
+		if !ok || ex != "celery_delayed_27" || key != tc.want {
+			t.Errorf("DelayedRoute(quorum topic, %s) = %q, %q, %v; want %q", tc.countdown, ex, key, ok, tc.want)
+		}
 	}
 	for name, tc := range map[string]struct {
 		q         WorkerQueue
@@ -66,7 +80,7 @@ func TestDelayedRoute(t *testing.T) {
 	}{
 		"classic queue":   {decode(`{"name": "celery", "exchange": {"name": "celery", "type": "topic"}, "routing_key": "celery", "queue_arguments": null}`), 10 * time.Second},
 		"direct exchange": {decode(`{"name": "celery", "exchange": {"name": "celery", "type": "direct"}, "routing_key": "celery", "queue_arguments": {"x-queue-type": "quorum"}}`), 10 * time.Second},
-		"under a second":  {q, 900 * time.Millisecond},
+		"under a second":  {q, 700 * time.Millisecond},
 		"past eta":        {q, -time.Hour},
 		"beyond 2^28 s":   {q, (1 << 28) * time.Second},
 	} {
