@@ -165,6 +165,11 @@ func New(ctx context.Context, cfg Config) (*App, error) {
 		}
 	}
 	a.Inspector = inspect.New(a.broker, cfg.InspectTimeout, a.log)
+	if b, ok := a.broker.(*amqp.Broker); ok {
+		// Native delayed delivery needs the queues as the workers declared
+		// them.
+		b.SetQueueLookup(a.Inspector.Queue)
+	}
 	a.Metrics = metrics.New(a.gauges()...)
 	a.Events = stream.NewHub()
 	h := handlers.New(handlers.Config{

@@ -277,6 +277,26 @@ func (in *Inspector) QueueNames() []string {
 	return names
 }
 
+// Queue returns the queue named name as a cached worker consumes it (its
+// active_queues entry): its exchange, routing key and arguments. Workers
+// that share a queue declare it alike, or RabbitMQ refuses the second one.
+func (in *Inspector) Queue(name string) (celery.WorkerQueue, bool) {
+	in.mu.RLock()
+	defer in.mu.RUnlock()
+	for _, w := range in.workers {
+		var qs []celery.WorkerQueue
+		if json.Unmarshal(w.replies["active_queues"], &qs) != nil {
+			continue
+		}
+		for _, q := range qs {
+			if q.Name == name {
+				return q, true
+			}
+		}
+	}
+	return celery.WorkerQueue{}, false
+}
+
 // WorkerJSON returns the cached info of one worker as a JSON object in
 // Flower's shape: one key per inspect method that ever answered, then
 // "timestamp".

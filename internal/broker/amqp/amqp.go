@@ -101,6 +101,7 @@ type Broker struct {
 
 	pidbox  replyRouter
 	results *resultStore
+	delayed delayedDelivery
 
 	// Fields so that tests can shorten them.
 	eventPrefetch int
