@@ -29,7 +29,7 @@ const (
 
 // eventsPattern matches every celeryev channel of the broker's db.
 func (b *Broker) eventsPattern() string {
-	return b.prefix + "celeryev/*"
+	return b.keys.Fanout("celeryev/*")
 }
 
 // ConsumeEvents follows the workers' event stream and calls fn with each

@@ -14,10 +14,6 @@ import (
 )
 
 const (
-	// replyBindingKey is the Redis set that emulates the bindings of the
-	// direct reply exchange: a worker LPUSHes its reply to every queue
-	// bound with the request's reply routing key.
-	replyBindingKey = "_kombu.binding." + celery.ReplyExchange
 	// defaultCollect bounds collecting when ctx has no deadline (kombu's
 	// default broadcast timeout).
 	defaultCollect = time.Second
@@ -31,7 +27,14 @@ const (
 
 // pidboxChannel is where workers PSUBSCRIBE for requests.
 func (b *Broker) pidboxChannel() string {
-	return b.prefix + celery.ControlExchange
+	return b.keys.Fanout(celery.ControlExchange)
+}
+
+// replyBindingKey is the Redis set that emulates the bindings of the
+// direct reply exchange: a worker LPUSHes its reply to every queue bound
+// with the request's reply routing key.
+func (b *Broker) replyBindingKey() string {
+	return b.keys.Binding(celery.ReplyExchange)
 }
 
 // Broadcast sends cmd through the pidbox. With cmd.Reply it collects the
@@ -51,7 +54,7 @@ func (b *Broker) Broadcast(ctx context.Context, cmd celery.ControlCommand) ([]ce
 
 	oid, ticket := uuid.NewString(), uuid.NewString()
 	queue := celery.ReplyQueueName(oid)
-	member := oid + celery.PrioritySep + celery.PrioritySep + queue
+	member := b.keys.BindingMember(oid, queue)
 	payload, err := celery.EncodeControlRequest(cmd, ticket, oid, b.clock.Add(1))
 	if err != nil {
 		return nil, err
@@ -69,7 +72,7 @@ func (b *Broker) Broadcast(ctx context.Context, cmd celery.ControlCommand) ([]ce
 	// The binding must exist before the request goes out: a worker that
 	// finds no binding for our routing key drops its reply.
 	octx, cancel := b.opContext(ctx)
-	err = b.client.SAdd(octx, replyBindingKey, member).Err()
+	err = b.client.SAdd(octx, b.replyBindingKey(), member).Err()
 	cancel()
 	if err != nil {
 		return nil, wrap(ctx, "bind reply queue for "+cmd.Method, err)
@@ -79,7 +82,7 @@ func (b *Broker) Broadcast(ctx context.Context, cmd celery.ControlCommand) ([]ce
 	if err := b.publishRequest(ctx, cmd.Method, payload); err != nil {
 		return nil, err
 	}
-	return b.collect(ctx, cmd.Method, queue, ticket, limit, deadline)
+	return b.collect(ctx, cmd.Method, b.keys.Queue(queue, 0), ticket, limit, deadline)
 }
 
 // publishRequest PUBLISHes an encoded request on the pidbox channel.
@@ -98,8 +101,8 @@ func (b *Broker) unbind(ctx context.Context, member, queue string) {
 	octx, cancel := b.opContext(context.WithoutCancel(ctx))
 	defer cancel()
 	_, err := b.client.Pipelined(octx, func(p goredis.Pipeliner) error {
-		p.SRem(octx, replyBindingKey, member)
-		p.Del(octx, celery.RedisQueueKeys(queue)...)
+		p.SRem(octx, b.replyBindingKey(), member)
+		p.Del(octx, b.keys.Queues(queue)...)
 		return nil
 	})
 	if err != nil {

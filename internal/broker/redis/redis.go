@@ -9,7 +9,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"strconv"
 	"sync/atomic"
 	"time"
 
@@ -30,9 +29,13 @@ type Broker struct {
 	// results is the result backend's client: client itself when both are
 	// the same database, nil when no backend is configured.
 	results *goredis.Client
-	// prefix is kombu's fanout prefix "/<db>.": pub/sub ignores databases,
-	// so the broker's db number keeps clusters on one server apart.
-	prefix string
+	// keys is kombu's key layout on the broker: global_keyprefix, sep,
+	// priority steps and the fanout prefix "/<db>." (pub/sub ignores
+	// databases, so the broker's db number keeps clusters on one server
+	// apart).
+	keys celery.RedisKeys
+	// resultPrefix is what result keys start with on the result backend.
+	resultPrefix string
 
 	// enableEvery is the enable_events period and eventsIdle the quiet
 	// time after which the event subscription is pinged (fields so that
@@ -58,30 +61,30 @@ func New(ctx context.Context, cfg Config) (*Broker, error) {
 	if opTimeout <= 0 {
 		opTimeout = DefaultOpTimeout
 	}
-	opt, err := options(cfg.BrokerURL, opTimeout, log)
+	client, db, err := newClient(cfg.BrokerURL, cfg.Transport, opTimeout, log)
 	if err != nil {
 		return nil, fmt.Errorf("broker: %w", err)
 	}
 	b := &Broker{
-		log:       log,
-		opTimeout: opTimeout,
-		redacted:  redact.URL(cfg.BrokerURL),
-		prefix:    "/" + strconv.Itoa(opt.DB) + ".",
+		log:          log,
+		opTimeout:    opTimeout,
+		redacted:     redact.URL(cfg.BrokerURL),
+		client:       client,
+		keys:         cfg.Transport.keys(db),
+		resultPrefix: celery.ResultKeyPrefixFor(cfg.ResultTransport.GlobalKeyPrefix),
 
 		enableEvery: enableEventsEvery,
 		eventsIdle:  eventsIdle,
 	}
-	b.client = goredis.NewClient(opt)
 	if cfg.ResultBackendURL != "" {
 		if cfg.ResultBackendURL == cfg.BrokerURL {
 			b.results = b.client
 		} else {
-			ropt, err := options(cfg.ResultBackendURL, opTimeout, log)
+			b.results, _, err = newClient(cfg.ResultBackendURL, cfg.ResultTransport, opTimeout, log)
 			if err != nil {
 				_ = b.client.Close()
 				return nil, fmt.Errorf("result backend: %w", err)
 			}
-			b.results = goredis.NewClient(ropt)
 		}
 	}
 	if err := b.check(ctx, b.client, "broker", cfg.BrokerURL); err != nil {
@@ -173,4 +176,9 @@ func (b *Broker) resultsClient() (*goredis.Client, error) {
 		return nil, celery.ErrNoResultBackend
 	}
 	return b.results, nil
+}
+
+// resultKey is the key and channel of taskID's result document.
+func (b *Broker) resultKey(taskID string) string {
+	return b.resultPrefix + taskID
 }
