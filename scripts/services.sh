@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
 # Makes sure what stamen's integration tests need is installed and running:
-# (redis-sentinel: the Sentinel tests start their own, see testcluster.StartSentinel)
 # Redis on 127.0.0.1:6379, RabbitMQ on 127.0.0.1:5672 (guest/guest, vhost
 # "stamen-test"), Debian's Celery for /usr/bin/python3, Celery 5.5 and 5.6
 # unpacked beside it (scripts/celery-versions.sh, cached under
 # /var/cache/stamen-celery), and Debian's Chromium (/usr/bin/chromium) for the
-# test that drives Swagger UI in a headless browser.
+# test that drives Swagger UI in a headless browser, and Debian's redis-sentinel
+# (the Sentinel tests start their own, testcluster.StartSentinel).
 #
 # Idempotent: installs only missing packages (no apt-get at all when nothing
 # is missing), starts only what does not already answer, and is quick (~2 s)
