@@ -64,8 +64,12 @@ func TestGlobalKeyPrefix(t *testing.T) {
 			var sent struct {
 				TaskID string `json:"task-id"`
 			}
-			code, body := post(t, srv.URL+"/api/task/async-apply/stamen.add", `{"args": [2, 3]}`)
-			mustJSON(t, code, body, &sent)
+			// stamen learns the task name from the worker's inspect
+			// replies, which come through the prefixed reply queue.
+			pollUntil(t, 10*time.Second, "stamen.add known and sent", func() bool {
+				code, body := post(t, srv.URL+"/api/task/async-apply/stamen.add", `{"args": [2, 3]}`)
+				return code == 200 && json.Unmarshal([]byte(body), &sent) == nil && sent.TaskID != ""
+			})
 			pollUntil(t, 20*time.Second, "task "+sent.TaskID+" SUCCESS in /api/tasks with result 5", func() bool {
 				code, body, _ := get(t, srv.URL+"/api/tasks")
 				var tasks map[string]map[string]any
@@ -83,9 +87,9 @@ func TestGlobalKeyPrefix(t *testing.T) {
 
 			// Control reaches the worker and its reply comes back: the
 			// pool grows from one process to two.
-			if procs := workerProcesses(t, srv.URL, w.Name); procs != 1 {
-				t.Fatalf("%s has %d pool processes before grow, want 1", w.Name, procs)
-			}
+			pollUntil(t, 10*time.Second, w.Name+" answers inspect with one pool process", func() bool {
+				return workerProcesses(t, srv.URL, w.Name) == 1
+			})
 			if code, body := post(t, srv.URL+"/api/worker/pool/grow/"+w.Name+"?n=1", ""); code != 200 {
 				t.Fatalf("pool grow: %d %s", code, body)
 			}
@@ -100,22 +104,8 @@ func TestGlobalKeyPrefix(t *testing.T) {
 					t.Fatalf("send to parked: %d %s", code, body)
 				}
 			}
-			code, body, _ = get(t, srv.URL+"/api/queues/length")
-			var lengths struct {
-				ActiveQueues []struct {
-					Name     string `json:"name"`
-					Messages int    `json:"messages"`
-				} `json:"active_queues"`
-			}
-			if code != 200 || json.Unmarshal([]byte(body), &lengths) != nil {
-				t.Fatalf("/api/queues/length: %d %s", code, body)
-			}
-			got := map[string]int{}
-			for _, q := range lengths.ActiveQueues {
-				got[q.Name] = q.Messages
-			}
-			if got["parked"] != 3 {
-				t.Errorf("/api/queues/length: parked %d, want 3 (%s)", got["parked"], body)
+			if n := parkedLength(t, srv.URL); n != 3 {
+				t.Errorf("/api/queues/length: parked %d, want 3", n)
 			}
 			rc := goredis.NewClient(&goredis.Options{Addr: fmt.Sprintf("127.0.0.1:%d", r.Port)})
 			defer rc.Close()
@@ -130,7 +120,7 @@ func TestGlobalKeyPrefix(t *testing.T) {
 }
 
 // workerProcesses is the number of pool processes /api/workers?refresh=1
-// reports for worker (0 when it is not listed).
+// reports for worker (0 when it is not listed, -1 when the call fails).
 func workerProcesses(t *testing.T, base, worker string) int {
 	t.Helper()
 	code, body, _ := get(t, base+"/api/workers?refresh=1&workername="+worker)
@@ -142,9 +132,14 @@ func workerProcesses(t *testing.T, base, worker string) int {
 		} `json:"stats"`
 	}
 	if code != 200 || json.Unmarshal([]byte(body), &workers) != nil {
-		t.Fatalf("/api/workers: %d %s", code, body)
+		t.Logf("/api/workers: %d %s", code, body)
+		return -1
 	}
-	return len(workers[worker].Stats.Pool.Processes)
+	n := len(workers[worker].Stats.Pool.Processes)
+	if n == 0 {
+		t.Logf("/api/workers: %.300s", body)
+	}
+	return n
 }
 
 func post(t *testing.T, url, body string) (int, string) {
@@ -156,13 +151,6 @@ func post(t *testing.T, url, body string) (int, string) {
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(resp.Body)
 	return resp.StatusCode, string(b)
-}
-
-func mustJSON(t *testing.T, code int, body string, v any) {
-	t.Helper()
-	if code != 200 || json.Unmarshal([]byte(body), v) != nil {
-		t.Fatalf("%d %s", code, body)
-	}
 }
 
 // pollUntil polls cond every 100 ms until it holds, failing t after d.

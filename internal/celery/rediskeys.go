@@ -116,3 +116,11 @@ func (k RedisKeys) BoundQueues(members []string, routingKey string) []string {
 func (k RedisKeys) Fanout(exchange string) string {
 	return k.Prefix + "/" + strconv.Itoa(k.DB) + "." + exchange
 }
+
+// SentinelFanout52 is the channel of a fanout exchange as kombu < 5.3
+// names it on a sentinel:// broker: its Sentinel channel never fills in
+// the db, so the prefix stays "/{db}." literally (Celery 5.2 workers
+// publish events and listen for control requests there).
+func (k RedisKeys) SentinelFanout52(exchange string) string {
+	return k.Prefix + "/{db}." + exchange
+}

@@ -21,6 +21,7 @@ func TestRedisKeysOptions(t *testing.T) {
 		{k.Fanout("celery.pidbox"), "pfx:/3.celery.pidbox"},
 		{k.Fanout("celeryev/*"), "pfx:/3.celeryev/*"},
 		{RedisKeys{}.Fanout("celeryev/*"), "/0.celeryev/*"},
+		{k.SentinelFanout52("celery.pidbox"), "pfx:/{db}.celery.pidbox"},
 		{RedisKeys{}.BindingMember("rk", "q"), "rk\x06\x16\x06\x16q"},
 	} {
 		if tt.got != tt.want {

@@ -25,11 +25,6 @@ const (
 	maxPoll = 50 * time.Millisecond
 )
 
-// pidboxChannel is where workers PSUBSCRIBE for requests.
-func (b *Broker) pidboxChannel() string {
-	return b.keys.Fanout(celery.ControlExchange)
-}
-
 // replyBindingKey is the Redis set that emulates the bindings of the
 // direct reply exchange: a worker LPUSHes its reply to every queue bound
 // with the request's reply routing key.
@@ -85,11 +80,18 @@ func (b *Broker) Broadcast(ctx context.Context, cmd celery.ControlCommand) ([]ce
 	return b.collect(ctx, cmd.Method, b.keys.Queue(queue, 0), ticket, limit, deadline)
 }
 
-// publishRequest PUBLISHes an encoded request on the pidbox channel.
+// publishRequest PUBLISHes an encoded request on the pidbox channels
+// (where workers PSUBSCRIBE for requests).
 func (b *Broker) publishRequest(ctx context.Context, method string, payload []byte) error {
 	octx, cancel := b.opContext(ctx)
 	defer cancel()
-	if err := b.client.Publish(octx, b.pidboxChannel(), payload).Err(); err != nil {
+	_, err := b.client.Pipelined(octx, func(p goredis.Pipeliner) error {
+		for _, ch := range b.fanouts(celery.ControlExchange) {
+			p.Publish(octx, ch, payload)
+		}
+		return nil
+	})
+	if err != nil {
 		return wrap(ctx, "broadcast "+method, err)
 	}
 	return nil

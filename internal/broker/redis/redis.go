@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -36,6 +37,9 @@ type Broker struct {
 	keys celery.RedisKeys
 	// resultPrefix is what result keys start with on the result backend.
 	resultPrefix string
+	// sentinel is set on a sentinel:// broker, where Celery 5.2 workers
+	// use other fanout channels than 5.3+ (RedisKeys.SentinelFanout52).
+	sentinel bool
 
 	// enableEvery is the enable_events period and eventsIdle the quiet
 	// time after which the event subscription is pinged (fields so that
@@ -72,6 +76,7 @@ func New(ctx context.Context, cfg Config) (*Broker, error) {
 		client:       client,
 		keys:         cfg.Transport.keys(db),
 		resultPrefix: celery.ResultKeyPrefixFor(cfg.ResultTransport.GlobalKeyPrefix),
+		sentinel:     strings.HasPrefix(cfg.BrokerURL, "sentinel://"),
 
 		enableEvery: enableEventsEvery,
 		eventsIdle:  eventsIdle,
@@ -181,4 +186,15 @@ func (b *Broker) resultsClient() (*goredis.Client, error) {
 // resultKey is the key and channel of taskID's result document.
 func (b *Broker) resultKey(taskID string) string {
 	return b.resultPrefix + taskID
+}
+
+// fanouts are the channels (or patterns) of a fanout exchange the workers
+// may use: on a sentinel:// broker both kombu 5.2's and 5.3+'s, so that a
+// control request reaches workers of either release exactly once and
+// events of both are followed.
+func (b *Broker) fanouts(exchange string) []string {
+	if b.sentinel {
+		return []string{b.keys.Fanout(exchange), b.keys.SentinelFanout52(exchange)}
+	}
+	return []string{b.keys.Fanout(exchange)}
 }
