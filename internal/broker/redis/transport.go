@@ -50,21 +50,21 @@ func ParseTransportOptions(raw string) (TransportOptions, error) {
 	dec := json.NewDecoder(strings.NewReader(raw))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&o); err != nil {
-		return TransportOptions{}, fmt.Errorf("transport options: %s", describeJSONError(err))
+		return TransportOptions{}, errors.New(describeJSONError(err))
 	}
 	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
-		return TransportOptions{}, errors.New("transport options: want a single JSON object")
+		return TransportOptions{}, errors.New("want a single JSON object")
 	}
 	if o.Sep != nil && *o.Sep == "" {
-		return TransportOptions{}, errors.New("transport options: sep must not be empty")
+		return TransportOptions{}, errors.New("sep must not be empty")
 	}
 	if o.PrioritySteps != nil {
 		if len(o.PrioritySteps) == 0 {
-			return TransportOptions{}, errors.New("transport options: priority_steps must not be empty")
+			return TransportOptions{}, errors.New("priority_steps must not be empty")
 		}
 		for i, s := range o.PrioritySteps {
 			if s < 0 || (i > 0 && s <= o.PrioritySteps[i-1]) {
-				return TransportOptions{}, errors.New("transport options: priority_steps must be ascending non-negative integers")
+				return TransportOptions{}, errors.New("priority_steps must be ascending non-negative integers")
 			}
 		}
 	}
