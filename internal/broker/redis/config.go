@@ -1,6 +1,7 @@
 package redis
 
 import (
+	"context"
 	"crypto/tls"
 	"crypto/x509"
 	"errors"
@@ -43,13 +44,25 @@ type Config struct {
 
 // newClient connects to a redis://, rediss:// or sentinel:// URL (a
 // sentinel:// URL may list several sentinels, separated by ";"), and
-// returns the database number it uses.
-func newClient(raw string, topts TransportOptions, opTimeout time.Duration, log *slog.Logger) (*goredis.Client, int, error) {
+// returns the database number it uses. A ";"-separated list of redis://
+// URLs is Celery's failover list: the first server that answers is used.
+func newClient(ctx context.Context, raw string, topts TransportOptions, opTimeout time.Duration, log *slog.Logger) (*goredis.Client, int, error) {
 	if !strings.HasPrefix(raw, "sentinel://") {
-		opt, err := options(raw, opTimeout, log)
-		if err != nil {
-			return nil, 0, err
+		var opts []*goredis.Options
+		for part := range strings.SplitSeq(raw, ";") {
+			if part = strings.TrimSpace(part); part == "" {
+				continue
+			}
+			opt, err := options(part, opTimeout, log)
+			if err != nil {
+				return nil, 0, err
+			}
+			opts = append(opts, opt)
 		}
+		if len(opts) == 0 {
+			return nil, 0, fmt.Errorf("invalid Redis URL %s: empty", redact.URL(raw))
+		}
+		opt := firstAnswering(ctx, opts, opTimeout)
 		return goredis.NewClient(opt), opt.DB, nil
 	}
 	fopt, err := failoverOptions(raw, topts, opTimeout, log)
@@ -57,6 +70,27 @@ func newClient(raw string, topts TransportOptions, opTimeout time.Duration, log 
 		return nil, 0, err
 	}
 	return goredis.NewFailoverClient(fopt), fopt.DB, nil
+}
+
+// firstAnswering picks, in order, the first server of a failover list
+// that answers PING, or the first one when none does (calls then fail as
+// unavailable until it comes up). Only the choice at start: a server lost
+// later is not replaced by the next one.
+func firstAnswering(ctx context.Context, opts []*goredis.Options, opTimeout time.Duration) *goredis.Options {
+	if len(opts) == 1 {
+		return opts[0]
+	}
+	for _, opt := range opts {
+		c := goredis.NewClient(opt)
+		octx, cancel := context.WithTimeout(ctx, opTimeout)
+		err := c.Ping(octx).Err()
+		cancel()
+		_ = c.Close()
+		if err == nil || isServerError(err) {
+			return opt
+		}
+	}
+	return opts[0]
 }
 
 // defaultSentinelPort is the port of a sentinel:// URL that names none.

@@ -65,7 +65,7 @@ func New(ctx context.Context, cfg Config) (*Broker, error) {
 	if opTimeout <= 0 {
 		opTimeout = DefaultOpTimeout
 	}
-	client, db, err := newClient(cfg.BrokerURL, cfg.Transport, opTimeout, log)
+	client, db, err := newClient(ctx, cfg.BrokerURL, cfg.Transport, opTimeout, log)
 	if err != nil {
 		return nil, fmt.Errorf("broker: %w", err)
 	}
@@ -85,7 +85,7 @@ func New(ctx context.Context, cfg Config) (*Broker, error) {
 		if cfg.ResultBackendURL == cfg.BrokerURL {
 			b.results = b.client
 		} else {
-			b.results, _, err = newClient(cfg.ResultBackendURL, cfg.ResultTransport, opTimeout, log)
+			b.results, _, err = newClient(ctx, cfg.ResultBackendURL, cfg.ResultTransport, opTimeout, log)
 			if err != nil {
 				_ = b.client.Close()
 				return nil, fmt.Errorf("result backend: %w", err)

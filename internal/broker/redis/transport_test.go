@@ -1,11 +1,16 @@
 package redis
 
 import (
+	"fmt"
 	"log/slog"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/stamen-dev/stamen/internal/celery"
+	"github.com/stamen-dev/stamen/internal/testcluster"
 )
 
 func TestParseTransportOptions(t *testing.T) {
@@ -82,5 +87,24 @@ func TestFailoverOptions(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), bad.err) || strings.Contains(err.Error(), ":pw@") {
 			t.Errorf("%s: error %v, want one saying %q without the password", bad.raw, err, bad.err)
 		}
+	}
+}
+
+// TestURLListUsesFirstLiveServer: started on "redis://<dead>;redis://<live>"
+// (Celery's failover list), the broker publishes to the live server.
+func TestURLListUsesFirstLiveServer(t *testing.T) {
+	needRedis(t)
+	c := flushBroker(t)
+	dead := fmt.Sprintf("redis://127.0.0.1:%d/%d", testcluster.FreePort(t), brokerDB)
+	b, err := New(t.Context(), Config{BrokerURL: dead + ";" + brokerURL(), OpTimeout: 2 * time.Second, Logger: testLogger(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	if err := b.Publish(t.Context(), &celery.TaskMessage{ID: "list-1", Name: "stamen.add", Queue: "listq"}); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := c.LLen(t.Context(), "listq").Result(); err != nil || n != 1 {
+		t.Errorf("LLEN listq on the live server = %d, %v; want 1", n, err)
 	}
 }
