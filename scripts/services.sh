@@ -4,7 +4,8 @@
 # "stamen-test"), Debian's Celery for /usr/bin/python3, Celery 5.5 and 5.6
 # unpacked beside it (scripts/celery-versions.sh, cached under
 # /var/cache/stamen-celery), and Debian's Chromium (/usr/bin/chromium) for the
-# test that drives Swagger UI in a headless browser.
+# test that drives Swagger UI in a headless browser, and Debian's redis-sentinel
+# (the Sentinel tests start their own, testcluster.StartSentinel).
 #
 # Idempotent: installs only missing packages (no apt-get at all when nothing
 # is missing), starts only what does not already answer, and is quick (~2 s)
@@ -25,7 +26,7 @@ REDIS_PORT=6379
 AMQP_PORT=5672
 VHOST=stamen-test
 
-PKGS=(redis-server redis-tools rabbitmq-server python3-celery python3-redis python3-amqp python3-kombu chromium)
+PKGS=(redis-server redis-sentinel redis-tools rabbitmq-server python3-celery python3-redis python3-amqp python3-kombu chromium)
 
 log() { printf '[services %s] %s\n' "$(date +%H:%M:%S)" "$*"; }
 die() {
@@ -43,7 +44,7 @@ is_root() { [ "$(id -u)" = 0 ]; }
 
 # ---- 1. packages --------------------------------------------------------------
 pkgs=("${PKGS[@]}")
-[ "${STAMEN_SKIP_RABBITMQ:-0}" = 1 ] && pkgs=(redis-server redis-tools python3-celery python3-redis python3-kombu)
+[ "${STAMEN_SKIP_RABBITMQ:-0}" = 1 ] && pkgs=(redis-server redis-sentinel redis-tools python3-celery python3-redis python3-kombu)
 missing=()
 for p in "${pkgs[@]}"; do
   if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed'; then

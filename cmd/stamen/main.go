@@ -32,6 +32,8 @@ import (
 type options struct {
 	broker           string
 	resultBackend    string
+	brokerTransport  string
+	resultTransport  string
 	address          string
 	port             int
 	maxTasks         int
@@ -173,8 +175,12 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	str := func(p *string, name, def, usage string) {
 		both(name, func(n string) { fs.StringVar(p, n, def, usage) })
 	}
-	str(&o.broker, "broker", envString("BROKER", "CELERY_BROKER_URL"), "broker URL: redis://[:password@]host:port/db, rediss://, amqp://user:pass@host:port/vhost, amqps://; empty starts the embedded broker")
+	str(&o.broker, "broker", envString("BROKER", "CELERY_BROKER_URL"), "broker URL: redis://[:password@]host:port/db, rediss://, sentinel://host:26379[;sentinel://...], amqp://user:pass@host:port/vhost, amqps://; empty starts the embedded broker")
 	str(&o.resultBackend, "result_backend", envString("RESULT_BACKEND", "CELERY_RESULT_BACKEND"), "result backend URL: redis://... or rpc:// (default: rpc:// on AMQP, the broker on Redis)")
+	str(&o.brokerTransport, "broker_transport_options", envString("BROKER_TRANSPORT_OPTIONS"),
+		`Redis transport options as a JSON object, as Celery's broker_transport_options: global_keyprefix, master_name (sentinel://), sentinel_kwargs, sep, priority_steps`)
+	str(&o.resultTransport, "result_backend_transport_options", envString("RESULT_BACKEND_TRANSPORT_OPTIONS"),
+		`the Redis result backend's options as a JSON object, as Celery's result_backend_transport_options (default: the broker's master_name and sentinel_kwargs)`)
 	str(&o.address, "address", orDefault(envString("ADDRESS"), "127.0.0.1"), "address to listen on")
 	both("port", func(n string) { fs.IntVar(&o.port, n, e.int("PORT", 5555), "port to listen on") })
 	both("max_tasks", func(n string) {
@@ -329,9 +335,13 @@ func run(args []string, stderr io.Writer) int {
 		dbPath = o.db
 	}
 	a, err := app.New(ctx, app.Config{
-		DBPath:           dbPath,
-		BrokerURL:        o.broker,
-		ResultBackend:    o.resultBackend,
+		DBPath:        dbPath,
+		BrokerURL:     o.broker,
+		ResultBackend: o.resultBackend,
+
+		BrokerTransportOptions:        o.brokerTransport,
+		ResultBackendTransportOptions: o.resultTransport,
+
 		EmbeddedAddr:     o.embeddedAddr,
 		EmbeddedPassword: o.embeddedPassword,
 		MaxTasks:         o.maxTasks,

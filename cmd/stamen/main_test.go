@@ -567,3 +567,37 @@ func (b *syncBuffer) Len() int {
 	defer b.mu.Unlock()
 	return b.buf.Len()
 }
+
+// TestRefusesBadTransportOptions: an unknown or ill-typed transport option,
+// or a sentinel:// broker without master_name, stops stamen at start with
+// an error that names the option and shows no secret.
+func TestRefusesBadTransportOptions(t *testing.T) {
+	broker := fmt.Sprintf("redis://127.0.0.1:%d/0", freePort(t))
+	for _, tc := range []struct {
+		name, broker, env string
+		args              []string
+		want              string
+	}{
+		{"unknown", broker, `{"visibility_timeout": 3600, "sentinel_kwargs": {"password": "s3cret-pw"}}`, nil, "visibility_timeout"},
+		{"ill-typed", broker, `{"sentinel_kwargs": {"password": 12}}`, nil, "sentinel_kwargs.password: want a string"},
+		{"flag wins", broker, `{"global_keyprefix": "ok"}`, []string{"--broker_transport_options", `{"sep": ["s3cret-pw"]}`}, "sep: want a string"},
+		{"result backend", broker, "", []string{"--result_backend_transport_options", `{"master_name": 1}`}, "result_backend_transport_options: master_name"},
+		{"no master_name", "sentinel://:s3cret-pw@127.0.0.1:1/0", `{"sentinel_kwargs": {"password": "s3cret-pw"}}`, nil, "master_name missing"},
+		{"amqp", "amqp://guest:s3cret-pw@127.0.0.1:1/", `{"global_keyprefix": "x"}`, nil, "only Redis brokers take transport options"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Setenv("STAMEN_BROKER_TRANSPORT_OPTIONS", tc.env)
+			var stderr bytes.Buffer
+			args := append([]string{"--port", "0", "--broker", tc.broker}, tc.args...)
+			if got := run(args, &stderr); got == 0 {
+				t.Fatalf("run(%v) = 0, want a refusal", args)
+			}
+			if !strings.Contains(stderr.String(), tc.want) {
+				t.Errorf("stderr does not say %q: %s", tc.want, stderr.String())
+			}
+			if strings.Contains(stderr.String(), "s3cret") {
+				t.Errorf("stderr shows a secret: %s", stderr.String())
+			}
+		})
+	}
+}

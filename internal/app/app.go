@@ -47,6 +47,14 @@ type Config struct {
 	// cannot read the Celery app's configuration, so give it explicitly when
 	// the workers use another database).
 	ResultBackend string
+	// BrokerTransportOptions and ResultBackendTransportOptions are JSON
+	// objects, as Celery's broker_transport_options and
+	// result_backend_transport_options (Redis only: global_keyprefix,
+	// master_name, sentinel_kwargs, sep, priority_steps). When the result
+	// backend has none, it takes the broker's master_name and
+	// sentinel_kwargs.
+	BrokerTransportOptions        string
+	ResultBackendTransportOptions string
 	// EmbeddedAddr is where the embedded broker listens.
 	EmbeddedAddr string
 	// EmbeddedPassword is the password the embedded broker requires of
@@ -235,18 +243,37 @@ func origin() string {
 }
 
 func (a *App) openBroker(ctx context.Context) (brokerConn, handlers.ResultBackend, error) {
-	u, err := url.Parse(a.BrokerURL)
+	// A sentinel:// URL lists its sentinels separated by ";": the scheme
+	// is the first URL's.
+	first, _, _ := strings.Cut(a.BrokerURL, ";")
+	u, err := url.Parse(first)
 	if err != nil {
 		return nil, nil, fmt.Errorf("invalid broker URL %s: %w", redact.URL(a.BrokerURL), errors.Unwrap(err))
 	}
+	brokerOpts, err := redis.ParseTransportOptions(a.cfg.BrokerTransportOptions)
+	if err != nil {
+		return nil, nil, fmt.Errorf("broker_transport_options: %w", err)
+	}
+	resultOpts, err := redis.ParseTransportOptions(a.cfg.ResultBackendTransportOptions)
+	if err != nil {
+		return nil, nil, fmt.Errorf("result_backend_transport_options: %w", err)
+	}
+	if strings.TrimSpace(a.cfg.ResultBackendTransportOptions) == "" {
+		// Celery's result backend reads only its own options; inheriting
+		// the sentinel settings lets one option serve a sentinel:// broker
+		// that is also the result backend. Not global_keyprefix: Celery
+		// never prefixes results with the broker's.
+		resultOpts.MasterName, resultOpts.SentinelKwargs = brokerOpts.MasterName, brokerOpts.SentinelKwargs
+	}
 	switch u.Scheme {
-	case "redis", "rediss":
+	case "redis", "rediss", "sentinel":
 		backend := a.ResultBackendURL
 		if backend == "" {
 			backend = a.BrokerURL
 		}
 		b, err := redis.New(ctx, redis.Config{
 			BrokerURL: a.BrokerURL, ResultBackendURL: backend, Logger: a.log, OpTimeout: a.cfg.BrokerTimeout,
+			Transport: brokerOpts, ResultTransport: resultOpts,
 		})
 		if err != nil {
 			return nil, nil, err
@@ -258,6 +285,9 @@ func (a *App) openBroker(ctx context.Context) (brokerConn, handlers.ResultBacken
 			backend = "rpc://"
 		}
 		rpc := backend == "rpc://" || backend == "rpc"
+		if strings.TrimSpace(a.cfg.BrokerTransportOptions) != "" {
+			return nil, nil, errors.New("broker_transport_options: only Redis brokers take transport options")
+		}
 		cfg := amqp.Config{BrokerURL: a.BrokerURL, Logger: a.log, OpTimeout: a.cfg.BrokerTimeout}
 		if rpc {
 			cfg.ResultBackend = "rpc://"
@@ -272,6 +302,7 @@ func (a *App) openBroker(ctx context.Context) (brokerConn, handlers.ResultBacken
 		// An AMQP broker with a Redis result backend.
 		rb, err := redis.New(ctx, redis.Config{
 			BrokerURL: backend, ResultBackendURL: backend, Logger: a.log, OpTimeout: a.cfg.BrokerTimeout,
+			Transport: resultOpts, ResultTransport: resultOpts,
 		})
 		if err != nil {
 			_ = b.Close()
@@ -280,7 +311,7 @@ func (a *App) openBroker(ctx context.Context) (brokerConn, handlers.ResultBacken
 		a.closers = append(a.closers, rb.Close)
 		return b, rb, nil
 	default:
-		return nil, nil, fmt.Errorf("unsupported broker scheme %q: use redis://, rediss://, amqp:// or amqps://", u.Scheme)
+		return nil, nil, fmt.Errorf("unsupported broker scheme %q: use redis://, rediss://, sentinel://, amqp:// or amqps://", u.Scheme)
 	}
 }
 

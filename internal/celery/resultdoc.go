@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 )
 
 // Task states that appear in result documents.
@@ -25,6 +26,17 @@ const ResultKeyPrefix = "celery-task-meta-"
 // ResultKey is the Redis key and channel of taskID's result document.
 func ResultKey(taskID string) string {
 	return ResultKeyPrefix + taskID
+}
+
+// ResultKeyPrefixFor is the result key prefix under a result backend's
+// global_keyprefix (result_backend_transport_options), as Celery 5.3+
+// builds it: the global prefix, with "_" appended unless it already ends in
+// one of ":_-.", then ResultKeyPrefix. Celery 5.2 ignores the option.
+func ResultKeyPrefixFor(globalPrefix string) string {
+	if globalPrefix != "" && !strings.ContainsAny(globalPrefix[len(globalPrefix)-1:], ":_-.") {
+		globalPrefix += "_"
+	}
+	return globalPrefix + ResultKeyPrefix
 }
 
 // DecodeResult parses a result document as the Redis backend stores it (or

@@ -6,16 +6,13 @@ import (
 	"errors"
 	"fmt"
 	"maps"
-	"slices"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/google/uuid"
 )
 
-// Redis priority sub-queues (kombu's defaults: priority_steps [0, 3, 6, 9],
-// sep "\x06\x16").
+// Redis priority sub-queues (kombu's defaults; see RedisKeys).
 const (
 	// PrioritySep separates a queue name from its priority step.
 	PrioritySep = "\x06\x16"
@@ -23,10 +20,6 @@ const (
 	// a larger priority goes to its sub-queue.
 	MaxPriority = 9
 )
-
-// prioritySteps are the priority sub-queues of every Redis queue. The step
-// 0 list is the queue's own name.
-func prioritySteps() [4]int { return [4]int{0, 3, 6, 9} }
 
 // isoMicro is ISO 8601 with microseconds and a numeric UTC offset: Celery
 // 5.2's parser rejects more than six fractional digits, and 5.3.0's
@@ -58,57 +51,6 @@ func Route(m *TaskMessage) (exchange, routingKey string) {
 		return m.Exchange, q
 	}
 	return m.Exchange, m.RoutingKey
-}
-
-// RedisBindingKey is the Redis set in which kombu keeps the bindings of an
-// exchange: one member per bound queue, "<routing key>\x06\x16<pattern>\x06\x16<queue>".
-func RedisBindingKey(exchange string) string {
-	return "_kombu.binding." + exchange
-}
-
-// RedisBoundQueues returns the queues of an exchange's binding members
-// (from RedisBindingKey) that a direct exchange routes routingKey to.
-// kombu keeps no exchange type in Redis; Celery's task exchanges are
-// direct.
-func RedisBoundQueues(members []string, routingKey string) []string {
-	var queues []string
-	for _, m := range members {
-		parts := strings.Split(m, PrioritySep)
-		if len(parts) != 3 || parts[0] != routingKey || parts[2] == "" || slices.Contains(queues, parts[2]) {
-			continue
-		}
-		queues = append(queues, parts[2])
-	}
-	slices.Sort(queues)
-	return queues
-}
-
-// RedisQueueKey is the Redis list a message of the given priority is pushed
-// to: the queue itself for priorities 0-2, "<queue>\x06\x16<step>" for the
-// largest step not above the priority otherwise.
-func RedisQueueKey(queue string, priority int) string {
-	p := clampPriority(priority)
-	step := 0
-	for _, s := range prioritySteps() {
-		if s <= p {
-			step = s
-		}
-	}
-	if step == 0 {
-		return queue
-	}
-	return queue + PrioritySep + strconv.Itoa(step)
-}
-
-// RedisQueueKeys lists every priority key of queue, lowest step first (the
-// order a worker's BRPOP serves them in).
-func RedisQueueKeys(queue string) []string {
-	steps := prioritySteps()
-	keys := make([]string, 0, len(steps))
-	for _, s := range steps {
-		keys = append(keys, RedisQueueKey(queue, s))
-	}
-	return keys
 }
 
 func clampPriority(p int) int {

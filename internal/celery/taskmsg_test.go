@@ -187,7 +187,7 @@ func TestTaskMessageKeys(t *testing.T) {
 		if entry.Command != "LPUSH" {
 			continue
 		}
-		got := RedisQueueKey(env.Properties.DeliveryInfo.RoutingKey, env.Properties.Priority)
+		got := (RedisKeys{}).Queue(env.Properties.DeliveryInfo.RoutingKey, env.Properties.Priority)
 		if got != entry.Key {
 			t.Errorf("%s: RedisQueueKey = %q, Celery pushed to %q", name, got, entry.Key)
 		}
@@ -212,12 +212,12 @@ func TestRedisQueueKey(t *testing.T) {
 		{"q.x", 4, "q.x\x06\x163"},
 	}
 	for _, tt := range tests {
-		if got := RedisQueueKey(tt.queue, tt.priority); got != tt.want {
-			t.Errorf("RedisQueueKey(%q, %d) = %q, want %q", tt.queue, tt.priority, got, tt.want)
+		if got := (RedisKeys{}).Queue(tt.queue, tt.priority); got != tt.want {
+			t.Errorf("RedisKeys{}.Queue(%q, %d) = %q, want %q", tt.queue, tt.priority, got, tt.want)
 		}
 	}
 	want := []string{"q", "q\x06\x163", "q\x06\x166", "q\x06\x169"}
-	if diff := cmp.Diff(want, RedisQueueKeys("q")); diff != "" {
+	if diff := cmp.Diff(want, RedisKeys{}.Queues("q")); diff != "" {
 		t.Errorf("RedisQueueKeys (-want +got):\n%s", diff)
 	}
 }
@@ -392,10 +392,10 @@ func TestRedisBoundQueues(t *testing.T) {
 		"video" + PrioritySep + "" + PrioritySep + "hq",
 		"malformed",
 	}
-	if got, want := RedisBoundQueues(members, "video"), []string{"archive", "hq"}; !cmp.Equal(got, want) {
+	if got, want := (RedisKeys{}).BoundQueues(members, "video"), []string{"archive", "hq"}; !cmp.Equal(got, want) {
 		t.Errorf("video: %v, want %v", got, want)
 	}
-	if got := RedisBoundQueues(members, "none"); len(got) != 0 {
+	if got := (RedisKeys{}).BoundQueues(members, "none"); len(got) != 0 {
 		t.Errorf("none: %v, want no queue", got)
 	}
 }

@@ -17,6 +17,9 @@ type Redis struct {
 	Port int
 	dir  string
 	cmd  *exec.Cmd
+	// args are appended to redis-server's command line (replicaof,
+	// requirepass).
+	args []string
 }
 
 // StartRedis starts a redis-server on a free loopback port, without
@@ -42,6 +45,7 @@ func (r *Redis) Start() {
 	r.cmd = exec.Command("redis-server", "--bind", "127.0.0.1", "--port", fmt.Sprint(r.Port),
 		"--save", "", "--appendonly", "no", "--dir", r.dir,
 		"--logfile", filepath.Join(r.dir, "redis.log"))
+	r.cmd.Args = append(r.cmd.Args, r.args...)
 	if err := r.cmd.Start(); err != nil {
 		r.t.Fatalf("testcluster: start redis-server: %v", err)
 	}

@@ -489,7 +489,7 @@ func StartWorker(t testing.TB, opts WorkerOptions) *Worker {
 		}
 	})
 
-	if err := w.waitReady(appDir, readyTimeout); err != nil {
+	if err := w.waitReady(appDir, readyTimeout, append(append([]string{}, celeryExtra...), opts.Env...)); err != nil {
 		w.stop(false)
 		t.Fatalf("testcluster: worker %s did not become ready: %v\n%s", node, err, w.tail(logTailLines))
 	}
@@ -503,14 +503,17 @@ func StartWorker(t testing.TB, opts WorkerOptions) *Worker {
 }
 
 // waitReady runs ping.py until the worker answers, the worker exits, or the
-// timeout passes.
-func (w *Worker) waitReady(appDir string, timeout time.Duration) error {
+// timeout passes. env is the worker's extra environment: ping.py runs the
+// worker's Celery release (kombu 5.2 and 5.3+ name a sentinel broker's
+// control channel differently) and takes the broker_transport_options of
+// its STAMEN_TEST_CONF.
+func (w *Worker) waitReady(appDir string, timeout time.Duration, env []string) error {
 	ctx, cancel := context.WithTimeout(context.Background(), timeout+10*time.Second)
 	defer cancel()
 	ping := exec.CommandContext(ctx, Python, "ping.py",
 		"--broker", w.Broker, "--timeout", strconv.Itoa(int(timeout/time.Second)), w.Name)
 	ping.Dir = appDir
-	ping.Env = pythonEnv([]string{"CELERY_BROKER_URL=" + w.Broker})
+	ping.Env = pythonEnv(append([]string{"CELERY_BROKER_URL=" + w.Broker}, env...))
 	var buf bytes.Buffer
 	ping.Stdout = &buf
 	ping.Stderr = &buf

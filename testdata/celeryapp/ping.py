@@ -4,10 +4,14 @@
 
 NODE is a full node name (name@host). Exits 0 once every node has replied,
 1 (listing the silent nodes) when the timeout passes. Standalone: it does not
-import the test app, so it works with any broker URL.
+import the test app, so it works with any broker URL. It takes the
+broker_transport_options (a key prefix, a sentinel's master_name) of the
+test app's STAMEN_TEST_CONF, as the worker does.
 """
 
 import argparse
+import json
+import os
 import sys
 import time
 
@@ -25,6 +29,9 @@ def main():
     pending = set(a.nodes)
     app = Celery("stamen_ping", broker=a.broker)
     app.conf.update(accept_content=["json"], broker_connection_timeout=5)
+    conf = json.loads(os.environ.get("STAMEN_TEST_CONF") or "{}")
+    if "broker_transport_options" in conf:
+        app.conf.broker_transport_options = conf["broker_transport_options"]
     last_error = None
     try:
         while pending and time.monotonic() < deadline:

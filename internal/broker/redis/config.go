@@ -1,11 +1,13 @@
 package redis
 
 import (
+	"context"
 	"crypto/tls"
 	"crypto/x509"
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"net/url"
 	"os"
 	"strings"
@@ -34,6 +36,133 @@ type Config struct {
 	// OpTimeout bounds every Redis call that does not wait on purpose;
 	// 0 means DefaultOpTimeout.
 	OpTimeout time.Duration
+	// Transport are the broker's transport options (Celery's
+	// broker_transport_options); ResultTransport the result backend's
+	// (result_backend_transport_options).
+	Transport, ResultTransport TransportOptions
+}
+
+// newClient connects to a redis://, rediss:// or sentinel:// URL (a
+// sentinel:// URL may list several sentinels, separated by ";"), and
+// returns the database number it uses. A ";"-separated list of redis://
+// URLs is Celery's failover list: the first server that answers is used.
+func newClient(ctx context.Context, raw string, topts TransportOptions, opTimeout time.Duration, log *slog.Logger) (*goredis.Client, int, error) {
+	if !strings.HasPrefix(raw, "sentinel://") {
+		var opts []*goredis.Options
+		for part := range strings.SplitSeq(raw, ";") {
+			if part = strings.TrimSpace(part); part == "" {
+				continue
+			}
+			opt, err := options(part, opTimeout, log)
+			if err != nil {
+				return nil, 0, err
+			}
+			opts = append(opts, opt)
+		}
+		if len(opts) == 0 {
+			return nil, 0, fmt.Errorf("invalid Redis URL %s: empty", redact.URL(raw))
+		}
+		opt := firstAnswering(ctx, opts, opTimeout)
+		return goredis.NewClient(opt), opt.DB, nil
+	}
+	fopt, err := failoverOptions(raw, topts, opTimeout, log)
+	if err != nil {
+		return nil, 0, err
+	}
+	return goredis.NewFailoverClient(fopt), fopt.DB, nil
+}
+
+// firstAnswering picks, in order, the first server of a failover list
+// that answers PING, or the first one when none does (calls then fail as
+// unavailable until it comes up). Only the choice at start: a server lost
+// later is not replaced by the next one.
+func firstAnswering(ctx context.Context, opts []*goredis.Options, opTimeout time.Duration) *goredis.Options {
+	if len(opts) == 1 {
+		return opts[0]
+	}
+	for _, opt := range opts {
+		c := goredis.NewClient(opt)
+		octx, cancel := context.WithTimeout(ctx, opTimeout)
+		err := c.Ping(octx).Err()
+		cancel()
+		_ = c.Close()
+		if err == nil || isServerError(err) {
+			return opt
+		}
+	}
+	return opts[0]
+}
+
+// defaultSentinelPort is the port of a sentinel:// URL that names none.
+const defaultSentinelPort = "26379"
+
+// failoverOptions reads Celery's sentinel URLs,
+// sentinel://[[user]:password@]host[:port][/db][;sentinel://...], as kombu
+// and Celery's result backend read them: every URL names a sentinel, the
+// first URL's password and db are the master's, master_name comes from the
+// transport options and the sentinels' own credentials from their
+// sentinel_kwargs.
+func failoverOptions(raw string, topts TransportOptions, opTimeout time.Duration, log *slog.Logger) (*goredis.FailoverOptions, error) {
+	if topts.MasterName == "" {
+		return nil, fmt.Errorf("sentinel URL %s: master_name missing from the transport options", redact.URL(raw))
+	}
+	var addrs []string
+	var master *url.URL
+	for part := range strings.SplitSeq(raw, ";") {
+		part = strings.TrimSpace(part)
+		if part == "" {
+			continue
+		}
+		u, err := url.Parse(part)
+		if err != nil || u.Scheme != "sentinel" || u.Hostname() == "" {
+			return nil, fmt.Errorf("invalid sentinel URL %s: want sentinel://[:password@]host[:port][/db], separated by ;", redact.URL(raw))
+		}
+		port := u.Port()
+		if port == "" {
+			port = defaultSentinelPort
+		}
+		addrs = append(addrs, net.JoinHostPort(u.Hostname(), port))
+		if master == nil {
+			master = u
+		}
+		for k := range u.Query() {
+			log.Debug("ignoring sentinel URL parameter", slog.String("param", k))
+		}
+	}
+	if master == nil {
+		return nil, fmt.Errorf("invalid sentinel URL %s: no sentinel", redact.URL(raw))
+	}
+	// The master's connection is tuned like any other: parse the first URL
+	// as a redis:// one for its credentials and db.
+	bare := *master
+	bare.Scheme, bare.Host, bare.RawQuery, bare.Fragment = "redis", "sentinel", "", ""
+	opt, err := options(bare.String(), opTimeout, log)
+	if err != nil {
+		return nil, fmt.Errorf("invalid sentinel URL %s: %w", redact.URL(raw), errors.Unwrap(err))
+	}
+	f := &goredis.FailoverOptions{
+		MasterName:    topts.MasterName,
+		SentinelAddrs: addrs,
+
+		Username: opt.Username,
+		Password: opt.Password,
+		DB:       opt.DB,
+
+		DialTimeout:           opt.DialTimeout,
+		ReadTimeout:           opt.ReadTimeout,
+		WriteTimeout:          opt.WriteTimeout,
+		PoolTimeout:           opt.PoolTimeout,
+		ContextTimeoutEnabled: opt.ContextTimeoutEnabled,
+		MaxRetries:            opt.MaxRetries,
+		DialerRetries:         opt.DialerRetries,
+		Protocol:              opt.Protocol,
+		DisableIdentity:       opt.DisableIdentity,
+		ClientName:            opt.ClientName,
+	}
+	if k := topts.SentinelKwargs; k != nil {
+		f.SentinelUsername, f.SentinelPassword = k.Username, k.Password
+	}
+	return f, nil
 }
 
 // options turns a Celery-style Redis URL into go-redis options with every

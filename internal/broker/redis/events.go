@@ -27,9 +27,9 @@ const (
 	maxBackoff = 5 * time.Second
 )
 
-// eventsPattern matches every celeryev channel of the broker's db.
-func (b *Broker) eventsPattern() string {
-	return b.prefix + "celeryev/*"
+// eventsPatterns match every celeryev channel of the broker's db.
+func (b *Broker) eventsPatterns() []string {
+	return b.fanouts("celeryev/*")
 }
 
 // ConsumeEvents follows the workers' event stream and calls fn with each
@@ -88,15 +88,20 @@ func (b *Broker) consumeOnce(ctx context.Context, fn func([]celery.Event)) (bool
 	defer release()
 
 	octx, cancel := b.opContext(ctx)
-	err := ps.PSubscribe(octx, b.eventsPattern())
-	if err == nil {
+	patterns := b.eventsPatterns()
+	err := ps.PSubscribe(octx, patterns...)
+	// One confirmation per pattern proves the subscription active.
+	for range patterns {
+		if err != nil {
+			break
+		}
 		_, err = ps.ReceiveTimeout(octx, b.opTimeout)
 	}
 	cancel()
 	if err != nil {
 		return false, wrap(ctx, "subscribe to events", err)
 	}
-	b.log.Info("following worker events", slog.String("broker", b.redacted), slog.String("pattern", b.eventsPattern()))
+	b.log.Info("following worker events", slog.String("broker", b.redacted), slog.Any("patterns", patterns))
 	celery.WakeWorkers(ctx, b, b.log)
 
 	// Reading and unwrapping run on their own goroutine, so that a message

@@ -14,10 +14,6 @@ import (
 )
 
 const (
-	// replyBindingKey is the Redis set that emulates the bindings of the
-	// direct reply exchange: a worker LPUSHes its reply to every queue
-	// bound with the request's reply routing key.
-	replyBindingKey = "_kombu.binding." + celery.ReplyExchange
 	// defaultCollect bounds collecting when ctx has no deadline (kombu's
 	// default broadcast timeout).
 	defaultCollect = time.Second
@@ -29,9 +25,11 @@ const (
 	maxPoll = 50 * time.Millisecond
 )
 
-// pidboxChannel is where workers PSUBSCRIBE for requests.
-func (b *Broker) pidboxChannel() string {
-	return b.prefix + celery.ControlExchange
+// replyBindingKey is the Redis set that emulates the bindings of the
+// direct reply exchange: a worker LPUSHes its reply to every queue bound
+// with the request's reply routing key.
+func (b *Broker) replyBindingKey() string {
+	return b.keys.Binding(celery.ReplyExchange)
 }
 
 // Broadcast sends cmd through the pidbox. With cmd.Reply it collects the
@@ -51,7 +49,7 @@ func (b *Broker) Broadcast(ctx context.Context, cmd celery.ControlCommand) ([]ce
 
 	oid, ticket := uuid.NewString(), uuid.NewString()
 	queue := celery.ReplyQueueName(oid)
-	member := oid + celery.PrioritySep + celery.PrioritySep + queue
+	member := b.keys.BindingMember(oid, queue)
 	payload, err := celery.EncodeControlRequest(cmd, ticket, oid, b.clock.Add(1))
 	if err != nil {
 		return nil, err
@@ -69,7 +67,7 @@ func (b *Broker) Broadcast(ctx context.Context, cmd celery.ControlCommand) ([]ce
 	// The binding must exist before the request goes out: a worker that
 	// finds no binding for our routing key drops its reply.
 	octx, cancel := b.opContext(ctx)
-	err = b.client.SAdd(octx, replyBindingKey, member).Err()
+	err = b.client.SAdd(octx, b.replyBindingKey(), member).Err()
 	cancel()
 	if err != nil {
 		return nil, wrap(ctx, "bind reply queue for "+cmd.Method, err)
@@ -79,14 +77,21 @@ func (b *Broker) Broadcast(ctx context.Context, cmd celery.ControlCommand) ([]ce
 	if err := b.publishRequest(ctx, cmd.Method, payload); err != nil {
 		return nil, err
 	}
-	return b.collect(ctx, cmd.Method, queue, ticket, limit, deadline)
+	return b.collect(ctx, cmd.Method, b.keys.Queue(queue, 0), ticket, limit, deadline)
 }
 
-// publishRequest PUBLISHes an encoded request on the pidbox channel.
+// publishRequest PUBLISHes an encoded request on the pidbox channels
+// (where workers PSUBSCRIBE for requests).
 func (b *Broker) publishRequest(ctx context.Context, method string, payload []byte) error {
 	octx, cancel := b.opContext(ctx)
 	defer cancel()
-	if err := b.client.Publish(octx, b.pidboxChannel(), payload).Err(); err != nil {
+	_, err := b.client.Pipelined(octx, func(p goredis.Pipeliner) error {
+		for _, ch := range b.fanouts(celery.ControlExchange) {
+			p.Publish(octx, ch, payload)
+		}
+		return nil
+	})
+	if err != nil {
 		return wrap(ctx, "broadcast "+method, err)
 	}
 	return nil
@@ -98,8 +103,8 @@ func (b *Broker) unbind(ctx context.Context, member, queue string) {
 	octx, cancel := b.opContext(context.WithoutCancel(ctx))
 	defer cancel()
 	_, err := b.client.Pipelined(octx, func(p goredis.Pipeliner) error {
-		p.SRem(octx, replyBindingKey, member)
-		p.Del(octx, celery.RedisQueueKeys(queue)...)
+		p.SRem(octx, b.replyBindingKey(), member)
+		p.Del(octx, b.keys.Queues(queue)...)
 		return nil
 	})
 	if err != nil {

@@ -28,18 +28,18 @@ func (b *Broker) Publish(ctx context.Context, msg *celery.TaskMessage) error {
 	octx, cancel := b.opContext(ctx)
 	defer cancel()
 	if exchange, routingKey := celery.Route(msg); exchange != "" {
-		members, err := b.client.SMembers(octx, celery.RedisBindingKey(exchange)).Result()
+		members, err := b.client.SMembers(octx, b.keys.Binding(exchange)).Result()
 		if err != nil {
 			return wrap(ctx, "publish "+msg.ID+": bindings of exchange "+exchange, err)
 		}
-		queues = celery.RedisBoundQueues(members, routingKey)
+		queues = b.keys.BoundQueues(members, routingKey)
 		if len(queues) == 0 {
 			return fmt.Errorf("publish %s: exchange %q with routing key %q: %w", msg.ID, exchange, routingKey, celery.ErrNoRoute)
 		}
 	}
 	_, err = b.client.TxPipelined(octx, func(p goredis.Pipeliner) error {
 		for _, q := range queues {
-			p.LPush(octx, celery.RedisQueueKey(q, msg.Priority), data)
+			p.LPush(octx, b.keys.Queue(q, msg.Priority), data)
 		}
 		return nil
 	})
@@ -64,7 +64,7 @@ func (b *Broker) QueueLengths(ctx context.Context, queues []string) (map[string]
 			if _, seen := cmds[q]; seen {
 				continue
 			}
-			for _, key := range celery.RedisQueueKeys(q) {
+			for _, key := range b.keys.Queues(q) {
 				cmds[q] = append(cmds[q], p.LLen(octx, key))
 			}
 		}

@@ -9,7 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"strconv"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -30,9 +30,16 @@ type Broker struct {
 	// results is the result backend's client: client itself when both are
 	// the same database, nil when no backend is configured.
 	results *goredis.Client
-	// prefix is kombu's fanout prefix "/<db>.": pub/sub ignores databases,
-	// so the broker's db number keeps clusters on one server apart.
-	prefix string
+	// keys is kombu's key layout on the broker: global_keyprefix, sep,
+	// priority steps and the fanout prefix "/<db>." (pub/sub ignores
+	// databases, so the broker's db number keeps clusters on one server
+	// apart).
+	keys celery.RedisKeys
+	// resultPrefix is what result keys start with on the result backend.
+	resultPrefix string
+	// sentinel is set on a sentinel:// broker, where Celery 5.2 workers
+	// use other fanout channels than 5.3+ (RedisKeys.SentinelFanout52).
+	sentinel bool
 
 	// enableEvery is the enable_events period and eventsIdle the quiet
 	// time after which the event subscription is pinged (fields so that
@@ -58,30 +65,31 @@ func New(ctx context.Context, cfg Config) (*Broker, error) {
 	if opTimeout <= 0 {
 		opTimeout = DefaultOpTimeout
 	}
-	opt, err := options(cfg.BrokerURL, opTimeout, log)
+	client, db, err := newClient(ctx, cfg.BrokerURL, cfg.Transport, opTimeout, log)
 	if err != nil {
 		return nil, fmt.Errorf("broker: %w", err)
 	}
 	b := &Broker{
-		log:       log,
-		opTimeout: opTimeout,
-		redacted:  redact.URL(cfg.BrokerURL),
-		prefix:    "/" + strconv.Itoa(opt.DB) + ".",
+		log:          log,
+		opTimeout:    opTimeout,
+		redacted:     redact.URL(cfg.BrokerURL),
+		client:       client,
+		keys:         cfg.Transport.keys(db),
+		resultPrefix: celery.ResultKeyPrefixFor(cfg.ResultTransport.GlobalKeyPrefix),
+		sentinel:     strings.HasPrefix(cfg.BrokerURL, "sentinel://"),
 
 		enableEvery: enableEventsEvery,
 		eventsIdle:  eventsIdle,
 	}
-	b.client = goredis.NewClient(opt)
 	if cfg.ResultBackendURL != "" {
 		if cfg.ResultBackendURL == cfg.BrokerURL {
 			b.results = b.client
 		} else {
-			ropt, err := options(cfg.ResultBackendURL, opTimeout, log)
+			b.results, _, err = newClient(ctx, cfg.ResultBackendURL, cfg.ResultTransport, opTimeout, log)
 			if err != nil {
 				_ = b.client.Close()
 				return nil, fmt.Errorf("result backend: %w", err)
 			}
-			b.results = goredis.NewClient(ropt)
 		}
 	}
 	if err := b.check(ctx, b.client, "broker", cfg.BrokerURL); err != nil {
@@ -173,4 +181,20 @@ func (b *Broker) resultsClient() (*goredis.Client, error) {
 		return nil, celery.ErrNoResultBackend
 	}
 	return b.results, nil
+}
+
+// resultKey is the key and channel of taskID's result document.
+func (b *Broker) resultKey(taskID string) string {
+	return b.resultPrefix + taskID
+}
+
+// fanouts are the channels (or patterns) of a fanout exchange the workers
+// may use: on a sentinel:// broker both kombu 5.2's and 5.3+'s, so that a
+// control request reaches workers of either release exactly once and
+// events of both are followed.
+func (b *Broker) fanouts(exchange string) []string {
+	if b.sentinel {
+		return []string{b.keys.Fanout(exchange), b.keys.SentinelFanout52(exchange)}
+	}
+	return []string{b.keys.Fanout(exchange)}
 }

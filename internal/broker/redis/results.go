@@ -30,7 +30,7 @@ func (b *Broker) Result(ctx context.Context, taskID string) (*celery.Result, err
 	}
 	octx, cancel := b.opContext(ctx)
 	defer cancel()
-	data, err := c.Get(octx, celery.ResultKey(taskID)).Bytes()
+	data, err := c.Get(octx, b.resultKey(taskID)).Bytes()
 	if errors.Is(err, goredis.Nil) {
 		return celery.PendingResult(taskID), nil
 	}
@@ -53,7 +53,7 @@ func (b *Broker) WaitResult(ctx context.Context, taskID string) (*celery.Result,
 	if err != nil {
 		return nil, err
 	}
-	key := celery.ResultKey(taskID)
+	key := b.resultKey(taskID)
 	ps := c.Subscribe(ctx)
 	defer ps.Close()
 	octx, cancel := b.opContext(ctx)
@@ -128,7 +128,7 @@ func (b *Broker) Abort(ctx context.Context, taskID string) error {
 	if r.Status == celery.StateSuccess {
 		return nil
 	}
-	key := celery.ResultKey(taskID)
+	key := b.resultKey(taskID)
 	doc := celery.AbortedDocument(taskID)
 	octx, cancel := b.opContext(ctx)
 	defer cancel()

@@ -1,0 +1,110 @@
+package redis
+
+import (
+	"fmt"
+	"log/slog"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/stamen-dev/stamen/internal/celery"
+	"github.com/stamen-dev/stamen/internal/testcluster"
+)
+
+func TestParseTransportOptions(t *testing.T) {
+	sep := ":"
+	for _, tt := range []struct {
+		name, raw string
+		want      TransportOptions
+		err       string // substring of the error; "" means none
+	}{
+		{name: "empty", raw: ""},
+		{name: "all", raw: `{"global_keyprefix": "pfx:", "master_name": "mymaster", "sentinel_kwargs": {"password": "s3cret"}, "sep": ":", "priority_steps": [0, 5, 9]}`,
+			want: TransportOptions{GlobalKeyPrefix: "pfx:", MasterName: "mymaster", SentinelKwargs: &SentinelKwargs{Password: "s3cret"}, Sep: &sep, PrioritySteps: []int{0, 5, 9}}},
+		{name: "unknown key", raw: `{"visibility_timeout": 3600}`, err: `unknown option "visibility_timeout"`},
+		{name: "unknown sentinel kwarg", raw: `{"sentinel_kwargs": {"socket_timeout": 1}}`, err: `unknown option "socket_timeout"`},
+		{name: "ill-typed prefix", raw: `{"global_keyprefix": 12}`, err: "global_keyprefix: want a string, not a JSON number"},
+		{name: "ill-typed password", raw: `{"sentinel_kwargs": {"password": ["s3cret"]}}`, err: "sentinel_kwargs.password: want a string"},
+		{name: "ill-typed steps", raw: `{"priority_steps": ["s3cret"]}`, err: "priority_steps"},
+		{name: "unsorted steps", raw: `{"priority_steps": [0, 9, 5]}`, err: "ascending"},
+		{name: "empty steps", raw: `{"priority_steps": []}`, err: "must not be empty"},
+		{name: "empty sep", raw: `{"sep": ""}`, err: "sep must not be empty"},
+		{name: "not an object", raw: `["s3cret"]`, err: "want a JSON object"},
+		{name: "syntax", raw: `{"sentinel_kwargs": {"password": s3cret}}`, err: "not valid JSON"},
+		{name: "cut short", raw: `{"master_name": "s3cret"`, err: "not valid JSON"},
+		{name: "trailing", raw: `{} {"master_name": "s3cret"}`, err: "single JSON object"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := ParseTransportOptions(tt.raw)
+			if tt.err == "" {
+				if err != nil {
+					t.Fatal(err)
+				}
+				if diff := cmp.Diff(tt.want, got); diff != "" {
+					t.Errorf("(-want +got):\n%s", diff)
+				}
+				return
+			}
+			if err == nil || !strings.Contains(err.Error(), tt.err) {
+				t.Fatalf("error %v, want one saying %q", err, tt.err)
+			}
+			if strings.Contains(err.Error(), "s3cret") || strings.Contains(err.Error(), "s3") {
+				t.Errorf("error %q shows a value", err)
+			}
+		})
+	}
+}
+
+// TestFailoverOptions checks how sentinel:// URLs are read: every URL is a
+// sentinel, the first one's password and db are the master's, the
+// sentinels' credentials come from sentinel_kwargs.
+func TestFailoverOptions(t *testing.T) {
+	topts := TransportOptions{MasterName: "mymaster", SentinelKwargs: &SentinelKwargs{Password: "sentpw"}}
+	f, err := failoverOptions("sentinel://:masterpw@h1:26380/3;sentinel://h2;sentinel://:other@h3:1/5", topts, DefaultOpTimeout, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff([]string{"h1:26380", "h2:26379", "h3:1"}, f.SentinelAddrs); diff != "" {
+		t.Errorf("sentinels (-want +got):\n%s", diff)
+	}
+	if f.MasterName != "mymaster" || f.Password != "masterpw" || f.DB != 3 || f.SentinelPassword != "sentpw" {
+		t.Errorf("master %q password %q db %d sentinel password %q", f.MasterName, f.Password, f.DB, f.SentinelPassword)
+	}
+	if f.ReadTimeout != DefaultOpTimeout || f.MaxRetries != -1 {
+		t.Errorf("read timeout %v, max retries %d: not tuned like a plain client", f.ReadTimeout, f.MaxRetries)
+	}
+	for _, bad := range []struct{ raw, err string }{
+		{"sentinel://:pw@h1", "master_name"},
+		{"sentinel://:pw@h1;redis://:pw@h2", "invalid sentinel URL"},
+	} {
+		o := topts
+		if bad.err == "master_name" {
+			o.MasterName = ""
+		}
+		_, err := failoverOptions(bad.raw, o, DefaultOpTimeout, slog.New(slog.DiscardHandler))
+		if err == nil || !strings.Contains(err.Error(), bad.err) || strings.Contains(err.Error(), ":pw@") {
+			t.Errorf("%s: error %v, want one saying %q without the password", bad.raw, err, bad.err)
+		}
+	}
+}
+
+// TestURLListUsesFirstLiveServer: started on "redis://<dead>;redis://<live>"
+// (Celery's failover list), the broker publishes to the live server.
+func TestURLListUsesFirstLiveServer(t *testing.T) {
+	needRedis(t)
+	c := flushBroker(t)
+	dead := fmt.Sprintf("redis://127.0.0.1:%d/%d", testcluster.FreePort(t), brokerDB)
+	b, err := New(t.Context(), Config{BrokerURL: dead + ";" + brokerURL(), OpTimeout: 2 * time.Second, Logger: testLogger(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	if err := b.Publish(t.Context(), &celery.TaskMessage{ID: "list-1", Name: "stamen.add", Queue: "listq"}); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := c.LLen(t.Context(), "listq").Result(); err != nil || n != 1 {
+		t.Errorf("LLEN listq on the live server = %d, %v; want 1", n, err)
+	}
+}
