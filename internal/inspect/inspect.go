@@ -254,6 +254,26 @@ func (in *Inspector) QueueNames() []string {
 	return names
 }
 
+// QueueDeclaration returns how the cached workers declare queue, from
+// their active_queues replies; false when none consumes it. Workers of one
+// app declare a queue alike (RabbitMQ would refuse them otherwise); the
+// first in name order wins.
+func (in *Inspector) QueueDeclaration(queue string) (*celery.QueueDeclaration, bool) {
+	in.mu.RLock()
+	defer in.mu.RUnlock()
+	names := make([]string, 0, len(in.workers))
+	for n := range in.workers {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		if d, ok := celery.QueueDeclarations(in.workers[n].replies["active_queues"])[queue]; ok {
+			return d, true
+		}
+	}
+	return nil, false
+}
+
 // WorkerJSON returns the cached info of one worker as a JSON object in
 // Flower's shape: one key per inspect method that ever answered, then
 // "timestamp".

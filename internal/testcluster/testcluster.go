@@ -572,6 +572,13 @@ func (w *Worker) stop(logKill bool) {
 	})
 }
 
+// Ping returns nil once the worker answers a control ping sent by Celery's
+// own client through the worker's broker, or an error when it does not
+// within timeout (whole seconds) or has exited.
+func (w *Worker) Ping(timeout time.Duration) error {
+	return w.waitReady(w.cmd.Dir, timeout)
+}
+
 // Alive reports whether the worker's main process is still running.
 func (w *Worker) Alive() bool {
 	select {
