@@ -230,7 +230,9 @@ func origin() string {
 }
 
 func (a *App) openBroker(ctx context.Context) (brokerConn, handlers.ResultBackend, error) {
-	u, err := url.Parse(a.BrokerURL)
+	// A failover list (Celery's "url1;url2") is of the first URL's kind.
+	first, _, _ := strings.Cut(a.BrokerURL, ";")
+	u, err := url.Parse(strings.TrimSpace(first))
 	if err != nil {
 		return nil, nil, fmt.Errorf("invalid broker URL %s: %w", redact.URL(a.BrokerURL), errors.Unwrap(err))
 	}
