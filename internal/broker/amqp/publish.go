@@ -152,7 +152,7 @@ func (b *Broker) ensureQueue(ctx context.Context, s *session, queue string, decl
 	if ok && time.Since(seen) < declaredFor {
 		return nil
 	}
-	created := false
+	created, missing := false, false
 	err := b.withChannel(ctx, "declare queue "+queue, func(c *channels) error {
 		ch, err := c.get()
 		if err != nil {
@@ -163,7 +163,10 @@ func (b *Broker) ensureQueue(ctx context.Context, s *session, queue string, decl
 			return err
 		}
 		if decl == nil || decl.Name != queue {
-			return fmt.Errorf("queue %q: %w", queue, celery.ErrNoQueue)
+			// Not an error of the broker's: told apart below, so that
+			// it is not reported as the broker being unavailable.
+			missing = true
+			return nil
 		}
 		// The 404 closed that channel.
 		if ch, err = c.get(); err != nil {
@@ -198,6 +201,9 @@ func (b *Broker) ensureQueue(ctx context.Context, s *session, queue string, decl
 	})
 	if err != nil {
 		return err
+	}
+	if missing {
+		return fmt.Errorf("queue %q: %w", queue, celery.ErrNoQueue)
 	}
 	if created {
 		b.log.Info("declared missing queue as the workers do", slog.String("queue", queue))
