@@ -165,6 +165,11 @@ func New(ctx context.Context, cfg Config) (*App, error) {
 		}
 	}
 	a.Inspector = inspect.New(a.broker, cfg.InspectTimeout, a.log)
+	if b, ok := a.broker.(*amqp.Broker); ok {
+		// Native delayed delivery needs the queues as the workers declared
+		// them.
+		b.SetQueueLookup(a.Inspector.Queue)
+	}
 	a.Metrics = metrics.New(a.gauges()...)
 	a.Events = stream.NewHub()
 	h := handlers.New(handlers.Config{
@@ -526,16 +531,23 @@ func (a *App) flushLoop(ctx context.Context) {
 	if every <= 0 {
 		every = time.Second
 	}
-	t := time.NewTicker(every)
+	tick(ctx, every, func(time.Time) {
+		if err := a.flush(); err != nil {
+			a.log.Error("store flush failed", slog.Any("err", err))
+		}
+	})
+}
+
+// tick calls fn every period until ctx ends.
+func tick(ctx context.Context, period time.Duration, fn func(now time.Time)) {
+	t := time.NewTicker(period)
 	defer t.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return
-		case <-t.C:
-			if err := a.flush(); err != nil {
-				a.log.Error("store flush failed", slog.Any("err", err))
-			}
+		case now := <-t.C:
+			fn(now)
 		}
 	}
 }
@@ -543,18 +555,11 @@ func (a *App) flushLoop(ctx context.Context) {
 // expireLoop evicts the tasks older than MaxTaskAge, every second: a task
 // outlives the limit by at most that.
 func (a *App) expireLoop(ctx context.Context) {
-	t := time.NewTicker(time.Second)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case now := <-t.C:
-			if n := a.State.Expire(now.Add(-a.cfg.MaxTaskAge)); n > 0 {
-				a.log.Debug("expired old tasks", slog.Int("tasks", n))
-			}
+	tick(ctx, time.Second, func(now time.Time) {
+		if n := a.State.Expire(now.Add(-a.cfg.MaxTaskAge)); n > 0 {
+			a.log.Debug("expired old tasks", slog.Int("tasks", n))
 		}
-	}
+	})
 }
 
 // purgeEvery is how often purgeLoop runs: a worker outlives the purge age
@@ -569,16 +574,7 @@ func (a *App) purgeEvery() time.Duration {
 
 // purgeLoop forgets what nothing refers to any more, every purgeEvery.
 func (a *App) purgeLoop(ctx context.Context) {
-	t := time.NewTicker(a.purgeEvery())
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case now := <-t.C:
-			a.purge(now)
-		}
-	}
+	tick(ctx, a.purgeEvery(), a.purge)
 }
 
 // purge forgets the workers offline longer than PurgeOfflineWorkers (when
@@ -623,6 +619,9 @@ func (a *App) Close() {
 		a.cancel()
 	}
 	a.wg.Wait()
+	if a.Inspector != nil {
+		a.Inspector.Close()
+	}
 	if a.broker != nil {
 		_ = a.broker.Close()
 	}

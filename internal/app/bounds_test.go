@@ -7,7 +7,6 @@ import (
 	"context"
 	"encoding/base64"
 	"fmt"
-	goredis "github.com/redis/go-redis/v9"
 	"path/filepath"
 	"testing"
 	"time"
@@ -46,7 +45,7 @@ func taskEnvelope(id, name, worker string, clock int, at float64) []byte {
 // transport carries a Celery worker's: the reply goes through the reply
 // exchange's bindings (SMEMBERS, then LPUSH to the bound list).
 func answerInspections(t *testing.T, a *App) {
-	rdb := goredis.NewClient(&goredis.Options{Addr: a.embedded.Addr()})
+	rdb := brokerClient(t, a)
 	ctx, cancel := context.WithCancel(context.Background())
 	ps := rdb.PSubscribe(ctx, "/0.celery.pidbox")
 	if _, err := ps.Receive(ctx); err != nil {

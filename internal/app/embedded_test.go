@@ -188,3 +188,13 @@ func (b *lockedBuffer) String() string {
 	defer b.mu.Unlock()
 	return b.buf.String()
 }
+
+// brokerClient is a client of a's embedded broker, with its password.
+func brokerClient(t testing.TB, a *App) *goredis.Client {
+	t.Helper()
+	opts, err := goredis.ParseURL(a.BrokerURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return goredis.NewClient(opts)
+}

@@ -10,8 +10,6 @@ import (
 	"testing"
 	"time"
 
-	goredis "github.com/redis/go-redis/v9"
-
 	"github.com/stamen-dev/stamen/internal/celery"
 	"github.com/stamen-dev/stamen/internal/store"
 	"github.com/stamen-dev/stamen/internal/testcluster"
@@ -37,7 +35,7 @@ func TestFailedFlushLosesNothing(t *testing.T) {
 			a.Close()
 		}
 	}()
-	rdb := goredis.NewClient(&goredis.Options{Addr: cfg.EmbeddedAddr})
+	rdb := brokerClient(t, a)
 	defer rdb.Close()
 	payloads := eventPayloads(200)
 	// Publish until ingested: the subscription starts in the background.

@@ -46,6 +46,13 @@ type Inspector struct {
 	inflight map[string]*flight
 
 	discovery discovery
+
+	// life bounds the refreshes that outlive their callers: Close ends it
+	// and waits for them, so that none is still talking to a broker the
+	// app has closed.
+	life    context.Context
+	end     context.CancelFunc
+	running sync.WaitGroup
 }
 
 type flight struct {
@@ -56,7 +63,7 @@ type flight struct {
 // New returns an Inspector that waits up to timeout for each command's
 // replies.
 func New(b Broadcaster, timeout time.Duration, log *slog.Logger) *Inspector {
-	return &Inspector{
+	in := &Inspector{
 		b:        b,
 		timeout:  timeout,
 		log:      log,
@@ -64,6 +71,14 @@ func New(b Broadcaster, timeout time.Duration, log *slog.Logger) *Inspector {
 		workers:  map[string]*workerInfo{},
 		inflight: map[string]*flight{},
 	}
+	in.life, in.end = context.WithCancel(context.Background())
+	return in
+}
+
+// Close stops the refreshes in flight and waits for them to return.
+func (in *Inspector) Close() {
+	in.end()
+	in.running.Wait()
 }
 
 // Refresh runs every inspect method against worker (all workers when empty)
@@ -81,8 +96,12 @@ func (in *Inspector) Refresh(ctx context.Context, worker string) error {
 		in.inflight[worker] = f
 		in.flightMu.Unlock()
 		// The refresh outlives a caller that gives up, so that its result
-		// still lands in the cache for the next one.
-		go in.run(context.WithoutCancel(ctx), worker, f)
+		// still lands in the cache for the next one; Close ends it.
+		in.running.Add(1)
+		go func() {
+			defer in.running.Done()
+			in.run(in.life, worker, f)
+		}()
 	} else {
 		in.flightMu.Unlock()
 	}
@@ -141,6 +160,10 @@ func (in *Inspector) inspect(ctx context.Context, method string, dest []string) 
 		Method: method, Arguments: args, Destination: dest, Reply: true,
 	})
 	if err != nil {
+		if in.life.Err() != nil { // closing: not a broker failure
+			in.log.Debug("inspect ended by shutdown", slog.String("method", method), slog.Any("err", err))
+			return err
+		}
 		in.log.Warn("inspect failed", slog.String("method", method), slog.Any("err", err))
 		return err
 	}
@@ -272,6 +295,26 @@ func (in *Inspector) QueueDeclaration(queue string) (*celery.QueueDeclaration, b
 		}
 	}
 	return nil, false
+}
+
+// Queue returns the queue named name as a cached worker consumes it (its
+// active_queues entry): its exchange, routing key and arguments. Workers
+// that share a queue declare it alike, or RabbitMQ refuses the second one.
+func (in *Inspector) Queue(name string) (celery.WorkerQueue, bool) {
+	in.mu.RLock()
+	defer in.mu.RUnlock()
+	for _, w := range in.workers {
+		var qs []celery.WorkerQueue
+		if json.Unmarshal(w.replies["active_queues"], &qs) != nil {
+			continue
+		}
+		for _, q := range qs {
+			if q.Name == name {
+				return q, true
+			}
+		}
+	}
+	return celery.WorkerQueue{}, false
 }
 
 // WorkerJSON returns the cached info of one worker as a JSON object in

@@ -106,6 +106,7 @@ type Broker struct {
 
 	pidbox  replyRouter
 	results *resultStore
+	delayed delayedDelivery
 
 	// Fields so that tests can shorten them.
 	eventPrefetch int

@@ -31,7 +31,9 @@ const (
 // exchange with the queue's name as routing key, after making sure the
 // queue exists (see ensureQueue), or
 // through the exchange and routing key given (celery.Route), which must
-// exist. It returns once RabbitMQ has confirmed the message.
+// exist. A task with an eta for a quorum queue goes through the workers'
+// delayed-delivery exchanges instead, as Celery's client sends it (see
+// delayedRoute). It returns once RabbitMQ has confirmed the message.
 func (b *Broker) Publish(ctx context.Context, msg *celery.TaskMessage) error {
 	if msg.Name == "" || msg.ID == "" {
 		return errors.New("publish: task message needs a name and an id")
@@ -55,7 +57,13 @@ func (b *Broker) Publish(ctx context.Context, msg *celery.TaskMessage) error {
 	if err := b.ensureQueue(ctx, s, queue, msg.Declare); err != nil && (exchange == "" || !errors.Is(err, celery.ErrNoQueue)) {
 		return fmt.Errorf("publish %s: %w", msg.ID, err)
 	}
-	if exchange != "" {
+	delayedEx, delayedKey, delayed, err := b.delayedRoute(ctx, msg, queue)
+	if err != nil {
+		return fmt.Errorf("publish %s: %w", msg.ID, err)
+	}
+	if delayed {
+		exchange, routingKey = delayedEx, delayedKey
+	} else if exchange != "" {
 		if err := b.checkExchange(ctx, exchange); err != nil {
 			return fmt.Errorf("publish %s: %w", msg.ID, err)
 		}
