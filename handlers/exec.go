@@ -166,9 +166,25 @@ func (h *Handlers) publish(ctx context.Context, name string, body *models.TaskAp
 	if checkKnown && !h.knownTask(ctx, name) {
 		return nil, apiError(http.StatusNotFound, "Unknown task '%s'", name)
 	}
-	pctx, cancel := context.WithTimeout(ctx, h.BrokerTimeout)
-	defer cancel()
-	if err := h.Broker.Publish(pctx, msg); err != nil {
+	queue := celery.QueueName(msg)
+	msg.Declare, _ = h.Inspector.QueueDeclaration(queue)
+	send := func() error {
+		pctx, cancel := context.WithTimeout(ctx, h.BrokerTimeout)
+		defer cancel()
+		return h.Broker.Publish(pctx, msg)
+	}
+	err = send()
+	if errors.Is(err, celery.ErrNoQueue) && msg.Declare == nil {
+		// A worker may consume the queue since the last inspection.
+		ictx, cancel := context.WithTimeout(ctx, h.ControlTimeout)
+		_ = h.Inspector.Refresh(ictx, "")
+		cancel()
+		if d, ok := h.Inspector.QueueDeclaration(queue); ok {
+			msg.Declare = d
+			err = send()
+		}
+	}
+	if err != nil {
 		return nil, h.brokerError("publish", err)
 	}
 	h.rememberQueue(cmp.Or(msg.Queue, celery.DefaultQueue))

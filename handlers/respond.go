@@ -73,6 +73,10 @@ func (h *Handlers) brokerError(op string, err error) middleware.Responder {
 		// The client went away; nobody reads this answer and nothing failed.
 		h.log.Debug("broker call abandoned by the client", slog.String("op", op))
 		return apiError(http.StatusServiceUnavailable, "%s: request cancelled", op)
+	case errors.Is(err, celery.ErrNoQueue):
+		// stamen will not create a queue unlike the workers would: the
+		// client names a queue that no worker consumes yet.
+		return apiError(http.StatusBadRequest, "%s: %v (start a worker consuming it, or add a consumer for it, first)", op, err)
 	case errors.Is(err, celery.ErrNoRoute):
 		// A route given in the request leads nowhere: the client's to fix.
 		return apiError(http.StatusBadRequest, "%s: %v", op, err)

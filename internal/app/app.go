@@ -243,10 +243,10 @@ func origin() string {
 }
 
 func (a *App) openBroker(ctx context.Context) (brokerConn, handlers.ResultBackend, error) {
-	// A sentinel:// URL lists its sentinels separated by ";": the scheme
-	// is the first URL's.
+	// A failover list (Celery's "url1;url2", or a sentinel:// URL's list
+	// of sentinels) is of the first URL's kind.
 	first, _, _ := strings.Cut(a.BrokerURL, ";")
-	u, err := url.Parse(first)
+	u, err := url.Parse(strings.TrimSpace(first))
 	if err != nil {
 		return nil, nil, fmt.Errorf("invalid broker URL %s: %w", redact.URL(a.BrokerURL), errors.Unwrap(err))
 	}

@@ -35,3 +35,9 @@ func (e *UnreadableResultError) Error() string {
 // no queue: the exchange does not exist, or nothing is bound to it with that
 // routing key. It is refused rather than dropped.
 var ErrNoRoute = errors.New("no queue is bound to this exchange and routing key")
+
+// ErrNoQueue means a message's queue does not exist on the broker and no
+// worker says how it declares it, so stamen will not create it: a queue
+// declared with other arguments than the workers' (x-max-priority,
+// x-queue-type) makes their own declaration fail, which kills them.
+var ErrNoQueue = errors.New("the queue does not exist and no worker declares it")

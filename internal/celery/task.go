@@ -38,4 +38,9 @@ type TaskMessage struct {
 	ReplyTo string
 	// Origin is the sender's node name, e.g. "stamen@host".
 	Origin string
+	// Declare is how the workers declare the message's queue, for a broker
+	// that must create it (RabbitMQ); nil when no worker is known to
+	// consume it: the broker then never creates the queue, and publishing
+	// to a missing one fails with ErrNoQueue.
+	Declare *QueueDeclaration
 }

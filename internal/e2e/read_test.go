@@ -189,6 +189,9 @@ func readCases() []suiteCase {
 			if c.amqp {
 				// RabbitMQ queues outlive the test: drop this one afterwards.
 				t.Cleanup(func() { testcluster.DeleteAMQPQueues(t, amqpVhost, queue) })
+				// stamen creates no queue that no worker declares: one
+				// declares it, and leaves it.
+				declaredByWorker(t, c, c.w1.Name, queue)
 			}
 			for i := range 3 {
 				c.api.mustOK(c.api.post("/api/task/send-task/stamen.add", nil, map[string]any{"args": []any{i, i}, "queue": queue}))

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/stamen-dev/stamen/internal/celery"
+	"github.com/stamen-dev/stamen/internal/testcluster"
 )
 
 // workerInfo refreshes and returns one worker's inspection.
@@ -51,6 +52,18 @@ func consumeOn(t *testing.T, c *cluster, worker, queue string) {
 	}
 	eventually(t, 15*time.Second, worker+" consuming "+queue, func() bool {
 		return slices.Contains(queueNames(workerInfo(t, c, worker)), queue)
+	})
+}
+
+// declaredByWorker has worker declare queue, as it does the queues it
+// consumes, and stop consuming it: the queue then exists, empty, and
+// messages sent to it wait there.
+func declaredByWorker(t *testing.T, c *cluster, worker, queue string) {
+	t.Helper()
+	consumeOn(t, c, worker, queue)
+	c.api.mustOK(c.api.post("/api/worker/queue/cancel-consumer/"+pathEscape(worker), q("queue", queue), nil))
+	eventually(t, 15*time.Second, worker+" no longer consuming "+queue, func() bool {
+		return !slices.Contains(queueNames(workerInfo(t, c, worker)), queue)
 	})
 }
 
@@ -126,6 +139,42 @@ func writeCases() []suiteCase {
 				t.Errorf("task on queue %s ran on %v", queue, info["worker"])
 			}
 		}},
+		{"a queue no worker declares is not created, and add-consumer keeps the worker alive", func(t *testing.T, c *cluster) {
+			queue := fmt.Sprintf("fresh-%s-%d", c.kind, time.Now().UnixNano())
+			if c.amqp {
+				// Registered first, so that it runs after the consumer is cancelled.
+				t.Cleanup(func() { testcluster.DeleteAMQPQueues(t, amqpVhost, queue) })
+			}
+			body := map[string]any{"args": []any{3, 4}, "queue": queue}
+			for _, op := range []string{"async-apply", "send-task"} {
+				r := c.api.post("/api/task/"+op+"/stamen.add", nil, body)
+				switch {
+				case !c.amqp && r.Status != http.StatusOK:
+					// Redis has nothing to declare: the message waits in its list.
+					t.Errorf("%s to a new Redis queue: %d %s", op, r.Status, r.Body)
+				case c.amqp && (r.Status != http.StatusBadRequest || !strings.Contains(fmt.Sprint(r.JSON(t)["error"]), "does not exist")):
+					// The sample app's workers declare their queues with
+					// x-max-priority 10: a queue stamen declared without it
+					// would make their own declaration fail with 406.
+					t.Errorf("%s to a queue no worker declares: %d %s, want 400 saying it does not exist", op, r.Status, r.Body)
+				}
+			}
+			// The worker declares the queue itself, with its arguments.
+			consumeOn(t, c, c.w1.Name, queue)
+			id := runTask(t, c, "stamen.add", body)
+			if info := taskInfo(t, c, id, "SUCCESS"); info["worker"] != c.w1.Name {
+				t.Errorf("task on %s ran on %v", queue, info["worker"])
+			}
+			for _, w := range []*testcluster.Worker{c.w1, c.w2, c.w3, c.w4} {
+				if err := w.Ping(10 * time.Second); err != nil {
+					t.Errorf("%s does not answer ping any more: %v", w.Name, err)
+				}
+			}
+			c.api.mustOK(c.api.post("/api/worker/queue/cancel-consumer/"+pathEscape(c.w1.Name), q("queue", queue), nil))
+			eventually(t, 15*time.Second, c.w1.Name+" no longer consuming "+queue, func() bool {
+				return !slices.Contains(queueNames(workerInfo(t, c, c.w1.Name)), queue)
+			})
+		}},
 		{"async-apply priority orders a backlog", func(t *testing.T, c *cluster) {
 			queue := "prio-" + c.kind
 			// Redis serves a lower number first (kombu's priority lists),
@@ -136,10 +185,9 @@ func writeCases() []suiteCase {
 				// RabbitMQ honours priority only on a queue declared with
 				// x-max-priority, as the sample app's workers declare the
 				// queues they consume (task_queue_max_priority). stamen
-				// would declare a missing queue without it, as Celery's
-				// default route does, and the worker's declaration would
-				// then fail: so a worker declares the queue first, and
-				// stops consuming while the backlog builds up. (Not on
+				// does not create a queue no worker declares: so a worker
+				// declares the queue first, and stops consuming while the
+				// backlog builds up. (Not on
 				// Redis: a worker's BRPOP in flight may still take a
 				// message for a queue it has just stopped consuming.)
 				consumeOn(t, c, c.w1.Name, queue)

@@ -277,6 +277,26 @@ func (in *Inspector) QueueNames() []string {
 	return names
 }
 
+// QueueDeclaration returns how the cached workers declare queue, from
+// their active_queues replies; false when none consumes it. Workers of one
+// app declare a queue alike (RabbitMQ would refuse them otherwise); the
+// first in name order wins.
+func (in *Inspector) QueueDeclaration(queue string) (*celery.QueueDeclaration, bool) {
+	in.mu.RLock()
+	defer in.mu.RUnlock()
+	names := make([]string, 0, len(in.workers))
+	for n := range in.workers {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		if d, ok := celery.QueueDeclarations(in.workers[n].replies["active_queues"])[queue]; ok {
+			return d, true
+		}
+	}
+	return nil, false
+}
+
 // Queue returns the queue named name as a cached worker consumes it (its
 // active_queues entry): its exchange, routing key and arguments. Workers
 // that share a queue declare it alike, or RabbitMQ refuses the second one.

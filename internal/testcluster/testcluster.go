@@ -331,6 +331,7 @@ type Worker struct {
 	grace   time.Duration
 	done    chan struct{} // closed when the main process has been reaped
 	waitErr error         // set before done is closed
+	pingEnv []string      // the environment ping.py needs for this worker (waitReady)
 
 	stopOnce sync.Once
 }
@@ -489,7 +490,8 @@ func StartWorker(t testing.TB, opts WorkerOptions) *Worker {
 		}
 	})
 
-	if err := w.waitReady(appDir, readyTimeout, append(append([]string{}, celeryExtra...), opts.Env...)); err != nil {
+	w.pingEnv = append(append([]string{}, celeryExtra...), opts.Env...)
+	if err := w.waitReady(appDir, readyTimeout, w.pingEnv); err != nil {
 		w.stop(false)
 		t.Fatalf("testcluster: worker %s did not become ready: %v\n%s", node, err, w.tail(logTailLines))
 	}
@@ -573,6 +575,13 @@ func (w *Worker) stop(logKill bool) {
 		// Pool processes left behind by the main process, if any.
 		_ = syscall.Kill(-pid, syscall.SIGKILL)
 	})
+}
+
+// Ping returns nil once the worker answers a control ping sent by Celery's
+// own client through the worker's broker, or an error when it does not
+// within timeout (whole seconds) or has exited.
+func (w *Worker) Ping(timeout time.Duration) error {
+	return w.waitReady(w.cmd.Dir, timeout, w.pingEnv)
 }
 
 // Alive reports whether the worker's main process is still running.

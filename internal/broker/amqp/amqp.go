@@ -17,6 +17,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/url"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -53,7 +54,8 @@ type Config struct {
 	// BrokerURL is amqp://user:password@host:port/vhost, or amqps:// for
 	// TLS. Celery's aliases pyamqp:// and librabbitmq:// are accepted. As
 	// with Celery, "//" at the end means the vhost "/", and a missing host
-	// means localhost.
+	// means localhost. Several URLs separated by ';' are failover brokers,
+	// tried in turn (Celery's round-robin failover_strategy).
 	BrokerURL string
 	// ResultBackend is "rpc://" to receive results on a queue of our own,
 	// or "" for no result backend. Other backends live in other packages.
@@ -70,10 +72,13 @@ type Config struct {
 type Broker struct {
 	log       *slog.Logger
 	opTimeout time.Duration
-	// url holds the password: it goes to the dialer only, never to logs
-	// or errors.
-	url      string
+	// urls hold the passwords: they go to the dialer only, never to logs
+	// or errors. There is more than one with failover URLs; cur is the
+	// index of the one to try first (the last that worked).
+	urls     []string
 	redacted string
+	shown    []string // urls with passwords masked
+	cur      atomic.Int64
 
 	// oid is our pidbox identity: workers send replies through the reply
 	// exchange with it as routing key.
@@ -123,10 +128,11 @@ func New(ctx context.Context, cfg Config) (*Broker, error) {
 	if opTimeout <= 0 {
 		opTimeout = DefaultOpTimeout
 	}
-	brokerURL, redacted, err := normalizeURL(cfg.BrokerURL)
+	urls, shown, err := normalizeURLs(cfg.BrokerURL)
 	if err != nil {
 		return nil, err
 	}
+	redacted := strings.Join(shown, ";")
 	rpc, err := isRPCBackend(cfg.ResultBackend)
 	if err != nil {
 		return nil, err
@@ -136,8 +142,9 @@ func New(ctx context.Context, cfg Config) (*Broker, error) {
 	b := &Broker{
 		log:           log.With(slog.String("broker", redacted)),
 		opTimeout:     opTimeout,
-		url:           brokerURL,
+		urls:          urls,
 		redacted:      redacted,
+		shown:         shown,
 		oid:           oid,
 		replyQueue:    celery.ReplyQueueName(oid),
 		changed:       make(chan struct{}),
@@ -172,6 +179,26 @@ func New(ctx context.Context, cfg Config) (*Broker, error) {
 	}
 	b.wg.Go(func() { b.supervise(s) })
 	return b, nil
+}
+
+// normalizeURLs splits a Celery broker URL list (failover URLs separated
+// by ';', as kombu's Connection takes them) and normalizes each.
+func normalizeURLs(raw string) (dial, redacted []string, err error) {
+	for part := range strings.SplitSeq(raw, ";") {
+		part = strings.TrimSpace(part)
+		if part == "" {
+			continue
+		}
+		d, r, err := normalizeURL(part)
+		if err != nil {
+			return nil, nil, err
+		}
+		dial, redacted = append(dial, d), append(redacted, r)
+	}
+	if len(dial) == 0 {
+		return nil, nil, errors.New("invalid broker URL: empty")
+	}
+	return dial, redacted, nil
 }
 
 // normalizeURL checks a Celery broker URL and returns the URL to dial

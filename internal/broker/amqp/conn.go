@@ -89,11 +89,39 @@ func (s *session) close(timeout time.Duration) error {
 	return err
 }
 
-// connect dials and sets a session up, bounded by ctx and the op timeout.
-// The dial and AMQP's synchronous methods cannot be interrupted, so they
-// run on their own goroutine; if we stop waiting, whatever it produces
-// later is closed.
+// connect sets a session up on the first broker URL that takes it, trying
+// them in turn from the last that worked, as kombu's round-robin failover
+// does; each attempt is bounded by the op timeout.
 func (b *Broker) connect(ctx context.Context) (*session, error) {
+	n := int64(len(b.urls))
+	first := b.cur.Load()
+	var err error
+	for i := range n {
+		idx := (first + i) % n
+		var s *session
+		s, err = b.connectTo(ctx, b.urls[idx])
+		if err == nil {
+			if idx != first {
+				b.log.Info("failed over to another broker URL", slog.String("url", b.shown[idx]))
+				b.cur.Store(idx)
+			}
+			return s, nil
+		}
+		if ctx.Err() != nil {
+			return nil, err
+		}
+		if n > 1 {
+			b.log.Debug("broker URL failed", slog.String("url", b.shown[idx]), slog.Any("err", err))
+		}
+	}
+	return nil, err
+}
+
+// connectTo dials url and sets a session up, bounded by ctx and the op
+// timeout. The dial and AMQP's synchronous methods cannot be interrupted,
+// so they run on their own goroutine; if we stop waiting, whatever it
+// produces later is closed.
+func (b *Broker) connectTo(ctx context.Context, url string) (*session, error) {
 	octx, cancel := b.opContext(ctx)
 	defer cancel()
 	type result struct {
@@ -104,7 +132,7 @@ func (b *Broker) connect(ctx context.Context) (*session, error) {
 	var mu sync.Mutex
 	abandoned := false
 	if !b.spawn(func() {
-		s, err := b.dialSession()
+		s, err := b.dialSession(url)
 		mu.Lock()
 		defer mu.Unlock()
 		if abandoned {
@@ -141,10 +169,10 @@ func (b *Broker) connect(ctx context.Context) (*session, error) {
 // dialSession opens the connection and the Broker's channels: the confirm
 // mode publish channel, the pidbox reply consumer and, with rpc://, the
 // results consumer.
-func (b *Broker) dialSession() (s *session, err error) {
+func (b *Broker) dialSession(url string) (s *session, err error) {
 	props := amqp091.NewConnectionProperties()
 	props.SetClientConnectionName("stamen")
-	conn, err := amqp091.DialConfig(b.url, amqp091.Config{
+	conn, err := amqp091.DialConfig(url, amqp091.Config{
 		Heartbeat:  heartbeat,
 		Properties: props,
 		// Bounds the TCP dial and the TLS and AMQP handshakes.

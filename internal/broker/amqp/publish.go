@@ -29,7 +29,7 @@ const (
 
 // Publish puts msg on its queue the way Celery does: through the default
 // exchange with the queue's name as routing key, after making sure the
-// queue exists (a message for a missing queue is silently dropped), or
+// queue exists (see ensureQueue), or
 // through the exchange and routing key given (celery.Route), which must
 // exist. A task with an eta for a quorum queue goes through the workers'
 // delayed-delivery exchanges instead, as Celery's client sends it (see
@@ -51,10 +51,12 @@ func (b *Broker) Publish(ctx context.Context, msg *celery.TaskMessage) error {
 	if err != nil {
 		return err
 	}
-	if err := b.ensureQueue(ctx, s, queue); err != nil {
+	exchange, routingKey := celery.Route(msg)
+	// Through an exchange, the exchange's bindings pick the queues: a
+	// missing queue of that name is no reason to refuse.
+	if err := b.ensureQueue(ctx, s, queue, msg.Declare); err != nil && (exchange == "" || !errors.Is(err, celery.ErrNoQueue)) {
 		return fmt.Errorf("publish %s: %w", msg.ID, err)
 	}
-	exchange, routingKey := celery.Route(msg)
 	delayedEx, delayedKey, delayed, err := b.delayedRoute(ctx, msg, queue)
 	if err != nil {
 		return fmt.Errorf("publish %s: %w", msg.ID, err)
@@ -143,20 +145,22 @@ func (b *Broker) publish(ctx context.Context, s *session, op, exchange, key stri
 	return nil
 }
 
-// ensureQueue makes sure queue exists before a message goes to it. A
-// passive declare comes first, because declaring an existing queue with
-// other arguments (x-max-priority, x-queue-type) than its owner used fails
-// with 406 PRECONDITION_FAILED. Only a missing queue is declared, the way
-// Celery's default route declares it: a durable queue without arguments,
-// plus a durable direct exchange of the same name bound to it.
-func (b *Broker) ensureQueue(ctx context.Context, s *session, queue string) error {
+// ensureQueue makes sure queue exists before a message goes to it (a
+// message for a missing queue is silently dropped). A passive declare comes
+// first. A missing queue is declared only as the workers declare it (decl,
+// from their active_queues), exchange and binding included: RabbitMQ
+// refuses with 406 PRECONDITION_FAILED a declaration whose arguments
+// (x-max-priority, x-queue-type) differ from the queue's, and a worker
+// whose own declaration is refused dies. Without decl a missing queue is
+// celery.ErrNoQueue.
+func (b *Broker) ensureQueue(ctx context.Context, s *session, queue string, decl *celery.QueueDeclaration) error {
 	s.declMu.Lock()
 	seen, ok := s.declared[queue]
 	s.declMu.Unlock()
 	if ok && time.Since(seen) < declaredFor {
 		return nil
 	}
-	created := false
+	created, missing := false, false
 	err := b.withChannel(ctx, "declare queue "+queue, func(c *channels) error {
 		ch, err := c.get()
 		if err != nil {
@@ -166,27 +170,51 @@ func (b *Broker) ensureQueue(ctx context.Context, s *session, queue string) erro
 		if err == nil || !isNotFound(err) {
 			return err
 		}
+		if decl == nil || decl.Name != queue {
+			// Not an error of the broker's: told apart below, so that
+			// it is not reported as the broker being unavailable.
+			missing = true
+			return nil
+		}
 		// The 404 closed that channel.
 		if ch, err = c.get(); err != nil {
 			return err
 		}
-		if _, err := ch.QueueDeclare(queue, true, false, false, false, nil); err != nil {
+		args, err := toTable(decl.Arguments)
+		if err != nil {
+			return fmt.Errorf("queue %q arguments: %w", queue, err)
+		}
+		if _, err := ch.QueueDeclare(queue, decl.Durable, decl.AutoDelete, decl.Exclusive, false, args); err != nil {
 			return err
 		}
 		created = true
-		if err := ch.ExchangeDeclare(queue, amqp091.ExchangeDirect, true, false, false, false, nil); err != nil {
+		if decl.Exchange == "" {
+			return nil
+		}
+		xargs, err := toTable(decl.ExchangeArguments)
+		if err != nil {
+			return fmt.Errorf("exchange %q arguments: %w", decl.Exchange, err)
+		}
+		if err := ch.ExchangeDeclare(decl.Exchange, decl.ExchangeType, decl.ExchangeDurable, decl.ExchangeAutoDelete, false, false, xargs); err != nil {
 			// The queue is what the message needs; an exchange of that
 			// name declared otherwise by someone else is their business.
 			b.log.Warn("cannot declare the queue's exchange", slog.String("queue", queue), slog.Any("err", err))
 			return nil
 		}
-		return ch.QueueBind(queue, queue, queue, false, nil)
+		bargs, err := toTable(decl.BindingArguments)
+		if err != nil {
+			return fmt.Errorf("binding arguments: %w", err)
+		}
+		return ch.QueueBind(queue, decl.RoutingKey, decl.Exchange, false, bargs)
 	})
 	if err != nil {
 		return err
 	}
+	if missing {
+		return fmt.Errorf("queue %q: %w", queue, celery.ErrNoQueue)
+	}
 	if created {
-		b.log.Info("declared missing queue", slog.String("queue", queue))
+		b.log.Info("declared missing queue as the workers do", slog.String("queue", queue))
 	}
 	s.declMu.Lock()
 	s.declared[queue] = time.Now()

@@ -111,6 +111,8 @@ func TestPublishMatchesCelery(t *testing.T) {
 		Args:   []any{2, 3},
 		Queue:  queue,
 		Origin: headers["origin"].(string),
+		// As the sample app's workers declare it.
+		Declare: workerDecl(t, queue, 10),
 	}
 	if err := b.Publish(t.Context(), msg); err != nil {
 		t.Fatalf("Publish: %v", err)
@@ -152,11 +154,13 @@ func TestPublishMatchesCelery(t *testing.T) {
 		t.Errorf("published to %q/%q, want the default exchange and the queue", d.Exchange, d.RoutingKey)
 	}
 
-	// Celery's declaration: durable queue without arguments, durable
-	// direct exchange of the same name, bound with the queue's name.
+	// The workers' declaration: durable queue with their x-max-priority
+	// (a worker declaring it again must not get 406), durable direct
+	// exchange of the same name, bound with the queue's name.
 	ch := a.channel()
-	if _, err := ch.QueueDeclare(queue, true, false, false, false, nil); err != nil {
-		t.Errorf("queue not declared like Celery's: %v", err)
+	if _, err := ch.QueueDeclare(queue, true, false, false, false, amqp091.Table{"x-max-priority": int32(10)}); err != nil {
+		t.Errorf("queue not declared like the workers': %v", err)
+		ch = a.channel()
 	}
 	if err := ch.ExchangeDeclare(queue, amqp091.ExchangeDirect, true, false, false, false, nil); err != nil {
 		t.Errorf("exchange not declared like Celery's: %v", err)
@@ -276,7 +280,7 @@ func TestQueueLengths(t *testing.T) {
 	a.deleteQueue(full)
 	const n = 3
 	for range n {
-		if err := b.Publish(t.Context(), &celery.TaskMessage{ID: uuid.NewString(), Name: "tasks.add", Queue: full}); err != nil {
+		if err := b.Publish(t.Context(), &celery.TaskMessage{ID: uuid.NewString(), Name: "tasks.add", Queue: full, Declare: workerDecl(t, full, 0)}); err != nil {
 			t.Fatalf("Publish: %v", err)
 		}
 	}

@@ -58,7 +58,7 @@ func TestReconnect(t *testing.T) {
 	a := newAdmin(t)
 	queue := "stamen-test-" + uuid.NewString()
 	a.deleteQueue(queue)
-	if err := b.Publish(t.Context(), &celery.TaskMessage{ID: uuid.NewString(), Name: "tasks.add", Queue: queue}); err != nil {
+	if err := b.Publish(t.Context(), &celery.TaskMessage{ID: uuid.NewString(), Name: "tasks.add", Queue: queue, Declare: workerDecl(t, queue, 0)}); err != nil {
 		t.Fatalf("Publish after reconnect: %v", err)
 	}
 	lengths, err := b.QueueLengths(t.Context(), []string{queue})

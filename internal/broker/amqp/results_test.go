@@ -40,7 +40,7 @@ func TestRPCResults(t *testing.T) {
 	queue := "stamen-test-" + uuid.NewString()
 	a.deleteQueue(queue)
 	taskID := uuid.NewString()
-	if err := b.Publish(t.Context(), &celery.TaskMessage{ID: taskID, Name: "harness.add", Args: []any{2, 3}, Queue: queue}); err != nil {
+	if err := b.Publish(t.Context(), &celery.TaskMessage{ID: taskID, Name: "harness.add", Args: []any{2, 3}, Queue: queue, Declare: workerDecl(t, queue, 0)}); err != nil {
 		t.Fatal(err)
 	}
 	// Answer the task like a worker: to its reply_to.
