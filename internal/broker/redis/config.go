@@ -45,7 +45,8 @@ type Config struct {
 // newClient connects to a redis://, rediss:// or sentinel:// URL (a
 // sentinel:// URL may list several sentinels, separated by ";"), and
 // returns the database number it uses. A ";"-separated list of redis://
-// URLs is Celery's failover list: the first server that answers is used.
+// URLs is Celery's failover list: each connection goes to the first server
+// that accepts it, from the one in use on (listOptions).
 func newClient(ctx context.Context, raw string, topts TransportOptions, opTimeout time.Duration, log *slog.Logger) (*goredis.Client, int, error) {
 	if !strings.HasPrefix(raw, "sentinel://") {
 		var opts []*goredis.Options
@@ -62,7 +63,10 @@ func newClient(ctx context.Context, raw string, topts TransportOptions, opTimeou
 		if len(opts) == 0 {
 			return nil, 0, fmt.Errorf("invalid Redis URL %s: empty", redact.URL(raw))
 		}
-		opt := firstAnswering(ctx, opts, opTimeout)
+		opt, err := listOptions(opts)
+		if err != nil {
+			return nil, 0, err
+		}
 		return goredis.NewClient(opt), opt.DB, nil
 	}
 	fopt, err := failoverOptions(raw, topts, opTimeout, log)
@@ -70,27 +74,6 @@ func newClient(ctx context.Context, raw string, topts TransportOptions, opTimeou
 		return nil, 0, err
 	}
 	return goredis.NewFailoverClient(fopt), fopt.DB, nil
-}
-
-// firstAnswering picks, in order, the first server of a failover list
-// that answers PING, or the first one when none does (calls then fail as
-// unavailable until it comes up). Only the choice at start: a server lost
-// later is not replaced by the next one.
-func firstAnswering(ctx context.Context, opts []*goredis.Options, opTimeout time.Duration) *goredis.Options {
-	if len(opts) == 1 {
-		return opts[0]
-	}
-	for _, opt := range opts {
-		c := goredis.NewClient(opt)
-		octx, cancel := context.WithTimeout(ctx, opTimeout)
-		err := c.Ping(octx).Err()
-		cancel()
-		_ = c.Close()
-		if err == nil || isServerError(err) {
-			return opt
-		}
-	}
-	return opts[0]
 }
 
 // defaultSentinelPort is the port of a sentinel:// URL that names none.

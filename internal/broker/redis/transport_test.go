@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/stamen-dev/stamen/internal/celery"
 	"github.com/stamen-dev/stamen/internal/testcluster"
@@ -107,4 +108,66 @@ func TestURLListUsesFirstLiveServer(t *testing.T) {
 	if n, err := c.LLen(t.Context(), "listq").Result(); err != nil || n != 1 {
 		t.Errorf("LLEN listq on the live server = %d, %v; want 1", n, err)
 	}
+}
+
+// TestURLListFailsOverWhileRunning: on "redis://A;redis://B" stamen works
+// on A; when A goes away, publishing and the event subscription move to B
+// without a restart, as Celery's failover list does.
+func TestURLListFailsOverWhileRunning(t *testing.T) {
+	needRedis(t)
+	a, b := testcluster.StartRedis(t), testcluster.StartRedis(t)
+	br, err := New(t.Context(), Config{BrokerURL: a.URL(0) + ";" + b.URL(0), OpTimeout: 2 * time.Second, Logger: testLogger(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer br.Close()
+	ca, cb := rawClient(t, a.URL(0)), rawClient(t, b.URL(0))
+	events := consume(t, br)
+	const channel = "/0.celeryev/task.multi"
+	events.publishUntil(t, ca, channel, testcluster.TaskEnvelope("fo-a", "stamen.add", "w@h", 1, 1.7e9, false))
+	publishTo := func(id string) error {
+		return br.Publish(t.Context(), &celery.TaskMessage{ID: id, Name: "stamen.add", Queue: "foq"})
+	}
+	if err := publishTo("fo-1"); err != nil {
+		t.Fatal(err)
+	}
+	if n := ca.LLen(t.Context(), "foq").Val(); n != 1 {
+		t.Fatalf("LLEN foq on the first server = %d, want 1", n)
+	}
+
+	a.Stop()
+	// The first calls after the loss may fail on connections to A; each
+	// new connection goes to B.
+	deadline := time.Now().Add(10 * time.Second)
+	for publishTo("fo-2") != nil {
+		if time.Now().After(deadline) {
+			t.Fatal("publishing did not move to the second server within 10 s")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if n := cb.LLen(t.Context(), "foq").Val(); n != 1 {
+		t.Errorf("LLEN foq on the second server = %d, want 1", n)
+	}
+	evs := events.publishUntil(t, cb, channel, testcluster.TaskEnvelope("fo-b", "stamen.add", "w@h", 2, 1.7e9, false))
+	if evs[0].UUID != "fo-b" {
+		t.Errorf("event from the second server: %+v", evs[0])
+	}
+}
+
+func TestURLListMustShareCredentials(t *testing.T) {
+	_, err := New(t.Context(), Config{BrokerURL: "redis://:Pw1x@127.0.0.1:1/0;redis://:Pw2x@127.0.0.1:2/0", OpTimeout: time.Second, Logger: testLogger(t)})
+	if err == nil || !strings.Contains(err.Error(), "failover list") || strings.Contains(err.Error(), "Pw1x") || strings.Contains(err.Error(), "Pw2x") {
+		t.Fatalf("want a refusal that names the list and shows no password, got %v", err)
+	}
+}
+
+func rawClient(t *testing.T, url string) *goredis.Client {
+	t.Helper()
+	opt, err := goredis.ParseURL(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := goredis.NewClient(opt)
+	t.Cleanup(func() { _ = c.Close() })
+	return c
 }
