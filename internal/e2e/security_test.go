@@ -94,9 +94,24 @@ func securityCases() []suiteCase {
 			srv := httptest.NewServer(a.Handler)
 			defer func() { srv.Close(); a.Close() }()
 
-			id := runTask(t, c, "stamen.add", map[string]any{"args": []any{3, 3}})
-			taskInfo(t, c, id, "SUCCESS")
-			// Wait for the second stamen's own state to see the task too.
+			// The second stamen subscribes to events in the background: a
+			// task whose events went out before that is never seen by it,
+			// so run tasks until one reaches its state.
+			var id string
+			var sent time.Time
+			eventually(t, 30*time.Second, "the second stamen to ingest a task", func() bool {
+				if id != "" {
+					if _, ok := a.State.Task(id); ok {
+						return true
+					}
+				}
+				if id == "" || time.Since(sent) > 3*time.Second {
+					id = runTask(t, c, "stamen.add", map[string]any{"args": []any{3, 3}})
+					taskInfo(t, c, id, "SUCCESS")
+					sent = time.Now()
+				}
+				return false
+			})
 			eventually(t, 10*time.Second, "second stamen inspected the workers", func() bool {
 				req, _ := http.NewRequest("GET", srv.URL+"/api/workers?refresh=1", nil)
 				req.SetBasicAuth("op", "op-secret")
