@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Makes sure what stamen's integration tests need is installed and running:
 # Redis on 127.0.0.1:6379, RabbitMQ on 127.0.0.1:5672 (guest/guest, vhost
-# "stamen-test"), Debian's Celery for /usr/bin/python3, Celery 5.5 and 5.6
+# "stamen-test"), PostgreSQL on 127.0.0.1:5432 with a role stamen_test, Debian's Celery for /usr/bin/python3, Celery 5.5 and 5.6
 # unpacked beside it (scripts/celery-versions.sh, cached under
 # /var/cache/stamen-celery), and Debian's Chromium (/usr/bin/chromium) for the
 # test that drives Swagger UI in a headless browser, and Debian's redis-sentinel
@@ -24,9 +24,10 @@ RABBIT_TIMEOUT=${STAMEN_RABBIT_TIMEOUT:-120}
 PY=/usr/bin/python3 # Debian's interpreter: the apt python3-* packages are for it
 REDIS_PORT=6379
 AMQP_PORT=5672
+PG_PORT=5432
 VHOST=stamen-test
 
-PKGS=(redis-server redis-sentinel redis-tools rabbitmq-server python3-celery python3-redis python3-amqp python3-kombu chromium)
+PKGS=(redis-server redis-sentinel redis-tools rabbitmq-server postgresql python3-celery python3-redis python3-amqp python3-kombu chromium)
 
 log() { printf '[services %s] %s\n' "$(date +%H:%M:%S)" "$*"; }
 die() {
@@ -44,7 +45,7 @@ is_root() { [ "$(id -u)" = 0 ]; }
 
 # ---- 1. packages --------------------------------------------------------------
 pkgs=("${PKGS[@]}")
-[ "${STAMEN_SKIP_RABBITMQ:-0}" = 1 ] && pkgs=(redis-server redis-sentinel redis-tools python3-celery python3-redis python3-kombu)
+[ "${STAMEN_SKIP_RABBITMQ:-0}" = 1 ] && pkgs=(redis-server redis-sentinel redis-tools postgresql python3-celery python3-redis python3-kombu)
 missing=()
 for p in "${pkgs[@]}"; do
   if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed'; then
@@ -101,6 +102,51 @@ else
   }
   log "redis ready after $(since "$t")s (pid $(cat "$RUN_DIR/redis.pid" 2>/dev/null || echo '?'))"
 fi
+
+# ---- 2b. PostgreSQL, and the role the tests log in as -------------------------------
+# The tests create a database each (testcluster.PostgresDB) as stamen_test, a
+# role with a password that may create databases: that works over TCP with
+# Debian's default pg_hba.conf (scram on 127.0.0.1) and with trust alike.
+t=$(now)
+pg_up() { pg_isready -q -h 127.0.0.1 -p "$PG_PORT" 2>/dev/null; }
+if pg_up; then
+  log "postgresql already answering on 127.0.0.1:$PG_PORT"
+else
+  is_root || die "PostgreSQL is not running and starting it needs root"
+  ver=$(ls /etc/postgresql 2>/dev/null | sort -V | tail -n 1)
+  [ -n "$ver" ] || die "no PostgreSQL cluster under /etc/postgresql (package postgresql)"
+  log "starting postgresql $ver main on 127.0.0.1:$PG_PORT"
+  pg_ctlcluster --skip-systemctl-redirect "$ver" main start
+  for _ in $(seq 300); do
+    pg_up && break
+    sleep 0.1
+  done
+  pg_up || die "postgresql did not answer within 30s; see /var/log/postgresql/"
+fi
+# As the postgres superuser: over TCP where it is trusted, else by peer
+# authentication on the socket.
+pg_super() {
+  if psql -h 127.0.0.1 -p "$PG_PORT" -U postgres -d postgres -tAc 'select 1' >/dev/null 2>&1; then
+    psql -h 127.0.0.1 -p "$PG_PORT" -U postgres -d postgres -v ON_ERROR_STOP=1 -qtA "$@"
+  else
+    is_root || die "cannot act as PostgreSQL's superuser to create role stamen_test"
+    runuser -u postgres -- psql -p "$PG_PORT" -d postgres -v ON_ERROR_STOP=1 -qtA "$@"
+  fi
+}
+if PGPASSWORD=stamen_test psql -h 127.0.0.1 -p "$PG_PORT" -U stamen_test -d postgres -tAc 'select 1' >/dev/null 2>&1; then
+  log "postgresql role stamen_test can log in"
+else
+  pg_super -c "DO \$\$ BEGIN
+      IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = 'stamen_test') THEN
+        CREATE ROLE stamen_test LOGIN CREATEDB PASSWORD 'stamen_test';
+      ELSE
+        ALTER ROLE stamen_test LOGIN CREATEDB PASSWORD 'stamen_test';
+      END IF; END \$\$;" || die "could not create PostgreSQL role stamen_test"
+  PGPASSWORD=stamen_test psql -h 127.0.0.1 -p "$PG_PORT" -U stamen_test -d postgres -tAc 'select 1' >/dev/null ||
+    die "PostgreSQL role stamen_test cannot log in over TCP (check pg_hba.conf)"
+  log "postgresql role stamen_test created"
+fi
+log "postgresql ready after $(since "$t")s"
 
 # ---- 3. RabbitMQ ----------------------------------------------------------------
 if [ "${STAMEN_SKIP_RABBITMQ:-0}" = 1 ]; then

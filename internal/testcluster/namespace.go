@@ -46,17 +46,23 @@ var Vhost = fmt.Sprintf("stamen-test-%d-%s", os.Getpid(), randomHex(3))
 var reaperLog = filepath.Join(os.TempDir(), "stamen-testcluster-reaper.log")
 
 const reaperScript = `trap '' INT TERM HUP
-pids= vhosts=
+pids= vhosts= pgdbs=
 while read -r kind arg; do
 	case $kind in
 	pid) pids="$pids $arg" ;;
 	vhost) vhosts="$vhosts $arg" ;;
+	pgdb) pgdbs="$pgdbs $arg" ;;
 	esac
 done
 for p in $pids; do kill -KILL "$p" 2>/dev/null; done
 for v in $vhosts; do
 	timeout 120 rabbitmqctl -q delete_vhost "$v" >/dev/null 2>&1 ||
 		echo "$(date -u +%FT%TZ) testcluster reaper: could not delete RabbitMQ vhost $v" >&2
+done
+for d in $pgdbs; do
+	PGPASSWORD=stamen_test PGCONNECT_TIMEOUT=5 timeout 60 psql -q -h "$STAMEN_PG_HOST" -p "$STAMEN_PG_PORT" -U stamen_test -d postgres \
+		-c "DROP DATABASE IF EXISTS \"$d\" WITH (FORCE)" >/dev/null 2>&1 ||
+		echo "$(date -u +%FT%TZ) testcluster reaper: could not drop PostgreSQL database $d" >&2
 done
 `
 
@@ -70,7 +76,8 @@ var (
 )
 
 // atExit has the reaper run "kind arg" once this process has exited: kind
-// "pid" kills that process, "vhost" deletes that RabbitMQ vhost.
+// "pid" kills that process, "vhost" deletes that RabbitMQ vhost, "pgdb"
+// drops that PostgreSQL database.
 func atExit(kind, arg string) error {
 	reaperMu.Lock()
 	defer reaperMu.Unlock()
@@ -98,6 +105,8 @@ func startReaper() (*os.File, error) {
 	}
 	defer r.Close()
 	cmd := exec.Command("/bin/sh", "-c", reaperScript)
+	pgHost, pgPort, _ := net.SplitHostPort(PostgresAddr)
+	cmd.Env = append(os.Environ(), "STAMEN_PG_HOST="+pgHost, "STAMEN_PG_PORT="+pgPort)
 	// *os.File, not an io.Reader or io.Writer: exec then starts no copying
 	// goroutine, which would outlive the tests (goleak) and hold the pipes.
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = r, logf, logf
