@@ -171,6 +171,8 @@ var typedParams = []struct {
 	{"/api/task/result/", nil, []string{"timeout"}},
 	{"/api/task/timeout/", nil, []string{"soft", "hard"}},
 	{"/api/task/revoke/", []string{"terminate"}, nil},
+	{"/api/tasks/revoke", []string{"dry_run", "terminate"}, []string{"max"}},
+	{"/api/tasks/retry", []string{"dry_run"}, []string{"max"}},
 	{"/api/worker/pool/grow/", nil, []string{"n"}},
 	{"/api/worker/pool/shrink/", nil, []string{"n"}},
 	{"/api/worker/pool/autoscale/", nil, []string{"min", "max"}},
