@@ -13,7 +13,7 @@ import (
 
 // taskBodyPrefixes are the operations whose parameters come in a JSON body.
 // Flower parses their body as JSON whatever the Content-Type says.
-var taskBodyPrefixes = []string{"/api/task/apply/", "/api/task/async-apply/", "/api/task/send-task/"}
+var taskBodyPrefixes = []string{"/api/task/apply/", "/api/task/async-apply/", "/api/task/send-task/", "/api/task/retry/"}
 
 // FlowerParams adapts requests the way Flower's clients send them to the
 // spec's parameters, before routing:
