@@ -2,6 +2,7 @@ package handlers
 
 import (
 	"context"
+	"time"
 
 	"github.com/stamen-dev/stamen/internal/celery"
 )
@@ -31,4 +32,14 @@ type ResultBackend interface {
 	// Abort flags an AbortableTask as ABORTED; celery.ErrUnsupported when
 	// the backend keeps no state the worker can read back.
 	Abort(ctx context.Context, taskID string) error
+}
+
+// SentLog keeps what stamen sent, bounded by count and age (oldest dropped
+// first), so that a task can be sent again with its exact arguments.
+// Implementations: the store's bbolt bucket, or newMemorySentLog.
+type SentLog interface {
+	// PutSent keeps data under task id, sent at time at.
+	PutSent(id string, at time.Time, data []byte) error
+	// Sent returns what PutSent kept for id, and whether there is any.
+	Sent(id string) ([]byte, bool, error)
 }

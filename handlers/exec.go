@@ -188,6 +188,7 @@ func (h *Handlers) publish(ctx context.Context, name string, body *models.TaskAp
 		return nil, h.brokerError("publish", err)
 	}
 	h.rememberQueue(cmp.Or(msg.Queue, celery.DefaultQueue))
+	h.rememberSent(msg)
 	return msg, nil
 }
 

@@ -32,7 +32,10 @@ type Config struct {
 	Broker    Broker
 	// Results may be nil when no result backend is configured.
 	Results ResultBackend
-	Logger  *slog.Logger
+	// Sent keeps what stamen sent, for /api/task/retry; New puts an
+	// in-memory log in place when nil.
+	Sent   SentLog
+	Logger *slog.Logger
 
 	// ControlTimeout bounds the wait for a worker's reply to a control
 	// command (Flower: 1 s).
@@ -119,6 +122,9 @@ func New(cfg Config) *Handlers {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
+	if cfg.Sent == nil {
+		cfg.Sent = NewMemorySentLog(DefaultSentMax, DefaultSentMaxAge)
+	}
 	if cfg.Origin == "" {
 		cfg.Origin = "stamen@localhost"
 	}
@@ -161,6 +167,10 @@ func (h *Handlers) Register(api *operations.StamenAPI) {
 	api.TasksAbortTaskHandler = tasks.AbortTaskHandlerFunc(h.abortTask)
 
 	api.TasksRevokeTaskHandler = tasks.RevokeTaskHandlerFunc(h.revokeTask)
+	api.TasksRetryTaskHandler = tasks.RetryTaskHandlerFunc(h.retryTask)
+	api.TasksRevokeTasksHandler = tasks.RevokeTasksHandlerFunc(h.revokeTasks)
+	api.TasksRetryTasksHandler = tasks.RetryTasksHandlerFunc(h.retryTasks)
+	api.TasksListFailuresHandler = tasks.ListFailuresHandlerFunc(h.listFailures)
 	api.TasksSetTaskTimeoutHandler = tasks.SetTaskTimeoutHandlerFunc(h.setTaskTimeout)
 	api.TasksSetTaskRateLimitHandler = tasks.SetTaskRateLimitHandlerFunc(h.setTaskRateLimit)
 

@@ -13,7 +13,7 @@ import (
 
 // taskBodyPrefixes are the operations whose parameters come in a JSON body.
 // Flower parses their body as JSON whatever the Content-Type says.
-var taskBodyPrefixes = []string{"/api/task/apply/", "/api/task/async-apply/", "/api/task/send-task/"}
+var taskBodyPrefixes = []string{"/api/task/apply/", "/api/task/async-apply/", "/api/task/send-task/", "/api/task/retry/"}
 
 // FlowerParams adapts requests the way Flower's clients send them to the
 // spec's parameters, before routing:
@@ -171,6 +171,8 @@ var typedParams = []struct {
 	{"/api/task/result/", nil, []string{"timeout"}},
 	{"/api/task/timeout/", nil, []string{"soft", "hard"}},
 	{"/api/task/revoke/", []string{"terminate"}, nil},
+	{"/api/tasks/revoke", []string{"dry_run", "terminate"}, []string{"max"}},
+	{"/api/tasks/retry", []string{"dry_run"}, []string{"max"}},
 	{"/api/worker/pool/grow/", nil, []string{"n"}},
 	{"/api/worker/pool/shrink/", nil, []string{"n"}},
 	{"/api/worker/pool/autoscale/", nil, []string{"min", "max"}},

@@ -81,6 +81,52 @@ func init() {
         }
       }
     },
+    "/api/failures": {
+      "get": {
+        "description": "Failed tasks from the events state grouped by task name and\nexception type (the class name of the exception's repr), most\nfrequent first. Each group has its count, the first and last failure\ntime, up to 5 example task ids (newest first) and the traceback of\nthe newest failure.\n",
+        "tags": [
+          "tasks"
+        ],
+        "operationId": "listFailures",
+        "parameters": [
+          {
+            "maxLength": 255,
+            "type": "string",
+            "description": "only this task name",
+            "name": "taskname",
+            "in": "query"
+          },
+          {
+            "pattern": "^\\d{4}-\\d{2}-\\d{2} \\d{2}:\\d{2}$",
+            "type": "string",
+            "description": "drop tasks received before this time (YYYY-MM-DD HH:MM, server local time)",
+            "name": "received_start",
+            "in": "query"
+          },
+          {
+            "pattern": "^\\d{4}-\\d{2}-\\d{2} \\d{2}:\\d{2}$",
+            "type": "string",
+            "description": "drop tasks received after this time (YYYY-MM-DD HH:MM, server local time)",
+            "name": "received_end",
+            "in": "query"
+          }
+        ],
+        "responses": {
+          "200": {
+            "description": "The groups, by count descending",
+            "schema": {
+              "$ref": "#/definitions/Failures"
+            }
+          },
+          "400": {
+            "$ref": "#/responses/BadRequest"
+          },
+          "401": {
+            "$ref": "#/responses/Unauthorized"
+          }
+        }
+      }
+    },
     "/api/queues/length": {
       "get": {
         "description": "Get queue lengths (messages waiting in each queue the workers consume)",
@@ -389,6 +435,59 @@ func init() {
         }
       }
     },
+    "/api/task/retry/{taskid}": {
+      "post": {
+        "description": "Send a task again under a new id: the same name, args, kwargs and\nqueue (and exchange/routing key when known). The arguments come from,\nin order: what stamen itself sent (kept, bounded by count and age);\nthe result backend when the workers run with result_extended=True;\nthe task's args/kwargs reprs from the events, only when each parses\nas a complete Python literal (Celery truncates reprs, and a truncated\none is never re-run). When none has them the answer is 409. The\noptional body overrides apply_async options (countdown, eta, expires,\nqueue, priority, ...); args, kwargs and task_id may not be given.\n",
+        "tags": [
+          "tasks"
+        ],
+        "operationId": "retryTask",
+        "parameters": [
+          {
+            "$ref": "#/parameters/taskid"
+          },
+          {
+            "name": "options",
+            "in": "body",
+            "schema": {
+              "$ref": "#/definitions/TaskApplyRequest"
+            }
+          }
+        ],
+        "responses": {
+          "200": {
+            "description": "The task was sent again",
+            "schema": {
+              "$ref": "#/definitions/TaskRetry"
+            }
+          },
+          "400": {
+            "$ref": "#/responses/BadRequest"
+          },
+          "401": {
+            "$ref": "#/responses/Unauthorized"
+          },
+          "403": {
+            "$ref": "#/responses/Forbidden"
+          },
+          "404": {
+            "$ref": "#/responses/NotFound"
+          },
+          "409": {
+            "$ref": "#/responses/Conflict"
+          },
+          "413": {
+            "$ref": "#/responses/TooLarge"
+          },
+          "503": {
+            "$ref": "#/responses/Unavailable"
+          },
+          "504": {
+            "$ref": "#/responses/Timeout"
+          }
+        }
+      }
+    },
     "/api/task/revoke/{taskid}": {
       "post": {
         "description": "Revoke a task (broadcast to every worker)",
@@ -670,6 +769,213 @@ func init() {
           },
           "401": {
             "$ref": "#/responses/Unauthorized"
+          }
+        }
+      }
+    },
+    "/api/tasks/retry": {
+      "post": {
+        "description": "Send again, each under a new id, every task matching the filters of\nGET /api/tasks, as /api/task/retry does for one. When more than max\ntasks match nothing is sent and the answer is 400; dry_run only\ncounts. A task whose arguments stamen cannot recover is listed in\nskipped with the reason; the others are sent.\n",
+        "tags": [
+          "tasks"
+        ],
+        "operationId": "retryTasks",
+        "parameters": [
+          {
+            "maximum": 10000,
+            "minimum": 1,
+            "type": "integer",
+            "format": "int32",
+            "description": "the most tasks to act on; when more match, nothing is done and the answer is 400",
+            "name": "max",
+            "in": "query",
+            "required": true
+          },
+          {
+            "type": "boolean",
+            "default": false,
+            "description": "only count the matches",
+            "name": "dry_run",
+            "in": "query"
+          },
+          {
+            "maxLength": 255,
+            "type": "string",
+            "description": "filter task by workername",
+            "name": "workername",
+            "in": "query"
+          },
+          {
+            "maxLength": 255,
+            "type": "string",
+            "description": "filter task by taskname",
+            "name": "taskname",
+            "in": "query"
+          },
+          {
+            "maxLength": 64,
+            "type": "string",
+            "description": "filter task by state",
+            "name": "state",
+            "in": "query"
+          },
+          {
+            "maxLength": 2048,
+            "type": "string",
+            "description": "search query, as GET /api/tasks takes it",
+            "name": "search",
+            "in": "query"
+          },
+          {
+            "pattern": "^\\d{4}-\\d{2}-\\d{2} \\d{2}:\\d{2}$",
+            "type": "string",
+            "description": "drop tasks received before this time (YYYY-MM-DD HH:MM, server local time)",
+            "name": "received_start",
+            "in": "query"
+          },
+          {
+            "pattern": "^\\d{4}-\\d{2}-\\d{2} \\d{2}:\\d{2}$",
+            "type": "string",
+            "description": "drop tasks received after this time (YYYY-MM-DD HH:MM, server local time)",
+            "name": "received_end",
+            "in": "query"
+          }
+        ],
+        "responses": {
+          "200": {
+            "description": "The matching tasks, and the new id of each one sent",
+            "schema": {
+              "$ref": "#/definitions/BulkRetry"
+            }
+          },
+          "400": {
+            "$ref": "#/responses/BadRequest"
+          },
+          "401": {
+            "$ref": "#/responses/Unauthorized"
+          },
+          "403": {
+            "$ref": "#/responses/Forbidden"
+          },
+          "413": {
+            "$ref": "#/responses/TooLarge"
+          },
+          "503": {
+            "$ref": "#/responses/Unavailable"
+          },
+          "504": {
+            "$ref": "#/responses/Timeout"
+          }
+        }
+      }
+    },
+    "/api/tasks/revoke": {
+      "post": {
+        "description": "Revoke every task matching the filters of GET /api/tasks, in one\nrevoke broadcast carrying the list of ids. When more than max tasks\nmatch nothing is revoked and the answer is 400; dry_run only counts.\n",
+        "tags": [
+          "tasks"
+        ],
+        "operationId": "revokeTasks",
+        "parameters": [
+          {
+            "maximum": 10000,
+            "minimum": 1,
+            "type": "integer",
+            "format": "int32",
+            "description": "the most tasks to act on; when more match, nothing is done and the answer is 400",
+            "name": "max",
+            "in": "query",
+            "required": true
+          },
+          {
+            "type": "boolean",
+            "default": false,
+            "description": "only count the matches",
+            "name": "dry_run",
+            "in": "query"
+          },
+          {
+            "maxLength": 255,
+            "type": "string",
+            "description": "filter task by workername",
+            "name": "workername",
+            "in": "query"
+          },
+          {
+            "maxLength": 255,
+            "type": "string",
+            "description": "filter task by taskname",
+            "name": "taskname",
+            "in": "query"
+          },
+          {
+            "maxLength": 64,
+            "type": "string",
+            "description": "filter task by state",
+            "name": "state",
+            "in": "query"
+          },
+          {
+            "maxLength": 2048,
+            "type": "string",
+            "description": "search query, as GET /api/tasks takes it",
+            "name": "search",
+            "in": "query"
+          },
+          {
+            "pattern": "^\\d{4}-\\d{2}-\\d{2} \\d{2}:\\d{2}$",
+            "type": "string",
+            "description": "drop tasks received before this time (YYYY-MM-DD HH:MM, server local time)",
+            "name": "received_start",
+            "in": "query"
+          },
+          {
+            "pattern": "^\\d{4}-\\d{2}-\\d{2} \\d{2}:\\d{2}$",
+            "type": "string",
+            "description": "drop tasks received after this time (YYYY-MM-DD HH:MM, server local time)",
+            "name": "received_end",
+            "in": "query"
+          },
+          {
+            "type": "boolean",
+            "default": false,
+            "description": "terminate the tasks that are running",
+            "name": "terminate",
+            "in": "query"
+          },
+          {
+            "pattern": "^(SIG)?(ABRT|ALRM|BUS|CHLD|CLD|CONT|FPE|HUP|ILL|INT|IO|IOT|KILL|PIPE|POLL|PROF|PWR|QUIT|RTMAX|RTMIN|SEGV|STKFLT|STOP|SYS|TERM|TRAP|TSTP|TTIN|TTOU|URG|USR1|USR2|VTALRM|WINCH|XCPU|XFSZ)$",
+            "type": "string",
+            "default": "SIGTERM",
+            "description": "the signal sent to a terminated task's process, as for /api/task/revoke",
+            "name": "signal",
+            "in": "query"
+          }
+        ],
+        "responses": {
+          "200": {
+            "description": "The matching tasks, and those revoked (none on a dry run)",
+            "schema": {
+              "$ref": "#/definitions/BulkRevoke"
+            }
+          },
+          "400": {
+            "$ref": "#/responses/BadRequest"
+          },
+          "401": {
+            "$ref": "#/responses/Unauthorized"
+          },
+          "403": {
+            "$ref": "#/responses/Forbidden"
+          },
+          "413": {
+            "$ref": "#/responses/TooLarge"
+          },
+          "503": {
+            "$ref": "#/responses/Unavailable"
+          },
+          "504": {
+            "$ref": "#/responses/Timeout"
           }
         }
       }
@@ -1088,6 +1394,63 @@ func init() {
     }
   },
   "definitions": {
+    "BulkRetry": {
+      "type": "object",
+      "required": [
+        "matched",
+        "dry_run",
+        "retried"
+      ],
+      "properties": {
+        "dry_run": {
+          "type": "boolean"
+        },
+        "matched": {
+          "description": "how many tasks match the filters",
+          "type": "integer",
+          "format": "int64"
+        },
+        "retried": {
+          "description": "old task id -\u003e new task id, for each task sent again",
+          "type": "object",
+          "additionalProperties": {
+            "type": "string"
+          }
+        },
+        "skipped": {
+          "description": "old task id -\u003e why it was not sent again",
+          "type": "object",
+          "additionalProperties": {
+            "type": "string"
+          }
+        }
+      }
+    },
+    "BulkRevoke": {
+      "type": "object",
+      "required": [
+        "matched",
+        "dry_run",
+        "revoked"
+      ],
+      "properties": {
+        "dry_run": {
+          "type": "boolean"
+        },
+        "matched": {
+          "description": "how many tasks match the filters",
+          "type": "integer",
+          "format": "int64"
+        },
+        "revoked": {
+          "description": "the ids revoked (empty on a dry run)",
+          "type": "array",
+          "items": {
+            "type": "string"
+          }
+        }
+      }
+    },
     "Error": {
       "type": "object",
       "required": [
@@ -1096,6 +1459,65 @@ func init() {
       "properties": {
         "error": {
           "type": "string"
+        }
+      }
+    },
+    "FailureGroup": {
+      "type": "object",
+      "required": [
+        "taskname",
+        "exception_type",
+        "count",
+        "first",
+        "last",
+        "examples"
+      ],
+      "properties": {
+        "count": {
+          "type": "integer",
+          "format": "int64"
+        },
+        "examples": {
+          "description": "up to 5 task ids, newest first",
+          "type": "array",
+          "items": {
+            "type": "string"
+          }
+        },
+        "exception_type": {
+          "description": "the exception's class name, e.g. ValueError",
+          "type": "string"
+        },
+        "first": {
+          "description": "the earliest failure (Unix seconds)",
+          "type": "number",
+          "format": "double"
+        },
+        "last": {
+          "description": "the latest failure (Unix seconds)",
+          "type": "number",
+          "format": "double"
+        },
+        "taskname": {
+          "type": "string"
+        },
+        "traceback": {
+          "description": "the newest failure's traceback",
+          "type": "string"
+        }
+      }
+    },
+    "Failures": {
+      "type": "object",
+      "required": [
+        "groups"
+      ],
+      "properties": {
+        "groups": {
+          "type": "array",
+          "items": {
+            "$ref": "#/definitions/FailureGroup"
+          }
         }
       }
     },
@@ -1424,6 +1846,32 @@ func init() {
         }
       }
     },
+    "TaskRetry": {
+      "type": "object",
+      "required": [
+        "task-id",
+        "retry-of"
+      ],
+      "properties": {
+        "retry-of": {
+          "description": "the id of the task sent again",
+          "type": "string"
+        },
+        "source": {
+          "description": "where the arguments came from",
+          "type": "string",
+          "enum": [
+            "sent",
+            "result_backend",
+            "events"
+          ]
+        },
+        "task-id": {
+          "description": "the new task's id",
+          "type": "string"
+        }
+      }
+    },
     "TaskTypes": {
       "type": "object",
       "required": [
@@ -1539,6 +1987,12 @@ func init() {
   "responses": {
     "BadRequest": {
       "description": "A parameter or the body is missing or invalid",
+      "schema": {
+        "$ref": "#/definitions/Error"
+      }
+    },
+    "Conflict": {
+      "description": "The task cannot be sent again (its arguments are not known)",
       "schema": {
         "$ref": "#/definitions/Error"
       }
@@ -1698,6 +2152,58 @@ func init() {
         }
       }
     },
+    "/api/failures": {
+      "get": {
+        "description": "Failed tasks from the events state grouped by task name and\nexception type (the class name of the exception's repr), most\nfrequent first. Each group has its count, the first and last failure\ntime, up to 5 example task ids (newest first) and the traceback of\nthe newest failure.\n",
+        "tags": [
+          "tasks"
+        ],
+        "operationId": "listFailures",
+        "parameters": [
+          {
+            "maxLength": 255,
+            "type": "string",
+            "description": "only this task name",
+            "name": "taskname",
+            "in": "query"
+          },
+          {
+            "pattern": "^\\d{4}-\\d{2}-\\d{2} \\d{2}:\\d{2}$",
+            "type": "string",
+            "description": "drop tasks received before this time (YYYY-MM-DD HH:MM, server local time)",
+            "name": "received_start",
+            "in": "query"
+          },
+          {
+            "pattern": "^\\d{4}-\\d{2}-\\d{2} \\d{2}:\\d{2}$",
+            "type": "string",
+            "description": "drop tasks received after this time (YYYY-MM-DD HH:MM, server local time)",
+            "name": "received_end",
+            "in": "query"
+          }
+        ],
+        "responses": {
+          "200": {
+            "description": "The groups, by count descending",
+            "schema": {
+              "$ref": "#/definitions/Failures"
+            }
+          },
+          "400": {
+            "description": "A parameter or the body is missing or invalid",
+            "schema": {
+              "$ref": "#/definitions/Error"
+            }
+          },
+          "401": {
+            "description": "Credentials are missing or wrong",
+            "schema": {
+              "$ref": "#/definitions/Error"
+            }
+          }
+        }
+      }
+    },
     "/api/queues/length": {
       "get": {
         "description": "Get queue lengths (messages waiting in each queue the workers consume)",
@@ -2163,6 +2669,88 @@ func init() {
         }
       }
     },
+    "/api/task/retry/{taskid}": {
+      "post": {
+        "description": "Send a task again under a new id: the same name, args, kwargs and\nqueue (and exchange/routing key when known). The arguments come from,\nin order: what stamen itself sent (kept, bounded by count and age);\nthe result backend when the workers run with result_extended=True;\nthe task's args/kwargs reprs from the events, only when each parses\nas a complete Python literal (Celery truncates reprs, and a truncated\none is never re-run). When none has them the answer is 409. The\noptional body overrides apply_async options (countdown, eta, expires,\nqueue, priority, ...); args, kwargs and task_id may not be given.\n",
+        "tags": [
+          "tasks"
+        ],
+        "operationId": "retryTask",
+        "parameters": [
+          {
+            "maxLength": 255,
+            "type": "string",
+            "description": "The task id",
+            "name": "taskid",
+            "in": "path",
+            "required": true
+          },
+          {
+            "name": "options",
+            "in": "body",
+            "schema": {
+              "$ref": "#/definitions/TaskApplyRequest"
+            }
+          }
+        ],
+        "responses": {
+          "200": {
+            "description": "The task was sent again",
+            "schema": {
+              "$ref": "#/definitions/TaskRetry"
+            }
+          },
+          "400": {
+            "description": "A parameter or the body is missing or invalid",
+            "schema": {
+              "$ref": "#/definitions/Error"
+            }
+          },
+          "401": {
+            "description": "Credentials are missing or wrong",
+            "schema": {
+              "$ref": "#/definitions/Error"
+            }
+          },
+          "403": {
+            "description": "The caller may not do this, or the worker refused the command",
+            "schema": {
+              "$ref": "#/definitions/Error"
+            }
+          },
+          "404": {
+            "description": "Unknown task, task type or worker",
+            "schema": {
+              "$ref": "#/definitions/Error"
+            }
+          },
+          "409": {
+            "description": "The task cannot be sent again (its arguments are not known)",
+            "schema": {
+              "$ref": "#/definitions/Error"
+            }
+          },
+          "413": {
+            "description": "The request body is larger than the server accepts (1 MiB)",
+            "schema": {
+              "$ref": "#/definitions/Error"
+            }
+          },
+          "503": {
+            "description": "The broker or the result backend is unavailable",
+            "schema": {
+              "$ref": "#/definitions/Error"
+            }
+          },
+          "504": {
+            "description": "A bounded wait expired (the result, a worker's reply, or the broker)",
+            "schema": {
+              "$ref": "#/definitions/Error"
+            }
+          }
+        }
+      }
+    },
     "/api/task/revoke/{taskid}": {
       "post": {
         "description": "Revoke a task (broadcast to every worker)",
@@ -2527,6 +3115,249 @@ func init() {
           },
           "401": {
             "description": "Credentials are missing or wrong",
+            "schema": {
+              "$ref": "#/definitions/Error"
+            }
+          }
+        }
+      }
+    },
+    "/api/tasks/retry": {
+      "post": {
+        "description": "Send again, each under a new id, every task matching the filters of\nGET /api/tasks, as /api/task/retry does for one. When more than max\ntasks match nothing is sent and the answer is 400; dry_run only\ncounts. A task whose arguments stamen cannot recover is listed in\nskipped with the reason; the others are sent.\n",
+        "tags": [
+          "tasks"
+        ],
+        "operationId": "retryTasks",
+        "parameters": [
+          {
+            "maximum": 10000,
+            "minimum": 1,
+            "type": "integer",
+            "format": "int32",
+            "description": "the most tasks to act on; when more match, nothing is done and the answer is 400",
+            "name": "max",
+            "in": "query",
+            "required": true
+          },
+          {
+            "type": "boolean",
+            "default": false,
+            "description": "only count the matches",
+            "name": "dry_run",
+            "in": "query"
+          },
+          {
+            "maxLength": 255,
+            "type": "string",
+            "description": "filter task by workername",
+            "name": "workername",
+            "in": "query"
+          },
+          {
+            "maxLength": 255,
+            "type": "string",
+            "description": "filter task by taskname",
+            "name": "taskname",
+            "in": "query"
+          },
+          {
+            "maxLength": 64,
+            "type": "string",
+            "description": "filter task by state",
+            "name": "state",
+            "in": "query"
+          },
+          {
+            "maxLength": 2048,
+            "type": "string",
+            "description": "search query, as GET /api/tasks takes it",
+            "name": "search",
+            "in": "query"
+          },
+          {
+            "pattern": "^\\d{4}-\\d{2}-\\d{2} \\d{2}:\\d{2}$",
+            "type": "string",
+            "description": "drop tasks received before this time (YYYY-MM-DD HH:MM, server local time)",
+            "name": "received_start",
+            "in": "query"
+          },
+          {
+            "pattern": "^\\d{4}-\\d{2}-\\d{2} \\d{2}:\\d{2}$",
+            "type": "string",
+            "description": "drop tasks received after this time (YYYY-MM-DD HH:MM, server local time)",
+            "name": "received_end",
+            "in": "query"
+          }
+        ],
+        "responses": {
+          "200": {
+            "description": "The matching tasks, and the new id of each one sent",
+            "schema": {
+              "$ref": "#/definitions/BulkRetry"
+            }
+          },
+          "400": {
+            "description": "A parameter or the body is missing or invalid",
+            "schema": {
+              "$ref": "#/definitions/Error"
+            }
+          },
+          "401": {
+            "description": "Credentials are missing or wrong",
+            "schema": {
+              "$ref": "#/definitions/Error"
+            }
+          },
+          "403": {
+            "description": "The caller may not do this, or the worker refused the command",
+            "schema": {
+              "$ref": "#/definitions/Error"
+            }
+          },
+          "413": {
+            "description": "The request body is larger than the server accepts (1 MiB)",
+            "schema": {
+              "$ref": "#/definitions/Error"
+            }
+          },
+          "503": {
+            "description": "The broker or the result backend is unavailable",
+            "schema": {
+              "$ref": "#/definitions/Error"
+            }
+          },
+          "504": {
+            "description": "A bounded wait expired (the result, a worker's reply, or the broker)",
+            "schema": {
+              "$ref": "#/definitions/Error"
+            }
+          }
+        }
+      }
+    },
+    "/api/tasks/revoke": {
+      "post": {
+        "description": "Revoke every task matching the filters of GET /api/tasks, in one\nrevoke broadcast carrying the list of ids. When more than max tasks\nmatch nothing is revoked and the answer is 400; dry_run only counts.\n",
+        "tags": [
+          "tasks"
+        ],
+        "operationId": "revokeTasks",
+        "parameters": [
+          {
+            "maximum": 10000,
+            "minimum": 1,
+            "type": "integer",
+            "format": "int32",
+            "description": "the most tasks to act on; when more match, nothing is done and the answer is 400",
+            "name": "max",
+            "in": "query",
+            "required": true
+          },
+          {
+            "type": "boolean",
+            "default": false,
+            "description": "only count the matches",
+            "name": "dry_run",
+            "in": "query"
+          },
+          {
+            "maxLength": 255,
+            "type": "string",
+            "description": "filter task by workername",
+            "name": "workername",
+            "in": "query"
+          },
+          {
+            "maxLength": 255,
+            "type": "string",
+            "description": "filter task by taskname",
+            "name": "taskname",
+            "in": "query"
+          },
+          {
+            "maxLength": 64,
+            "type": "string",
+            "description": "filter task by state",
+            "name": "state",
+            "in": "query"
+          },
+          {
+            "maxLength": 2048,
+            "type": "string",
+            "description": "search query, as GET /api/tasks takes it",
+            "name": "search",
+            "in": "query"
+          },
+          {
+            "pattern": "^\\d{4}-\\d{2}-\\d{2} \\d{2}:\\d{2}$",
+            "type": "string",
+            "description": "drop tasks received before this time (YYYY-MM-DD HH:MM, server local time)",
+            "name": "received_start",
+            "in": "query"
+          },
+          {
+            "pattern": "^\\d{4}-\\d{2}-\\d{2} \\d{2}:\\d{2}$",
+            "type": "string",
+            "description": "drop tasks received after this time (YYYY-MM-DD HH:MM, server local time)",
+            "name": "received_end",
+            "in": "query"
+          },
+          {
+            "type": "boolean",
+            "default": false,
+            "description": "terminate the tasks that are running",
+            "name": "terminate",
+            "in": "query"
+          },
+          {
+            "pattern": "^(SIG)?(ABRT|ALRM|BUS|CHLD|CLD|CONT|FPE|HUP|ILL|INT|IO|IOT|KILL|PIPE|POLL|PROF|PWR|QUIT|RTMAX|RTMIN|SEGV|STKFLT|STOP|SYS|TERM|TRAP|TSTP|TTIN|TTOU|URG|USR1|USR2|VTALRM|WINCH|XCPU|XFSZ)$",
+            "type": "string",
+            "default": "SIGTERM",
+            "description": "the signal sent to a terminated task's process, as for /api/task/revoke",
+            "name": "signal",
+            "in": "query"
+          }
+        ],
+        "responses": {
+          "200": {
+            "description": "The matching tasks, and those revoked (none on a dry run)",
+            "schema": {
+              "$ref": "#/definitions/BulkRevoke"
+            }
+          },
+          "400": {
+            "description": "A parameter or the body is missing or invalid",
+            "schema": {
+              "$ref": "#/definitions/Error"
+            }
+          },
+          "401": {
+            "description": "Credentials are missing or wrong",
+            "schema": {
+              "$ref": "#/definitions/Error"
+            }
+          },
+          "403": {
+            "description": "The caller may not do this, or the worker refused the command",
+            "schema": {
+              "$ref": "#/definitions/Error"
+            }
+          },
+          "413": {
+            "description": "The request body is larger than the server accepts (1 MiB)",
+            "schema": {
+              "$ref": "#/definitions/Error"
+            }
+          },
+          "503": {
+            "description": "The broker or the result backend is unavailable",
+            "schema": {
+              "$ref": "#/definitions/Error"
+            }
+          },
+          "504": {
+            "description": "A bounded wait expired (the result, a worker's reply, or the broker)",
             "schema": {
               "$ref": "#/definitions/Error"
             }
@@ -3145,6 +3976,63 @@ func init() {
     }
   },
   "definitions": {
+    "BulkRetry": {
+      "type": "object",
+      "required": [
+        "matched",
+        "dry_run",
+        "retried"
+      ],
+      "properties": {
+        "dry_run": {
+          "type": "boolean"
+        },
+        "matched": {
+          "description": "how many tasks match the filters",
+          "type": "integer",
+          "format": "int64"
+        },
+        "retried": {
+          "description": "old task id -\u003e new task id, for each task sent again",
+          "type": "object",
+          "additionalProperties": {
+            "type": "string"
+          }
+        },
+        "skipped": {
+          "description": "old task id -\u003e why it was not sent again",
+          "type": "object",
+          "additionalProperties": {
+            "type": "string"
+          }
+        }
+      }
+    },
+    "BulkRevoke": {
+      "type": "object",
+      "required": [
+        "matched",
+        "dry_run",
+        "revoked"
+      ],
+      "properties": {
+        "dry_run": {
+          "type": "boolean"
+        },
+        "matched": {
+          "description": "how many tasks match the filters",
+          "type": "integer",
+          "format": "int64"
+        },
+        "revoked": {
+          "description": "the ids revoked (empty on a dry run)",
+          "type": "array",
+          "items": {
+            "type": "string"
+          }
+        }
+      }
+    },
     "Error": {
       "type": "object",
       "required": [
@@ -3153,6 +4041,65 @@ func init() {
       "properties": {
         "error": {
           "type": "string"
+        }
+      }
+    },
+    "FailureGroup": {
+      "type": "object",
+      "required": [
+        "taskname",
+        "exception_type",
+        "count",
+        "first",
+        "last",
+        "examples"
+      ],
+      "properties": {
+        "count": {
+          "type": "integer",
+          "format": "int64"
+        },
+        "examples": {
+          "description": "up to 5 task ids, newest first",
+          "type": "array",
+          "items": {
+            "type": "string"
+          }
+        },
+        "exception_type": {
+          "description": "the exception's class name, e.g. ValueError",
+          "type": "string"
+        },
+        "first": {
+          "description": "the earliest failure (Unix seconds)",
+          "type": "number",
+          "format": "double"
+        },
+        "last": {
+          "description": "the latest failure (Unix seconds)",
+          "type": "number",
+          "format": "double"
+        },
+        "taskname": {
+          "type": "string"
+        },
+        "traceback": {
+          "description": "the newest failure's traceback",
+          "type": "string"
+        }
+      }
+    },
+    "Failures": {
+      "type": "object",
+      "required": [
+        "groups"
+      ],
+      "properties": {
+        "groups": {
+          "type": "array",
+          "items": {
+            "$ref": "#/definitions/FailureGroup"
+          }
         }
       }
     },
@@ -3481,6 +4428,32 @@ func init() {
         }
       }
     },
+    "TaskRetry": {
+      "type": "object",
+      "required": [
+        "task-id",
+        "retry-of"
+      ],
+      "properties": {
+        "retry-of": {
+          "description": "the id of the task sent again",
+          "type": "string"
+        },
+        "source": {
+          "description": "where the arguments came from",
+          "type": "string",
+          "enum": [
+            "sent",
+            "result_backend",
+            "events"
+          ]
+        },
+        "task-id": {
+          "description": "the new task's id",
+          "type": "string"
+        }
+      }
+    },
     "TaskTypes": {
       "type": "object",
       "required": [
@@ -3596,6 +4569,12 @@ func init() {
   "responses": {
     "BadRequest": {
       "description": "A parameter or the body is missing or invalid",
+      "schema": {
+        "$ref": "#/definitions/Error"
+      }
+    },
+    "Conflict": {
+      "description": "The task cannot be sent again (its arguments are not known)",
       "schema": {
         "$ref": "#/definitions/Error"
       }

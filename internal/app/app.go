@@ -180,7 +180,12 @@ func New(ctx context.Context, cfg Config) (*App, error) {
 	}
 	a.Metrics = metrics.New(a.gauges()...)
 	a.Events = stream.NewHub()
+	var sent handlers.SentLog
+	if a.store != nil {
+		sent = sentStore{a.store}
+	}
 	h := handlers.New(handlers.Config{
+		Sent:           sent,
 		State:          a.State,
 		Inspector:      a.Inspector,
 		Broker:         a.broker,
@@ -673,3 +678,13 @@ func IsLoopback(host string) bool {
 	ip := net.ParseIP(host)
 	return ip != nil && ip.IsLoopback()
 }
+
+// sentStore keeps the sent-task log in the store's bbolt file, with the
+// handlers' default bounds.
+type sentStore struct{ st *store.Store }
+
+func (s sentStore) PutSent(id string, at time.Time, data []byte) error {
+	return s.st.PutSent(id, at, data, store.SentLimits{Max: handlers.DefaultSentMax, MaxAge: handlers.DefaultSentMaxAge})
+}
+
+func (s sentStore) Sent(id string) ([]byte, bool, error) { return s.st.Sent(id) }

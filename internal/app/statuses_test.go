@@ -119,9 +119,12 @@ func (f *fakeBroker) QueueLengths(_ context.Context, queues []string) (map[strin
 	return out, nil
 }
 
-func (f *fakeBroker) Result(context.Context, string) (*celery.Result, error) {
+func (f *fakeBroker) Result(_ context.Context, id string) (*celery.Result, error) {
 	if err, _ := f.errs(); err != nil {
 		return nil, err
+	}
+	if id == "nope" {
+		return celery.PendingResult(id), nil
 	}
 	return &celery.Result{Status: "SUCCESS", Result: json.RawMessage(`2`)}, nil
 }
@@ -146,8 +149,12 @@ func newFakeServer(t *testing.T, fb *fakeBroker) *httptest.Server {
 func newFakeServerLogging(t *testing.T, fb *fakeBroker, log *slog.Logger) *httptest.Server {
 	t.Helper()
 	st := state.New(state.Config{MaxTasks: 10})
-	evs, err := celery.DecodeEvents([]byte(`{"type": "task-received", "uuid": "id-1", "name": "t.a",
-		"hostname": "` + fakeWorker + `", "timestamp": 1700000000.5, "clock": 1}`))
+	// id-1 has no args in its events (it cannot be retried), id-2 has
+	// complete ones and a route (it can).
+	evs, err := celery.DecodeEvents([]byte(`[{"type": "task-received", "uuid": "id-1", "name": "t.a",
+		"hostname": "` + fakeWorker + `", "timestamp": 1700000000.5, "clock": 1},
+		{"type": "task-sent", "uuid": "id-2", "name": "t.b", "args": "(1,)", "kwargs": "{}", "exchange": "",
+		"routing_key": "celery", "hostname": "c@h", "timestamp": 1700000001.5, "clock": 2}]`))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -292,6 +299,14 @@ func TestAnsweredStatusesAreDeclared(t *testing.T) {
 	addPost("abortTask", "/api/task/abort/id-1", "/api/task/abort/a%20b", "/api/task/abort/"+long)
 	addPost("revokeTask", "/api/task/revoke/id-1", "/api/task/revoke/id-1?terminate=true&signal=KILL",
 		"/api/task/revoke/id-1?signal=SIGBOGUS", "/api/task/revoke/id-1?terminate=perhaps")
+	addPost("retryTask", "/api/task/retry/id-2", "/api/task/retry/id-1", "/api/task/retry/nope",
+		"/api/task/retry/a%20b", "/api/task/retry/"+long)
+	reqs = append(reqs, statusRequest{op: "retryTask", method: "POST", path: "/api/task/retry/id-2", body: `{"args": [1]}`})
+	addPost("revokeTasks", "/api/tasks/revoke?max=10", "/api/tasks/revoke?max=1", "/api/tasks/revoke?max=0",
+		"/api/tasks/revoke?max=10&dry_run=true", "/api/tasks/revoke?max=10&received_start=2020-01-01")
+	addPost("retryTasks", "/api/tasks/retry?max=10&taskname=t.b", "/api/tasks/retry?max=1", "/api/tasks/retry",
+		"/api/tasks/retry?max=10&dry_run=true")
+	add("listFailures", "GET", "/api/failures", "/api/failures?taskname=t.a", "/api/failures?received_end=yesterday")
 	addPost("setTaskTimeout", "/api/task/timeout/t.a?workername="+w+"&soft=1",
 		"/api/task/timeout/t.a?soft=1", "/api/task/timeout/no.such?workername="+w,
 		"/api/task/timeout/t.a?workername=nobody&soft=1")

@@ -66,6 +66,10 @@ func DecodeResultContent(data []byte, contentType string) (*Result, error) {
 		Traceback json.RawMessage `json:"traceback"`
 		DateDone  json.RawMessage `json:"date_done"`
 		Children  json.RawMessage `json:"children"`
+		Name      *string         `json:"name"`
+		Args      json.RawMessage `json:"args"`
+		Kwargs    json.RawMessage `json:"kwargs"`
+		Queue     *string         `json:"queue"`
 	}
 	if err := json.Unmarshal(data, &doc); err != nil {
 		return nil, fmt.Errorf("decode result document: %w", err)
@@ -88,6 +92,7 @@ func DecodeResultContent(data []byte, contentType string) (*Result, error) {
 		Traceback: tb,
 		DateDone:  done,
 		Children:  doc.Children,
+		Request:   resultRequest(doc.Name, doc.Args, doc.Kwargs, doc.Queue),
 	}
 	if len(r.Result) == 0 {
 		r.Result = json.RawMessage("null")
@@ -203,4 +208,29 @@ func AbortedDocument(taskID string) []byte {
 	b.Write(id)
 	b.WriteByte('}')
 	return b.Bytes()
+}
+
+// resultRequest reads the request fields of an extended result; nil when
+// the document has no task name or its args or kwargs are not a list and
+// an object (a worker without result_extended stores none of them).
+func resultRequest(name *string, args, kwargs json.RawMessage, queue *string) *ResultRequest {
+	if name == nil || *name == "" {
+		return nil
+	}
+	r := &ResultRequest{Name: *name}
+	if queue != nil {
+		r.Queue = *queue
+	}
+	decode := func(raw json.RawMessage, v any) bool {
+		if len(raw) == 0 || string(raw) == "null" {
+			return true
+		}
+		dec := json.NewDecoder(bytes.NewReader(raw))
+		dec.UseNumber()
+		return dec.Decode(v) == nil
+	}
+	if !decode(args, &r.Args) || !decode(kwargs, &r.Kwargs) {
+		return nil
+	}
+	return r
 }

@@ -223,3 +223,28 @@ func TestDecodeResultUnreadable(t *testing.T) {
 		t.Errorf("JSON document: %v, %v", r, err)
 	}
 }
+
+// TestDecodeResultExtended reads the request fields a worker stores with
+// result_extended=True, and none without them.
+func TestDecodeResultExtended(t *testing.T) {
+	tests := []struct {
+		doc  string
+		want *ResultRequest
+	}{
+		{`{"status": "FAILURE", "result": null, "task_id": "a", "name": "stamen.echo", "args": [1, "x"], "kwargs": {"k": 2}, "worker": "w1@h", "retries": 0, "queue": "q1"}`,
+			&ResultRequest{Name: "stamen.echo", Args: []any{json.Number("1"), "x"}, Kwargs: map[string]any{"k": json.Number("2")}, Queue: "q1"}},
+		{`{"status": "SUCCESS", "result": 5, "task_id": "a", "name": "stamen.add", "args": null, "kwargs": null, "queue": null}`,
+			&ResultRequest{Name: "stamen.add"}},
+		{`{"status": "SUCCESS", "result": 5, "task_id": "a"}`, nil},
+		{`{"status": "SUCCESS", "result": 5, "task_id": "a", "name": "n", "args": "oops"}`, nil},
+	}
+	for _, tt := range tests {
+		r, err := DecodeResult([]byte(tt.doc))
+		if err != nil {
+			t.Fatalf("%s: %v", tt.doc, err)
+		}
+		if diff := cmp.Diff(tt.want, r.Request); diff != "" {
+			t.Errorf("%s: request (-want +got):\n%s", tt.doc, diff)
+		}
+	}
+}

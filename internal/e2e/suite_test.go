@@ -56,7 +56,7 @@ var amqpVhost = testcluster.Vhost
 // suiteQueues are the durable queues a suite's workers declare on
 // RabbitMQ: the default one and those the cases add consumers for.
 func suiteQueues(kind string) []string {
-	return []string{"celery", "only-w1-" + kind, "prio-" + kind, "extra-" + kind, "contract-" + kind, "auth-q"}
+	return []string{"celery", "only-w1-" + kind, "prio-" + kind, "extra-" + kind, "contract-" + kind, "auth-q", "ext-" + kind}
 }
 
 func brokers() []brokerSetup {
@@ -241,6 +241,7 @@ func suite() []suiteCase {
 	cases = append(cases, observeCases()...)
 	cases = append(cases, securityCases()...)
 	cases = append(cases, typedCases()...)
+	cases = append(cases, retryCases()...)
 	cases = append(cases, lifecycleCases()...)
 	return cases
 }

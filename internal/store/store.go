@@ -24,6 +24,11 @@ var (
 	tasksBucket   = []byte("tasks")
 	workersBucket = []byte("workers")
 	typesBucket   = []byte("types")
+	// sentBucket maps a task id stamen sent to its message (see PutSent);
+	// sentOrderBucket maps a sequence number to that id, oldest first, so
+	// that pruning reads the oldest records without scanning.
+	sentBucket      = []byte("sent")
+	sentOrderBucket = []byte("sent_order")
 	// Buckets of the earlier event-log format, dropped on open.
 	oldBuckets = [][]byte{[]byte("events"), []byte("heartbeats")}
 )
@@ -48,7 +53,7 @@ func Open(path string) (*Store, error) {
 				}
 			}
 		}
-		for _, b := range [][]byte{tasksBucket, workersBucket, typesBucket} {
+		for _, b := range [][]byte{tasksBucket, workersBucket, typesBucket, sentBucket, sentOrderBucket} {
 			if _, err := tx.CreateBucketIfNotExists(b); err != nil {
 				return err
 			}

@@ -120,6 +120,13 @@ func NewStamenAPI(spec *loads.Document) *StamenAPI {
 			return middleware.NotImplemented("operation workers.GrowWorkerPool has not yet been implemented")
 		}),
 
+		TasksListFailuresHandler: tasks.ListFailuresHandlerFunc(func(params tasks.ListFailuresParams, principal any) middleware.Responder {
+			_ = params
+			_ = principal
+
+			return middleware.NotImplemented("operation tasks.ListFailures has not yet been implemented")
+		}),
+
 		TasksListTaskTypesHandler: tasks.ListTaskTypesHandlerFunc(func(params tasks.ListTaskTypesParams, principal any) middleware.Responder {
 			_ = params
 			_ = principal
@@ -148,11 +155,32 @@ func NewStamenAPI(spec *loads.Document) *StamenAPI {
 			return middleware.NotImplemented("operation workers.RestartWorkerPool has not yet been implemented")
 		}),
 
+		TasksRetryTaskHandler: tasks.RetryTaskHandlerFunc(func(params tasks.RetryTaskParams, principal any) middleware.Responder {
+			_ = params
+			_ = principal
+
+			return middleware.NotImplemented("operation tasks.RetryTask has not yet been implemented")
+		}),
+
+		TasksRetryTasksHandler: tasks.RetryTasksHandlerFunc(func(params tasks.RetryTasksParams, principal any) middleware.Responder {
+			_ = params
+			_ = principal
+
+			return middleware.NotImplemented("operation tasks.RetryTasks has not yet been implemented")
+		}),
+
 		TasksRevokeTaskHandler: tasks.RevokeTaskHandlerFunc(func(params tasks.RevokeTaskParams, principal any) middleware.Responder {
 			_ = params
 			_ = principal
 
 			return middleware.NotImplemented("operation tasks.RevokeTask has not yet been implemented")
+		}),
+
+		TasksRevokeTasksHandler: tasks.RevokeTasksHandlerFunc(func(params tasks.RevokeTasksParams, principal any) middleware.Responder {
+			_ = params
+			_ = principal
+
+			return middleware.NotImplemented("operation tasks.RevokeTasks has not yet been implemented")
 		}),
 
 		TasksSendTaskHandler: tasks.SendTaskHandlerFunc(func(params tasks.SendTaskParams, principal any) middleware.Responder {
@@ -294,6 +322,8 @@ type StamenAPI struct {
 	TasksGetTaskResultHandler tasks.GetTaskResultHandler
 	// WorkersGrowWorkerPoolHandler sets the operation handler for the grow worker pool operation
 	WorkersGrowWorkerPoolHandler workers.GrowWorkerPoolHandler
+	// TasksListFailuresHandler sets the operation handler for the list failures operation
+	TasksListFailuresHandler tasks.ListFailuresHandler
 	// TasksListTaskTypesHandler sets the operation handler for the list task types operation
 	TasksListTaskTypesHandler tasks.ListTaskTypesHandler
 	// TasksListTasksHandler sets the operation handler for the list tasks operation
@@ -302,8 +332,14 @@ type StamenAPI struct {
 	WorkersListWorkersHandler workers.ListWorkersHandler
 	// WorkersRestartWorkerPoolHandler sets the operation handler for the restart worker pool operation
 	WorkersRestartWorkerPoolHandler workers.RestartWorkerPoolHandler
+	// TasksRetryTaskHandler sets the operation handler for the retry task operation
+	TasksRetryTaskHandler tasks.RetryTaskHandler
+	// TasksRetryTasksHandler sets the operation handler for the retry tasks operation
+	TasksRetryTasksHandler tasks.RetryTasksHandler
 	// TasksRevokeTaskHandler sets the operation handler for the revoke task operation
 	TasksRevokeTaskHandler tasks.RevokeTaskHandler
+	// TasksRevokeTasksHandler sets the operation handler for the revoke tasks operation
+	TasksRevokeTasksHandler tasks.RevokeTasksHandler
 	// TasksSendTaskHandler sets the operation handler for the send task operation
 	TasksSendTaskHandler tasks.SendTaskHandler
 	// TasksSetTaskRateLimitHandler sets the operation handler for the set task rate limit operation
@@ -433,6 +469,9 @@ func (o *StamenAPI) Validate() error {
 	if o.WorkersGrowWorkerPoolHandler == nil {
 		unregistered = append(unregistered, "workers.GrowWorkerPoolHandler")
 	}
+	if o.TasksListFailuresHandler == nil {
+		unregistered = append(unregistered, "tasks.ListFailuresHandler")
+	}
 	if o.TasksListTaskTypesHandler == nil {
 		unregistered = append(unregistered, "tasks.ListTaskTypesHandler")
 	}
@@ -445,8 +484,17 @@ func (o *StamenAPI) Validate() error {
 	if o.WorkersRestartWorkerPoolHandler == nil {
 		unregistered = append(unregistered, "workers.RestartWorkerPoolHandler")
 	}
+	if o.TasksRetryTaskHandler == nil {
+		unregistered = append(unregistered, "tasks.RetryTaskHandler")
+	}
+	if o.TasksRetryTasksHandler == nil {
+		unregistered = append(unregistered, "tasks.RetryTasksHandler")
+	}
 	if o.TasksRevokeTaskHandler == nil {
 		unregistered = append(unregistered, "tasks.RevokeTaskHandler")
+	}
+	if o.TasksRevokeTasksHandler == nil {
+		unregistered = append(unregistered, "tasks.RevokeTasksHandler")
 	}
 	if o.TasksSendTaskHandler == nil {
 		unregistered = append(unregistered, "tasks.SendTaskHandler")
@@ -615,6 +663,10 @@ func (o *StamenAPI) initHandlerCache() {
 	if o.handlers["GET"] == nil {
 		o.handlers["GET"] = make(map[string]http.Handler)
 	}
+	o.handlers["GET"]["/api/failures"] = tasks.NewListFailures(o.context, o.TasksListFailuresHandler)
+	if o.handlers["GET"] == nil {
+		o.handlers["GET"] = make(map[string]http.Handler)
+	}
 	o.handlers["GET"]["/api/task/types"] = tasks.NewListTaskTypes(o.context, o.TasksListTaskTypesHandler)
 	if o.handlers["GET"] == nil {
 		o.handlers["GET"] = make(map[string]http.Handler)
@@ -631,7 +683,19 @@ func (o *StamenAPI) initHandlerCache() {
 	if o.handlers["POST"] == nil {
 		o.handlers["POST"] = make(map[string]http.Handler)
 	}
+	o.handlers["POST"]["/api/task/retry/{taskid}"] = tasks.NewRetryTask(o.context, o.TasksRetryTaskHandler)
+	if o.handlers["POST"] == nil {
+		o.handlers["POST"] = make(map[string]http.Handler)
+	}
+	o.handlers["POST"]["/api/tasks/retry"] = tasks.NewRetryTasks(o.context, o.TasksRetryTasksHandler)
+	if o.handlers["POST"] == nil {
+		o.handlers["POST"] = make(map[string]http.Handler)
+	}
 	o.handlers["POST"]["/api/task/revoke/{taskid}"] = tasks.NewRevokeTask(o.context, o.TasksRevokeTaskHandler)
+	if o.handlers["POST"] == nil {
+		o.handlers["POST"] = make(map[string]http.Handler)
+	}
+	o.handlers["POST"]["/api/tasks/revoke"] = tasks.NewRevokeTasks(o.context, o.TasksRevokeTasksHandler)
 	if o.handlers["POST"] == nil {
 		o.handlers["POST"] = make(map[string]http.Handler)
 	}

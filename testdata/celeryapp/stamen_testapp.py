@@ -104,6 +104,30 @@ def echo(*args, **kwargs):
     return {"args": list(args), "kwargs": kwargs}
 
 
+@app.task(name="stamen.echo_fail")
+def echo_fail(*args, **kwargs):
+    """Fails with a ValueError whose message is the JSON of the arguments
+    the worker received: a retry that ran with other arguments fails
+    differently."""
+    raise ValueError(json.dumps({"args": list(args), "kwargs": kwargs}, sort_keys=True))
+
+
+_RAISABLE = {"ValueError": ValueError, "KeyError": KeyError, "TypeError": TypeError}
+
+
+@app.task(name="stamen.raise_a")
+def raise_a(kind, message="a"):
+    """Raises the builtin exception named kind (ValueError, KeyError or
+    TypeError), for /api/failures."""
+    raise _RAISABLE[kind](message)
+
+
+@app.task(name="stamen.raise_b")
+def raise_b(kind, message="b"):
+    """raise_a under another task name."""
+    raise _RAISABLE[kind](message)
+
+
 @app.task(name="stamen.typed")
 def typed(fail=False):
     """Returns (or, with fail, raises ValueError with) values that kombu 5.3+

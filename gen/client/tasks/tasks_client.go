@@ -86,6 +86,12 @@ type ClientService interface {
 	// GetTaskResultContext Get a task's result, waiting up to timeout seconds for it.
 	GetTaskResultContext(ctx context.Context, params *GetTaskResultParams, authInfo runtime.ClientAuthInfoWriter, opts ...ClientOption) (*GetTaskResultOK, error)
 
+	// ListFailures Failed tasks from the events state grouped by task name and exception type (the class name of the exception's repr), most frequent first. Each group has its count, the first and last failure time, up to 5 example task ids (newest first) and the traceback of the newest failure. .
+	ListFailures(params *ListFailuresParams, authInfo runtime.ClientAuthInfoWriter, opts ...ClientOption) (*ListFailuresOK, error)
+
+	// ListFailuresContext Failed tasks from the events state grouped by task name and exception type (the class name of the exception's repr), most frequent first. Each group has its count, the first and last failure time, up to 5 example task ids (newest first) and the traceback of the newest failure. .
+	ListFailuresContext(ctx context.Context, params *ListFailuresParams, authInfo runtime.ClientAuthInfoWriter, opts ...ClientOption) (*ListFailuresOK, error)
+
 	// ListTaskTypes List (seen) task types.
 	ListTaskTypes(params *ListTaskTypesParams, authInfo runtime.ClientAuthInfoWriter, opts ...ClientOption) (*ListTaskTypesOK, error)
 
@@ -98,11 +104,29 @@ type ClientService interface {
 	// ListTasksContext List tasks from the events state, as an object keyed by task id in result order (newest first unless sort_by is given). .
 	ListTasksContext(ctx context.Context, params *ListTasksParams, authInfo runtime.ClientAuthInfoWriter, opts ...ClientOption) (*ListTasksOK, error)
 
+	// RetryTask Send a task again under a new id: the same name, args, kwargs and queue (and exchange/routing key when known). The arguments come from, in order: what stamen itself sent (kept, bounded by count and age); the result backend when the workers run with result_extended=True; the task's args/kwargs reprs from the events, only when each parses as a complete Python literal (Celery truncates reprs, and a truncated one is never re-run). When none has them the answer is 409. The optional body overrides apply_async options (countdown, eta, expires, queue, priority, ...); args, kwargs and task_id may not be given. .
+	RetryTask(params *RetryTaskParams, authInfo runtime.ClientAuthInfoWriter, opts ...ClientOption) (*RetryTaskOK, error)
+
+	// RetryTaskContext Send a task again under a new id: the same name, args, kwargs and queue (and exchange/routing key when known). The arguments come from, in order: what stamen itself sent (kept, bounded by count and age); the result backend when the workers run with result_extended=True; the task's args/kwargs reprs from the events, only when each parses as a complete Python literal (Celery truncates reprs, and a truncated one is never re-run). When none has them the answer is 409. The optional body overrides apply_async options (countdown, eta, expires, queue, priority, ...); args, kwargs and task_id may not be given. .
+	RetryTaskContext(ctx context.Context, params *RetryTaskParams, authInfo runtime.ClientAuthInfoWriter, opts ...ClientOption) (*RetryTaskOK, error)
+
+	// RetryTasks Send again, each under a new id, every task matching the filters of GET /api/tasks, as /api/task/retry does for one. When more than max tasks match nothing is sent and the answer is 400; dry_run only counts. A task whose arguments stamen cannot recover is listed in skipped with the reason; the others are sent. .
+	RetryTasks(params *RetryTasksParams, authInfo runtime.ClientAuthInfoWriter, opts ...ClientOption) (*RetryTasksOK, error)
+
+	// RetryTasksContext Send again, each under a new id, every task matching the filters of GET /api/tasks, as /api/task/retry does for one. When more than max tasks match nothing is sent and the answer is 400; dry_run only counts. A task whose arguments stamen cannot recover is listed in skipped with the reason; the others are sent. .
+	RetryTasksContext(ctx context.Context, params *RetryTasksParams, authInfo runtime.ClientAuthInfoWriter, opts ...ClientOption) (*RetryTasksOK, error)
+
 	// RevokeTask Revoke a task (broadcast to every worker).
 	RevokeTask(params *RevokeTaskParams, authInfo runtime.ClientAuthInfoWriter, opts ...ClientOption) (*RevokeTaskOK, error)
 
 	// RevokeTaskContext Revoke a task (broadcast to every worker).
 	RevokeTaskContext(ctx context.Context, params *RevokeTaskParams, authInfo runtime.ClientAuthInfoWriter, opts ...ClientOption) (*RevokeTaskOK, error)
+
+	// RevokeTasks Revoke every task matching the filters of GET /api/tasks, in one revoke broadcast carrying the list of ids. When more than max tasks match nothing is revoked and the answer is 400; dry_run only counts. .
+	RevokeTasks(params *RevokeTasksParams, authInfo runtime.ClientAuthInfoWriter, opts ...ClientOption) (*RevokeTasksOK, error)
+
+	// RevokeTasksContext Revoke every task matching the filters of GET /api/tasks, in one revoke broadcast carrying the list of ids. When more than max tasks match nothing is revoked and the answer is 400; dry_run only counts. .
+	RevokeTasksContext(ctx context.Context, params *RevokeTasksParams, authInfo runtime.ClientAuthInfoWriter, opts ...ClientOption) (*RevokeTasksOK, error)
 
 	// SendTask Execute a task by name (doesn't require a task source).
 	SendTask(params *SendTaskParams, authInfo runtime.ClientAuthInfoWriter, opts ...ClientOption) (*SendTaskOK, error)
@@ -444,6 +468,79 @@ func (a *Client) GetTaskResultContext(ctx context.Context, params *GetTaskResult
 	panic(msg)
 }
 
+// ListFailures Failed tasks from the events state grouped by task name and
+// exception type (the class name of the exception's repr), most
+// frequent first. Each group has its count, the first and last failure
+// time, up to 5 example task ids (newest first) and the traceback of
+// the newest failure.
+// .
+//
+// This method does not support injected context.
+// However, timeout and opentracing contexts are honored whenever enabled.
+//
+// If you need to pass a specific context, use [Client.ListFailuresContext] instead.
+func (a *Client) ListFailures(params *ListFailuresParams, authInfo runtime.ClientAuthInfoWriter, opts ...ClientOption) (*ListFailuresOK, error) {
+	var ctx context.Context
+	if params != nil && params.inner.ctx != nil {
+		ctx = params.inner.ctx
+	} else {
+		ctx = context.Background()
+	}
+
+	return a.ListFailuresContext(ctx, params, authInfo, opts...)
+}
+
+// ListFailuresContext Failed tasks from the events state grouped by task name and
+// exception type (the class name of the exception's repr), most
+// frequent first. Each group has its count, the first and last failure
+// time, up to 5 example task ids (newest first) and the traceback of
+// the newest failure.
+// .
+//
+// Do not use the deprecated [ListFailuresParams.Context] with this method: it would be ignored.
+func (a *Client) ListFailuresContext(ctx context.Context, params *ListFailuresParams, authInfo runtime.ClientAuthInfoWriter, opts ...ClientOption) (*ListFailuresOK, error) {
+	// NOTE: parameters are not validated before sending
+	if params == nil {
+		params = NewListFailuresParams()
+	}
+
+	op := &runtime.ClientOperation{
+		ID:                 "listFailures",
+		Method:             "GET",
+		PathPattern:        "/api/failures",
+		ProducesMediaTypes: []string{"application/json"},
+		ConsumesMediaTypes: []string{"application/json"},
+		Schemes:            []string{"http"},
+		Params:             params,
+		Reader:             &ListFailuresReader{formats: a.formats},
+		AuthInfo:           authInfo,
+		Client:             params.HTTPClient,
+	}
+
+	for _, opt := range opts {
+		opt(op)
+	}
+
+	result, err := a.transport.SubmitContext(ctx, op)
+	if err != nil {
+		return nil, err
+	}
+
+	// only one success response has to be checked
+	success, ok := result.(*ListFailuresOK)
+	if ok {
+		return success, nil
+	}
+
+	// unexpected success response.
+
+	// no default response is defined.
+	//
+	// safeguard: normally, in the absence of a default response, unknown success responses return an error above: so this is a codegen issue
+	msg := fmt.Sprintf("unexpected success response for listFailures: API contract not enforced by server. Client expected to get an error, but got: %T", result)
+	panic(msg)
+}
+
 // ListTaskTypes List (seen) task types.
 //
 // This method does not support injected context.
@@ -574,6 +671,160 @@ func (a *Client) ListTasksContext(ctx context.Context, params *ListTasksParams, 
 	panic(msg)
 }
 
+// RetryTask Send a task again under a new id: the same name, args, kwargs and
+// queue (and exchange/routing key when known). The arguments come from,
+// in order: what stamen itself sent (kept, bounded by count and age);
+// the result backend when the workers run with result_extended=True;
+// the task's args/kwargs reprs from the events, only when each parses
+// as a complete Python literal (Celery truncates reprs, and a truncated
+// one is never re-run). When none has them the answer is 409. The
+// optional body overrides apply_async options (countdown, eta, expires,
+// queue, priority, ...); args, kwargs and task_id may not be given.
+// .
+//
+// This method does not support injected context.
+// However, timeout and opentracing contexts are honored whenever enabled.
+//
+// If you need to pass a specific context, use [Client.RetryTaskContext] instead.
+func (a *Client) RetryTask(params *RetryTaskParams, authInfo runtime.ClientAuthInfoWriter, opts ...ClientOption) (*RetryTaskOK, error) {
+	var ctx context.Context
+	if params != nil && params.inner.ctx != nil {
+		ctx = params.inner.ctx
+	} else {
+		ctx = context.Background()
+	}
+
+	return a.RetryTaskContext(ctx, params, authInfo, opts...)
+}
+
+// RetryTaskContext Send a task again under a new id: the same name, args, kwargs and
+// queue (and exchange/routing key when known). The arguments come from,
+// in order: what stamen itself sent (kept, bounded by count and age);
+// the result backend when the workers run with result_extended=True;
+// the task's args/kwargs reprs from the events, only when each parses
+// as a complete Python literal (Celery truncates reprs, and a truncated
+// one is never re-run). When none has them the answer is 409. The
+// optional body overrides apply_async options (countdown, eta, expires,
+// queue, priority, ...); args, kwargs and task_id may not be given.
+// .
+//
+// Do not use the deprecated [RetryTaskParams.Context] with this method: it would be ignored.
+func (a *Client) RetryTaskContext(ctx context.Context, params *RetryTaskParams, authInfo runtime.ClientAuthInfoWriter, opts ...ClientOption) (*RetryTaskOK, error) {
+	// NOTE: parameters are not validated before sending
+	if params == nil {
+		params = NewRetryTaskParams()
+	}
+
+	op := &runtime.ClientOperation{
+		ID:                 "retryTask",
+		Method:             "POST",
+		PathPattern:        "/api/task/retry/{taskid}",
+		ProducesMediaTypes: []string{"application/json"},
+		ConsumesMediaTypes: []string{"application/json"},
+		Schemes:            []string{"http"},
+		Params:             params,
+		Reader:             &RetryTaskReader{formats: a.formats},
+		AuthInfo:           authInfo,
+		Client:             params.HTTPClient,
+	}
+
+	for _, opt := range opts {
+		opt(op)
+	}
+
+	result, err := a.transport.SubmitContext(ctx, op)
+	if err != nil {
+		return nil, err
+	}
+
+	// only one success response has to be checked
+	success, ok := result.(*RetryTaskOK)
+	if ok {
+		return success, nil
+	}
+
+	// unexpected success response.
+
+	// no default response is defined.
+	//
+	// safeguard: normally, in the absence of a default response, unknown success responses return an error above: so this is a codegen issue
+	msg := fmt.Sprintf("unexpected success response for retryTask: API contract not enforced by server. Client expected to get an error, but got: %T", result)
+	panic(msg)
+}
+
+// RetryTasks Send again, each under a new id, every task matching the filters of
+// GET /api/tasks, as /api/task/retry does for one. When more than max
+// tasks match nothing is sent and the answer is 400; dry_run only
+// counts. A task whose arguments stamen cannot recover is listed in
+// skipped with the reason; the others are sent.
+// .
+//
+// This method does not support injected context.
+// However, timeout and opentracing contexts are honored whenever enabled.
+//
+// If you need to pass a specific context, use [Client.RetryTasksContext] instead.
+func (a *Client) RetryTasks(params *RetryTasksParams, authInfo runtime.ClientAuthInfoWriter, opts ...ClientOption) (*RetryTasksOK, error) {
+	var ctx context.Context
+	if params != nil && params.inner.ctx != nil {
+		ctx = params.inner.ctx
+	} else {
+		ctx = context.Background()
+	}
+
+	return a.RetryTasksContext(ctx, params, authInfo, opts...)
+}
+
+// RetryTasksContext Send again, each under a new id, every task matching the filters of
+// GET /api/tasks, as /api/task/retry does for one. When more than max
+// tasks match nothing is sent and the answer is 400; dry_run only
+// counts. A task whose arguments stamen cannot recover is listed in
+// skipped with the reason; the others are sent.
+// .
+//
+// Do not use the deprecated [RetryTasksParams.Context] with this method: it would be ignored.
+func (a *Client) RetryTasksContext(ctx context.Context, params *RetryTasksParams, authInfo runtime.ClientAuthInfoWriter, opts ...ClientOption) (*RetryTasksOK, error) {
+	// NOTE: parameters are not validated before sending
+	if params == nil {
+		params = NewRetryTasksParams()
+	}
+
+	op := &runtime.ClientOperation{
+		ID:                 "retryTasks",
+		Method:             "POST",
+		PathPattern:        "/api/tasks/retry",
+		ProducesMediaTypes: []string{"application/json"},
+		ConsumesMediaTypes: []string{"application/json"},
+		Schemes:            []string{"http"},
+		Params:             params,
+		Reader:             &RetryTasksReader{formats: a.formats},
+		AuthInfo:           authInfo,
+		Client:             params.HTTPClient,
+	}
+
+	for _, opt := range opts {
+		opt(op)
+	}
+
+	result, err := a.transport.SubmitContext(ctx, op)
+	if err != nil {
+		return nil, err
+	}
+
+	// only one success response has to be checked
+	success, ok := result.(*RetryTasksOK)
+	if ok {
+		return success, nil
+	}
+
+	// unexpected success response.
+
+	// no default response is defined.
+	//
+	// safeguard: normally, in the absence of a default response, unknown success responses return an error above: so this is a codegen issue
+	msg := fmt.Sprintf("unexpected success response for retryTasks: API contract not enforced by server. Client expected to get an error, but got: %T", result)
+	panic(msg)
+}
+
 // RevokeTask Revoke a task (broadcast to every worker).
 //
 // This method does not support injected context.
@@ -634,6 +885,75 @@ func (a *Client) RevokeTaskContext(ctx context.Context, params *RevokeTaskParams
 	//
 	// safeguard: normally, in the absence of a default response, unknown success responses return an error above: so this is a codegen issue
 	msg := fmt.Sprintf("unexpected success response for revokeTask: API contract not enforced by server. Client expected to get an error, but got: %T", result)
+	panic(msg)
+}
+
+// RevokeTasks Revoke every task matching the filters of GET /api/tasks, in one
+// revoke broadcast carrying the list of ids. When more than max tasks
+// match nothing is revoked and the answer is 400; dry_run only counts.
+// .
+//
+// This method does not support injected context.
+// However, timeout and opentracing contexts are honored whenever enabled.
+//
+// If you need to pass a specific context, use [Client.RevokeTasksContext] instead.
+func (a *Client) RevokeTasks(params *RevokeTasksParams, authInfo runtime.ClientAuthInfoWriter, opts ...ClientOption) (*RevokeTasksOK, error) {
+	var ctx context.Context
+	if params != nil && params.inner.ctx != nil {
+		ctx = params.inner.ctx
+	} else {
+		ctx = context.Background()
+	}
+
+	return a.RevokeTasksContext(ctx, params, authInfo, opts...)
+}
+
+// RevokeTasksContext Revoke every task matching the filters of GET /api/tasks, in one
+// revoke broadcast carrying the list of ids. When more than max tasks
+// match nothing is revoked and the answer is 400; dry_run only counts.
+// .
+//
+// Do not use the deprecated [RevokeTasksParams.Context] with this method: it would be ignored.
+func (a *Client) RevokeTasksContext(ctx context.Context, params *RevokeTasksParams, authInfo runtime.ClientAuthInfoWriter, opts ...ClientOption) (*RevokeTasksOK, error) {
+	// NOTE: parameters are not validated before sending
+	if params == nil {
+		params = NewRevokeTasksParams()
+	}
+
+	op := &runtime.ClientOperation{
+		ID:                 "revokeTasks",
+		Method:             "POST",
+		PathPattern:        "/api/tasks/revoke",
+		ProducesMediaTypes: []string{"application/json"},
+		ConsumesMediaTypes: []string{"application/json"},
+		Schemes:            []string{"http"},
+		Params:             params,
+		Reader:             &RevokeTasksReader{formats: a.formats},
+		AuthInfo:           authInfo,
+		Client:             params.HTTPClient,
+	}
+
+	for _, opt := range opts {
+		opt(op)
+	}
+
+	result, err := a.transport.SubmitContext(ctx, op)
+	if err != nil {
+		return nil, err
+	}
+
+	// only one success response has to be checked
+	success, ok := result.(*RevokeTasksOK)
+	if ok {
+		return success, nil
+	}
+
+	// unexpected success response.
+
+	// no default response is defined.
+	//
+	// safeguard: normally, in the absence of a default response, unknown success responses return an error above: so this is a codegen issue
+	msg := fmt.Sprintf("unexpected success response for revokeTasks: API contract not enforced by server. Client expected to get an error, but got: %T", result)
 	panic(msg)
 }
 

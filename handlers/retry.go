@@ -1,0 +1,466 @@
+package handlers
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/go-openapi/runtime/middleware"
+
+	"github.com/stamen-dev/stamen/gen/models"
+	"github.com/stamen-dev/stamen/internal/celery"
+	"github.com/stamen-dev/stamen/internal/state"
+	"github.com/stamen-dev/stamen/restapi/operations/tasks"
+)
+
+// Where a retry found the original arguments (TaskRetry.source).
+const (
+	sourceSent    = "sent"
+	sourceResults = "result_backend"
+	sourceEvents  = "events"
+)
+
+// errNoOriginal is why a task cannot be sent again; notFound when nothing
+// knows the task at all.
+type errNoOriginal struct {
+	msg      string
+	notFound bool
+}
+
+func (e *errNoOriginal) Error() string { return e.msg }
+
+// original finds how task id was sent, from the first source that has it
+// whole: stamen's own sent log, the result backend's extended meta, then
+// the events' args/kwargs reprs when both are complete literals. A broker
+// error of the result backend is returned as it is (the answer is then
+// 503); the other misses give an *errNoOriginal.
+func (h *Handlers) original(ctx context.Context, id string) (*sentTask, string, error) {
+	if h.Sent != nil {
+		data, ok, err := h.Sent.Sent(id)
+		if err != nil {
+			h.log.Warn("cannot read the sent-task log", "task_id", id, "err", err)
+		} else if ok {
+			var t sentTask
+			dec := json.NewDecoder(bytes.NewReader(data))
+			dec.UseNumber()
+			if err := dec.Decode(&t); err == nil {
+				return &t, sourceSent, nil
+			}
+		}
+	}
+	known := false
+	var missing []string
+	missing = append(missing, "stamen did not send it (or no longer keeps it)")
+	if h.Results != nil {
+		rctx, cancel := context.WithTimeout(ctx, h.BrokerTimeout)
+		r, err := h.Results.Result(rctx, id)
+		cancel()
+		switch {
+		case unreadable(err) != nil:
+			known = true
+			missing = append(missing, "the result backend holds it in a serialization stamen cannot read")
+		case err != nil:
+			return nil, "", err
+		case r.Request != nil:
+			return &sentTask{Name: r.Request.Name, Args: r.Request.Args, Kwargs: r.Request.Kwargs, Queue: r.Request.Queue}, sourceResults, nil
+		default:
+			known = r.Status != "PENDING"
+			missing = append(missing, "the result backend keeps no arguments (run the workers with result_extended=True)")
+		}
+	} else {
+		missing = append(missing, "no result backend is configured (with one, run the workers with result_extended=True)")
+	}
+	t, ok := h.State.Task(id)
+	if !ok {
+		if !known {
+			return nil, "", &errNoOriginal{msg: fmt.Sprintf("Unknown task '%s'", id), notFound: true}
+		}
+		missing = append(missing, "stamen has no events of it")
+		return nil, "", &errNoOriginal{msg: noOriginal(id, missing)}
+	}
+	orig, why := fromEvents(&t)
+	if orig == nil {
+		missing = append(missing, why)
+		return nil, "", &errNoOriginal{msg: noOriginal(id, missing)}
+	}
+	return orig, sourceEvents, nil
+}
+
+func noOriginal(id string, missing []string) string {
+	return fmt.Sprintf("cannot send task %s again: its arguments are not known: %s", id, strings.Join(missing, "; "))
+}
+
+// fromEvents rebuilds a task from its events: the name, the args and
+// kwargs reprs when each is a complete literal (state.ReprArgs says when a
+// repr may have been cut), and the route of its task-sent event. Without
+// a route it answers nil: sent to the default queue, the task could run on
+// workers it was never meant for, or on none.
+func fromEvents(t *state.Task) (*sentTask, string) {
+	if !t.Has(state.FieldName) || t.Name == "" {
+		return nil, "the events do not name the task"
+	}
+	if !t.Has(state.FieldArgs) || !t.Has(state.FieldKwargs) {
+		return nil, "the events carry no args/kwargs"
+	}
+	args, err := state.ReprArgs(t.Args)
+	if err != nil {
+		return nil, "the events' args repr is not a complete literal (Celery cuts reprs at 1024 characters)"
+	}
+	kwargs, err := state.ReprKwargs(t.Kwargs)
+	if err != nil {
+		return nil, "the events' kwargs repr is not a complete literal (Celery cuts reprs at 1024 characters)"
+	}
+	if !t.Has(state.FieldRoutingKey) || t.RoutingKey == "" {
+		return nil, "the events do not say which queue it went to (no task-sent event: set task_send_sent_event=True on the client, or give queue)"
+	}
+	out := &sentTask{Name: t.Name, Args: args, Kwargs: kwargs}
+	if t.Exchange == "" || t.Exchange == t.RoutingKey {
+		// The default exchange, or the one Celery creates for a queue and
+		// binds with its name: the routing key is the queue.
+		out.Queue = t.RoutingKey
+	} else {
+		out.Exchange, out.RoutingKey = t.Exchange, t.RoutingKey
+	}
+	return out, ""
+}
+
+// retryBody is the task body of a retry: the original, with the options
+// that o overrides. A new route replaces the whole original route.
+func retryBody(orig *sentTask, o *models.TaskApplyRequest) (*models.TaskApplyRequest, error) {
+	body := &models.TaskApplyRequest{
+		Args: orig.Args, Kwargs: orig.Kwargs,
+		Queue: orig.Queue, Exchange: orig.Exchange, RoutingKey: orig.RoutingKey,
+	}
+	if body.Args == nil {
+		body.Args = []any{}
+	}
+	if orig.Priority != 0 {
+		p := int32(orig.Priority)
+		body.Priority = &p
+	}
+	if o == nil {
+		return body, nil
+	}
+	if o.Args != nil || o.Kwargs != nil || o.TaskID != "" {
+		return nil, errors.New("a retry sends the original args and kwargs under a new id: args, kwargs and task_id cannot be given")
+	}
+	if o.Queue != "" || o.Exchange != "" || o.RoutingKey != "" {
+		body.Queue, body.Exchange, body.RoutingKey = o.Queue, o.Exchange, o.RoutingKey
+	}
+	if o.Priority != nil {
+		body.Priority = o.Priority
+	}
+	body.Countdown, body.Eta, body.Expires = o.Countdown, o.Eta, o.Expires
+	body.Headers, body.Shadow, body.IgnoreResult = o.Headers, o.Shadow, o.IgnoreResult
+	body.TimeLimit, body.SoftTimeLimit = o.TimeLimit, o.SoftTimeLimit
+	return body, nil
+}
+
+// resend sends task id again; the responder is set on failure.
+func (h *Handlers) resend(ctx context.Context, id string, opts *models.TaskApplyRequest) (newID, source string, fail middleware.Responder) {
+	orig, source, err := h.original(ctx, id)
+	if err != nil {
+		var no *errNoOriginal
+		switch {
+		case errors.As(err, &no) && no.notFound:
+			return "", "", apiError(http.StatusNotFound, "%s", no.msg)
+		case errors.As(err, &no):
+			return "", "", apiError(http.StatusConflict, "%s", no.msg)
+		}
+		return "", "", h.brokerError("retry", err)
+	}
+	body, err := retryBody(orig, opts)
+	if err != nil {
+		return "", "", apiError(http.StatusBadRequest, "%v", err)
+	}
+	msg, fail := h.publish(ctx, orig.Name, body, false)
+	if fail != nil {
+		return "", "", fail
+	}
+	return msg.ID, source, nil
+}
+
+func (h *Handlers) retryTask(p tasks.RetryTaskParams, _ any) middleware.Responder {
+	if !validName(p.Taskid) {
+		return apiError(http.StatusBadRequest, "invalid task id")
+	}
+	newID, source, fail := h.resend(p.HTTPRequest.Context(), p.Taskid, p.Options)
+	if fail != nil {
+		return fail
+	}
+	old := p.Taskid
+	return tasks.NewRetryTaskOK().WithPayload(&models.TaskRetry{TaskID: &newID, RetryOf: &old, Source: source})
+}
+
+// bulkFilter is the GET /api/tasks filter of a bulk operation.
+type bulkFilter struct {
+	workername, taskname, state, search, start, end *string
+}
+
+// query compiles f as GET /api/tasks does, with no limit: the caller
+// counts every match.
+func (f bulkFilter) query() (state.Query, error) {
+	q := state.Query{
+		Limit: state.NoLimit, Worker: deref(f.workername), TaskName: deref(f.taskname),
+		State: deref(f.state), Search: deref(f.search),
+	}
+	var err error
+	if q.ReceivedStart, err = receivedTime("received_start", f.start); err != nil {
+		return q, err
+	}
+	q.ReceivedEnd, err = receivedTime("received_end", f.end)
+	return q, err
+}
+
+// receivedTime reads a received_start/received_end parameter as
+// GET /api/tasks does; nil when absent.
+func receivedTime(name string, s *string) (*time.Time, error) {
+	if s == nil {
+		return nil, nil
+	}
+	t, err := time.ParseInLocation(receivedLayout, *s, time.Local)
+	if err != nil {
+		return nil, fmt.Errorf("%s must be YYYY-MM-DD HH:MM", name)
+	}
+	return &t, nil
+}
+
+// bulkChunk is how many tasks are read per read lock of the state.
+const bulkChunk = 256
+
+// matching counts the tasks f selects and returns the ids of the first
+// limit of them (newest first); with more than limit matches it returns
+// no ids, so that the caller acts on none.
+func (h *Handlers) matching(f bulkFilter, limit int) (ids []string, matched int, fail middleware.Responder) {
+	q, err := f.query()
+	if err != nil {
+		return nil, 0, apiError(http.StatusBadRequest, "%v", err)
+	}
+	list, err := h.State.List(q)
+	if err != nil {
+		return nil, 0, apiError(http.StatusBadRequest, "%v", err)
+	}
+	for more := true; more; {
+		more = list.Next(bulkChunk, func(t *state.Task) {
+			matched++
+			if matched <= limit {
+				ids = append(ids, strings.Clone(t.UUID))
+			}
+		})
+	}
+	if matched > limit {
+		ids = nil
+	}
+	return ids, matched, nil
+}
+
+func tooMany(matched int, limit int32) middleware.Responder {
+	return apiError(http.StatusBadRequest, "%d tasks match, more than max=%d: nothing was done (narrow the filters or raise max)", matched, limit)
+}
+
+func (h *Handlers) revokeTasks(p tasks.RevokeTasksParams, _ any) middleware.Responder {
+	f := bulkFilter{p.Workername, p.Taskname, p.State, p.Search, p.ReceivedStart, p.ReceivedEnd}
+	ids, matched, fail := h.matching(f, int(p.Max))
+	if fail != nil {
+		return fail
+	}
+	if matched > int(p.Max) {
+		return tooMany(matched, p.Max)
+	}
+	dry := deref(p.DryRun)
+	n := int64(matched)
+	out := &models.BulkRevoke{Matched: &n, DryRun: &dry, Revoked: []string{}}
+	if dry || len(ids) == 0 {
+		return tasks.NewRevokeTasksOK().WithPayload(out)
+	}
+	signal := deref(p.Signal)
+	if !strings.HasPrefix(signal, "SIG") {
+		signal = "SIG" + signal
+	}
+	ctx, cancel := context.WithTimeout(p.HTTPRequest.Context(), h.BrokerTimeout)
+	defer cancel()
+	// One broadcast for all: Celery's revoke takes a list of ids, and every
+	// worker adds them to its revoked set at once.
+	if _, err := h.Broker.Broadcast(ctx, celery.ControlCommand{
+		Method: "revoke",
+		Arguments: map[string]any{
+			"task_id": ids, "terminate": deref(p.Terminate), "signal": signal,
+		},
+	}); err != nil {
+		return h.brokerError("revoke", err)
+	}
+	out.Revoked = ids
+	return tasks.NewRevokeTasksOK().WithPayload(out)
+}
+
+func (h *Handlers) retryTasks(p tasks.RetryTasksParams, _ any) middleware.Responder {
+	f := bulkFilter{p.Workername, p.Taskname, p.State, p.Search, p.ReceivedStart, p.ReceivedEnd}
+	ids, matched, fail := h.matching(f, int(p.Max))
+	if fail != nil {
+		return fail
+	}
+	if matched > int(p.Max) {
+		return tooMany(matched, p.Max)
+	}
+	dry := deref(p.DryRun)
+	n := int64(matched)
+	out := &models.BulkRetry{Matched: &n, DryRun: &dry, Retried: map[string]string{}}
+	if dry {
+		return tasks.NewRetryTasksOK().WithPayload(out)
+	}
+	ctx := p.HTTPRequest.Context()
+	for _, id := range ids {
+		newID, _, fail := h.resend(ctx, id, nil)
+		if fail == nil {
+			out.Retried[id] = newID
+			continue
+		}
+		if jr, ok := fail.(jsonResponse); ok && (jr.status == http.StatusConflict || jr.status == http.StatusNotFound || jr.status == http.StatusBadRequest) {
+			if out.Skipped == nil {
+				out.Skipped = map[string]string{}
+			}
+			out.Skipped[id] = errorText(jr)
+			continue
+		}
+		// The broker failed: stop rather than hammer it, and say what was
+		// already sent.
+		if jr, ok := fail.(jsonResponse); ok {
+			return apiError(jr.status, "%s (sent %d of %d before stopping: %s)", errorText(jr), len(out.Retried), len(ids), retriedList(out.Retried))
+		}
+		return fail
+	}
+	return tasks.NewRetryTasksOK().WithPayload(out)
+}
+
+// errorText is the message of an error answer.
+func errorText(jr jsonResponse) string {
+	if e, ok := jr.body.(errorBody); ok {
+		return e.Error
+	}
+	return http.StatusText(jr.status)
+}
+
+func retriedList(m map[string]string) string {
+	pairs := make([]string, 0, len(m))
+	for old, id := range m {
+		pairs = append(pairs, old+"->"+id)
+	}
+	sort.Strings(pairs)
+	return strings.Join(pairs, ", ")
+}
+
+// failureExamples is how many task ids a failure group shows.
+const failureExamples = 5
+
+// exceptionType is the class name of an exception repr:
+// "ValueError('x')" -> "ValueError", "mod.Error()" -> "mod.Error".
+func exceptionType(repr string) string {
+	name, _, _ := strings.Cut(repr, "(")
+	if name = strings.TrimSpace(name); name == "" {
+		return "unknown"
+	}
+	return name
+}
+
+type failureGroup struct {
+	name, exc   string
+	count       int64
+	first, last float64
+	examples    []failureExample // newest first
+	traceback   string
+}
+
+type failureExample struct {
+	id string
+	at float64
+}
+
+// add counts one failure at time at. id and traceback are the state's
+// (valid during the call only): what is kept is copied.
+func (g *failureGroup) add(id string, at float64, traceback string) {
+	g.count++
+	if g.count == 1 || at < g.first {
+		g.first = at
+	}
+	if g.count == 1 || at >= g.last {
+		g.last = at
+		g.traceback = strings.Clone(traceback)
+	}
+	i := sort.Search(len(g.examples), func(i int) bool { return g.examples[i].at < at })
+	if i >= failureExamples {
+		return
+	}
+	g.examples = append(g.examples, failureExample{})
+	copy(g.examples[i+1:], g.examples[i:])
+	g.examples[i] = failureExample{id: strings.Clone(id), at: at}
+	if len(g.examples) > failureExamples {
+		g.examples = g.examples[:failureExamples]
+	}
+}
+
+func (h *Handlers) listFailures(p tasks.ListFailuresParams, _ any) middleware.Responder {
+	failed := "FAILURE"
+	f := bulkFilter{taskname: p.Taskname, state: &failed, start: p.ReceivedStart, end: p.ReceivedEnd}
+	q, err := f.query()
+	if err != nil {
+		return apiError(http.StatusBadRequest, "%v", err)
+	}
+	list, err := h.State.List(q)
+	if err != nil {
+		return apiError(http.StatusBadRequest, "%v", err)
+	}
+	// The groups are bounded by the failed tasks the state holds, which
+	// --max_tasks bounds.
+	groups := map[[2]string]*failureGroup{}
+	for more := true; more; {
+		more = list.Next(bulkChunk, func(t *state.Task) {
+			key := [2]string{t.Name, exceptionType(t.Exception)}
+			g := groups[key]
+			if g == nil {
+				g = &failureGroup{name: strings.Clone(key[0]), exc: strings.Clone(key[1])}
+				groups[[2]string{g.name, g.exc}] = g
+			}
+			at := t.Failed
+			if !t.Has(state.FieldFailed) {
+				at = t.Timestamp
+			}
+			var tb string
+			if t.Has(state.FieldTraceback) {
+				tb = t.Traceback
+			}
+			g.add(t.UUID, at, tb)
+		})
+	}
+	sorted := make([]*failureGroup, 0, len(groups))
+	for _, g := range groups {
+		sorted = append(sorted, g)
+	}
+	sort.Slice(sorted, func(i, j int) bool {
+		a, b := sorted[i], sorted[j]
+		if a.count != b.count {
+			return a.count > b.count
+		}
+		if a.name != b.name {
+			return a.name < b.name
+		}
+		return a.exc < b.exc
+	})
+	out := &models.Failures{Groups: make([]*models.FailureGroup, 0, len(sorted))}
+	for _, g := range sorted {
+		ex := make([]string, len(g.examples))
+		for i, e := range g.examples {
+			ex[i] = e.id
+		}
+		out.Groups = append(out.Groups, &models.FailureGroup{
+			Taskname: &g.name, ExceptionType: &g.exc, Count: &g.count,
+			First: &g.first, Last: &g.last, Examples: ex, Traceback: g.traceback,
+		})
+	}
+	return tasks.NewListFailuresOK().WithPayload(out)
+}

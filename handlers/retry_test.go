@@ -1,0 +1,129 @@
+package handlers
+
+import (
+	"encoding/json"
+	"fmt"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/stamen-dev/stamen/gen/models"
+	"github.com/stamen-dev/stamen/internal/state"
+)
+
+func TestExceptionType(t *testing.T) {
+	for repr, want := range map[string]string{
+		"ValueError('x')":               "ValueError",
+		"KeyError('a (b)')":             "KeyError",
+		"mod.CustomError()":             "mod.CustomError",
+		"":                              "unknown",
+		"TimeLimitExceeded(60,)":        "TimeLimitExceeded",
+		"WorkerLostError('Worker exi')": "WorkerLostError",
+	} {
+		if got := exceptionType(repr); got != want {
+			t.Errorf("exceptionType(%q) = %q, want %q", repr, got, want)
+		}
+	}
+}
+
+// TestFailureGroupAdd keeps the count, the first and last times, the
+// newest traceback and the 5 newest ids whatever the order of arrival.
+func TestFailureGroupAdd(t *testing.T) {
+	var g failureGroup
+	for _, at := range []float64{5, 1, 9, 3, 7, 2, 8} {
+		g.add(fmt.Sprint("t", at), at, fmt.Sprint("tb", at))
+	}
+	var ids []string
+	for _, e := range g.examples {
+		ids = append(ids, e.id)
+	}
+	if g.count != 7 || g.first != 1 || g.last != 9 || g.traceback != "tb9" || !slices.Equal(ids, []string{"t9", "t8", "t7", "t5", "t3"}) {
+		t.Errorf("group %+v, examples %v", g, ids)
+	}
+}
+
+func TestRetryBody(t *testing.T) {
+	orig := &sentTask{Name: "t", Args: []any{1}, Kwargs: map[string]any{"k": 1}, Queue: "q", Priority: 4}
+	three := int32(3)
+	tests := []struct {
+		name    string
+		opts    *models.TaskApplyRequest
+		want    *models.TaskApplyRequest
+		wantErr bool
+	}{
+		{"as sent", nil, &models.TaskApplyRequest{Args: []any{1}, Kwargs: map[string]any{"k": 1}, Queue: "q", Priority: ptrTo(int32(4))}, false},
+		{"new route replaces the whole route", &models.TaskApplyRequest{Exchange: "x", RoutingKey: "rk", Priority: &three, Countdown: 5},
+			&models.TaskApplyRequest{Args: []any{1}, Kwargs: map[string]any{"k": 1}, Exchange: "x", RoutingKey: "rk", Priority: &three, Countdown: 5}, false},
+		{"args refused", &models.TaskApplyRequest{Args: []any{2}}, nil, true},
+		{"kwargs refused", &models.TaskApplyRequest{Kwargs: map[string]any{}}, nil, true},
+		{"task_id refused", &models.TaskApplyRequest{TaskID: "x"}, nil, true},
+	}
+	for _, tt := range tests {
+		got, err := retryBody(orig, tt.opts)
+		if (err != nil) != tt.wantErr {
+			t.Errorf("%s: error %v, want error %v", tt.name, err, tt.wantErr)
+			continue
+		}
+		if diff := cmp.Diff(tt.want, got); diff != "" {
+			t.Errorf("%s: body (-want +got):\n%s", tt.name, diff)
+		}
+	}
+}
+
+func ptrTo[T any](v T) *T { return &v }
+
+func TestFromEvents(t *testing.T) {
+	full := state.FieldName | state.FieldArgs | state.FieldKwargs | state.FieldExchange | state.FieldRoutingKey
+	tests := []struct {
+		name string
+		task state.Task
+		want *sentTask
+	}{
+		{"default exchange", state.Task{Name: "t", Args: "(1, 'a')", Kwargs: "{'k': None}", RoutingKey: "q1", Set: full},
+			&sentTask{Name: "t", Args: []any{json.Number("1"), "a"}, Kwargs: map[string]any{"k": nil}, Queue: "q1"}},
+		{"the queue's own exchange", state.Task{Name: "t", Args: "()", Kwargs: "{}", Exchange: "q1", RoutingKey: "q1", Set: full},
+			&sentTask{Name: "t", Args: []any{}, Kwargs: map[string]any{}, Queue: "q1"}},
+		{"another exchange", state.Task{Name: "t", Args: "()", Kwargs: "{}", Exchange: "x", RoutingKey: "a.b", Set: full},
+			&sentTask{Name: "t", Args: []any{}, Kwargs: map[string]any{}, Exchange: "x", RoutingKey: "a.b"}},
+		{"no route", state.Task{Name: "t", Args: "()", Kwargs: "{}", Set: state.FieldName | state.FieldArgs | state.FieldKwargs}, nil},
+		{"cut args", state.Task{Name: "t", Args: "('xxx...', ...", Kwargs: "{}", RoutingKey: "q", Set: full}, nil},
+		{"cut kwargs", state.Task{Name: "t", Args: "()", Kwargs: "{'a': 'yy...'}", RoutingKey: "q", Set: full}, nil},
+		{"no args", state.Task{Name: "t", RoutingKey: "q", Set: state.FieldName | state.FieldRoutingKey}, nil},
+	}
+	for _, tt := range tests {
+		got, why := fromEvents(&tt.task)
+		if diff := cmp.Diff(tt.want, got); diff != "" {
+			t.Errorf("%s: (-want +got):\n%s", tt.name, diff)
+		}
+		if got == nil && why == "" {
+			t.Errorf("%s: refused without a reason", tt.name)
+		}
+	}
+}
+
+// TestMemorySentLog bounds the in-memory log by count and age, oldest
+// first, and keeps a record put again as the newest.
+func TestMemorySentLog(t *testing.T) {
+	m := NewMemorySentLog(3, time.Hour)
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	put := func(id string, min int) {
+		if err := m.PutSent(id, t0.Add(time.Duration(min)*time.Minute), []byte(id)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	has := func(id string) bool { _, ok, _ := m.Sent(id); return ok }
+	put("a", 0)
+	put("b", 1)
+	put("c", 2)
+	put("a", 3) // again: now the newest
+	put("d", 4) // four order entries for three records: b goes
+	if has("b") || !has("a") || !has("c") || !has("d") {
+		t.Errorf("after count pruning: a %v b %v c %v d %v", has("a"), has("b"), has("c"), has("d"))
+	}
+	put("e", 63) // c (minute 2) is over an hour old
+	if has("c") || !has("a") || !has("e") {
+		t.Errorf("after age pruning: a %v c %v e %v", has("a"), has("c"), has("e"))
+	}
+}

@@ -1,0 +1,105 @@
+package store
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+)
+
+// SentLimits bound the tasks kept by PutSent: at most Max records, none
+// older than MaxAge.
+type SentLimits struct {
+	Max    int
+	MaxAge time.Duration
+}
+
+// A record's value is its time (Unix nanoseconds) and its order sequence
+// number, 8 bytes each, then the caller's data.
+const sentHeader = 16
+
+// PutSent keeps data as what stamen sent under task id at time at, and
+// drops the oldest records beyond the limits, in one transaction. A record
+// for an id already kept replaces it.
+func (s *Store) PutSent(id string, at time.Time, data []byte, lim SentLimits) error {
+	if id == "" {
+		return errors.New("put sent task: empty id")
+	}
+	err := s.db.Update(func(tx *bolt.Tx) error {
+		sent, order := tx.Bucket(sentBucket), tx.Bucket(sentOrderBucket)
+		seq, err := order.NextSequence()
+		if err != nil {
+			return err
+		}
+		val := make([]byte, sentHeader+len(data))
+		binary.BigEndian.PutUint64(val, uint64(at.UnixNano()))
+		binary.BigEndian.PutUint64(val[8:], seq)
+		copy(val[sentHeader:], data)
+		if err := sent.Put([]byte(id), val); err != nil {
+			return err
+		}
+		if err := order.Put(seqKey(seq), []byte(id)); err != nil {
+			return err
+		}
+		return pruneSent(sent, order, seq, at, lim)
+	})
+	if err != nil {
+		return fmt.Errorf("put sent task %s: %w", id, err)
+	}
+	return nil
+}
+
+// pruneSent deletes records from the oldest until at most lim.Max order
+// entries remain and the oldest record is younger than lim.MaxAge. Entries
+// are only ever deleted from the front, so their count is last-first+1
+// (bucket statistics would walk every page). An entry whose id was put
+// again since points to a newer record: only the entry goes.
+func pruneSent(sent, order *bolt.Bucket, last uint64, now time.Time, lim SentLimits) error {
+	c := order.Cursor()
+	for k, id := c.First(); k != nil; k, id = c.First() {
+		seq := binary.BigEndian.Uint64(k)
+		val := sent.Get(id)
+		current := len(val) >= sentHeader && binary.BigEndian.Uint64(val[8:]) == seq
+		tooMany := lim.Max > 0 && last-seq+1 > uint64(lim.Max)
+		tooOld := lim.MaxAge > 0 && current && now.Sub(time.Unix(0, int64(binary.BigEndian.Uint64(val)))) > lim.MaxAge
+		if current && !tooMany && !tooOld {
+			return nil
+		}
+		if current {
+			if err := sent.Delete(id); err != nil {
+				return err
+			}
+		}
+		if err := c.Delete(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Sent returns the data PutSent kept for task id, and whether there is any.
+func (s *Store) Sent(id string) ([]byte, bool, error) {
+	var out []byte
+	err := s.db.View(func(tx *bolt.Tx) error {
+		if v := tx.Bucket(sentBucket).Get([]byte(id)); len(v) >= sentHeader {
+			out = append([]byte(nil), v[sentHeader:]...)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, false, fmt.Errorf("read sent task %s: %w", id, err)
+	}
+	return out, out != nil, nil
+}
+
+// SentCount is how many sent tasks are kept.
+func (s *Store) SentCount() int {
+	n := 0
+	_ = s.db.View(func(tx *bolt.Tx) error {
+		n = tx.Bucket(sentBucket).Stats().KeyN
+		return nil
+	})
+	return n
+}
