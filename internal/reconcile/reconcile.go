@@ -23,6 +23,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 	"unicode/utf8"
 
@@ -101,6 +102,15 @@ type Reconciler struct {
 	// first in order.
 	checked map[string]time.Time
 	order   []string
+
+	// Totals since start, for /metrics.
+	looked, reconciled atomic.Uint64
+}
+
+// Totals returns the result documents read and the tasks reconciled since
+// the Reconciler was made.
+func (r *Reconciler) Totals() (looked, reconciled uint64) {
+	return r.looked.Load(), r.reconciled.Load()
 }
 
 // Stats is what one round did.
@@ -251,6 +261,7 @@ func (r *Reconciler) Round(ctx context.Context) (Stats, error) {
 			return st, fmt.Errorf("read %d result documents: %w", len(batch), err)
 		}
 		st.Looked += len(batch)
+		r.looked.Add(uint64(len(batch)))
 		at := r.cfg.Now()
 		events := make([]celery.Event, 0, len(batch))
 		var unresolved []string
@@ -269,6 +280,7 @@ func (r *Reconciler) Round(ctx context.Context) (Stats, error) {
 		if len(events) > 0 {
 			r.cfg.Apply(ctx, events)
 			st.Reconciled += len(events)
+			r.reconciled.Add(uint64(len(events)))
 		}
 		r.remember(unresolved, at)
 	}
