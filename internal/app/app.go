@@ -31,6 +31,7 @@ import (
 	"github.com/stamen-dev/stamen/internal/celery"
 	"github.com/stamen-dev/stamen/internal/inspect"
 	"github.com/stamen-dev/stamen/internal/metrics"
+	"github.com/stamen-dev/stamen/internal/reconcile"
 	"github.com/stamen-dev/stamen/internal/redact"
 	"github.com/stamen-dev/stamen/internal/state"
 	"github.com/stamen-dev/stamen/internal/store"
@@ -81,6 +82,20 @@ type Config struct {
 	// SaveInterval is how often changed records are written to the store
 	// (Flower's --state_save_interval); a crash loses at most this much.
 	SaveInterval time.Duration
+	// EventQueue names a durable RabbitMQ event queue that outlives
+	// stamen (amqp.Config.EventQueue), bounded by EventQueueTTL and
+	// EventQueueMaxLength; empty keeps a private queue per process.
+	EventQueue          string
+	EventQueueTTL       time.Duration
+	EventQueueMaxLength int64
+	// Reconciliation (internal/reconcile), with a Redis result backend:
+	// tasks unfinished longer than ReconcileAfter are looked up every
+	// ReconcileInterval, and every unfinished task whenever the event
+	// stream (re)subscribes, at most ReconcileMaxLookups per round
+	// (0: reconcile.DefaultMaxLookups; negative turns reconciliation off).
+	ReconcileAfter      time.Duration
+	ReconcileInterval   time.Duration
+	ReconcileMaxLookups int
 	// Auth holds the credentials; nil or empty serves without them.
 	Auth   *auth.Authenticator
 	Logger *slog.Logger
@@ -116,6 +131,8 @@ type App struct {
 
 	broker brokerConn
 	store  *store.Store
+	// reconciler is nil without a Redis result backend.
+	reconciler *reconcile.Reconciler
 	// writeBatch is store.Write; tests make it fail.
 	writeBatch func(store.Batch) error
 	// unsaved is the last batch whose write failed, merged into the next
@@ -178,6 +195,7 @@ func New(ctx context.Context, cfg Config) (*App, error) {
 		// them.
 		b.SetQueueLookup(a.Inspector.Queue)
 	}
+	a.reconciler = a.newReconciler(results)
 	a.Metrics = metrics.New(a.gauges()...)
 	a.Events = stream.NewHub()
 	var sent handlers.SentLog
@@ -220,6 +238,13 @@ func New(ctx context.Context, cfg Config) (*App, error) {
 			a.expireLoop(runCtx)
 		}()
 	}
+	// Before ingestion starts, so that the first subscription kicks it.
+	if r := a.reconciler; r != nil {
+		if s, ok := a.broker.(interface{ SetOnSubscribe(func()) }); ok {
+			s.SetOnSubscribe(r.Kick)
+		}
+		a.wg.Go(func() { r.Run(runCtx) })
+	}
 	a.wg.Add(3)
 	go func() {
 		defer a.wg.Done()
@@ -237,6 +262,27 @@ func New(ctx context.Context, cfg Config) (*App, error) {
 		_ = a.Inspector.Refresh(rctx, "")
 	}()
 	return a, nil
+}
+
+// newReconciler is the reconciler when the result backend can be read in
+// bulk (Redis), nil otherwise: see internal/reconcile. New kicks its
+// rounds at every (re)subscription of the event stream. Its source of
+// unfinished tasks is the state.
+func (a *App) newReconciler(results handlers.ResultBackend) *reconcile.Reconciler {
+	bulk, ok := results.(reconcile.Results)
+	if !ok || a.cfg.ReconcileMaxLookups < 0 {
+		return nil
+	}
+	return reconcile.New(reconcile.Config{
+		Source:     a.State,
+		Results:    bulk,
+		Apply:      a.applyBatch,
+		After:      a.cfg.ReconcileAfter,
+		Interval:   a.cfg.ReconcileInterval,
+		MaxLookups: a.cfg.ReconcileMaxLookups,
+		Timeout:    a.cfg.BrokerTimeout,
+		Logger:     a.log,
+	})
 }
 
 func origin() string {
@@ -276,6 +322,9 @@ func (a *App) openBroker(ctx context.Context) (brokerConn, handlers.ResultBacken
 		if backend == "" {
 			backend = a.BrokerURL
 		}
+		if a.cfg.EventQueue != "" {
+			return nil, nil, errors.New("event_queue: only RabbitMQ brokers have event queues (Redis pub/sub keeps nothing)")
+		}
 		b, err := redis.New(ctx, redis.Config{
 			BrokerURL: a.BrokerURL, ResultBackendURL: backend, Logger: a.log, OpTimeout: a.cfg.BrokerTimeout,
 			Transport: brokerOpts, ResultTransport: resultOpts,
@@ -293,7 +342,8 @@ func (a *App) openBroker(ctx context.Context) (brokerConn, handlers.ResultBacken
 		if strings.TrimSpace(a.cfg.BrokerTransportOptions) != "" {
 			return nil, nil, errors.New("broker_transport_options: only Redis brokers take transport options")
 		}
-		cfg := amqp.Config{BrokerURL: a.BrokerURL, Logger: a.log, OpTimeout: a.cfg.BrokerTimeout}
+		cfg := amqp.Config{BrokerURL: a.BrokerURL, Logger: a.log, OpTimeout: a.cfg.BrokerTimeout,
+			EventQueue: a.cfg.EventQueue, EventQueueTTL: a.cfg.EventQueueTTL, EventQueueMaxLength: a.cfg.EventQueueMaxLength}
 		if rpc {
 			cfg.ResultBackend = "rpc://"
 		}
@@ -628,7 +678,25 @@ func (a *App) purge(now time.Time) {
 
 // gauges are the scrape-time metrics of the running app.
 func (a *App) gauges() []prometheus.Collector {
+	reconciled := func(tasks bool) func() float64 {
+		return func() float64 {
+			if a.reconciler == nil {
+				return 0
+			}
+			looked, done := a.reconciler.Totals()
+			if tasks {
+				return float64(done)
+			}
+			return float64(looked)
+		}
+	}
 	return []prometheus.Collector{
+		prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "stamen_reconcile_lookups_total", Help: "Result documents read to reconcile unfinished tasks.",
+		}, reconciled(false)),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "stamen_reconciled_tasks_total", Help: "Tasks finished from their result documents after their events were missed.",
+		}, reconciled(true)),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "stamen_tasks_stored", Help: "Tasks held in the state.",
 		}, func() float64 { return float64(a.State.Len()) }),
