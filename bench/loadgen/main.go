@@ -190,6 +190,7 @@ func run(ctx context.Context, c config) (err error) {
 	if _, err := feed(ctx, rdb, channel, s, payloads, c.small, c.mid); err != nil {
 		return err
 	}
+	fmt.Printf("tasks_mid %d\n", c.mid)
 	if err := readers(ctx, c, s, epoch, c.mid); err != nil {
 		return err
 	}
@@ -294,6 +295,7 @@ func mixed(ctx context.Context, c config, rdb *goredis.Client, channel string, s
 		return nil
 	}
 	progress("mixed phase: %d tasks ingested alone", c.mixed)
+	fmt.Printf("mixed_tasks %d\n", c.mixed)
 	first, second := c.tasks, c.tasks+c.mixed
 	alone, err := feedFrom(ctx, rdb, channel, s, payloads, first, second)
 	if err != nil {
