@@ -80,10 +80,11 @@ type config struct {
 	// readers, readFor and mixed are issue 18's: reads under that many
 	// concurrent clients, for readFor each, and the ingestion of mixed
 	// more tasks (evicting as many old ones) alone and then under reads.
-	readers int
-	readFor time.Duration
-	mixed   int
-	env     []string
+	readers   int
+	readFor   time.Duration
+	mixed     int
+	mixedRate int
+	env       []string
 }
 
 func main() {
@@ -99,6 +100,7 @@ func main() {
 	flag.IntVar(&c.readers, "readers", 4, "concurrent requests of the attacks under several readers")
 	flag.DurationVar(&c.readFor, "read-duration", 10*time.Second, "length of each attack under -readers clients")
 	flag.IntVar(&c.mixed, "mixed", 300_000, "tasks ingested at -tasks tasks alone, then as many again under -readers readers of /api/tasks?limit=100")
+	flag.IntVar(&c.mixedRate, "mixed-rate", 50_000, "events a second of the mixed phase's second, paced run (0: none)")
 	env := flag.String("stamen-env", "", "space-separated NAME=VALUE pairs added to stamen's environment (GOGC=100 GOMEMLIMIT=...)")
 	flag.Parse()
 	if c.small <= 0 || c.small >= c.mid || c.mid >= c.tasks {
@@ -147,6 +149,9 @@ func run(ctx context.Context, c config) (err error) {
 	progress("generating %d tasks' events", c.tasks)
 	epoch := time.Now().Add(-span)
 	payloads := generate(c.tasks+2*c.mixed, c.tasks, epoch)
+	// Generating leaves the driver's heap at its largest: collect now, not
+	// while the first reads are measured.
+	runtime.GC()
 	fmt.Printf("# stamen %s, redis %s/%d, %d tasks, attacks of %s with %d clients, of %s with %d readers, env %q\n",
 		c.stamen, c.redis, c.db, c.tasks, c.duration, c.clients, c.readFor, c.readers, c.env)
 
@@ -289,22 +294,40 @@ func readers(ctx context.Context, c config, s *stamen, epoch time.Time, n int) e
 // mixed ingests c.mixed new tasks at c.tasks tasks (stamen evicts as many
 // of the oldest) with no reads, then c.mixed more under c.readers readers
 // of /api/tasks?limit=100 that run until that ingestion is done, and
-// reports both ingestion rates and the reads' latencies.
+// reports both ingestion rates and the reads' latencies. It does so at
+// the highest rate, then at c.mixedRate events a second, on tasks evicted
+// by then (the first ones, created again).
 func mixed(ctx context.Context, c config, rdb *goredis.Client, channel string, s *stamen, payloads [][]byte, epoch time.Time) error {
 	if c.mixed == 0 {
 		return nil
 	}
-	progress("mixed phase: %d tasks ingested alone", c.mixed)
 	fmt.Printf("mixed_tasks %d\n", c.mixed)
-	first, second := c.tasks, c.tasks+c.mixed
-	alone, err := feedFrom(ctx, rdb, channel, s, payloads, first, second)
+	if err := mixedAt(ctx, c, rdb, channel, s, payloads, epoch, c.tasks, 0, ""); err != nil {
+		return err
+	}
+	if c.mixedRate == 0 {
+		return nil
+	}
+	fmt.Printf("mixed_rate %d\n", c.mixedRate)
+	return mixedAt(ctx, c, rdb, channel, s, payloads, epoch, 0, float64(c.mixedRate)/3, "_"+strconv.Itoa(c.mixedRate))
+}
+
+func mixedAt(ctx context.Context, c config, rdb *goredis.Client, channel string, s *stamen, payloads [][]byte, epoch time.Time, first int, rate float64, suffix string) error {
+	n := c.mixed
+	if rate > 0 {
+		// As many tasks as ten seconds at that rate take.
+		n = min(n, int(10*rate))
+	}
+	progress("mixed phase%s: %d tasks ingested alone", suffix, n)
+	second := first + n
+	alone, err := feedFrom(ctx, rdb, channel, s, payloads, first, second, rate)
 	if err != nil {
 		return err
 	}
-	figure("mixed_ingest_alone_events_per_s", float64(3*c.mixed)/alone.Seconds())
-	progress("mixed phase: %d tasks ingested under %d readers", c.mixed, c.readers)
+	figure("mixed_ingest_alone_events_per_s"+suffix, float64(3*n)/alone.Seconds())
+	progress("mixed phase%s: %d tasks ingested under %d readers", suffix, n, c.readers)
 	t := targets(epoch, c.tasks)[1]
-	t.label += "_r" + strconv.Itoa(c.readers) + "_ingesting"
+	t.label += "_r" + strconv.Itoa(c.readers) + "_ingesting" + suffix
 	actx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	var during time.Duration
@@ -313,7 +336,7 @@ func mixed(ctx context.Context, c config, rdb *goredis.Client, channel string, s
 	go func() {
 		defer cancel()
 		<-started
-		during, ferr = feedFrom(ctx, rdb, channel, s, payloads, second, second+c.mixed)
+		during, ferr = feedFrom(ctx, rdb, channel, s, payloads, second, second+n, rate)
 	}()
 	if _, err := attackUntil(actx, ctx, s, t, c.tasks, c.readers, started, 0); err != nil {
 		return err
@@ -321,7 +344,7 @@ func mixed(ctx context.Context, c config, rdb *goredis.Client, channel string, s
 	if ferr != nil {
 		return ferr
 	}
-	figure("mixed_ingest_read_events_per_s", float64(3*c.mixed)/during.Seconds())
+	figure("mixed_ingest_read_events_per_s"+suffix, float64(3*n)/during.Seconds())
 	return nil
 }
 
@@ -379,22 +402,23 @@ func targets(epoch time.Time, n int) []target {
 // tasks ahead of what stamen has ingested, and returns once stamen has
 // ingested them all, with how long that took.
 func feed(ctx context.Context, rdb *goredis.Client, channel string, s *stamen, payloads [][]byte, from, to int) (time.Duration, error) {
-	return feedBase(ctx, rdb, channel, s, payloads, from, to, 0)
+	return feedBase(ctx, rdb, channel, s, payloads, from, to, 0, 0)
 }
 
 // feedFrom is feed for a process whose count of ingested events does not
 // start at payloads[0] (a restarted one).
-func feedFrom(ctx context.Context, rdb *goredis.Client, channel string, s *stamen, payloads [][]byte, from, to int) (time.Duration, error) {
+// rate, when not 0, is the tasks a second to publish at most.
+func feedFrom(ctx context.Context, rdb *goredis.Client, channel string, s *stamen, payloads [][]byte, from, to int, rate float64) (time.Duration, error) {
 	n, err := s.metric(`stamen_events_ingested_total{kind="task"}`)
 	if err != nil {
 		return 0, err
 	}
-	return feedBase(ctx, rdb, channel, s, payloads, from, to, n-float64(3*from))
+	return feedBase(ctx, rdb, channel, s, payloads, from, to, n-float64(3*from), rate)
 }
 
 // feedBase is feed where the process's count of ingested events is base
 // more than that of payloads[:i] once payloads[i] is ingested.
-func feedBase(ctx context.Context, rdb *goredis.Client, channel string, s *stamen, payloads [][]byte, from, to int, base float64) (time.Duration, error) {
+func feedBase(ctx context.Context, rdb *goredis.Client, channel string, s *stamen, payloads [][]byte, from, to int, base, rate float64) (time.Duration, error) {
 	began := time.Now()
 	want := float64(3 * to)
 	var got float64
@@ -421,7 +445,17 @@ func feedBase(ctx context.Context, rdb *goredis.Client, channel string, s *stame
 			time.Sleep(pollEvery)
 			continue
 		}
-		j := min(i+batch, to)
+		step := batch
+		if rate > 0 {
+			// Paced: what is due by now, in batches of a tenth of a
+			// second's tasks at most.
+			step = min(batch, max(int(rate/10), 1))
+			if due := from + int(rate*time.Since(began).Seconds()); i >= due {
+				time.Sleep(time.Duration(float64(i+1-due) / rate * float64(time.Second)))
+				continue
+			}
+		}
+		j := min(i+step, to)
 		pipe := rdb.Pipeline()
 		for _, p := range payloads[i:j] {
 			pipe.Publish(ctx, channel, p)
