@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 	"unicode/utf8"
 
@@ -78,10 +79,25 @@ type taskListBody struct {
 	ctx  context.Context
 }
 
+// listBufs are the task lists' write buffers, 64 KiB each: made per
+// request they were a large part of the reads' garbage, which at a small
+// state sets how often the collector runs (issue 18).
+var listBufs = sync.Pool{New: func() any { b := make([]byte, 0, listBufSize); return &b }}
+
+const listBufSize = 64 << 10
+
 func (b taskListBody) WriteResponse(rw http.ResponseWriter, _ runtime.Producer) {
 	rw.Header().Set("Content-Type", "application/json")
 	rw.WriteHeader(http.StatusOK)
-	buf := make([]byte, 0, 64<<10)
+	pooled := listBufs.Get().(*[]byte)
+	buf := (*pooled)[:0]
+	defer func() {
+		// A buffer a huge task outgrew is left to the collector.
+		if cap(buf) <= 4*listBufSize {
+			*pooled = buf
+			listBufs.Put(pooled)
+		}
+	}()
 	buf = append(buf, '{')
 	first := true
 	write := func(t *state.Task) {

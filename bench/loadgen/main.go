@@ -53,6 +53,11 @@ const (
 	// saveInterval is stamen's --state_save_interval, its default, given
 	// so that STAMEN_STATE_SAVE_INTERVAL cannot change the figures.
 	saveInterval = time.Second
+	// pollEvery is how often the driver reads stamen's /metrics while it
+	// feeds it: often enough that the window never runs dry at 100,000
+	// tasks a second, and rarely enough that the reads of /metrics
+	// (uncompressed) cost stamen little next to what is measured.
+	pollEvery = 5 * time.Millisecond
 	// span is how far back the tasks' timestamps reach, evenly spread, so
 	// that a 10-minute received window selects 1% of them.
 	span = 1000 * time.Minute
@@ -69,8 +74,17 @@ type config struct {
 	db       int
 	tasks    int
 	small    int
+	mid      int
 	duration time.Duration
 	clients  int
+	// readers, readFor and mixed are issue 18's: reads under that many
+	// concurrent clients, for readFor each, and the ingestion of mixed
+	// more tasks (evicting as many old ones) alone and then under reads.
+	readers   int
+	readFor   time.Duration
+	mixed     int
+	mixedRate int
+	env       []string
 }
 
 func main() {
@@ -82,11 +96,18 @@ func main() {
 	flag.IntVar(&c.small, "small", 10_000, "tasks of the small phase")
 	flag.DurationVar(&c.duration, "duration", 5*time.Second, "length of each attack")
 	flag.IntVar(&c.clients, "clients", 2, "concurrent requests of each attack (max rate, closed loop)")
+	flag.IntVar(&c.mid, "mid", 100_000, "tasks of the middle phase (reads under -readers clients only)")
+	flag.IntVar(&c.readers, "readers", 4, "concurrent requests of the attacks under several readers")
+	flag.DurationVar(&c.readFor, "read-duration", 10*time.Second, "length of each attack under -readers clients")
+	flag.IntVar(&c.mixed, "mixed", 300_000, "tasks ingested at -tasks tasks alone, then as many again under -readers readers of /api/tasks?limit=100")
+	flag.IntVar(&c.mixedRate, "mixed-rate", 50_000, "events a second of the mixed phase's second, paced run (0: none)")
+	env := flag.String("stamen-env", "", "space-separated NAME=VALUE pairs added to stamen's environment (GOGC=100 GOMEMLIMIT=...)")
 	flag.Parse()
-	if c.small <= 0 || c.small >= c.tasks {
-		fmt.Fprintln(os.Stderr, "loadgen: need 0 < -small < -tasks")
+	if c.small <= 0 || c.small >= c.mid || c.mid >= c.tasks {
+		fmt.Fprintln(os.Stderr, "loadgen: need 0 < -small < -mid < -tasks")
 		os.Exit(2)
 	}
+	c.env = strings.Fields(*env)
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	err := run(ctx, c)
 	stop()
@@ -127,8 +148,12 @@ func run(ctx context.Context, c config) (err error) {
 
 	progress("generating %d tasks' events", c.tasks)
 	epoch := time.Now().Add(-span)
-	payloads := generate(c.tasks, epoch)
-	fmt.Printf("# stamen %s, redis %s/%d, %d tasks, attacks of %s with %d clients\n", c.stamen, c.redis, c.db, c.tasks, c.duration, c.clients)
+	payloads := generate(c.tasks+2*c.mixed, c.tasks, epoch)
+	// Generating leaves the driver's heap at its largest: collect now, not
+	// while the first reads are measured.
+	runtime.GC()
+	fmt.Printf("# stamen %s, redis %s/%d, %d tasks, attacks of %s with %d clients, of %s with %d readers, env %q\n",
+		c.stamen, c.redis, c.db, c.tasks, c.duration, c.clients, c.readFor, c.readers, c.env)
 
 	s, cold, err := start(ctx, c, dbPath, logPath, 30*time.Second)
 	if err != nil {
@@ -162,14 +187,26 @@ func run(ctx context.Context, c config) (err error) {
 			return err
 		}
 	}
+	if err := readers(ctx, c, s, epoch, c.small); err != nil {
+		return err
+	}
 
-	progress("large phase: %d more tasks", c.tasks-c.small)
+	progress("middle phase: %d more tasks", c.mid-c.small)
+	if _, err := feed(ctx, rdb, channel, s, payloads, c.small, c.mid); err != nil {
+		return err
+	}
+	fmt.Printf("tasks_mid %d\n", c.mid)
+	if err := readers(ctx, c, s, epoch, c.mid); err != nil {
+		return err
+	}
+
+	progress("large phase: %d more tasks", c.tasks-c.mid)
 	began := time.Now()
-	took, err := feed(ctx, rdb, channel, s, payloads, c.small, c.tasks)
+	took, err := feed(ctx, rdb, channel, s, payloads, c.mid, c.tasks)
 	if err != nil {
 		return err
 	}
-	events := float64(3 * (c.tasks - c.small))
+	events := float64(3 * (c.tasks - c.mid))
 	figure("ingest_events_per_s", events/took.Seconds())
 	rss, hwm, err := s.memory("large")
 	if err != nil {
@@ -239,6 +276,75 @@ func run(ctx context.Context, c config) (err error) {
 			return err
 		}
 	}
+	return mixed(ctx, c, rdb, channel, s, payloads, epoch)
+}
+
+// readers runs issue 18's reads at n tasks under c.readers concurrent
+// clients, with no ingestion.
+func readers(ctx context.Context, c config, s *stamen, epoch time.Time, n int) error {
+	for _, t := range targets(epoch, n)[:2] {
+		t.label += "_r" + strconv.Itoa(c.readers)
+		if _, err := attackWith(ctx, s, t, n, c.readers, c.readFor); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// mixed ingests c.mixed new tasks at c.tasks tasks (stamen evicts as many
+// of the oldest) with no reads, then c.mixed more under c.readers readers
+// of /api/tasks?limit=100 that run until that ingestion is done, and
+// reports both ingestion rates and the reads' latencies. It does so at
+// the highest rate, then at c.mixedRate events a second, on tasks evicted
+// by then (the first ones, created again).
+func mixed(ctx context.Context, c config, rdb *goredis.Client, channel string, s *stamen, payloads [][]byte, epoch time.Time) error {
+	if c.mixed == 0 {
+		return nil
+	}
+	fmt.Printf("mixed_tasks %d\n", c.mixed)
+	if err := mixedAt(ctx, c, rdb, channel, s, payloads, epoch, c.tasks, 0, ""); err != nil {
+		return err
+	}
+	if c.mixedRate == 0 {
+		return nil
+	}
+	fmt.Printf("mixed_rate %d\n", c.mixedRate)
+	return mixedAt(ctx, c, rdb, channel, s, payloads, epoch, 0, float64(c.mixedRate)/3, "_"+strconv.Itoa(c.mixedRate))
+}
+
+func mixedAt(ctx context.Context, c config, rdb *goredis.Client, channel string, s *stamen, payloads [][]byte, epoch time.Time, first int, rate float64, suffix string) error {
+	n := c.mixed
+	if rate > 0 {
+		// As many tasks as ten seconds at that rate take.
+		n = min(n, int(10*rate))
+	}
+	progress("mixed phase%s: %d tasks ingested alone", suffix, n)
+	second := first + n
+	alone, err := feedFrom(ctx, rdb, channel, s, payloads, first, second, rate)
+	if err != nil {
+		return err
+	}
+	figure("mixed_ingest_alone_events_per_s"+suffix, float64(3*n)/alone.Seconds())
+	progress("mixed phase%s: %d tasks ingested under %d readers", suffix, n, c.readers)
+	t := targets(epoch, c.tasks)[1]
+	t.label += "_r" + strconv.Itoa(c.readers) + "_ingesting" + suffix
+	actx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var during time.Duration
+	var ferr error
+	started := make(chan struct{})
+	go func() {
+		defer cancel()
+		<-started
+		during, ferr = feedFrom(ctx, rdb, channel, s, payloads, second, second+n, rate)
+	}()
+	if _, err := attackUntil(actx, ctx, s, t, c.tasks, c.readers, started, 0); err != nil {
+		return err
+	}
+	if ferr != nil {
+		return ferr
+	}
+	figure("mixed_ingest_read_events_per_s"+suffix, float64(3*n)/during.Seconds())
 	return nil
 }
 
@@ -246,9 +352,11 @@ func run(ctx context.Context, c config) (err error) {
 // takes no CPU from stamen while it is measured. Tasks cycle over the names
 // and workers; every tenth block of 12 fails, so that each name and worker
 // has failures.
-func generate(n int, epoch time.Time) [][]byte {
+// Tasks past the first spread ones (the mixed phase's) follow at the same
+// step, after now.
+func generate(n, spread int, epoch time.Time) [][]byte {
 	out := make([][]byte, n)
-	step := float64(span) / float64(time.Second) / float64(n)
+	step := float64(span) / float64(time.Second) / float64(spread)
 	start := float64(epoch.UnixMicro()) / 1e6
 	var wg sync.WaitGroup
 	parts := runtime.NumCPU()
@@ -294,6 +402,23 @@ func targets(epoch time.Time, n int) []target {
 // tasks ahead of what stamen has ingested, and returns once stamen has
 // ingested them all, with how long that took.
 func feed(ctx context.Context, rdb *goredis.Client, channel string, s *stamen, payloads [][]byte, from, to int) (time.Duration, error) {
+	return feedBase(ctx, rdb, channel, s, payloads, from, to, 0, 0)
+}
+
+// feedFrom is feed for a process whose count of ingested events does not
+// start at payloads[0] (a restarted one).
+// rate, when not 0, is the tasks a second to publish at most.
+func feedFrom(ctx context.Context, rdb *goredis.Client, channel string, s *stamen, payloads [][]byte, from, to int, rate float64) (time.Duration, error) {
+	n, err := s.metric(`stamen_events_ingested_total{kind="task"}`)
+	if err != nil {
+		return 0, err
+	}
+	return feedBase(ctx, rdb, channel, s, payloads, from, to, n-float64(3*from), rate)
+}
+
+// feedBase is feed where the process's count of ingested events is base
+// more than that of payloads[:i] once payloads[i] is ingested.
+func feedBase(ctx context.Context, rdb *goredis.Client, channel string, s *stamen, payloads [][]byte, from, to int, base, rate float64) (time.Duration, error) {
 	began := time.Now()
 	want := float64(3 * to)
 	var got float64
@@ -303,6 +428,7 @@ func feed(ctx context.Context, rdb *goredis.Client, channel string, s *stamen, p
 		if err != nil {
 			return err
 		}
+		n -= base
 		if n > got {
 			got, moved = n, time.Now()
 		}
@@ -316,10 +442,20 @@ func feed(ctx context.Context, rdb *goredis.Client, channel string, s *stamen, p
 			if err := poll(); err != nil {
 				return 0, err
 			}
-			time.Sleep(2 * time.Millisecond)
+			time.Sleep(pollEvery)
 			continue
 		}
-		j := min(i+batch, to)
+		step := batch
+		if rate > 0 {
+			// Paced: what is due by now, in batches of a tenth of a
+			// second's tasks at most.
+			step = min(batch, max(int(rate/10), 1))
+			if due := from + int(rate*time.Since(began).Seconds()); i >= due {
+				time.Sleep(time.Duration(float64(i+1-due) / rate * float64(time.Second)))
+				continue
+			}
+		}
+		j := min(i+step, to)
 		pipe := rdb.Pipeline()
 		for _, p := range payloads[i:j] {
 			pipe.Publish(ctx, channel, p)
@@ -333,7 +469,7 @@ func feed(ctx context.Context, rdb *goredis.Client, channel string, s *stamen, p
 		if err := poll(); err != nil {
 			return 0, err
 		}
-		time.Sleep(2 * time.Millisecond)
+		time.Sleep(pollEvery)
 	}
 	return time.Since(began), nil
 }
@@ -356,30 +492,59 @@ func waitSubscribed(ctx context.Context, rdb *goredis.Client, db int) error {
 }
 
 // attack runs vegeta at max rate with c.clients concurrent requests
-// against one path and prints the figures.
+// against one path for c.duration and prints the figures.
 func attack(ctx context.Context, c config, base string, t target, tasks int) error {
-	returned, err := count(base + t.path)
-	if err != nil {
-		return fmt.Errorf("%s: %w", t.path, err)
-	}
-	progress("attack %s at %d tasks", t.label, tasks)
-	a := vegeta.NewAttacker(vegeta.Workers(uint64(c.clients)), vegeta.MaxWorkers(uint64(c.clients)), vegeta.Timeout(30*time.Second))
-	stop := context.AfterFunc(ctx, func() { a.Stop() })
-	defer stop()
+	_, err := attackWith(ctx, &stamen{base: base}, t, tasks, c.clients, c.duration)
+	return err
+}
+
+func attackWith(ctx context.Context, s *stamen, t target, tasks, clients int, d time.Duration) (vegeta.Metrics, error) {
+	return attackUntil(ctx, ctx, s, t, tasks, clients, nil, d)
+}
+
+// attackUntil runs vegeta at max rate, closed loop, with clients concurrent
+// requests against one path for d, or until stop is done when d is 0,
+// closes started (when not nil) once the attack is on, and prints the
+// figures: an "http" line, and how many collections stamen ran a second
+// meanwhile.
+func attackUntil(stop, ctx context.Context, s *stamen, t target, tasks, clients int, started chan struct{}, d time.Duration) (vegeta.Metrics, error) {
 	var m vegeta.Metrics
-	for r := range a.Attack(vegeta.NewStaticTargeter(vegeta.Target{Method: http.MethodGet, URL: base + t.path}), vegeta.Rate{}, c.duration, t.label) {
+	returned, err := count(s.base + t.path)
+	if err != nil {
+		return m, fmt.Errorf("%s: %w", t.path, err)
+	}
+	progress("attack %s at %d tasks, %d clients", t.label, tasks, clients)
+	gc0, err := s.metric("go_gc_duration_seconds_count")
+	if err != nil {
+		return m, err
+	}
+	began := time.Now()
+	a := vegeta.NewAttacker(vegeta.Workers(uint64(clients)), vegeta.MaxWorkers(uint64(clients)), vegeta.Timeout(30*time.Second))
+	halt := context.AfterFunc(stop, func() { a.Stop() })
+	defer halt()
+	results := a.Attack(vegeta.NewStaticTargeter(vegeta.Target{Method: http.MethodGet, URL: s.base + t.path}), vegeta.Rate{}, d, t.label)
+	if started != nil {
+		close(started)
+	}
+	for r := range results {
 		m.Add(r)
 	}
 	m.Close()
 	if err := ctx.Err(); err != nil {
-		return err
+		return m, err
 	}
+	took := time.Since(began)
 	if m.Success < 1 {
-		return fmt.Errorf("%s: %.1f%% of %d requests succeeded; status codes %v, errors %v", t.path, 100*m.Success, m.Requests, m.StatusCodes, m.Errors)
+		return m, fmt.Errorf("%s: %.1f%% of %d requests succeeded; status codes %v, errors %v", t.path, 100*m.Success, m.Requests, m.StatusCodes, m.Errors)
+	}
+	gc1, err := s.metric("go_gc_duration_seconds_count")
+	if err != nil {
+		return m, err
 	}
 	fmt.Printf("http %s %d %.1f %.2f %.2f %.2f %d %s\n", t.label, tasks, m.Throughput,
 		ms(m.Latencies.P50), ms(m.Latencies.P99), ms(m.Latencies.Max), returned, t.path)
-	return nil
+	fmt.Printf("gc_per_s %s %d %.1f\n", t.label, tasks, (gc1-gc0)/took.Seconds())
+	return m, nil
 }
 
 // count is the number of tasks a read answers, to show that each filter
@@ -399,7 +564,7 @@ func count(u string) (int, error) {
 	return len(m), nil
 }
 
-var client = &http.Client{Timeout: 30 * time.Second}
+var client = &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{DisableCompression: true}}
 
 func get(u string) ([]byte, error) {
 	resp, err := client.Get(u)
@@ -437,6 +602,7 @@ func start(ctx context.Context, c config, dbPath, logPath string, timeout time.D
 		"--max_tasks", strconv.Itoa(c.tasks), "--persistent", "--db", dbPath,
 		"--state_save_interval", strconv.Itoa(int(saveInterval/time.Millisecond)))
 	cmd.Stdout, cmd.Stderr = logf, logf
+	cmd.Env = append(os.Environ(), c.env...)
 	// stamen must not outlive the driver, even a killed one.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	began := time.Now()

@@ -14,7 +14,6 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
-	"runtime/debug"
 	"sort"
 	"strconv"
 	"strings"
@@ -319,13 +318,6 @@ func (o options) authenticator() (*auth.Authenticator, error) {
 	return &a, nil
 }
 
-// defaultGCPercent replaces Go's 100 unless GOGC is set. The task state is
-// a few large pointer-free arrays, which a collection does not scan, so
-// collecting five times as often costs little CPU, while it keeps the
-// process within about a third of its live heap instead of over twice it
-// (bench/RESULTS.md: about 270 MB resident at a million tasks).
-const defaultGCPercent = 20
-
 // A client that sends its headers or its request slowly holds a connection
 // and a goroutine (slowloris): these bound how long. No write timeout: the
 // event stream and apply's wait (--apply_timeout) answer late on purpose.
@@ -348,7 +340,7 @@ func newServer(h http.Handler) *http.Server {
 
 func main() {
 	if os.Getenv("GOGC") == "" {
-		debug.SetGCPercent(defaultGCPercent)
+		tuneGC()
 	}
 	os.Exit(run(os.Args[1:], os.Stderr))
 }

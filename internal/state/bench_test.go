@@ -4,6 +4,9 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"runtime"
+	"slices"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -289,6 +292,76 @@ func BenchmarkIngestIDs(b *testing.B) {
 				s.Apply(evs...)
 			}
 			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*n), "ns/id")
+		})
+	}
+}
+
+// BenchmarkListWhileApplying is issue 18's read in process: one goroutine
+// per P lists the newest 100 tasks of a million (selection, then the chunk
+// rendered as the handler does) with no ingestion, then while another
+// goroutine applies events of new tasks at 50,000 a second, one Apply
+// each (the broker's messages carry three), in bursts every millisecond.
+// It reports the reads' p50 and p99: the difference is what ingestion's
+// write locks cost the reads, without HTTP, Redis or another process.
+// Readers that never block, more of them than Ps, would wait for each
+// other's 10 ms time slices and measure the scheduler instead: an HTTP
+// handler blocks on its connection between requests.
+func BenchmarkListWhileApplying(b *testing.B) {
+	if testing.Short() {
+		b.Skip("builds a million tasks")
+	}
+	s, stream, _ := million(b)
+	for _, rate := range []int{0, 50000} {
+		b.Run(fmt.Sprintf("events/s=%d", rate), func(b *testing.B) {
+			stop := make(chan struct{})
+			var wg sync.WaitGroup
+			if rate > 0 {
+				wg.Go(func() {
+					tick := time.NewTicker(time.Millisecond)
+					defer tick.Stop()
+					for {
+						select {
+						case <-stop:
+							return
+						case <-tick.C:
+							stream(rate / 1000)
+						}
+					}
+				})
+			}
+			readers := runtime.GOMAXPROCS(0)
+			lat := make([][]time.Duration, readers)
+			next := atomic.Int64{}
+			b.ResetTimer()
+			var rg sync.WaitGroup
+			for r := range readers {
+				rg.Go(func() {
+					var buf []byte
+					for next.Add(1) <= int64(b.N) {
+						began := time.Now()
+						l, err := s.List(Query{Limit: 100})
+						if err != nil {
+							b.Error(err)
+							return
+						}
+						for more := true; more; {
+							more = l.Next(256, func(t *Task) { buf = t.AppendListJSON(buf[:0]) })
+						}
+						lat[r] = append(lat[r], time.Since(began))
+					}
+				})
+			}
+			rg.Wait()
+			b.StopTimer()
+			close(stop)
+			wg.Wait()
+			all := slices.Concat(lat...)
+			slices.Sort(all)
+			if len(all) > 0 {
+				b.ReportMetric(float64(all[len(all)/2].Microseconds()), "p50-µs")
+				b.ReportMetric(float64(all[len(all)*99/100].Microseconds()), "p99-µs")
+				b.ReportMetric(float64(all[len(all)-1].Microseconds()), "max-µs")
+			}
 		})
 	}
 }

@@ -42,6 +42,10 @@ func (s *State) seqOf(i uint32) uint64 {
 	return last - (last-uint64(i))%uint64(s.maxTasks)
 }
 
+// drainChunk is how many tasks Drain encodes per read lock: a few hundred
+// microseconds.
+const drainChunk = 256
+
 // Drain returns the changes since the previous call and forgets them, the
 // records in sequence order (the order a B+tree appends fastest). It
 // returns no records unless Config.TrackChanges was set.
@@ -65,7 +69,6 @@ func (s *State) Drain() Changes {
 	s.mu.Unlock()
 
 	s.mu.RLock()
-	defer s.mu.RUnlock()
 	c := Changes{FirstSeq: s.created - uint64(s.live), ForgottenWorkers: forgotten}
 	for name, kept := range types {
 		if kept {
@@ -76,7 +79,19 @@ func (s *State) Drain() Changes {
 	}
 	c.Tasks = make([]Record, 0, len(dirty))
 	var buf []byte
+	n := 0
 	for i := range dirty {
+		if n++; n%drainChunk == 0 {
+			// A second's changes at full ingestion are tens of thousands
+			// of tasks, tens of milliseconds to encode: held as one read
+			// lock they keep ingestion out, and every reader queues behind
+			// ingestion's waiting write lock (issue 18). What changes in a
+			// gap is in the next set too; a task evicted in a gap is
+			// skipped below, and one created in its slot is encoded as it
+			// now is, with its own sequence number, at or above FirstSeq.
+			s.mu.RUnlock()
+			s.mu.RLock()
+		}
 		if !s.slots.at(i).live() {
 			continue // evicted since
 		}
@@ -85,6 +100,7 @@ func (s *State) Drain() Changes {
 		buf = encodeRecord(buf, &t)
 		c.Tasks = append(c.Tasks, Record{Seq: s.seqOf(i), Data: buf[start:len(buf):len(buf)]})
 	}
+	s.mu.RUnlock()
 	slices.SortFunc(c.Tasks, func(a, b Record) int { return cmp.Compare(a.Seq, b.Seq) })
 	return c
 }

@@ -2,12 +2,15 @@ package state
 
 import (
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"slices"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/stamen-dev/stamen/internal/celery"
 )
 
 // TestDrainRestoreRoundTrip keeps a model store up to date from Drain
@@ -126,4 +129,72 @@ func TestExpire(t *testing.T) {
 		t.Errorf("after expiry: %v", ids(got))
 	}
 	checkInvariants(t, s)
+}
+
+// TestDrainWhileApplying drains while events stream in on another
+// goroutine, each Drain large enough that its encoding lets go of the
+// lock between chunks (drainChunk): the records it hands out must still
+// keep a store the state's exact copy once the events stop, including the
+// tasks evicted, and the slots reused, between two chunks.
+func TestDrainWhileApplying(t *testing.T) {
+	const size, n = 600, 20000
+	s := New(Config{MaxTasks: size, TrackChanges: true})
+	evs := make([]celery.Event, 0, n)
+	for i := range n {
+		kind := []string{"received", "started", "succeeded"}[i%3]
+		// Every third event starts a new task; the others update the
+		// last few, so that both creation and change race the drain.
+		id := fmt.Sprintf("t%d", i/3-i%3*(i%7))
+		evs = append(evs, taskEv(t, kind, id, "w@h", float64(i), map[string]any{"name": fmt.Sprintf("n%d", i%5)}))
+	}
+	store := map[uint64][]byte{}
+	drain := func() int {
+		c := s.Drain()
+		for i, r := range c.Tasks {
+			if r.Seq < c.FirstSeq || (i > 0 && r.Seq <= c.Tasks[i-1].Seq) {
+				t.Fatalf("record %d of %d: seq %d, first live %d", i, len(c.Tasks), r.Seq, c.FirstSeq)
+			}
+			store[r.Seq] = slices.Clone(r.Data)
+		}
+		for seq := range store {
+			if seq < c.FirstSeq {
+				delete(store, seq)
+			}
+		}
+		return len(c.Tasks)
+	}
+	// The events go in rounds of 300 new tasks; each round's changes are
+	// drained while the next round is applied.
+	const round = 900
+	applied := make(chan struct{})
+	go func() {
+		defer close(applied)
+		for i := range evs {
+			s.Apply(evs[i])
+			if (i+1)%round == 0 {
+				applied <- struct{}{}
+			}
+		}
+	}()
+	largest := 0
+	for range applied {
+		largest = max(largest, drain())
+	}
+	drain()
+	if largest <= drainChunk {
+		t.Fatalf("the largest drain held %d tasks: never more than one chunk (%d)", largest, drainChunk)
+	}
+	r := New(Config{MaxTasks: size})
+	seqs := slices.Sorted(maps.Keys(store))
+	for _, seq := range seqs {
+		if err := r.Restore(seq, store[seq]); err != nil {
+			t.Fatalf("restore %d: %v", seq, err)
+		}
+	}
+	checkInvariants(t, r)
+	want, _ := s.Tasks(Query{Limit: NoLimit})
+	got, _ := r.Tasks(Query{Limit: NoLimit})
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Fatalf("restored tasks differ (-want +got):\n%s", diff)
+	}
 }
