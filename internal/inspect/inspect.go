@@ -63,6 +63,8 @@ type Inspector struct {
 type flight struct {
 	done chan struct{}
 	err  error
+	// expect are the workers it waits for (Inspector.expected).
+	expect []string
 	// timedOut are the expected workers that did not answer every method
 	// within the inspect timeout, sorted.
 	timedOut []string
@@ -129,13 +131,14 @@ func (in *Inspector) Refresh(ctx context.Context, worker string) error {
 // did not answer every method within the inspect timeout (sorted): worker
 // itself, or with worker empty those alive by heartbeat (see SetAlive).
 func (in *Inspector) RefreshReport(ctx context.Context, worker string) ([]string, error) {
+	expect := in.expected(worker)
 	in.flightMu.Lock()
 	f, ok := in.inflight[worker]
 	if !ok && worker != "" {
 		f, ok = in.inflight[""]
 	}
-	if !ok {
-		f = &flight{done: make(chan struct{})}
+	if !ok || !f.waitsFor(expect) {
+		f = &flight{done: make(chan struct{}), expect: expect}
 		in.inflight[worker] = f
 		in.flightMu.Unlock()
 		// The refresh outlives a caller that gives up, so that its result
@@ -156,10 +159,34 @@ func (in *Inspector) RefreshReport(ctx context.Context, worker string) ([]string
 	}
 }
 
+// waitsFor reports whether the flight waits for every worker in expect,
+// so that joining it tells whether they answered. A flight started when
+// no worker was alive waits the whole timeout: a caller that knows whom
+// to wait for does not join it.
+func (f *flight) waitsFor(expect []string) bool {
+	if len(expect) > len(f.expect) {
+		return false
+	}
+	set := make(map[string]struct{}, len(f.expect))
+	for _, w := range f.expect {
+		set[w] = struct{}{}
+	}
+	for _, w := range expect {
+		if _, ok := set[w]; !ok {
+			return false
+		}
+	}
+	return true
+}
+
 func (in *Inspector) run(ctx context.Context, worker string, f *flight) {
 	defer func() {
 		in.flightMu.Lock()
-		delete(in.inflight, worker)
+		// A later refresh that did not join this one may have taken its
+		// place.
+		if in.inflight[worker] == f {
+			delete(in.inflight, worker)
+		}
 		in.flightMu.Unlock()
 		close(f.done)
 	}()
@@ -167,7 +194,7 @@ func (in *Inspector) run(ctx context.Context, worker string, f *flight) {
 	if worker != "" {
 		dest = []string{worker}
 	}
-	expect := in.expected(worker)
+	expect := f.expect
 	var wg sync.WaitGroup
 	errs := make([]error, len(Methods))
 	answered := make([]map[string]bool, len(Methods))
