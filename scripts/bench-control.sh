@@ -35,6 +35,18 @@ echo '```'
 cat "$out"
 echo '```'
 echo
+echo "Before issue 18's changes (commit 67cadd8, same machine and benchmark, 2026-11-23, CONTROL_N=100):"
+echo "on Redis stamen p50 6.66 ms, p99 8.49 ms against the client's 1.98 ms, 3.43 ms (ratio 3.37); on"
+echo "RabbitMQ stamen p50 1.28 ms, p99 3.06 ms against 6.11 ms, 162 ms (ratio 0.21); refresh=1 with"
+echo "three live workers and a 10 s inspect timeout p50 10,005 ms, p99 10,037 ms (25 calls). Where the"
+echo "Redis time went, found by running the same benchmark with \`--inspect_timeout 5000\` (stamen p50"
+echo "1.67 ms, ratio 0.85): with the default 1 s timeout every collect ran in its last second, where"
+echo "the whole-second BRPOP was replaced by RPOP polling with 5-50 ms pauses, so a reply waited for"
+echo "the next poll. Now BRPOP takes fractional timeouts (Redis 6.0+) and returns the moment the"
+echo "reply is pushed, and the reply binding and the request share one pipeline (one round trip"
+echo "less). refresh=1 waited the whole inspect timeout because a broadcast to all workers has no"
+echo "count to stop at; it now stops once every worker alive by heartbeat answered every command."
+echo
 echo "| target | measured | met |"
 echo "| --- | --- | --- |"
 for b in redis amqp; do
