@@ -168,11 +168,16 @@ func (h *Handlers) getQueueLengths(p queues.GetQueueLengthsParams, _ any) middle
 
 func (h *Handlers) listWorkers(p workers.ListWorkersParams, _ any) middleware.Responder {
 	name := deref(p.Workername)
+	var timedOut []string
 	if deref(p.Refresh) {
-		if err := h.Inspector.Refresh(p.HTTPRequest.Context(), name); err != nil {
+		var err error
+		if timedOut, err = h.Inspector.RefreshReport(p.HTTPRequest.Context(), name); err != nil {
 			return h.brokerError("Failed to update workers", err)
 		}
 	}
+	// The body stays Flower's map of workers; who did not answer goes in
+	// a header.
+	header := timedOutHeader(timedOut)
 	if deref(p.Status) {
 		// Liveness comes from event heartbeats, as in Flower.
 		ws := h.State.Workers()
@@ -193,7 +198,7 @@ func (h *Handlers) listWorkers(p workers.ListWorkersParams, _ any) middleware.Re
 		if !ok {
 			return apiError(http.StatusNotFound, "Unknown worker '%s'", name)
 		}
-		return rawJSON{status: http.StatusOK, body: objectOf([]string{name}, [][]byte{info})}
+		return rawJSON{status: http.StatusOK, body: objectOf([]string{name}, [][]byte{info}), header: header}
 	}
 	names := h.Inspector.Names()
 	infos := make([][]byte, 0, len(names))
@@ -201,7 +206,22 @@ func (h *Handlers) listWorkers(p workers.ListWorkersParams, _ any) middleware.Re
 		info, _ := h.Inspector.WorkerJSON(n)
 		infos = append(infos, info)
 	}
-	return rawJSON{status: http.StatusOK, body: objectOf(names, infos)}
+	return rawJSON{status: http.StatusOK, body: objectOf(names, infos), header: header}
+}
+
+// TimedOutHeader names the workers a refresh waited for in vain.
+const TimedOutHeader = "X-Stamen-Timed-Out"
+
+// maxTimedOutNames bounds the header: worker names come from events.
+const maxTimedOutNames = 100
+
+// timedOutHeader is the X-Stamen-Timed-Out header for these workers, or
+// nil when there are none.
+func timedOutHeader(workers []string) http.Header {
+	if len(workers) == 0 {
+		return nil
+	}
+	return http.Header{TimedOutHeader: {strings.Join(workers[:min(len(workers), maxTimedOutNames)], ",")}}
 }
 
 // objectOf writes {"k0": v0, ...} keeping the order of keys.

@@ -33,9 +33,14 @@ func (j jsonResponse) WriteResponse(rw http.ResponseWriter, _ runtime.Producer) 
 type rawJSON struct {
 	status int
 	body   []byte
+	// header is added to the response's headers.
+	header http.Header
 }
 
 func (r rawJSON) WriteResponse(rw http.ResponseWriter, _ runtime.Producer) {
+	for k, vs := range r.header {
+		rw.Header()[k] = vs
+	}
 	rw.Header().Set("Content-Type", "application/json")
 	rw.WriteHeader(r.status)
 	_, _ = rw.Write(r.body)

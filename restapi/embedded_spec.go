@@ -1372,6 +1372,12 @@ func init() {
             "description": "Workers keyed by name",
             "schema": {
               "$ref": "#/definitions/Workers"
+            },
+            "headers": {
+              "X-Stamen-Timed-Out": {
+                "type": "string",
+                "description": "With refresh=true: the workers, comma-separated, that were\nwaited for (those alive by heartbeat, or workername) and did\nnot answer every inspect command within the inspect timeout\n(their info, if any, is the previous one). Absent when all\nanswered; a refresh that every worker answered returns as soon\nas they did. At most 100 names.\n"
+              }
             }
           },
           "400": {
@@ -3939,6 +3945,12 @@ func init() {
             "description": "Workers keyed by name",
             "schema": {
               "$ref": "#/definitions/Workers"
+            },
+            "headers": {
+              "X-Stamen-Timed-Out": {
+                "type": "string",
+                "description": "With refresh=true: the workers, comma-separated, that were\nwaited for (those alive by heartbeat, or workername) and did\nnot answer every inspect command within the inspect timeout\n(their info, if any, is the previous one). Absent when all\nanswered; a refresh that every worker answered returns as soon\nas they did. At most 100 names.\n"
+              }
             }
           },
           "400": {

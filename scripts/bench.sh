@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # make bench: runs the Go benchmarks against a real Redis, then the load
-# driver (bench/loadgen: vegeta against the built binary), and writes the
+# driver (bench/loadgen: vegeta against the built binary), then the control-plane
+# benchmarks (scripts/bench-control.sh: bench/control), and writes the
 # figures to bench/RESULTS.md (machine, date, commands, figures, targets).
 #
 # Env knobs:
@@ -9,7 +10,8 @@
 #                the issue 6 targets are judged only at 1,000,000)
 set -euo pipefail
 cd "$(dirname "$0")/.."
-STAMEN_SKIP_RABBITMQ=1 bash scripts/services.sh >/dev/null
+# RabbitMQ too: the control-plane benchmarks (scripts/bench-control.sh) run on it.
+bash scripts/services.sh >/dev/null
 export STAMEN_INTEGRATION=1
 out=$(mktemp)
 load=$(mktemp)
@@ -184,4 +186,5 @@ small=$(fig tasks_small)
   echo "| memory per task at 1,000,000 tasks within 10% of before issue 18 ($today_bpt bytes/task) | $bpt bytes/task (VmRSS): $(awk "BEGIN{printf \"%+.1f\", 100*($bpt/$today_bpt-1)}")% | $(judged "$bpt <= 1.1 * $today_bpt") |"
   echo "| cold start to first 200 reported (issue 8) | $(fig cold_start_ms) ms with an empty store; $(fig restart_ms) ms restoring $(fig restored_tasks) of $tasks tasks from it | reported |"
 } > bench/RESULTS.md
+bash scripts/bench-control.sh >> bench/RESULTS.md
 echo "wrote bench/RESULTS.md"

@@ -190,6 +190,8 @@ func New(ctx context.Context, cfg Config) (*App, error) {
 		}
 	}
 	a.Inspector = inspect.New(a.broker, cfg.InspectTimeout, a.log)
+	// An inspect of all workers waits only for those alive by heartbeat.
+	a.Inspector.SetAlive(a.aliveWorkers)
 	if b, ok := a.broker.(*amqp.Broker); ok {
 		// Native delayed delivery needs the queues as the workers declared
 		// them.
@@ -283,6 +285,17 @@ func (a *App) newReconciler(results handlers.ResultBackend) *reconcile.Reconcile
 		Timeout:    a.cfg.BrokerTimeout,
 		Logger:     a.log,
 	})
+}
+
+// aliveWorkers lists the workers alive by heartbeat in the events state.
+func (a *App) aliveWorkers() []string {
+	var alive []string
+	for _, w := range a.State.Workers() {
+		if w.Alive {
+			alive = append(alive, w.Hostname)
+		}
+	}
+	return alive
 }
 
 func origin() string {

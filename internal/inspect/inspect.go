@@ -47,6 +47,11 @@ type Inspector struct {
 
 	discovery discovery
 
+	// alive lists the workers alive by heartbeat (SetAlive): a refresh of
+	// all workers stops waiting once each of them has answered.
+	aliveMu sync.RWMutex
+	alive   func() []string
+
 	// life bounds the refreshes that outlive their callers: Close ends it
 	// and waits for them, so that none is still talking to a broker the
 	// app has closed.
@@ -58,6 +63,11 @@ type Inspector struct {
 type flight struct {
 	done chan struct{}
 	err  error
+	// expect are the workers it waits for (Inspector.expected).
+	expect []string
+	// timedOut are the expected workers that did not answer every method
+	// within the inspect timeout, sorted.
+	timedOut []string
 }
 
 // New returns an Inspector that waits up to timeout for each command's
@@ -75,6 +85,33 @@ func New(b Broadcaster, timeout time.Duration, log *slog.Logger) *Inspector {
 	return in
 }
 
+// SetAlive gives the Inspector the workers alive by heartbeat. A refresh
+// of all workers then returns as soon as each of them has answered every
+// method, instead of waiting the whole inspect timeout for replies that
+// might still come; it waits the timeout only for those that stay silent
+// (and for any worker when none is alive, since then it cannot know whom
+// to wait for). Workers not in the list that answer in the meantime are
+// cached too.
+func (in *Inspector) SetAlive(alive func() []string) {
+	in.aliveMu.Lock()
+	in.alive = alive
+	in.aliveMu.Unlock()
+}
+
+// expected returns the workers a refresh of target waits for.
+func (in *Inspector) expected(target string) []string {
+	if target != "" {
+		return []string{target}
+	}
+	in.aliveMu.RLock()
+	alive := in.alive
+	in.aliveMu.RUnlock()
+	if alive == nil {
+		return nil
+	}
+	return alive()
+}
+
 // Close stops the refreshes in flight and waits for them to return.
 func (in *Inspector) Close() {
 	in.end()
@@ -86,13 +123,22 @@ func (in *Inspector) Close() {
 // flight for the same target, or for all workers, is joined instead of
 // started again.
 func (in *Inspector) Refresh(ctx context.Context, worker string) error {
+	_, err := in.RefreshReport(ctx, worker)
+	return err
+}
+
+// RefreshReport is Refresh, also returning the workers it waited for that
+// did not answer every method within the inspect timeout (sorted): worker
+// itself, or with worker empty those alive by heartbeat (see SetAlive).
+func (in *Inspector) RefreshReport(ctx context.Context, worker string) ([]string, error) {
+	expect := in.expected(worker)
 	in.flightMu.Lock()
 	f, ok := in.inflight[worker]
 	if !ok && worker != "" {
 		f, ok = in.inflight[""]
 	}
-	if !ok {
-		f = &flight{done: make(chan struct{})}
+	if !ok || !f.waitsFor(expect) {
+		f = &flight{done: make(chan struct{}), expect: expect}
 		in.inflight[worker] = f
 		in.flightMu.Unlock()
 		// The refresh outlives a caller that gives up, so that its result
@@ -107,16 +153,40 @@ func (in *Inspector) Refresh(ctx context.Context, worker string) error {
 	}
 	select {
 	case <-f.done:
-		return f.err
+		return f.timedOut, f.err
 	case <-ctx.Done():
-		return ctx.Err()
+		return nil, ctx.Err()
 	}
+}
+
+// waitsFor reports whether the flight waits for every worker in expect,
+// so that joining it tells whether they answered. A flight started when
+// no worker was alive waits the whole timeout: a caller that knows whom
+// to wait for does not join it.
+func (f *flight) waitsFor(expect []string) bool {
+	if len(expect) > len(f.expect) {
+		return false
+	}
+	set := make(map[string]struct{}, len(f.expect))
+	for _, w := range f.expect {
+		set[w] = struct{}{}
+	}
+	for _, w := range expect {
+		if _, ok := set[w]; !ok {
+			return false
+		}
+	}
+	return true
 }
 
 func (in *Inspector) run(ctx context.Context, worker string, f *flight) {
 	defer func() {
 		in.flightMu.Lock()
-		delete(in.inflight, worker)
+		// A later refresh that did not join this one may have taken its
+		// place.
+		if in.inflight[worker] == f {
+			delete(in.inflight, worker)
+		}
 		in.flightMu.Unlock()
 		close(f.done)
 	}()
@@ -124,27 +194,55 @@ func (in *Inspector) run(ctx context.Context, worker string, f *flight) {
 	if worker != "" {
 		dest = []string{worker}
 	}
+	expect := f.expect
 	var wg sync.WaitGroup
 	errs := make([]error, len(Methods))
+	answered := make([]map[string]bool, len(Methods))
 	for i, m := range Methods {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			errs[i] = in.inspect(ctx, m, dest)
+			answered[i], errs[i] = in.inspect(ctx, m, dest, expect)
 		}()
 	}
 	wg.Wait()
 	// Flower leaves stale data in place when a method fails; report the
 	// failure only when every method failed (the broker is down).
+	failed := 0
 	for _, err := range errs {
-		if err == nil {
-			return
+		if err != nil {
+			failed++
 		}
 	}
-	f.err = errs[0]
+	if failed == len(errs) {
+		f.err = errs[0]
+		return
+	}
+	for _, w := range expect {
+		for i := range Methods {
+			if errs[i] == nil && !answered[i][w] {
+				f.timedOut = append(f.timedOut, w)
+				break
+			}
+		}
+	}
+	sort.Strings(f.timedOut)
+	if len(f.timedOut) > 0 && ctx.Err() == nil {
+		level := slog.LevelWarn
+		if worker != "" {
+			// Discovery asks a starting worker until it answers, and
+			// says so itself when it gives up.
+			level = slog.LevelDebug
+		}
+		in.log.Log(ctx, level, "workers alive by heartbeat did not answer inspect within the inspect timeout",
+			slog.Any("workers", f.timedOut), slog.Duration("timeout", in.timeout))
+	}
 }
 
-func (in *Inspector) inspect(ctx context.Context, method string, dest []string) error {
+// inspect runs one method, collecting replies until every worker in expect
+// answered (or, with expect empty, until the timeout), caches them and
+// returns who answered.
+func (in *Inspector) inspect(ctx context.Context, method string, dest, expect []string) (map[string]bool, error) {
 	ctx, cancel := context.WithTimeout(ctx, in.timeout)
 	defer cancel()
 	args := map[string]any{}
@@ -157,16 +255,17 @@ func (in *Inspector) inspect(ctx context.Context, method string, dest []string) 
 		args["with_defaults"] = false
 	}
 	replies, err := in.b.Broadcast(ctx, celery.ControlCommand{
-		Method: method, Arguments: args, Destination: dest, Reply: true,
+		Method: method, Arguments: args, Destination: dest, Reply: true, Expect: expect,
 	})
 	if err != nil {
 		if in.life.Err() != nil { // closing: not a broker failure
 			in.log.Debug("inspect ended by shutdown", slog.String("method", method), slog.Any("err", err))
-			return err
+			return nil, err
 		}
 		in.log.Warn("inspect failed", slog.String("method", method), slog.Any("err", err))
-		return err
+		return nil, err
 	}
+	answered := make(map[string]bool, len(replies))
 	now := float64(in.now().UnixMicro()) / 1e6
 	in.mu.Lock()
 	defer in.mu.Unlock()
@@ -181,8 +280,9 @@ func (in *Inspector) inspect(ctx context.Context, method string, dest []string) 
 		}
 		w.replies[method] = sanitize(method, r.Value)
 		w.timestamp = now
+		answered[r.Hostname] = true
 	}
-	return nil
+	return answered, nil
 }
 
 // Known reports whether the worker has answered an inspection.

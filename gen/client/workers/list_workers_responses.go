@@ -71,6 +71,16 @@ func NewListWorkersOK() *ListWorkersOK {
 //
 // Workers keyed by name
 type ListWorkersOK struct {
+
+	// With refresh=true: the workers, comma-separated, that were
+	// waited for (those alive by heartbeat, or workername) and did
+	// not answer every inspect command within the inspect timeout
+	// (their info, if any, is the previous one). Absent when all
+	// answered; a refresh that every worker answered returns as soon
+	// as they did. At most 100 names.
+	//
+	XStamenTimedOut string
+
 	Payload models.Workers
 }
 
@@ -119,6 +129,13 @@ func (o *ListWorkersOK) GetPayload() models.Workers {
 }
 
 func (o *ListWorkersOK) readResponse(response runtime.ClientResponse, consumer runtime.Consumer, formats strfmt.Registry) error {
+
+	// hydrates response header X-Stamen-Timed-Out
+	hdrXStamenTimedOut := response.GetHeader("X-Stamen-Timed-Out")
+
+	if hdrXStamenTimedOut != "" {
+		o.XStamenTimedOut = hdrXStamenTimedOut
+	}
 
 	// response payload
 	if err := consumer.Consume(response.Body(), &o.Payload); err != nil && !stderrors.Is(err, io.EOF) {

@@ -20,7 +20,8 @@ const defaultCollect = time.Second
 
 // Broadcast sends cmd to the workers through the celery.pidbox fanout
 // exchange. With cmd.Reply it collects the replies carrying this call's
-// ticket until cmd.Limit (or len(cmd.Destination)) arrived or ctx ends;
+// ticket until it has what it waits for (celery.ControlCommand.Collected)
+// or ctx ends;
 // without a deadline it collects for one second. All broadcasts share one
 // reply queue and a dispatcher routes each reply by its ticket, so
 // concurrent broadcasts never see each other's replies. If the connection
@@ -50,11 +51,6 @@ func (b *Broker) Broadcast(ctx context.Context, cmd celery.ControlCommand) ([]ce
 	if !ok {
 		deadline = time.Now().Add(defaultCollect)
 	}
-	limit := cmd.Limit
-	if limit <= 0 {
-		limit = len(cmd.Destination)
-	}
-
 	// Register before publishing: a fast worker may answer before the
 	// publish call returns.
 	w := b.pidbox.register(ticket)
@@ -66,7 +62,7 @@ func (b *Broker) Broadcast(ctx context.Context, cmd celery.ControlCommand) ([]ce
 
 	timer := time.NewTimer(time.Until(deadline))
 	defer timer.Stop()
-	for limit == 0 || w.count() < limit {
+	for !w.collected(cmd) {
 		select {
 		case <-w.notify:
 		case <-timer.C:
@@ -167,10 +163,11 @@ func (w *replyWaiter) add(replies []celery.ControlReply) {
 	}
 }
 
-func (w *replyWaiter) count() int {
+// collected reports whether cmd has the replies it waits for.
+func (w *replyWaiter) collected(cmd celery.ControlCommand) bool {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	return len(w.replies)
+	return cmd.Collected(w.replies)
 }
 
 func (w *replyWaiter) take() []celery.ControlReply {

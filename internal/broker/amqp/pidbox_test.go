@@ -163,6 +163,8 @@ func TestBroadcast(t *testing.T) {
 		{"limit", celery.ControlCommand{Method: "ping", Reply: true, Limit: 2}, []string{"w1@stamen-test", "w2@stamen-test"}, true},
 		{"destination", celery.ControlCommand{Method: "ping", Reply: true, Destination: []string{"w2@stamen-test"}}, []string{"w2@stamen-test"}, true},
 		{"until deadline", celery.ControlCommand{Method: "ping", Reply: true}, []string{"w1@stamen-test", "w2@stamen-test"}, false},
+		{"expected answered", celery.ControlCommand{Method: "ping", Reply: true, Expect: []string{"w1@stamen-test", "w2@stamen-test"}}, []string{"w1@stamen-test", "w2@stamen-test"}, true},
+		{"expected one silent", celery.ControlCommand{Method: "ping", Reply: true, Expect: []string{"w1@stamen-test", "silent@stamen-test"}}, []string{"w1@stamen-test", "w2@stamen-test"}, false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/google/uuid"
@@ -17,11 +19,11 @@ const (
 	// defaultCollect bounds collecting when ctx has no deadline (kombu's
 	// default broadcast timeout).
 	defaultCollect = time.Second
-	// blockingMargin keeps a whole-second BRPOP from running into the
-	// collection deadline.
-	blockingMargin = 100 * time.Millisecond
-	// maxPoll is the longest pause between RPOPs in the last second of a
-	// collection, where BRPOP's whole-second timeout would overshoot.
+	// maxBlock is the longest one BRPOP waits: a cancelled ctx is noticed
+	// at least this often.
+	maxBlock = time.Second
+	// maxPoll is the longest pause between RPOPs on a server that only
+	// takes whole-second BRPOP timeouts (Redis before 6.0).
 	maxPoll = 50 * time.Millisecond
 )
 
@@ -33,8 +35,8 @@ func (b *Broker) replyBindingKey() string {
 }
 
 // Broadcast sends cmd through the pidbox. With cmd.Reply it collects the
-// replies carrying this call's ticket until cmd.Limit (or
-// len(cmd.Destination)) arrived or ctx ends; without a deadline it collects
+// replies carrying this call's ticket until it has what it waits for
+// (celery.ControlCommand.Collected) or ctx ends; without a deadline it collects
 // for one second. Every call has its own reply queue, so concurrent
 // broadcasts never see each other's replies. If Redis fails after the
 // request went out, the replies so far are returned with the error.
@@ -59,25 +61,25 @@ func (b *Broker) Broadcast(ctx context.Context, cmd celery.ControlCommand) ([]ce
 	if !ok {
 		deadline = time.Now().Add(defaultCollect)
 	}
-	limit := cmd.Limit
-	if limit <= 0 {
-		limit = len(cmd.Destination)
-	}
 
 	// The binding must exist before the request goes out: a worker that
-	// finds no binding for our routing key drops its reply.
+	// finds no binding for our routing key drops its reply. One pipeline
+	// on one connection keeps that order and costs one round trip.
 	octx, cancel := b.opContext(ctx)
-	err = b.client.SAdd(octx, b.replyBindingKey(), member).Err()
+	_, err = b.client.Pipelined(octx, func(p goredis.Pipeliner) error {
+		p.SAdd(octx, b.replyBindingKey(), member)
+		for _, ch := range b.fanouts(celery.ControlExchange) {
+			p.Publish(octx, ch, payload)
+		}
+		return nil
+	})
 	cancel()
-	if err != nil {
-		return nil, wrap(ctx, "bind reply queue for "+cmd.Method, err)
-	}
+	// Whatever part of the pipeline ran, the binding may exist.
 	defer b.unbind(ctx, member, queue)
-
-	if err := b.publishRequest(ctx, cmd.Method, payload); err != nil {
-		return nil, err
+	if err != nil {
+		return nil, wrap(ctx, "broadcast "+cmd.Method, err)
 	}
-	return b.collect(ctx, cmd.Method, b.keys.Queue(queue, 0), ticket, limit, deadline)
+	return b.collect(ctx, cmd, b.keys.Queue(queue, 0), ticket, deadline)
 }
 
 // publishRequest PUBLISHes an encoded request on the pidbox channels
@@ -112,60 +114,76 @@ func (b *Broker) unbind(ctx context.Context, member, queue string) {
 	}
 }
 
-// collect pops replies off queue until limit replies (0: no limit) carried
-// ticket or the deadline passes. BRPOP only waits whole seconds, so it is
-// used while at least a second (plus margin) is left; the last second is
-// covered by polling RPOP with a short, growing pause.
-func (b *Broker) collect(ctx context.Context, method, queue, ticket string, limit int, deadline time.Time) ([]celery.ControlReply, error) {
+// collect pops replies off queue until cmd has collected enough of them
+// (celery.ControlCommand.Collected) or the deadline passes. Each BRPOP
+// waits at most what is left, in fractions of a second (Redis 6.0+), so a
+// reply is taken the moment it is pushed: no polling interval is added to
+// a round trip.
+func (b *Broker) collect(ctx context.Context, cmd celery.ControlCommand, queue, ticket string, deadline time.Time) ([]celery.ControlReply, error) {
 	var replies []celery.ControlReply
 	pause := 5 * time.Millisecond
-	for limit == 0 || len(replies) < limit {
+	for !cmd.Collected(replies) {
 		left := time.Until(deadline)
 		if left <= 0 || ctx.Err() != nil {
 			break
 		}
-		var raw string
-		var err error
-		if left >= time.Second+blockingMargin {
-			// A one-second BRPOP keeps a cancelled ctx from being ignored
-			// for long.
-			octx, cancel := context.WithTimeout(ctx, time.Second+b.opTimeout)
-			var kv []string
-			kv, err = b.client.BRPop(octx, time.Second, queue).Result()
-			cancel()
-			if err == nil && len(kv) == 2 {
-				raw = kv[1]
-			}
-		} else {
-			octx, cancel := b.opContext(ctx)
-			raw, err = b.client.RPop(octx, queue).Result()
-			cancel()
-		}
+		raw, err := b.pop(ctx, queue, left, &pause)
 		switch {
 		case errors.Is(err, goredis.Nil):
-			if left < time.Second+blockingMargin {
-				if !sleep(ctx, min(pause, left)) {
-					return replies, nil
-				}
-				pause = min(pause*2, maxPoll)
-			}
 			continue
 		case err != nil:
 			if ctxErr(ctx) != nil || !time.Now().Before(deadline) {
 				// The deadline ended the wait: that is the normal end.
 				return replies, nil
 			}
-			return replies, wrap(ctx, "collect replies to "+method, err)
+			return replies, wrap(ctx, "collect replies to "+cmd.Method, err)
 		}
 		pause = 5 * time.Millisecond
 		got, err := decodeReply([]byte(raw), ticket)
 		if err != nil {
-			b.log.Debug("dropping pidbox reply", slog.String("method", method), slog.Any("err", err))
+			b.log.Debug("dropping pidbox reply", slog.String("method", cmd.Method), slog.Any("err", err))
 			continue
 		}
 		replies = append(replies, got...)
 	}
 	return replies, nil
+}
+
+// pop takes one element off queue, waiting at most left (and maxBlock);
+// goredis.Nil when none came. A server that refuses a fractional BRPOP
+// timeout (before Redis 6.0) is remembered and polled with RPOP instead,
+// pausing *pause (doubling up to maxPoll) after each miss.
+func (b *Broker) pop(ctx context.Context, queue string, left time.Duration, pause *time.Duration) (string, error) {
+	if !b.wholeSecondBlock.Load() {
+		// The client's read timeout is the op timeout: a block as long
+		// would be taken for a dead server.
+		// BRPOP 0 would block for ever.
+		block := max(min(left, maxBlock, b.opTimeout/2), time.Millisecond)
+		octx, cancel := context.WithTimeout(ctx, block+b.opTimeout)
+		kv, err := b.client.Do(octx, "BRPOP", queue, strconv.FormatFloat(block.Seconds(), 'f', 3, 64)).StringSlice()
+		cancel()
+		if err == nil && len(kv) == 2 {
+			return kv[1], nil
+		}
+		if err == nil {
+			return "", goredis.Nil
+		}
+		if !isServerError(err) || !strings.Contains(err.Error(), "timeout") {
+			return "", err
+		}
+		b.wholeSecondBlock.Store(true)
+		b.log.Debug("redis refuses fractional BRPOP timeouts; polling pidbox replies")
+	}
+	octx, cancel := b.opContext(ctx)
+	raw, err := b.client.RPop(octx, queue).Result()
+	cancel()
+	if errors.Is(err, goredis.Nil) {
+		if !sleep(ctx, min(*pause, left)) {
+			return "", ctx.Err()
+		}
+		*pause = min(*pause*2, maxPoll)
+	}
+	return raw, err
 }
 
 // decodeReply unpacks a reply envelope, checking that it answers ticket.

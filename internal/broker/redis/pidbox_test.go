@@ -236,8 +236,8 @@ func TestBroadcastStopsAtLimit(t *testing.T) {
 	assertCleanedUp(t, rdb)
 }
 
-// TestBroadcastLongWait has a deadline far enough for whole-second BRPOPs,
-// and a reply that comes during one.
+// TestBroadcastLongWait has a deadline beyond one BRPOP's longest wait
+// (maxBlock), and a reply that comes during the second.
 func TestBroadcastLongWait(t *testing.T) {
 	b := newTestBroker(t)
 	rdb := flushBroker(t)
@@ -371,6 +371,43 @@ func TestBroadcastNobodyAnswers(t *testing.T) {
 				t.Errorf("Broadcast took %v, want about %v", elapsed, tt.want)
 			}
 			assertCleanedUp(t, rdb)
+		})
+	}
+}
+
+// TestBroadcastStopsWhenExpectedAnswered: a broadcast to all workers
+// returns once every worker in Expect answered, well before its deadline,
+// with the replies of the others that came meanwhile; one that expects a
+// silent worker waits the deadline.
+func TestBroadcastStopsWhenExpectedAnswered(t *testing.T) {
+	b := newTestBroker(t)
+	flushBroker(t)
+	startWorkers(t, &fakeWorker{name: "a@h"}, &fakeWorker{name: "b@h", delay: 100 * time.Millisecond})
+
+	for _, tc := range []struct {
+		name   string
+		expect []string
+		slow   bool
+	}{
+		{name: "all expected answer", expect: []string{"a@h", "b@h"}},
+		{name: "one expected is silent", expect: []string{"a@h", "b@h", "silent@h"}, slow: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			const deadline = 1500 * time.Millisecond
+			ctx, cancel := context.WithTimeout(t.Context(), deadline)
+			defer cancel()
+			start := time.Now()
+			replies, err := b.Broadcast(ctx, celery.ControlCommand{Method: "ping", Reply: true, Expect: tc.expect})
+			elapsed := time.Since(start)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(replies) != 2 {
+				t.Fatalf("replies %+v, want a@h's and b@h's", replies)
+			}
+			if slow := elapsed >= deadline-50*time.Millisecond; slow != tc.slow {
+				t.Errorf("Broadcast took %v (deadline %v), want slow=%v", elapsed, deadline, tc.slow)
+			}
 		})
 	}
 }

@@ -50,6 +50,9 @@ type Broker struct {
 	// clock is our Lamport clock for pidbox requests.
 	clock  atomic.Int64
 	closed atomic.Bool
+	// wholeSecondBlock is set once the server refused a fractional BRPOP
+	// timeout (Redis before 6.0): pidbox replies are then polled.
+	wholeSecondBlock atomic.Bool
 	// onSubscribe, when set, is called each time the event subscription
 	// is (re)established (SetOnSubscribe).
 	onSubscribe atomic.Pointer[func()]

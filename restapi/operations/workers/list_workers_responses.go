@@ -17,6 +17,15 @@ const ListWorkersOKCode int = 200
 // swagger:response listWorkersOK
 type ListWorkersOK struct {
 
+	// With refresh=true: the workers, comma-separated, that were
+	// waited for (those alive by heartbeat, or workername) and did
+	// not answer every inspect command within the inspect timeout
+	// (their info, if any, is the previous one). Absent when all
+	// answered; a refresh that every worker answered returns as soon
+	// as they did. At most 100 names.
+	//
+	XStamenTimedOut string `json:"X-Stamen-Timed-Out"`
+
 	// In: Body
 	Payload models.Workers `json:"body,omitempty"`
 }
@@ -25,6 +34,17 @@ type ListWorkersOK struct {
 func NewListWorkersOK() *ListWorkersOK {
 
 	return &ListWorkersOK{}
+}
+
+// WithXStamenTimedOut adds the xStamenTimedOut to the list workers o k response
+func (o *ListWorkersOK) WithXStamenTimedOut(xStamenTimedOut string) *ListWorkersOK {
+	o.XStamenTimedOut = xStamenTimedOut
+	return o
+}
+
+// SetXStamenTimedOut sets the xStamenTimedOut to the list workers o k response
+func (o *ListWorkersOK) SetXStamenTimedOut(xStamenTimedOut string) {
+	o.XStamenTimedOut = xStamenTimedOut
 }
 
 // WithPayload adds the payload to the list workers o k response
@@ -40,6 +60,13 @@ func (o *ListWorkersOK) SetPayload(payload models.Workers) {
 
 // WriteResponse to the client
 func (o *ListWorkersOK) WriteResponse(rw http.ResponseWriter, producer runtime.Producer) {
+
+	// response header X-Stamen-Timed-Out
+
+	xStamenTimedOut := o.XStamenTimedOut
+	if xStamenTimedOut != "" {
+		rw.Header().Set("X-Stamen-Timed-Out", xStamenTimedOut)
+	}
 
 	rw.WriteHeader(200)
 	payload := o.Payload
