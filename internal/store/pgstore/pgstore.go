@@ -27,6 +27,8 @@ import (
 	"fmt"
 	"hash/fnv"
 	"log/slog"
+	"maps"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -229,18 +231,26 @@ func (s *Store) Write(b store.Batch) error {
 	ctx, cancel := context.WithTimeout(context.Background(), s.cfg.WriteTimeout)
 	defer cancel()
 	var pb pgx.Batch
+	tasks := make([]state.Task, 0, len(b.Tasks))
 	for _, rec := range b.Tasks {
 		t, err := state.DecodeRecord(rec.Data)
 		if err != nil {
 			s.log.Warn("skipping an unreadable task record", slog.Any("err", err))
 			continue
 		}
-		pb.Queue(upsertSQL, taskArgs(&t)...)
+		tasks = append(tasks, t)
+	}
+	// Every replica locks the rows in the same order, by id: two batches
+	// sharing tasks wait for each other instead of deadlocking.
+	slices.SortStableFunc(tasks, func(x, y state.Task) int { return strings.Compare(x.UUID, y.UUID) })
+	for i := range tasks {
+		pb.Queue(upsertSQL, taskArgs(&tasks[i])...)
 	}
 	for _, w := range b.ForgottenWorkers {
 		pb.Queue(`DELETE FROM stamen_workers WHERE hostname = $1`, w)
 	}
-	for w, e := range b.Workers {
+	for _, w := range slices.Sorted(maps.Keys(b.Workers)) {
+		e := b.Workers[w]
 		pb.Queue(`INSERT INTO stamen_workers (hostname, event) VALUES ($1, $2)
 			ON CONFLICT (hostname) DO UPDATE SET event = EXCLUDED.event`, w, e)
 	}

@@ -40,7 +40,17 @@ func (s *Store) List(ctx context.Context, q state.Query) (*Cursor, error) {
 		cancel()
 		return nil, unavailable(err)
 	}
-	return &Cursor{rows: rows, cancel: cancel}, nil
+	// pgx reports a failed query at its first row: read it here, so that
+	// an outage is an error (503) rather than an empty 200.
+	if !rows.Next() {
+		rows.Close()
+		cancel()
+		if err := rows.Err(); err != nil {
+			return nil, unavailable(err)
+		}
+		return &Cursor{}, nil
+	}
+	return &Cursor{rows: rows, cancel: cancel, ready: true}, nil
 }
 
 // UnpagedTimeout bounds the query of a GET /api/tasks without limit.
@@ -52,6 +62,8 @@ type Cursor struct {
 	cancel context.CancelFunc
 	err    error
 	t      state.Task
+	// ready is set when rows holds a row not yet read.
+	ready bool
 }
 
 // Next calls fn with each of the next n tasks, in order, and reports
@@ -61,10 +73,11 @@ func (c *Cursor) Next(n int, fn func(t *state.Task)) bool {
 		return false
 	}
 	for range n {
-		if !c.rows.Next() {
+		if !c.ready && !c.rows.Next() {
 			c.Close()
 			return false
 		}
+		c.ready = false
 		var r row
 		if err := c.rows.Scan(r.dest()...); err != nil {
 			c.err = unavailable(err)
