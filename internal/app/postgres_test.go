@@ -13,6 +13,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
+	"github.com/stamen-dev/stamen/internal/store"
 	"github.com/stamen-dev/stamen/internal/testcluster"
 )
 
@@ -151,5 +152,32 @@ func TestPostgresOutage(t *testing.T) {
 				t.Fatalf("after the outage: %d, %d tasks", code, strings.Count(body, `"uuid"`))
 			}
 		})
+	}
+}
+
+// TestMergeKeep: for PostgreSQL the buffer keeps the records of tasks
+// evicted from the hot set (they are history), newer records win, and
+// beyond max records the oldest are dropped and counted.
+func TestMergeKeep(t *testing.T) {
+	older := store.Batch{FirstSeq: 1, Tasks: []store.Task{{Seq: 1, Data: []byte("old1")}, {Seq: 3, Data: []byte("old3")}, {Seq: 5, Data: []byte("old5")}},
+		ForgottenWorkers: []string{"gone"}}
+	newer := store.Batch{FirstSeq: 4, Tasks: []store.Task{{Seq: 3, Data: []byte("new3")}, {Seq: 6, Data: []byte("new6")}}}
+	for _, c := range []struct {
+		max  int
+		want string
+		lost int
+	}{
+		{10, "[1=old1 3=new3 5=old5 6=new6]", 0},
+		{3, "[3=new3 5=old5 6=new6]", 1},
+		{1, "[6=new6]", 3},
+	} {
+		got, lost := mergeKeep(older, newer, c.max)
+		var seqs []string
+		for _, r := range got.Tasks {
+			seqs = append(seqs, fmt.Sprintf("%d=%s", r.Seq, r.Data))
+		}
+		if fmt.Sprint(seqs) != c.want || lost != c.lost || got.FirstSeq != 4 || fmt.Sprint(got.ForgottenWorkers) != "[gone]" {
+			t.Errorf("max %d: %v lost %d (%+v), want %s lost %d", c.max, seqs, lost, got, c.want, c.lost)
+		}
 	}
 }
