@@ -189,7 +189,10 @@ func New(ctx context.Context, cfg Config) (*App, error) {
 		a.Close()
 		return nil, err
 	}
-	a.State = state.New(state.Config{MaxTasks: cfg.MaxTasks, TrackChanges: cfg.DBPath != ""})
+	a.State = state.New(state.Config{MaxTasks: cfg.MaxTasks, TrackChanges: cfg.DBPath != "",
+		// PostgreSQL keeps more than the hot set: a task evicted before
+		// its record was flushed must still reach it.
+		DrainEvicted: pgstore.IsURL(cfg.DBPath)})
 	a.lost = prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "stamen_store_lost_records_total",
 		Help: "Task records dropped unwritten because PostgreSQL was unreachable longer than the buffer (one record per hot-set task) lasts.",
@@ -547,19 +550,22 @@ func (a *App) flush() error {
 	}
 	if a.unsaved != nil {
 		if a.Postgres != nil {
-			var lost int
-			b, lost = mergeKeep(*a.unsaved, b, a.cfg.MaxTasks)
-			if lost > 0 {
-				a.lost.Add(float64(lost))
-				a.log.Error("PostgreSQL unreachable longer than the write buffer lasts: task records dropped",
-					slog.Int("records", lost), slog.Int("buffer", a.cfg.MaxTasks))
-			}
+			b = mergeKeep(*a.unsaved, b)
 		} else {
 			b = mergeBatches(*a.unsaved, b)
 		}
 		a.unsaved = nil
 	}
 	if err := a.writeBatch(b); err != nil {
+		if a.Postgres != nil {
+			var lost int
+			b, lost = trimOldest(b, a.cfg.MaxTasks)
+			if lost > 0 {
+				a.lost.Add(float64(lost))
+				a.log.Error("PostgreSQL unreachable longer than the write buffer lasts: task records dropped",
+					slog.Int("records", lost), slog.Int("buffer", a.cfg.MaxTasks))
+			}
+		}
 		a.unsaved = &b
 		return fmt.Errorf("%w (%d task records kept for the next flush)", err, len(b.Tasks))
 	}

@@ -32,6 +32,12 @@ type Config struct {
 	Now func() time.Time
 	// TrackChanges makes the state remember what changed, for Drain.
 	TrackChanges bool
+	// DrainEvicted, with TrackChanges, makes Drain also hand over the
+	// records of tasks changed and then evicted since the previous Drain,
+	// for a store that keeps more history than the state (PostgreSQL):
+	// without it a task created and evicted between two drains would never
+	// reach the store.
+	DrainEvicted bool
 }
 
 // State is the in-memory cluster state. Apply is meant to be called from
@@ -90,6 +96,9 @@ type State struct {
 	// goneWorkers are the workers forgotten since the last Drain, when
 	// changes are tracked.
 	goneWorkers []string
+	// keepEvicted is Config.DrainEvicted; evicted holds those records.
+	keepEvicted bool
+	evicted     []Record
 }
 
 // New returns an empty state.
@@ -121,6 +130,7 @@ func New(cfg Config) *State {
 	}
 	s.less = s.itemLess
 	if cfg.TrackChanges {
+		s.keepEvicted = cfg.DrainEvicted
 		s.dirty = make(map[uint32]struct{})
 		s.types = make(map[string]bool)
 	}
@@ -527,11 +537,13 @@ func (s *State) compareIDs(a, b uint32) int {
 // oldest task when the ring is full.
 func (s *State) addTask(uuid string) uint32 {
 	i := uint32(s.created % uint64(s.maxTasks))
-	s.created++
 	s.slots.ensure(i)
 	if s.slots.at(i).live() {
+		// Before counting the new task: evict reads the old one's
+		// sequence number from created.
 		s.evict(i)
 	}
+	s.created++
 	sl := s.slots.at(i)
 	*sl = slot{set: slotLive, cold: noRef}
 	if id, ok := parseUUID(uuid); ok {
@@ -550,6 +562,13 @@ func (s *State) addTask(uuid string) uint32 {
 func (s *State) evict(i uint32) {
 	sl := s.slots.at(i)
 	t := s.load(i, viewText)
+	if s.keepEvicted {
+		if _, changed := s.dirty[i]; changed {
+			// Not written yet: the next Drain hands it over anyway.
+			s.evicted = append(s.evicted, Record{Seq: s.seqOf(i), Data: encodeRecord(nil, &t)})
+			delete(s.dirty, i)
+		}
+	}
 	if parent := parentOf(&t); parent != "" {
 		s.unlinkChild(parent, i)
 	}

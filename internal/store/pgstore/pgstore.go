@@ -311,8 +311,9 @@ func taskArgs(t *state.Task) []any {
 
 // upsertSQL merges one record into its row. "newer" orders two records of
 // a task by (timestamp, clock); every field comes from the newer record
-// when it has one, else from the other: a commutative merge, so that the
-// row ends the same whichever replica writes first. The state is the
+// when it has one, else from the other, but for the times of the events
+// (received, started, ...), which take the latest: a commutative merge,
+// so that the row ends the same whichever replica writes first. The state is the
 // stronger by Celery's precedence, except that RETRY (which Celery lets
 // replace and be replaced out of order) and ties go by recency.
 var upsertSQL = func() string {
@@ -343,6 +344,10 @@ var upsertSQL = func() string {
 				WHEN EXCLUDED.state <> 'RETRY' AND t.state <> 'RETRY' AND stamen_precedence(EXCLUDED.state) < stamen_precedence(t.state) THEN EXCLUDED.state
 				WHEN EXCLUDED.state <> 'RETRY' AND t.state <> 'RETRY' AND stamen_precedence(EXCLUDED.state) > stamen_precedence(t.state) THEN t.state
 				WHEN %s THEN EXCLUDED.state ELSE t.state END`, newer)
+		case "received", "sent", "started", "rejected", "succeeded", "failed", "retried", "revoked":
+			// When the latest event of that kind happened: the greatest,
+			// whichever record brings it (GREATEST skips NULLs).
+			fmt.Fprintf(&b, `%[1]s = greatest(EXCLUDED.%[1]s, t.%[1]s)`, c)
 		case "clock":
 			fmt.Fprintf(&b, `clock = CASE WHEN %s THEN EXCLUDED.clock ELSE t.clock END`, newer)
 		default:
