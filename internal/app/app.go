@@ -19,6 +19,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/alicebob/miniredis/v2"
@@ -134,6 +135,8 @@ type App struct {
 	// lost counts the task records dropped from the unsaved buffer while
 	// PostgreSQL could not be written.
 	lost prometheus.Counter
+	// failedFlushes counts the flushes whose write failed.
+	failedFlushes atomic.Int64
 	// writeBatch is store.Write; tests make it fail.
 	writeBatch func(store.Batch) error
 	// unsaved is the last batch whose write failed, merged into the next
@@ -557,6 +560,7 @@ func (a *App) flush() error {
 		a.unsaved = nil
 	}
 	if err := a.writeBatch(b); err != nil {
+		a.failedFlushes.Add(1)
 		if a.Postgres != nil {
 			var lost int
 			b, lost = trimOldest(b, a.cfg.MaxTasks)
