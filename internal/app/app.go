@@ -19,6 +19,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/alicebob/miniredis/v2"
@@ -35,6 +36,7 @@ import (
 	"github.com/stamen-dev/stamen/internal/redact"
 	"github.com/stamen-dev/stamen/internal/state"
 	"github.com/stamen-dev/stamen/internal/store"
+	"github.com/stamen-dev/stamen/internal/store/pgstore"
 	"github.com/stamen-dev/stamen/internal/stream"
 )
 
@@ -77,8 +79,17 @@ type Config struct {
 	MaxBodyBytes        int64
 	SSEHeartbeat        time.Duration
 	// DBPath, when set, keeps the history in a store there and restores it
-	// at start (Flower's --persistent with --db).
+	// at start (Flower's --persistent with --db). A postgres:// or
+	// postgresql:// URL selects PostgreSQL instead (pgstore): the history
+	// shared by a fleet of replicas, from which the read operations are
+	// answered; MaxTasks then bounds this replica's in-memory hot set only.
 	DBPath string
+	// DBMaxTasks, with PostgreSQL, keeps only the newest that many tasks
+	// there (0: no bound by count); MaxTaskAge bounds it by age too.
+	DBMaxTasks int64
+	// DBTimeout bounds each read of PostgreSQL (0: 2 s): past it the read
+	// answers 503.
+	DBTimeout time.Duration
 	// SaveInterval is how often changed records are written to the store
 	// (Flower's --state_save_interval); a crash loses at most this much.
 	SaveInterval time.Duration
@@ -130,9 +141,19 @@ type App struct {
 	ResultBackendURL string
 
 	broker brokerConn
-	store  *store.Store
 	// reconciler is nil without a Redis result backend.
 	reconciler *reconcile.Reconciler
+	// db is the store the state's changes are flushed to: store (the
+	// bbolt file) or pg, or nil.
+	db    history
+	store *store.Store
+	// Postgres is the shared history with --db postgres://..., else nil.
+	Postgres *pgstore.Store
+	// lost counts the task records dropped from the unsaved buffer while
+	// PostgreSQL could not be written.
+	lost prometheus.Counter
+	// failedFlushes counts the flushes whose write failed.
+	failedFlushes atomic.Int64
 	// writeBatch is store.Write; tests make it fail.
 	writeBatch func(store.Batch) error
 	// unsaved is the last batch whose write failed, merged into the next
@@ -147,6 +168,12 @@ type App struct {
 	cancel       context.CancelFunc
 	wg           sync.WaitGroup
 	embedded     *miniredis.Miniredis
+}
+
+// history is a store the state's changes are flushed to.
+type history interface {
+	Write(store.Batch) error
+	Close() error
 }
 
 // New connects to the broker and starts ingesting events. Close stops it.
@@ -182,8 +209,26 @@ func New(ctx context.Context, cfg Config) (*App, error) {
 		a.Close()
 		return nil, err
 	}
-	a.State = state.New(state.Config{MaxTasks: cfg.MaxTasks, TrackChanges: cfg.DBPath != ""})
-	if cfg.DBPath != "" {
+	a.State = state.New(state.Config{MaxTasks: cfg.MaxTasks, TrackChanges: cfg.DBPath != "",
+		// PostgreSQL keeps more than the hot set: a task evicted before
+		// its record was flushed must still reach it.
+		DrainEvicted: pgstore.IsURL(cfg.DBPath),
+		// Reconciliation finds unfinished tasks in PostgreSQL, mostly ones
+		// this replica does not hold (after a restart).
+		FinishUnknown: pgstore.IsURL(cfg.DBPath)})
+	a.lost = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "stamen_store_lost_records_total",
+		Help: "Task records dropped unwritten because PostgreSQL was unreachable longer than the buffer (one record per hot-set task) lasts.",
+	})
+	var reader handlers.TaskReader
+	switch {
+	case pgstore.IsURL(cfg.DBPath):
+		if err := a.openPostgres(ctx); err != nil {
+			a.Close()
+			return nil, err
+		}
+		reader = pgReader{a.Postgres}
+	case cfg.DBPath != "":
 		if err := a.openStore(); err != nil {
 			a.Close()
 			return nil, err
@@ -207,6 +252,7 @@ func New(ctx context.Context, cfg Config) (*App, error) {
 	h := handlers.New(handlers.Config{
 		Sent:           sent,
 		State:          a.State,
+		Tasks:          reader,
 		Inspector:      a.Inspector,
 		Broker:         a.broker,
 		Results:        results,
@@ -226,12 +272,15 @@ func New(ctx context.Context, cfg Config) (*App, error) {
 
 	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	a.cancel = cancel
-	if a.store != nil {
+	if a.db != nil {
 		a.wg.Add(1)
 		go func() {
 			defer a.wg.Done()
 			a.flushLoop(runCtx)
 		}()
+	}
+	if a.Postgres != nil && (cfg.MaxTaskAge > 0 || cfg.DBMaxTasks > 0) {
+		a.wg.Go(func() { a.retainLoop(runCtx) })
 	}
 	if cfg.MaxTaskAge > 0 {
 		a.wg.Add(1)
@@ -269,14 +318,18 @@ func New(ctx context.Context, cfg Config) (*App, error) {
 // newReconciler is the reconciler when the result backend can be read in
 // bulk (Redis), nil otherwise: see internal/reconcile. New kicks its
 // rounds at every (re)subscription of the event stream. Its source of
-// unfinished tasks is the state.
+// unfinished tasks is the shared history with PostgreSQL, else the state.
 func (a *App) newReconciler(results handlers.ResultBackend) *reconcile.Reconciler {
 	bulk, ok := results.(reconcile.Results)
 	if !ok || a.cfg.ReconcileMaxLookups < 0 {
 		return nil
 	}
+	var source reconcile.Source = a.State
+	if a.Postgres != nil {
+		source = a.Postgres
+	}
 	return reconcile.New(reconcile.Config{
-		Source:     a.State,
+		Source:     source,
 		Results:    bulk,
 		Apply:      a.applyBatch,
 		After:      a.cfg.ReconcileAfter,
@@ -499,7 +552,7 @@ func (a *App) observe(ctx context.Context, e *celery.Event) {
 		a.Metrics.Observe(m)
 	}
 	// Raw is the broker's to reuse once the batch is applied.
-	if a.store != nil && !isTask && len(e.Raw) > 0 {
+	if a.db != nil && !isTask && len(e.Raw) > 0 {
 		a.noteWorkerEvent(e.Hostname, bytes.Clone(e.Raw))
 	}
 	if a.Events.Subscribers() > 0 {
@@ -527,7 +580,7 @@ func (a *App) openStore() error {
 	if err != nil {
 		return err
 	}
-	a.store = st
+	a.store, a.db = st, st
 	a.writeBatch = st.Write
 	a.workerEvents = map[string][]byte{}
 	start, skipped := time.Now(), 0
@@ -574,10 +627,24 @@ func (a *App) flush() error {
 		b.Tasks[i] = store.Task{Seq: t.Seq, Data: t.Data}
 	}
 	if a.unsaved != nil {
-		b = mergeBatches(*a.unsaved, b)
+		if a.Postgres != nil {
+			b = mergeKeep(*a.unsaved, b)
+		} else {
+			b = mergeBatches(*a.unsaved, b)
+		}
 		a.unsaved = nil
 	}
 	if err := a.writeBatch(b); err != nil {
+		a.failedFlushes.Add(1)
+		if a.Postgres != nil {
+			var lost int
+			b, lost = trimOldest(b, a.cfg.MaxTasks)
+			if lost > 0 {
+				a.lost.Add(float64(lost))
+				a.log.Error("PostgreSQL unreachable longer than the write buffer lasts: task records dropped",
+					slog.Int("records", lost), slog.Int("buffer", a.cfg.MaxTasks))
+			}
+		}
 		a.unsaved = &b
 		return fmt.Errorf("%w (%d task records kept for the next flush)", err, len(b.Tasks))
 	}
@@ -710,6 +777,7 @@ func (a *App) gauges() []prometheus.Collector {
 		prometheus.NewCounterFunc(prometheus.CounterOpts{
 			Name: "stamen_reconciled_tasks_total", Help: "Tasks finished from their result documents after their events were missed.",
 		}, reconciled(true)),
+		a.lost,
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "stamen_tasks_stored", Help: "Tasks held in the state.",
 		}, func() float64 { return float64(a.State.Len()) }),
@@ -740,8 +808,8 @@ func (a *App) Close() {
 	if a.broker != nil {
 		_ = a.broker.Close()
 	}
-	if a.store != nil {
-		if err := errors.Join(a.flush(), a.store.Close()); err != nil {
+	if a.db != nil {
+		if err := errors.Join(a.flush(), a.db.Close()); err != nil {
 			a.log.Error("closing the store", slog.Any("err", err))
 		}
 	}

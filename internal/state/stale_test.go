@@ -84,3 +84,20 @@ func TestReconciledEvent(t *testing.T) {
 		}
 	}
 }
+
+// TestReconciledEventFinishUnknown: with FinishUnknown (PostgreSQL) a
+// reconciled event of a task the state does not hold creates it with what
+// the event says, and still creates no worker.
+func TestReconciledEventFinishUnknown(t *testing.T) {
+	s := New(Config{MaxTasks: 100, FinishUnknown: true, Now: func() time.Time { return time.Unix(2000, 0) }})
+	e := taskEv(t, "failed", staleID(3), "stamen-reconcile", 1500, map[string]any{"exception": "KeyError('x')"})
+	e.Reconciled = true
+	s.Apply(e)
+	task, ok := s.Task(staleID(3))
+	if !ok || task.State != Failure || task.Exception != "KeyError('x')" || task.Has(FieldWorker) {
+		t.Fatalf("reconciled unknown task: %+v (held %v)", task, ok)
+	}
+	if ws := s.Workers(); len(ws) != 0 {
+		t.Errorf("a reconciled event created workers: %+v", ws)
+	}
+}

@@ -32,6 +32,18 @@ type Config struct {
 	Now func() time.Time
 	// TrackChanges makes the state remember what changed, for Drain.
 	TrackChanges bool
+	// DrainEvicted, with TrackChanges, makes Drain also hand over the
+	// records of tasks changed and then evicted since the previous Drain,
+	// for a store that keeps more history than the state (PostgreSQL):
+	// without it a task created and evicted between two drains would never
+	// reach the store.
+	DrainEvicted bool
+	// FinishUnknown makes a reconciled event (celery.Event.Reconciled) of
+	// a task the state does not hold create it, holding only what the
+	// event says, for a store that holds the rest of the task and merges
+	// (PostgreSQL): there the unfinished tasks come from the store, not
+	// from this replica's memory. Without it such an event is dropped.
+	FinishUnknown bool
 }
 
 // State is the in-memory cluster state. Apply is meant to be called from
@@ -90,6 +102,11 @@ type State struct {
 	// goneWorkers are the workers forgotten since the last Drain, when
 	// changes are tracked.
 	goneWorkers []string
+	// keepEvicted is Config.DrainEvicted; evicted holds those records.
+	keepEvicted bool
+	evicted     []Record
+	// finishUnknown is Config.FinishUnknown.
+	finishUnknown bool
 }
 
 // New returns an empty state.
@@ -120,7 +137,9 @@ func New(cfg Config) *State {
 		workers:    make(map[string]*worker),
 	}
 	s.less = s.itemLess
+	s.finishUnknown = cfg.FinishUnknown
 	if cfg.TrackChanges {
+		s.keepEvicted = cfg.DrainEvicted
 		s.dirty = make(map[uint32]struct{})
 		s.types = make(map[string]bool)
 	}
@@ -300,7 +319,7 @@ func (s *State) taskEvent(e *celery.Event, subject string, clock int64, localRec
 		return
 	}
 	if !h.held || h.uuid != e.UUID {
-		if _, known := s.lookup(e.UUID); e.Reconciled && !known {
+		if _, known := s.lookup(e.UUID); e.Reconciled && !known && !s.finishUnknown {
 			return // evicted since it was found stale: nothing to finish
 		}
 		s.release(h)
@@ -530,11 +549,13 @@ func (s *State) compareIDs(a, b uint32) int {
 // oldest task when the ring is full.
 func (s *State) addTask(uuid string) uint32 {
 	i := uint32(s.created % uint64(s.maxTasks))
-	s.created++
 	s.slots.ensure(i)
 	if s.slots.at(i).live() {
+		// Before counting the new task: evict reads the old one's
+		// sequence number from created.
 		s.evict(i)
 	}
+	s.created++
 	sl := s.slots.at(i)
 	*sl = slot{set: slotLive, cold: noRef}
 	if id, ok := parseUUID(uuid); ok {
@@ -553,6 +574,13 @@ func (s *State) addTask(uuid string) uint32 {
 func (s *State) evict(i uint32) {
 	sl := s.slots.at(i)
 	t := s.load(i, viewText)
+	if s.keepEvicted {
+		if _, changed := s.dirty[i]; changed {
+			// Not written yet: the next Drain hands it over anyway.
+			s.evicted = append(s.evicted, Record{Seq: s.seqOf(i), Data: encodeRecord(nil, &t)})
+			delete(s.dirty, i)
+		}
+	}
 	if parent := parentOf(&t); parent != "" {
 		s.unlinkChild(parent, i)
 	}
