@@ -170,6 +170,13 @@ func orDefault(v, def string) string {
 	return v
 }
 
+// redactedString is a string flag whose printed value (--help's default)
+// has its passwords masked.
+type redactedString string
+
+func (s *redactedString) String() string     { return redact.String(string(*s)) }
+func (s *redactedString) Set(v string) error { *s = redactedString(v); return nil }
+
 // parseFlags reads Flower's flag names (both max_tasks and max-tasks
 // spellings), falling back to the environment and then to defaults.
 func parseFlags(args []string, stderr io.Writer) (options, error) {
@@ -186,8 +193,14 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	str := func(p *string, name, def, usage string) {
 		both(name, func(n string) { fs.StringVar(p, n, def, usage) })
 	}
-	str(&o.broker, "broker", envString("BROKER", "CELERY_BROKER_URL"), "broker URL: redis://[:password@]host:port/db, rediss://, sentinel://host:26379[;sentinel://...], amqp://user:pass@host:port/vhost, amqps://; empty starts the embedded broker")
-	str(&o.resultBackend, "result_backend", envString("RESULT_BACKEND", "CELERY_RESULT_BACKEND"), "result backend URL: redis://... or rpc:// (default: rpc:// on AMQP, the broker on Redis)")
+	// secret is str for a value that may hold a password (a URL from the
+	// environment): --help shows its default redacted.
+	secret := func(p *string, name, def, usage string) {
+		*p = def
+		both(name, func(n string) { fs.Var((*redactedString)(p), n, usage) })
+	}
+	secret(&o.broker, "broker", envString("BROKER", "CELERY_BROKER_URL"), "broker URL: redis://[:password@]host:port/db, rediss://, sentinel://host:26379[;sentinel://...], amqp://user:pass@host:port/vhost, amqps://; empty starts the embedded broker")
+	secret(&o.resultBackend, "result_backend", envString("RESULT_BACKEND", "CELERY_RESULT_BACKEND"), "result backend URL: redis://... or rpc:// (default: rpc:// on AMQP, the broker on Redis)")
 	str(&o.brokerTransport, "broker_transport_options", envString("BROKER_TRANSPORT_OPTIONS"),
 		`Redis transport options as a JSON object, as Celery's broker_transport_options: global_keyprefix, master_name (sentinel://), sentinel_kwargs, sep, priority_steps`)
 	str(&o.resultTransport, "result_backend_transport_options", envString("RESULT_BACKEND_TRANSPORT_OPTIONS"),
@@ -229,7 +242,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	both("persistent", func(n string) {
 		fs.BoolVar(&o.persistent, n, e.bool("PERSISTENT"), "keep the history in --db and restore it at start (always on with the embedded broker)")
 	})
-	str(&o.db, "db", orDefault(envString("DB"), "stamen.db"), "the store's file, or a postgres:// URL: the history shared by a fleet of replicas")
+	secret(&o.db, "db", orDefault(envString("DB"), "stamen.db"), "the store's file, or a postgres:// URL: the history shared by a fleet of replicas")
 	both("db_max_tasks", func(n string) {
 		fs.IntVar(&o.dbMaxTasks, n, e.int("DB_MAX_TASKS", 0), "with --db postgres://: tasks kept in PostgreSQL, the oldest go first (0: no bound by count; --max_tasks bounds each replica's memory)")
 	})
