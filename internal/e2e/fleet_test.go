@@ -260,3 +260,125 @@ func TestFleetSameAnswers(t *testing.T) {
 		return ""
 	})
 }
+
+// clientStream has a Celery client send argv[1] stamen.add tasks as fast as
+// it can and print their ids, one a line.
+const clientStream = `
+import sys
+from stamen_testapp import app
+ids = [app.send_task("stamen.add", (i, 1)).id for i in range(int(sys.argv[1]))]
+print("\n".join(ids))
+`
+
+// TestFleetReplicaKilled SIGKILLs one of two replicas in the middle of a
+// stream of 2,000 tasks run by real workers. The other keeps ingesting
+// while it is down; once it restarts, all 2,000 tasks show their final
+// state in both, and a third replica started after the stream serves all of
+// it too.
+func TestFleetReplicaKilled(t *testing.T) {
+	testcluster.Require(t)
+	redis := testcluster.StartRedis(t)
+	broker, backend := redis.URL(0), redis.URL(1)
+	db := testcluster.PostgresURL(testcluster.PostgresAddr, testcluster.PostgresDB(t))
+	bin := buildStamen(t)
+	args := fleetArgs(db, broker, backend)
+	const total = 2000
+
+	var w *testcluster.Worker
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		w = testcluster.StartWorker(t, testcluster.WorkerOptions{Name: "stream", Broker: broker, Backend: backend, Concurrency: 4})
+	})
+	rs := startReplicas(t, bin, args, "a", "b")
+	wg.Wait()
+	if w == nil {
+		t.FailNow()
+	}
+	a, b := rs[0], rs[1]
+	a.api.awaitWorkerReady(w.Name)
+	b.api.awaitWorkerReady(w.Name)
+
+	// The kill happens on a goroutine of its own while the test's runs the
+	// client: once a has ingested a quarter of the stream's task events
+	// (sent, received, started, succeeded: four a task).
+	const series = `stamen_events_ingested_total{kind="task"}`
+	type killed struct {
+		aEvents, bEvents float64
+		err              error
+	}
+	killedAt := make(chan killed, 1)
+	go func() {
+		deadline := time.Now().Add(2 * time.Minute)
+		for time.Now().Before(deadline) {
+			n, err := a.metric(series)
+			if err != nil {
+				killedAt <- killed{err: err}
+				return
+			}
+			if n >= total {
+				a.kill()
+				nb, err := b.metric(series)
+				killedAt <- killed{aEvents: n, bEvents: nb, err: err}
+				return
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+		killedAt <- killed{err: fmt.Errorf("a did not ingest %d task events within 2 minutes", total)}
+	}()
+	out := testcluster.RunClient(t, testcluster.ClientOptions{Broker: broker, Backend: backend, Timeout: 2 * time.Minute}, clientStream, fmt.Sprint(total))
+	ids := strings.Fields(string(out))
+	if len(ids) != total {
+		t.Fatalf("the client printed %d ids, want %d", len(ids), total)
+	}
+	k := <-killedAt
+	if k.err != nil {
+		t.Fatal(k.err)
+	}
+	t.Logf("a SIGKILLed after ingesting %.0f task events (b had %.0f) of about %d", k.aEvents, k.bEvents, 4*total)
+
+	// b goes on ingesting while a is down: its count grows past what it
+	// had when a was killed.
+	eventually(t, 30*time.Second, "b ingesting while a is down", func() bool {
+		n, err := b.metric(series)
+		return err == nil && n > k.bEvents
+	})
+	during, err := b.metric(series)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if during >= 4*total {
+		t.Logf("b had ingested the whole stream (%.0f events) before a restarted", during)
+	}
+	a.start()
+
+	// Every task final in both, and the same list.
+	final := func(body []byte) string {
+		got := taskMap(t, body)
+		if len(got) != total {
+			return fmt.Sprintf("%d tasks listed, want %d", len(got), total)
+		}
+		for _, id := range ids {
+			if got[id] == nil || got[id]["state"] != "SUCCESS" {
+				return fmt.Sprintf("task %s: %v", id, got[id]["state"])
+			}
+		}
+		return ""
+	}
+	awaitSame(t, []*replica{a, b}, 90*time.Second, "/api/tasks", q("taskname", "stamen.add"), final)
+
+	c := newReplica(t, bin, "c", args...)
+	all := []*replica{a, b, c}
+	awaitSame(t, all, 30*time.Second, "/api/tasks", q("taskname", "stamen.add"), final)
+	awaitSame(t, all, 10*time.Second, "/api/tasks", q("state", "SUCCESS", "sort_by", "-received", "limit", "100", "offset", "1000"), func(body []byte) string {
+		if n := len(taskMap(t, body)); n != 100 {
+			return fmt.Sprintf("%d tasks on the page, want 100", n)
+		}
+		return ""
+	})
+	for _, id := range []string{ids[0], ids[total/2], ids[total-1]} {
+		body := awaitSame(t, all, 10*time.Second, "/api/task/info/"+id, nil, nil)
+		if info := (response{Status: http.StatusOK, Body: body}).JSON(t); info["state"] != "SUCCESS" || info["result"] == nil {
+			t.Errorf("info %s: %v", id, info)
+		}
+	}
+}
