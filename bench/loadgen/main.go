@@ -82,7 +82,24 @@ func main() {
 	flag.IntVar(&c.small, "small", 10_000, "tasks of the small phase")
 	flag.DurationVar(&c.duration, "duration", 5*time.Second, "length of each attack")
 	flag.IntVar(&c.clients, "clients", 2, "concurrent requests of each attack (max rate, closed loop)")
+	var pc pgConfig
+	flag.StringVar(&pc.admin, "pg", "", "PostgreSQL URL of a database to create "+benchDB+" from: run the Postgres fleet benchmark instead")
+	flag.IntVar(&pc.tasks, "pg-tasks", 10_000_000, "tasks in Postgres for the reads (-pg)")
+	flag.IntVar(&pc.ingest, "pg-ingest", 100_000, "tasks published in each ingestion phase (-pg)")
+	flag.IntVar(&pc.chunk, "pg-chunk", 1_000_000, "rows per INSERT of the bulk load (-pg)")
+	flag.StringVar(&pc.lock, "lock", "", "flock this file around the measured phases (-pg)")
+	flag.BoolVar(&pc.keep, "pg-keep", false, "keep "+benchDB+" afterwards (-pg)")
 	flag.Parse()
+	if pc.admin != "" {
+		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+		err := runPG(ctx, c, pc)
+		stop()
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "loadgen:", err)
+			os.Exit(1)
+		}
+		return
+	}
 	if c.small <= 0 || c.small >= c.tasks {
 		fmt.Fprintln(os.Stderr, "loadgen: need 0 < -small < -tasks")
 		os.Exit(2)
@@ -264,6 +281,8 @@ func generate(n int, epoch time.Time) [][]byte {
 	return out
 }
 
+var taskEnvelope = testcluster.TaskEnvelope
+
 func taskID(i int) string { return fmt.Sprintf("00000000-0000-4000-8000-%012d", i) }
 
 type target struct{ label, path string }
@@ -436,6 +455,12 @@ func start(ctx context.Context, c config, dbPath, logPath string, timeout time.D
 		"--broker", fmt.Sprintf("redis://%s/%d", c.redis, c.db), "--port", strconv.Itoa(port),
 		"--max_tasks", strconv.Itoa(c.tasks), "--persistent", "--db", dbPath,
 		"--state_save_interval", strconv.Itoa(int(saveInterval/time.Millisecond)))
+	return launch(ctx, cmd, logf, port, timeout)
+}
+
+// launch starts cmd, its output to logf, and returns once it answers
+// /healthcheck on port with 200, with the time from exec to that answer.
+func launch(ctx context.Context, cmd *exec.Cmd, logf *os.File, port int, timeout time.Duration) (*stamen, time.Duration, error) {
 	cmd.Stdout, cmd.Stderr = logf, logf
 	// stamen must not outlive the driver, even a killed one.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
