@@ -178,6 +178,7 @@ func TestFleetPostgresOutage(t *testing.T) {
 	})
 }
 
-// lostMetric counts the events a replica could not keep for the store
-// because its buffer was full during an outage.
-const lostMetric = "stamen_store_events_dropped_total"
+// lostMetric counts the task records a replica dropped because its buffer
+// of unwritten records (one per task, up to --max_tasks) was full during an
+// outage. The test's 200 tasks are far inside the default bound of 10,000.
+const lostMetric = "stamen_store_lost_records_total"
