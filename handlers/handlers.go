@@ -27,7 +27,10 @@ import (
 
 // Config holds the dependencies and limits of the handlers.
 type Config struct {
-	State     *state.State
+	State *state.State
+	// Tasks is where the read operations find the history; nil reads
+	// State.
+	Tasks     TaskReader
 	Inspector *inspect.Inspector
 	Broker    Broker
 	// Results may be nil when no result backend is configured.
@@ -115,6 +118,9 @@ func New(cfg Config) *Handlers {
 	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now
+	}
+	if cfg.Tasks == nil {
+		cfg.Tasks = StateReader{State: cfg.State}
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)

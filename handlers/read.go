@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"log/slog"
 	"net/http"
 	"strconv"
 	"strings"
@@ -17,6 +18,7 @@ import (
 	"github.com/stamen-dev/stamen/gen/models"
 	"github.com/stamen-dev/stamen/internal/celery"
 	"github.com/stamen-dev/stamen/internal/state"
+	"github.com/stamen-dev/stamen/internal/store"
 	"github.com/stamen-dev/stamen/restapi/operations/queues"
 	"github.com/stamen-dev/stamen/restapi/operations/tasks"
 	"github.com/stamen-dev/stamen/restapi/operations/workers"
@@ -51,11 +53,14 @@ func (h *Handlers) listTasks(p tasks.ListTasksParams, _ any) middleware.Responde
 		}
 		*rng.out = &t
 	}
-	list, err := h.State.List(q)
+	list, err := h.Tasks.ListTasks(p.HTTPRequest.Context(), q)
 	if err != nil {
 		var se *state.SearchError
-		if errors.As(err, &se) {
+		switch {
+		case errors.As(err, &se):
 			return apiError(http.StatusBadRequest, "%s", se.Error())
+		case errors.Is(err, store.ErrUnavailable):
+			return h.storeError("tasks", err)
 		}
 		return apiError(http.StatusBadRequest, "%v", err)
 	}
@@ -74,11 +79,14 @@ const taskListChunk = 256
 // also Flower's own (key order, separators, escapes), which encoding a
 // model would not give. The work stops when the client goes away.
 type taskListBody struct {
-	list *state.TaskList
+	list TaskCursor
 	ctx  context.Context
 }
 
 func (b taskListBody) WriteResponse(rw http.ResponseWriter, _ runtime.Producer) {
+	// A store's list fails, if at all, at its first rows: after the
+	// status is sent an error can only cut the body short.
+	defer b.list.Close()
 	rw.Header().Set("Content-Type", "application/json")
 	rw.WriteHeader(http.StatusOK)
 	buf := make([]byte, 0, 64<<10)
@@ -111,12 +119,19 @@ func (b taskListBody) WriteResponse(rw http.ResponseWriter, _ runtime.Producer) 
 	}
 }
 
-func (h *Handlers) listTaskTypes(_ tasks.ListTaskTypesParams, _ any) middleware.Responder {
-	return tasks.NewListTaskTypesOK().WithPayload(&models.TaskTypes{TaskTypes: h.State.TaskTypes()})
+func (h *Handlers) listTaskTypes(p tasks.ListTaskTypesParams, _ any) middleware.Responder {
+	types, err := h.Tasks.TaskTypes(p.HTTPRequest.Context())
+	if err != nil {
+		return h.storeError("task types", err)
+	}
+	return tasks.NewListTaskTypesOK().WithPayload(&models.TaskTypes{TaskTypes: types})
 }
 
 func (h *Handlers) getTaskInfo(p tasks.GetTaskInfoParams, _ any) middleware.Responder {
-	t, ok := h.State.Task(p.Taskid)
+	t, ok, err := h.Tasks.Task(p.HTTPRequest.Context(), p.Taskid)
+	if err != nil {
+		return h.storeError("task info", err)
+	}
 	if !ok {
 		return apiError(http.StatusNotFound, "Unknown task '%s'", p.Taskid)
 	}
@@ -159,7 +174,10 @@ func (h *Handlers) listWorkers(p workers.ListWorkersParams, _ any) middleware.Re
 	}
 	if deref(p.Status) {
 		// Liveness comes from event heartbeats, as in Flower.
-		ws := h.State.Workers()
+		ws, err := h.Tasks.Workers(p.HTTPRequest.Context())
+		if err != nil {
+			return h.storeError("workers", err)
+		}
 		buf := []byte{'{'}
 		for i, w := range ws {
 			if i > 0 {
@@ -238,4 +256,11 @@ func appendJSONString(dst []byte, s string) []byte {
 	}
 	b, _ := json.Marshal(s)
 	return append(dst, b...)
+}
+
+// storeError answers a failed read of the task store: 503, at once, with
+// the reason (redacted) so that a load balancer can try another replica.
+func (h *Handlers) storeError(op string, err error) middleware.Responder {
+	h.log.Warn("task store read failed", slog.String("op", op), slog.Any("err", err))
+	return apiError(http.StatusServiceUnavailable, "%s: %v", op, err)
 }

@@ -55,6 +55,8 @@ type options struct {
 
 	persistent        bool
 	db                string
+	dbMaxTasks        int
+	dbTimeout         time.Duration
 	stateSaveInterval int
 
 	purgeOfflineWorkers int
@@ -218,7 +220,13 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	both("persistent", func(n string) {
 		fs.BoolVar(&o.persistent, n, e.bool("PERSISTENT"), "keep the history in --db and restore it at start (always on with the embedded broker)")
 	})
-	str(&o.db, "db", orDefault(envString("DB"), "stamen.db"), "the store's file")
+	str(&o.db, "db", orDefault(envString("DB"), "stamen.db"), "the store's file, or a postgres:// URL: the history shared by a fleet of replicas")
+	both("db_max_tasks", func(n string) {
+		fs.IntVar(&o.dbMaxTasks, n, e.int("DB_MAX_TASKS", 0), "with --db postgres://: tasks kept in PostgreSQL, the oldest go first (0: no bound by count; --max_tasks bounds each replica's memory)")
+	})
+	both("db_timeout", func(n string) {
+		fs.DurationVar(&o.dbTimeout, n, e.duration("DB_TIMEOUT", 2*time.Second), "with --db postgres://: bound on each read, past which it answers 503")
+	})
 	both("state_save_interval", func(n string) {
 		fs.IntVar(&o.stateSaveInterval, n, e.int("STATE_SAVE_INTERVAL", 1000), "how often the history is written to --db, in milliseconds")
 	})
@@ -331,11 +339,15 @@ func run(args []string, stderr io.Writer) int {
 	defer stop()
 
 	var dbPath string
-	if o.persistent || o.broker == "" {
+	if o.persistent || o.broker == "" || app.IsPostgresURL(o.db) {
+		// A PostgreSQL URL is the replicas' shared history: asking for it
+		// is asking for persistence.
 		dbPath = o.db
 	}
 	a, err := app.New(ctx, app.Config{
 		DBPath:        dbPath,
+		DBMaxTasks:    int64(max(o.dbMaxTasks, 0)),
+		DBTimeout:     o.dbTimeout,
 		BrokerURL:     o.broker,
 		ResultBackend: o.resultBackend,
 

@@ -34,6 +34,7 @@ import (
 	"github.com/stamen-dev/stamen/internal/redact"
 	"github.com/stamen-dev/stamen/internal/state"
 	"github.com/stamen-dev/stamen/internal/store"
+	"github.com/stamen-dev/stamen/internal/store/pgstore"
 	"github.com/stamen-dev/stamen/internal/stream"
 )
 
@@ -76,8 +77,17 @@ type Config struct {
 	MaxBodyBytes        int64
 	SSEHeartbeat        time.Duration
 	// DBPath, when set, keeps the history in a store there and restores it
-	// at start (Flower's --persistent with --db).
+	// at start (Flower's --persistent with --db). A postgres:// or
+	// postgresql:// URL selects PostgreSQL instead (pgstore): the history
+	// shared by a fleet of replicas, from which the read operations are
+	// answered; MaxTasks then bounds this replica's in-memory hot set only.
 	DBPath string
+	// DBMaxTasks, with PostgreSQL, keeps only the newest that many tasks
+	// there (0: no bound by count); MaxTaskAge bounds it by age too.
+	DBMaxTasks int64
+	// DBTimeout bounds each read of PostgreSQL (0: 2 s): past it the read
+	// answers 503.
+	DBTimeout time.Duration
 	// SaveInterval is how often changed records are written to the store
 	// (Flower's --state_save_interval); a crash loses at most this much.
 	SaveInterval time.Duration
@@ -115,7 +125,15 @@ type App struct {
 	ResultBackendURL string
 
 	broker brokerConn
-	store  *store.Store
+	// db is the store the state's changes are flushed to: store (the
+	// bbolt file) or pg, or nil.
+	db    history
+	store *store.Store
+	// Postgres is the shared history with --db postgres://..., else nil.
+	Postgres *pgstore.Store
+	// lost counts the task records dropped from the unsaved buffer while
+	// PostgreSQL could not be written.
+	lost prometheus.Counter
 	// writeBatch is store.Write; tests make it fail.
 	writeBatch func(store.Batch) error
 	// unsaved is the last batch whose write failed, merged into the next
@@ -130,6 +148,12 @@ type App struct {
 	cancel       context.CancelFunc
 	wg           sync.WaitGroup
 	embedded     *miniredis.Miniredis
+}
+
+// history is a store the state's changes are flushed to.
+type history interface {
+	Write(store.Batch) error
+	Close() error
 }
 
 // New connects to the broker and starts ingesting events. Close stops it.
@@ -166,7 +190,19 @@ func New(ctx context.Context, cfg Config) (*App, error) {
 		return nil, err
 	}
 	a.State = state.New(state.Config{MaxTasks: cfg.MaxTasks, TrackChanges: cfg.DBPath != ""})
-	if cfg.DBPath != "" {
+	a.lost = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "stamen_store_lost_records_total",
+		Help: "Task records dropped unwritten because PostgreSQL was unreachable longer than the buffer (one record per hot-set task) lasts.",
+	})
+	var reader handlers.TaskReader
+	switch {
+	case pgstore.IsURL(cfg.DBPath):
+		if err := a.openPostgres(ctx); err != nil {
+			a.Close()
+			return nil, err
+		}
+		reader = pgReader{a.Postgres}
+	case cfg.DBPath != "":
 		if err := a.openStore(); err != nil {
 			a.Close()
 			return nil, err
@@ -182,6 +218,7 @@ func New(ctx context.Context, cfg Config) (*App, error) {
 	a.Events = stream.NewHub()
 	h := handlers.New(handlers.Config{
 		State:          a.State,
+		Tasks:          reader,
 		Inspector:      a.Inspector,
 		Broker:         a.broker,
 		Results:        results,
@@ -201,12 +238,15 @@ func New(ctx context.Context, cfg Config) (*App, error) {
 
 	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	a.cancel = cancel
-	if a.store != nil {
+	if a.db != nil {
 		a.wg.Add(1)
 		go func() {
 			defer a.wg.Done()
 			a.flushLoop(runCtx)
 		}()
+	}
+	if a.Postgres != nil && (cfg.MaxTaskAge > 0 || cfg.DBMaxTasks > 0) {
+		a.wg.Go(func() { a.retainLoop(runCtx) })
 	}
 	if cfg.MaxTaskAge > 0 {
 		a.wg.Add(1)
@@ -431,7 +471,7 @@ func (a *App) observe(ctx context.Context, e *celery.Event) {
 		a.Metrics.Observe(m)
 	}
 	// Raw is the broker's to reuse once the batch is applied.
-	if a.store != nil && !isTask && len(e.Raw) > 0 {
+	if a.db != nil && !isTask && len(e.Raw) > 0 {
 		a.noteWorkerEvent(e.Hostname, bytes.Clone(e.Raw))
 	}
 	if a.Events.Subscribers() > 0 {
@@ -459,7 +499,7 @@ func (a *App) openStore() error {
 	if err != nil {
 		return err
 	}
-	a.store = st
+	a.store, a.db = st, st
 	a.writeBatch = st.Write
 	a.workerEvents = map[string][]byte{}
 	start, skipped := time.Now(), 0
@@ -506,7 +546,17 @@ func (a *App) flush() error {
 		b.Tasks[i] = store.Task{Seq: t.Seq, Data: t.Data}
 	}
 	if a.unsaved != nil {
-		b = mergeBatches(*a.unsaved, b)
+		if a.Postgres != nil {
+			var lost int
+			b, lost = mergeKeep(*a.unsaved, b, a.cfg.MaxTasks)
+			if lost > 0 {
+				a.lost.Add(float64(lost))
+				a.log.Error("PostgreSQL unreachable longer than the write buffer lasts: task records dropped",
+					slog.Int("records", lost), slog.Int("buffer", a.cfg.MaxTasks))
+			}
+		} else {
+			b = mergeBatches(*a.unsaved, b)
+		}
 		a.unsaved = nil
 	}
 	if err := a.writeBatch(b); err != nil {
@@ -624,6 +674,7 @@ func (a *App) purge(now time.Time) {
 // gauges are the scrape-time metrics of the running app.
 func (a *App) gauges() []prometheus.Collector {
 	return []prometheus.Collector{
+		a.lost,
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "stamen_tasks_stored", Help: "Tasks held in the state.",
 		}, func() float64 { return float64(a.State.Len()) }),
@@ -654,8 +705,8 @@ func (a *App) Close() {
 	if a.broker != nil {
 		_ = a.broker.Close()
 	}
-	if a.store != nil {
-		if err := errors.Join(a.flush(), a.store.Close()); err != nil {
+	if a.db != nil {
+		if err := errors.Join(a.flush(), a.db.Close()); err != nil {
 			a.log.Error("closing the store", slog.Any("err", err))
 		}
 	}

@@ -1,0 +1,63 @@
+package handlers
+
+import (
+	"context"
+
+	"github.com/stamen-dev/stamen/internal/state"
+)
+
+// TaskReader is where the read operations find the task history: GET
+// /api/tasks, /api/task/info, /api/task/types and the workers of
+// /api/workers?status=1. The in-memory state is one (the default); a
+// shared store (PostgreSQL, for a fleet of replicas) is another. A reader
+// renders nothing: tasks come back as state.Task and are written by the
+// same code whatever the store, so bodies are byte-identical.
+//
+// Errors: a *state.SearchError or another error for bad input answers
+// 400; one that wraps store.ErrUnavailable answers 503.
+type TaskReader interface {
+	ListTasks(ctx context.Context, q state.Query) (TaskCursor, error)
+	Task(ctx context.Context, id string) (state.Task, bool, error)
+	TaskTypes(ctx context.Context) ([]string, error)
+	Workers(ctx context.Context) ([]state.Worker, error)
+}
+
+// TaskCursor is a ListTasks answer, read in chunks as the body is written.
+type TaskCursor interface {
+	// Next calls fn with each of the next n tasks (valid only during the
+	// call) and reports whether more may follow.
+	Next(n int, fn func(t *state.Task)) bool
+	// Err is what ended the list early, if anything.
+	Err() error
+	// Close releases what the list holds; the handler always calls it.
+	Close()
+}
+
+// StateReader serves the history from the in-memory state.
+type StateReader struct{ State *state.State }
+
+// ListTasks implements TaskReader.
+func (r StateReader) ListTasks(_ context.Context, q state.Query) (TaskCursor, error) {
+	l, err := r.State.List(q)
+	if err != nil {
+		return nil, err
+	}
+	return stateCursor{l}, nil
+}
+
+// Task implements TaskReader.
+func (r StateReader) Task(_ context.Context, id string) (state.Task, bool, error) {
+	t, ok := r.State.Task(id)
+	return t, ok, nil
+}
+
+// TaskTypes implements TaskReader.
+func (r StateReader) TaskTypes(context.Context) ([]string, error) { return r.State.TaskTypes(), nil }
+
+// Workers implements TaskReader.
+func (r StateReader) Workers(context.Context) ([]state.Worker, error) { return r.State.Workers(), nil }
+
+type stateCursor struct{ *state.TaskList }
+
+func (stateCursor) Err() error { return nil }
+func (stateCursor) Close()     {}

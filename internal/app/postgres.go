@@ -1,0 +1,105 @@
+package app
+
+import (
+	"context"
+	"log/slog"
+	"time"
+
+	"github.com/stamen-dev/stamen/handlers"
+	"github.com/stamen-dev/stamen/internal/celery"
+	"github.com/stamen-dev/stamen/internal/state"
+	"github.com/stamen-dev/stamen/internal/store"
+	"github.com/stamen-dev/stamen/internal/store/pgstore"
+)
+
+// A replica of a fleet (--db postgres://...): it ingests the events it
+// receives into its own state, bounded by MaxTasks (its hot set), and
+// flushes the changed records to PostgreSQL every SaveInterval, where
+// pgstore's upserts merge them with the other replicas' (see pgstore's
+// package comment). The read operations are answered from PostgreSQL,
+// so every replica answers the same within a flush interval of the last
+// event. While PostgreSQL is unreachable the reads answer 503, ingestion
+// goes on in memory, and the unwritten records wait in a.unsaved, one per
+// task up to MaxTasks, to be written on the first flush that succeeds;
+// records beyond that bound are dropped and counted in
+// stamen_store_lost_records_total.
+
+// IsPostgresURL reports whether a --db value selects PostgreSQL (a
+// postgres:// or postgresql:// URL) rather than a bbolt file.
+func IsPostgresURL(db string) bool { return pgstore.IsURL(db) }
+
+// openPostgres opens the shared history and replays the workers' latest
+// events into the state, so that a replica started last knows every
+// worker at once. Tasks are not loaded: they are read from PostgreSQL.
+func (a *App) openPostgres(ctx context.Context) error {
+	pg, err := pgstore.Open(ctx, pgstore.Config{URL: a.cfg.DBPath, ReadTimeout: a.cfg.DBTimeout, Logger: a.log})
+	if err != nil {
+		return err
+	}
+	a.Postgres, a.db = pg, pg
+	a.writeBatch = pg.Write
+	a.workerEvents = map[string][]byte{}
+	rctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	n := 0
+	err = pg.WorkerEvents(rctx, func(raw []byte) {
+		if evs, err := celery.DecodeEvents(raw); err == nil {
+			a.State.Apply(evs...)
+			n++
+		}
+	})
+	if err != nil {
+		// Not fatal: workers come back with their next heartbeat.
+		a.log.Warn("could not read the workers from PostgreSQL", slog.Any("err", err))
+	}
+	a.log.Info("PostgreSQL task history open", slog.Int("workers", n))
+	return nil
+}
+
+// retainEvery is how often one replica applies the history's retention.
+const retainEvery = 30 * time.Second
+
+// retainLoop applies --max_task_age and --db_max_tasks to the history.
+func (a *App) retainLoop(ctx context.Context) {
+	r := pgstore.Retention{MaxAge: a.cfg.MaxTaskAge, MaxTasks: a.cfg.DBMaxTasks}
+	run := func(now time.Time) {
+		n, err := a.Postgres.Retain(ctx, r, now)
+		switch {
+		case err != nil && ctx.Err() == nil:
+			a.log.Warn("PostgreSQL retention failed; retrying later", slog.Any("err", err))
+		case n > 0:
+			a.log.Debug("retention removed old tasks from PostgreSQL", slog.Int64("tasks", n))
+		}
+	}
+	run(time.Now())
+	tick(ctx, retainEvery, run)
+}
+
+// mergeKeep is older then newer as one batch for PostgreSQL: newer's
+// records win, and, unlike mergeBatches, records of tasks evicted from
+// the hot set since are kept (the history outlives the hot set), up to
+// max records, the newest kept. It returns how many were dropped.
+func mergeKeep(older, newer store.Batch, max int) (store.Batch, int) {
+	keep := older
+	keep.FirstSeq = 0
+	b := mergeBatches(keep, newer)
+	b.FirstSeq = newer.FirstSeq
+	b.ForgottenWorkers = append(older.ForgottenWorkers, newer.ForgottenWorkers...)
+	lost := 0
+	if max > 0 && len(b.Tasks) > max {
+		lost = len(b.Tasks) - max
+		b.Tasks = b.Tasks[lost:] // in sequence order: the oldest go
+	}
+	return b, lost
+}
+
+// pgReader serves the read operations from PostgreSQL.
+type pgReader struct{ *pgstore.Store }
+
+func (r pgReader) ListTasks(ctx context.Context, q state.Query) (handlers.TaskCursor, error) {
+	c, err := r.List(ctx, q)
+	if err != nil {
+		return nil, err
+	}
+	return c, nil
+}

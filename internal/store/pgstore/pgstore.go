@@ -1,0 +1,534 @@
+// Package pgstore keeps stamen's task history in PostgreSQL, shared by a
+// fleet of replicas (--db postgres://...).
+//
+// Design: every replica ingests the events it receives into its own
+// in-memory state, as a lone stamen does, bounded by --max_tasks (its hot
+// set), and writes the task records that changed (state.Drain) here with
+// idempotent, order-tolerant upserts keyed by task id. A row takes each
+// field from the incoming record when the incoming is newer (by timestamp,
+// then clock) and set, else keeps the stored one (COALESCE both ways), and
+// the state by Celery's precedence (celery.events.state: a weaker state
+// never replaces a stronger one; RETRY goes by recency). So duplicates from
+// two replicas, any order of writes, and a replica that saw only part of a
+// task's events (competing consumers of one queue) converge to one row.
+// Evictions from a replica's hot set never delete here: this is the
+// history, bounded only by retention (Retain).
+//
+// Reads (GET /api/tasks and its filters, sorts and search, task info, task
+// types, workers) are answered from here, through indexes (see schema.go),
+// with the in-memory state's ordering rules, so every replica answers the
+// same. Each read is bounded by Config.ReadTimeout; a failed one is
+// store.ErrUnavailable (503).
+package pgstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"log/slog"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/stamen-dev/stamen/internal/celery"
+	"github.com/stamen-dev/stamen/internal/redact"
+	"github.com/stamen-dev/stamen/internal/state"
+	"github.com/stamen-dev/stamen/internal/store"
+)
+
+// Defaults of Config.
+const (
+	DefaultReadTimeout  = 2 * time.Second
+	DefaultWriteTimeout = 10 * time.Second
+	// DeleteBatch is how many rows one retention DELETE removes: short
+	// statements, each its own transaction, never one huge DELETE that
+	// holds locks and bloats the WAL at once.
+	DeleteBatch = 5000
+	// MaxWorkers bounds the workers read back (the state's default bound).
+	MaxWorkers = state.DefaultMaxWorkers
+)
+
+// Advisory lock keys, derived from fixed names so that other applications
+// sharing the database are unlikely to collide with them.
+var (
+	migrateLock = lockKey("stamen.migrate")
+	retainLock  = lockKey("stamen.retain")
+)
+
+func lockKey(name string) int64 {
+	h := fnv.New64a()
+	h.Write([]byte(name))
+	return int64(h.Sum64())
+}
+
+// Config configures a Store.
+type Config struct {
+	// URL is a postgres:// or postgresql:// URL (any libpq form pgx takes).
+	URL string
+	// ReadTimeout bounds each read; WriteTimeout each write.
+	ReadTimeout, WriteTimeout time.Duration
+	// MaxConns sizes the pool (0: pgxpool's default, max(4, CPUs)).
+	MaxConns int32
+	Logger   *slog.Logger
+	// Now is the clock of worker liveness; tests replace it.
+	Now func() time.Time
+}
+
+// Store is the PostgreSQL task history. It is safe for concurrent use.
+type Store struct {
+	pool *pgxpool.Pool
+	cfg  Config
+	log  *slog.Logger
+	// deletes counts the retention DELETE statements run (for tests and
+	// the metrics).
+	deletes atomic.Int64
+}
+
+// IsURL reports whether a --db value names PostgreSQL rather than a bbolt
+// file.
+func IsURL(db string) bool {
+	return strings.HasPrefix(db, "postgres://") || strings.HasPrefix(db, "postgresql://")
+}
+
+// Open connects, then creates or migrates the schema under an advisory
+// lock. The URL's password never reaches an error.
+func Open(ctx context.Context, cfg Config) (*Store, error) {
+	if cfg.ReadTimeout <= 0 {
+		cfg.ReadTimeout = DefaultReadTimeout
+	}
+	if cfg.WriteTimeout <= 0 {
+		cfg.WriteTimeout = DefaultWriteTimeout
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	shown := redact.URL(cfg.URL)
+	pc, err := pgxpool.ParseConfig(cfg.URL)
+	if err != nil {
+		// pgx's parse errors quote the URL; say only which one.
+		return nil, fmt.Errorf("invalid PostgreSQL URL %s", shown)
+	}
+	if cfg.MaxConns > 0 {
+		pc.MaxConns = cfg.MaxConns
+	}
+	if pc.ConnConfig.ConnectTimeout == 0 || pc.ConnConfig.ConnectTimeout > cfg.ReadTimeout {
+		// A connection attempt to a server that is down must not hold a
+		// read longer than the read's own bound.
+		pc.ConnConfig.ConnectTimeout = cfg.ReadTimeout
+	}
+	pool, err := pgxpool.NewWithConfig(ctx, pc)
+	if err != nil {
+		return nil, fmt.Errorf("connect to PostgreSQL %s: %s", shown, redact.String(err.Error()))
+	}
+	s := &Store{pool: pool, cfg: cfg, log: cfg.Logger}
+	mctx, cancel := context.WithTimeout(ctx, 60*time.Second)
+	defer cancel()
+	if err := s.migrate(mctx); err != nil {
+		pool.Close()
+		return nil, fmt.Errorf("prepare the PostgreSQL store %s: %s", shown, redact.String(err.Error()))
+	}
+	return s, nil
+}
+
+// Close closes the pool.
+func (s *Store) Close() error {
+	s.pool.Close()
+	return nil
+}
+
+// migrate applies the migrations the database lacks. The session lock is
+// taken on one connection and released on it; a replica that comes second
+// waits, then finds the schema current.
+func (s *Store) migrate(ctx context.Context) error {
+	conn, err := s.pool.Acquire(ctx)
+	if err != nil {
+		return err
+	}
+	defer conn.Release()
+	if _, err := conn.Exec(ctx, `SELECT pg_advisory_lock($1)`, migrateLock); err != nil {
+		return fmt.Errorf("take the migration lock: %w", err)
+	}
+	defer func() {
+		// On a broken connection the lock went with the session.
+		_, _ = conn.Exec(context.WithoutCancel(ctx), `SELECT pg_advisory_unlock($1)`, migrateLock)
+	}()
+	if _, err := conn.Exec(ctx, `CREATE TABLE IF NOT EXISTS stamen_schema_version (version int NOT NULL)`); err != nil {
+		return err
+	}
+	var version int
+	err = conn.QueryRow(ctx, `SELECT version FROM stamen_schema_version`).Scan(&version)
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+		if _, err := conn.Exec(ctx, `INSERT INTO stamen_schema_version VALUES (0)`); err != nil {
+			return err
+		}
+	case err != nil:
+		return err
+	}
+	if version > len(migrations) {
+		return fmt.Errorf("the database's schema is version %d, newer than this stamen's %d", version, len(migrations))
+	}
+	for v := version; v < len(migrations); v++ {
+		err := pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
+			if _, err := tx.Exec(ctx, migrations[v]); err != nil {
+				return err
+			}
+			_, err := tx.Exec(ctx, `UPDATE stamen_schema_version SET version = $1`, v+1)
+			return err
+		})
+		if err != nil {
+			return fmt.Errorf("migrate the schema to version %d: %w", v+1, err)
+		}
+		s.log.Info("PostgreSQL schema migrated", slog.Int("version", v+1))
+	}
+	return nil
+}
+
+// SchemaVersion returns the schema version the database is at.
+func (s *Store) SchemaVersion(ctx context.Context) (int, error) {
+	var v int
+	err := s.read(ctx, func(ctx context.Context) error {
+		return s.pool.QueryRow(ctx, `SELECT version FROM stamen_schema_version`).Scan(&v)
+	})
+	return v, err
+}
+
+// read runs fn under the read timeout; a failure is ErrUnavailable.
+func (s *Store) read(ctx context.Context, fn func(ctx context.Context) error) error {
+	ctx, cancel := context.WithTimeout(ctx, s.cfg.ReadTimeout)
+	defer cancel()
+	if err := fn(ctx); err != nil {
+		return unavailable(err)
+	}
+	return nil
+}
+
+// unavailable wraps a database error as store.ErrUnavailable, its text
+// redacted (a connection error may quote the server's address and user).
+func unavailable(err error) error {
+	if errors.Is(err, store.ErrUnavailable) {
+		return err
+	}
+	return fmt.Errorf("%w: %s", store.ErrUnavailable, redact.String(err.Error()))
+}
+
+// Write upserts a batch: the task records (merged as the package comment
+// says), each worker's latest event, the task types. Records of tasks
+// evicted from the writer's hot set (Batch.FirstSeq) are not deleted, nor
+// are forgotten task types: the history outlives a replica's memory.
+// Forgotten workers (purged offline, or beyond the workers bound) are.
+// The batch is one transaction: it is written whole or not at all.
+func (s *Store) Write(b store.Batch) error {
+	ctx, cancel := context.WithTimeout(context.Background(), s.cfg.WriteTimeout)
+	defer cancel()
+	var pb pgx.Batch
+	for _, rec := range b.Tasks {
+		t, err := state.DecodeRecord(rec.Data)
+		if err != nil {
+			s.log.Warn("skipping an unreadable task record", slog.Any("err", err))
+			continue
+		}
+		pb.Queue(upsertSQL, taskArgs(&t)...)
+	}
+	for _, w := range b.ForgottenWorkers {
+		pb.Queue(`DELETE FROM stamen_workers WHERE hostname = $1`, w)
+	}
+	for w, e := range b.Workers {
+		pb.Queue(`INSERT INTO stamen_workers (hostname, event) VALUES ($1, $2)
+			ON CONFLICT (hostname) DO UPDATE SET event = EXCLUDED.event`, w, e)
+	}
+	for _, name := range b.Types {
+		pb.Queue(`INSERT INTO stamen_task_types (name) VALUES ($1) ON CONFLICT DO NOTHING`, name)
+	}
+	if pb.Len() == 0 {
+		return nil
+	}
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		return tx.SendBatch(ctx, &pb).Close()
+	})
+	if err != nil {
+		return unavailable(err)
+	}
+	return nil
+}
+
+// taskColumns are the columns of a task, in the order of taskArgs and of
+// the upsert's VALUES.
+var taskColumns = []string{
+	"id", "state", "name", "received", "sent", "started", "rejected", "succeeded", "failed", "retried", "revoked",
+	"args", "kwargs", "eta", "expires", "retries", "worker", "result", "exception", "ts", "runtime",
+	"traceback", "exchange", "routing_key", "clock", "client", "root_id", "parent_id",
+}
+
+func taskArgs(t *state.Task) []any {
+	str := func(f state.Field, v string) any {
+		if t.Has(f) {
+			return v
+		}
+		return nil
+	}
+	num := func(f state.Field, v float64) any {
+		if t.Has(f) {
+			return v
+		}
+		return nil
+	}
+	var retries any
+	if t.Has(state.FieldRetries) {
+		retries = int64(t.Retries)
+	}
+	return []any{
+		t.UUID, t.State, str(state.FieldName, t.Name),
+		num(state.FieldReceived, t.Received), num(state.FieldSent, t.Sent), num(state.FieldStarted, t.Started),
+		num(state.FieldRejected, t.Rejected), num(state.FieldSucceeded, t.Succeeded), num(state.FieldFailed, t.Failed),
+		num(state.FieldRetried, t.Retried), num(state.FieldRevoked, t.Revoked),
+		str(state.FieldArgs, t.Args), str(state.FieldKwargs, t.Kwargs), str(state.FieldETA, t.ETA),
+		str(state.FieldExpires, t.Expires), retries, str(state.FieldWorker, t.Worker),
+		str(state.FieldResult, t.Result), str(state.FieldException, t.Exception),
+		num(state.FieldTimestamp, t.Timestamp), num(state.FieldRuntime, t.Runtime),
+		str(state.FieldTraceback, t.Traceback), str(state.FieldExchange, t.Exchange),
+		str(state.FieldRoutingKey, t.RoutingKey), t.Clock, str(state.FieldClient, t.Client),
+		str(state.FieldRootID, t.RootID), str(state.FieldParentID, t.ParentID),
+	}
+}
+
+// upsertSQL merges one record into its row. "newer" orders two records of
+// a task by (timestamp, clock); every field comes from the newer record
+// when it has one, else from the other: a commutative merge, so that the
+// row ends the same whichever replica writes first. The state is the
+// stronger by Celery's precedence, except that RETRY (which Celery lets
+// replace and be replaced out of order) and ties go by recency.
+var upsertSQL = func() string {
+	const newer = `(coalesce(EXCLUDED.ts, '-Infinity'), EXCLUDED.clock) >= (coalesce(t.ts, '-Infinity'), t.clock)`
+	var b strings.Builder
+	b.WriteString("INSERT INTO stamen_tasks AS t (")
+	b.WriteString(strings.Join(taskColumns, ", "))
+	b.WriteString(") VALUES (")
+	for i := range taskColumns {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		fmt.Fprintf(&b, "$%d", i+1)
+	}
+	b.WriteString(") ON CONFLICT (id) DO UPDATE SET ")
+	first := true
+	for _, c := range taskColumns {
+		if c == "id" {
+			continue
+		}
+		if !first {
+			b.WriteString(", ")
+		}
+		first = false
+		switch c {
+		case "state":
+			fmt.Fprintf(&b, `state = CASE
+				WHEN EXCLUDED.state <> 'RETRY' AND t.state <> 'RETRY' AND stamen_precedence(EXCLUDED.state) < stamen_precedence(t.state) THEN EXCLUDED.state
+				WHEN EXCLUDED.state <> 'RETRY' AND t.state <> 'RETRY' AND stamen_precedence(EXCLUDED.state) > stamen_precedence(t.state) THEN t.state
+				WHEN %s THEN EXCLUDED.state ELSE t.state END`, newer)
+		case "clock":
+			fmt.Fprintf(&b, `clock = CASE WHEN %s THEN EXCLUDED.clock ELSE t.clock END`, newer)
+		default:
+			fmt.Fprintf(&b, `%[1]s = CASE WHEN %[2]s THEN coalesce(EXCLUDED.%[1]s, t.%[1]s) ELSE coalesce(t.%[1]s, EXCLUDED.%[1]s) END`, c, newer)
+		}
+	}
+	return b.String()
+}()
+
+// selectColumns read a task and its children's ids, oldest first.
+var selectColumns = func() string {
+	cols := make([]string, len(taskColumns))
+	for i, c := range taskColumns {
+		cols[i] = "t." + c
+	}
+	return strings.Join(cols, ", ") +
+		`, ARRAY(SELECT c.id FROM stamen_tasks c WHERE c.parent_id = t.id ORDER BY c.seq)`
+}()
+
+// row is a scanned task row.
+type row struct {
+	id, st                                                  string
+	name, args, kwargs, eta, expires, worker, result, exc   *string
+	traceback, exchange, routingKey, client, rootID, parent *string
+	received, sent, started, rejected, succeeded, failed    *float64
+	retried, revoked, ts, runtime                           *float64
+	retries                                                 *int64
+	clock                                                   int64
+	children                                                []string
+}
+
+func (r *row) dest() []any {
+	return []any{
+		&r.id, &r.st, &r.name, &r.received, &r.sent, &r.started, &r.rejected, &r.succeeded, &r.failed,
+		&r.retried, &r.revoked, &r.args, &r.kwargs, &r.eta, &r.expires, &r.retries, &r.worker, &r.result,
+		&r.exc, &r.ts, &r.runtime, &r.traceback, &r.exchange, &r.routingKey, &r.clock, &r.client,
+		&r.rootID, &r.parent, &r.children,
+	}
+}
+
+func (r *row) task() state.Task {
+	t := state.Task{UUID: r.id, State: r.st, Clock: r.clock, Children: r.children}
+	if t.Children == nil {
+		t.Children = []string{}
+	}
+	str := func(f state.Field, dst *string, v *string) {
+		if v != nil {
+			*dst = *v
+			t.Set |= f
+		}
+	}
+	num := func(f state.Field, dst *float64, v *float64) {
+		if v != nil {
+			*dst = *v
+			t.Set |= f
+		}
+	}
+	str(state.FieldName, &t.Name, r.name)
+	num(state.FieldReceived, &t.Received, r.received)
+	num(state.FieldSent, &t.Sent, r.sent)
+	num(state.FieldStarted, &t.Started, r.started)
+	num(state.FieldRejected, &t.Rejected, r.rejected)
+	num(state.FieldSucceeded, &t.Succeeded, r.succeeded)
+	num(state.FieldFailed, &t.Failed, r.failed)
+	num(state.FieldRetried, &t.Retried, r.retried)
+	num(state.FieldRevoked, &t.Revoked, r.revoked)
+	str(state.FieldArgs, &t.Args, r.args)
+	str(state.FieldKwargs, &t.Kwargs, r.kwargs)
+	str(state.FieldETA, &t.ETA, r.eta)
+	str(state.FieldExpires, &t.Expires, r.expires)
+	if r.retries != nil {
+		t.Retries = int(*r.retries)
+		t.Set |= state.FieldRetries
+	}
+	str(state.FieldWorker, &t.Worker, r.worker)
+	str(state.FieldResult, &t.Result, r.result)
+	str(state.FieldException, &t.Exception, r.exc)
+	num(state.FieldTimestamp, &t.Timestamp, r.ts)
+	num(state.FieldRuntime, &t.Runtime, r.runtime)
+	str(state.FieldTraceback, &t.Traceback, r.traceback)
+	str(state.FieldExchange, &t.Exchange, r.exchange)
+	str(state.FieldRoutingKey, &t.RoutingKey, r.routingKey)
+	str(state.FieldClient, &t.Client, r.client)
+	str(state.FieldRootID, &t.RootID, r.rootID)
+	str(state.FieldParentID, &t.ParentID, r.parent)
+	return t
+}
+
+// Task returns a task's record, or false when the history has none.
+func (s *Store) Task(ctx context.Context, id string) (state.Task, bool, error) {
+	var r row
+	found := true
+	err := s.read(ctx, func(ctx context.Context) error {
+		err := s.pool.QueryRow(ctx, `SELECT `+selectColumns+` FROM stamen_tasks t WHERE t.id = $1`, id).Scan(r.dest()...)
+		if errors.Is(err, pgx.ErrNoRows) {
+			found = false
+			return nil
+		}
+		return err
+	})
+	if err != nil || !found {
+		return state.Task{}, false, err
+	}
+	return r.task(), true, nil
+}
+
+// TaskTypes returns the task names seen, sorted.
+func (s *Store) TaskTypes(ctx context.Context) ([]string, error) {
+	var names []string
+	err := s.read(ctx, func(ctx context.Context) error {
+		rows, err := s.pool.Query(ctx, `SELECT name FROM stamen_task_types ORDER BY name`)
+		if err != nil {
+			return err
+		}
+		names, err = pgx.CollectRows(rows, pgx.RowTo[string])
+		return err
+	})
+	if names == nil {
+		names = []string{}
+	}
+	return names, err
+}
+
+// Workers returns the workers as their latest events show them, first
+// written first, with liveness computed now: the events are replayed into
+// a scratch state, so a worker is what a replica that saw that event
+// would show.
+func (s *Store) Workers(ctx context.Context) ([]state.Worker, error) {
+	var events [][]byte
+	err := s.read(ctx, func(ctx context.Context) error {
+		rows, err := s.pool.Query(ctx, `SELECT event FROM stamen_workers ORDER BY seq LIMIT $1`, MaxWorkers)
+		if err != nil {
+			return err
+		}
+		events, err = pgx.CollectRows(rows, pgx.RowTo[[]byte])
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	st := state.New(state.Config{MaxTasks: 1, Now: s.cfg.Now})
+	for _, raw := range events {
+		if evs, err := celery.DecodeEvents(raw); err == nil {
+			st.Apply(evs...)
+		}
+	}
+	return st.Workers(), nil
+}
+
+// WorkerEvents calls fn with each worker's latest event, first written
+// first: a replica replays them at start to know every worker at once.
+func (s *Store) WorkerEvents(ctx context.Context, fn func(raw []byte)) error {
+	return s.read(ctx, func(ctx context.Context) error {
+		rows, err := s.pool.Query(ctx, `SELECT event FROM stamen_workers ORDER BY seq LIMIT $1`, MaxWorkers)
+		if err != nil {
+			return err
+		}
+		var raw []byte
+		_, err = pgx.ForEachRow(rows, []any{&raw}, func() error {
+			fn(raw)
+			return nil
+		})
+		return err
+	})
+}
+
+// StaleTasks returns the ids of the tasks in a non-terminal state
+// (PENDING, RECEIVED, STARTED, RETRY) whose latest event is older than
+// before, oldest first, at most limit: the candidates for reconciliation
+// from the result backend.
+func (s *Store) StaleTasks(ctx context.Context, before time.Time, limit int) ([]string, error) {
+	if limit <= 0 {
+		return nil, nil
+	}
+	var ids []string
+	err := s.read(ctx, func(ctx context.Context) error {
+		rows, err := s.pool.Query(ctx, `SELECT id FROM stamen_tasks
+			WHERE state IN ('PENDING', 'RECEIVED', 'STARTED', 'RETRY') AND ts < $1
+			ORDER BY ts, id LIMIT $2`, state.Epoch(before), limit)
+		if err != nil {
+			return err
+		}
+		ids, err = pgx.CollectRows(rows, pgx.RowTo[string])
+		return err
+	})
+	return ids, err
+}
+
+// Counts returns how many tasks, workers and task types the store holds.
+func (s *Store) Counts(ctx context.Context) (tasks, workers, types int, err error) {
+	err = s.read(ctx, func(ctx context.Context) error {
+		return s.pool.QueryRow(ctx, `SELECT (SELECT count(*) FROM stamen_tasks), (SELECT count(*) FROM stamen_workers),
+			(SELECT count(*) FROM stamen_task_types)`).Scan(&tasks, &workers, &types)
+	})
+	return tasks, workers, types, err
+}
+
+// Deletes is how many retention DELETE statements this store has run.
+func (s *Store) Deletes() int64 { return s.deletes.Load() }

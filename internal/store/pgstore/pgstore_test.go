@@ -1,0 +1,277 @@
+package pgstore_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/stamen-dev/stamen/internal/celery"
+	"github.com/stamen-dev/stamen/internal/state"
+	"github.com/stamen-dev/stamen/internal/store"
+	"github.com/stamen-dev/stamen/internal/store/pgstore"
+	"github.com/stamen-dev/stamen/internal/testcluster"
+)
+
+func openStore(t testing.TB, url string) *pgstore.Store {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	s, err := pgstore.Open(ctx, pgstore.Config{URL: url})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
+	return s
+}
+
+func newDB(t testing.TB) string {
+	t.Helper()
+	return testcluster.PostgresURL(testcluster.PostgresAddr, testcluster.PostgresDB(t))
+}
+
+func ev(t testing.TB, fields map[string]any) celery.Event {
+	t.Helper()
+	raw, err := json.Marshal(fields)
+	if err != nil {
+		t.Fatal(err)
+	}
+	evs, err := celery.DecodeEvents(raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return evs[0]
+}
+
+func taskEv(t testing.TB, kind, uuid, host string, ts float64, extra map[string]any) celery.Event {
+	t.Helper()
+	f := map[string]any{"type": "task-" + kind, "uuid": uuid, "hostname": host, "timestamp": ts, "clock": int(ts * 10)}
+	for k, v := range extra {
+		f[k] = v
+	}
+	e := ev(t, f)
+	e.LocalReceived = ts
+	return e
+}
+
+// drainTo writes what changed in st to s, as the app's flush does.
+func drainTo(t testing.TB, st *state.State, s *pgstore.Store) {
+	t.Helper()
+	c := st.Drain()
+	b := store.Batch{FirstSeq: c.FirstSeq, Types: c.Types}
+	for _, r := range c.Tasks {
+		b.Tasks = append(b.Tasks, store.Task{Seq: r.Seq, Data: r.Data})
+	}
+	if err := s.Write(b); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// dataset is n tasks of three names (two cases), two workers, all states,
+// some never received, some with text ids, some children of the one
+// before, args and kwargs to search.
+func dataset(t testing.TB, st *state.State, n int) {
+	t.Helper()
+	for i := range n {
+		id := fmt.Sprintf("%08x-0000-4000-8000-%012x", i, i)
+		if i%7 == 6 {
+			id = fmt.Sprintf("text-%d", i)
+		}
+		w := fmt.Sprintf("w%d@h", i%2)
+		extra := map[string]any{"name": []string{"proj.add", "Proj.Mul", "proj.sleep"}[i%3], "args": fmt.Sprintf("(%d, 'x%d')", i, i%4),
+			"kwargs": fmt.Sprintf("{'k': %d}", i%5), "root_id": id}
+		if i%4 == 1 {
+			parent := fmt.Sprintf("%08x-0000-4000-8000-%012x", i-1, i-1)
+			extra["parent_id"], extra["root_id"] = parent, parent
+		}
+		ts := 1000 + float64(i)
+		if i%6 == 5 {
+			st.Apply(taskEv(t, "sent", id, "client@h", ts, extra)) // never received
+			continue
+		}
+		st.Apply(taskEv(t, "received", id, w, ts, extra))
+		switch i % 5 {
+		case 0:
+		case 1:
+			st.Apply(taskEv(t, "started", id, w, ts+0.5, nil))
+		case 2:
+			st.Apply(taskEv(t, "started", id, w, ts+0.5, nil), taskEv(t, "succeeded", id, w, ts+0.7, map[string]any{"result": fmt.Sprintf("'r%d'", i), "runtime": 0.2}))
+		case 3:
+			st.Apply(taskEv(t, "started", id, w, ts+0.5, nil), taskEv(t, "failed", id, w, ts+0.6, map[string]any{"exception": "KeyError('boom')", "traceback": "tb"}))
+		case 4:
+			st.Apply(taskEv(t, "retried", id, w, ts+0.3, map[string]any{"exception": "Retry"}))
+		}
+	}
+}
+
+// listPG reads a List of the store as the handler writes it.
+func listPG(t testing.TB, s *pgstore.Store, q state.Query) (ids, bodies []string, err error) {
+	t.Helper()
+	c, err := s.List(context.Background(), q)
+	if err != nil {
+		return nil, nil, err
+	}
+	for more := true; more; {
+		more = c.Next(100, func(tk *state.Task) {
+			ids = append(ids, tk.UUID)
+			bodies = append(bodies, string(tk.AppendListJSON(nil)))
+		})
+	}
+	return ids, bodies, c.Err()
+}
+
+func listMem(t testing.TB, st *state.State, q state.Query) (ids, bodies []string, err error) {
+	t.Helper()
+	l, err := st.List(q)
+	if err != nil {
+		return nil, nil, err
+	}
+	for more := true; more; {
+		more = l.Next(100, func(tk *state.Task) {
+			ids = append(ids, strings.Clone(tk.UUID))
+			bodies = append(bodies, string(tk.AppendListJSON(nil)))
+		})
+	}
+	return ids, bodies, nil
+}
+
+// TestListMatchesState: every filter, sort, page and search of GET
+// /api/tasks lists the same tasks in the same order, with the same bytes,
+// from PostgreSQL as from the in-memory state holding the same events.
+func TestListMatchesState(t *testing.T) {
+	s := openStore(t, newDB(t))
+	st := state.New(state.Config{MaxTasks: 1000, TrackChanges: true})
+	dataset(t, st, 300)
+	drainTo(t, st, s)
+	at := func(sec int64) *time.Time { x := time.Unix(sec, 0); return &x }
+	queries := []state.Query{
+		{Limit: state.NoLimit},
+		{Limit: 10},
+		{Limit: 10, Offset: 25},
+		{Limit: 0},
+		{Limit: -5},
+		{Limit: state.NoLimit, Offset: -3},
+		{Limit: state.NoLimit, State: "SUCCESS"},
+		{Limit: state.NoLimit, State: "started"},
+		{Limit: state.NoLimit, State: "All"},
+		{Limit: state.NoLimit, State: "NOPE"},
+		{Limit: state.NoLimit, TaskName: "proj.mul"},
+		{Limit: 5, TaskName: "PROJ.ADD", Offset: 3},
+		{Limit: state.NoLimit, Worker: "W1@h"},
+		{Limit: state.NoLimit, Worker: "w0@h", State: "FAILURE", TaskName: "proj.sleep"},
+		{Limit: state.NoLimit, ReceivedStart: at(1100)},
+		{Limit: state.NoLimit, ReceivedEnd: at(1050)},
+		{Limit: 20, ReceivedStart: at(1100), ReceivedEnd: at(1200), State: "RETRY"},
+		{Limit: state.NoLimit, SortBy: "name"},
+		{Limit: state.NoLimit, SortBy: "-name"},
+		{Limit: state.NoLimit, SortBy: "state"},
+		{Limit: 17, SortBy: "-state", Offset: 40},
+		{Limit: state.NoLimit, SortBy: "received"},
+		{Limit: state.NoLimit, SortBy: "-received"},
+		{Limit: state.NoLimit, SortBy: "started"},
+		{Limit: 30, SortBy: "-started", Worker: "w1@h"},
+		{Limit: 30, SortBy: "received", ReceivedStart: at(1150)},
+		{Limit: state.NoLimit, Search: "0000000000a"},
+		{Limit: state.NoLimit, Search: "text-1"},
+		{Limit: state.NoLimit, Search: "PROJ.MUL"},
+		{Limit: state.NoLimit, Search: "name:sleep"},
+		{Limit: state.NoLimit, Search: "state:success"},
+		{Limit: state.NoLimit, Search: `worker:w1@ args:"x3'"`},
+		{Limit: state.NoLimit, Search: `result:'r1 OR "kwargs:'k': 4"`},
+		{Limit: state.NoLimit, Search: `(name:add OR name:mul) AND args:"'x2'"`},
+		{Limit: 7, Search: "retry", SortBy: "-received"},
+		{Limit: state.NoLimit, Search: "100%"},
+		{Limit: state.NoLimit, Search: "w_@"},
+	}
+	for _, q := range queries {
+		t.Run(fmt.Sprintf("%+v", q), func(t *testing.T) {
+			wantIDs, wantBodies, err := listMem(t, st, q)
+			if err != nil {
+				t.Fatal(err)
+			}
+			gotIDs, gotBodies, err := listPG(t, s, q)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(wantIDs, gotIDs); diff != "" {
+				t.Fatalf("ids (-state +postgres):\n%s", diff)
+			}
+			if diff := cmp.Diff(wantBodies, gotBodies); diff != "" {
+				t.Fatalf("bodies (-state +postgres):\n%s", diff)
+			}
+		})
+	}
+	// Task info, and the types.
+	for _, id := range []string{"00000000-0000-4000-8000-000000000000", "text-6", "00000000-0000-4000-8000-000000000009"} {
+		want, ok := st.Task(id)
+		got, found, err := s.Task(context.Background(), id)
+		if err != nil || found != ok {
+			t.Fatalf("Task(%s): found %v, err %v; want found %v", id, found, err, ok)
+		}
+		wb, _ := want.MarshalJSON()
+		gb, _ := got.MarshalJSON()
+		if string(wb) != string(gb) {
+			t.Errorf("Task(%s):\nstate    %s\npostgres %s", id, wb, gb)
+		}
+	}
+	types, err := s.TaskTypes(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(st.TaskTypes(), types); diff != "" {
+		t.Errorf("task types (-state +postgres):\n%s", diff)
+	}
+}
+
+// TestListRefusesUntranslatable: what the store cannot answer from an
+// index is a 400-kind error naming it, and bad input is refused as the
+// state refuses it.
+func TestListRefusesUntranslatable(t *testing.T) {
+	s := openStore(t, newDB(t))
+	for _, c := range []struct {
+		q    state.Query
+		want string
+	}{
+		{state.Query{Limit: 1, Search: "kwargs:k=1"}, "kwargs:k=1"},
+		{state.Query{Limit: 1, Search: "ab"}, "at least 3"},
+		{state.Query{Limit: 1, SortBy: "bogus"}, "invalid sort_by"},
+	} {
+		_, err := s.List(context.Background(), c.q)
+		if err == nil || !strings.Contains(err.Error(), c.want) || errors.Is(err, store.ErrUnavailable) {
+			t.Errorf("List(%+v) = %v, want an error with %q", c.q, err, c.want)
+		}
+	}
+}
+
+// TestMigrateConcurrentAndIdempotent: replicas opening one database at
+// once create the schema exactly once, and opening again changes nothing.
+func TestMigrateConcurrentAndIdempotent(t *testing.T) {
+	url := newDB(t)
+	const n = 4
+	var wg sync.WaitGroup
+	errs := make([]error, n)
+	stores := make([]*pgstore.Store, n)
+	for i := range n {
+		wg.Go(func() {
+			stores[i], errs[i] = pgstore.Open(context.Background(), pgstore.Config{URL: url})
+		})
+	}
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil {
+			t.Fatalf("open %d: %v", i, err)
+		}
+		defer stores[i].Close()
+	}
+	again := openStore(t, url)
+	v, err := again.SchemaVersion(context.Background())
+	if err != nil || v != 1 {
+		t.Fatalf("schema version %d, %v; want 1", v, err)
+	}
+}

@@ -1,0 +1,226 @@
+package pgstore
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/stamen-dev/stamen/internal/state"
+)
+
+// List answers a GET /api/tasks query over the whole history, with the
+// in-memory state's rules (state.Query): the same filters, the same search
+// language, the same order and ties. An invalid sort is a plain error, an
+// invalid search a *state.SearchError, and so is a search construct SQL
+// cannot answer from an index (kwargs:key=value, a term holding a control
+// character that separates fields), which is refused rather than scanned.
+//
+// The rows are streamed: Next reads them in chunks as the body is written.
+// A paged query (limit given) is bounded by the read timeout; an unpaged
+// one, which Flower allows and which may list millions, by UnpagedTimeout.
+func (s *Store) List(ctx context.Context, q state.Query) (*Cursor, error) {
+	sqlText, args, empty, err := buildList(q)
+	if err != nil {
+		return nil, err
+	}
+	if empty {
+		return &Cursor{}, nil
+	}
+	timeout := s.cfg.ReadTimeout
+	if q.Limit == state.NoLimit {
+		timeout = UnpagedTimeout
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), timeout)
+	rows, err := s.pool.Query(ctx, sqlText, args...)
+	if err != nil {
+		cancel()
+		return nil, unavailable(err)
+	}
+	return &Cursor{rows: rows, cancel: cancel}, nil
+}
+
+// UnpagedTimeout bounds the query of a GET /api/tasks without limit.
+const UnpagedTimeout = 5 * time.Minute
+
+// Cursor is the answer of List, read in chunks with Next.
+type Cursor struct {
+	rows   pgx.Rows
+	cancel context.CancelFunc
+	err    error
+	t      state.Task
+}
+
+// Next calls fn with each of the next n tasks, in order, and reports
+// whether more may follow. The task is valid only during the call.
+func (c *Cursor) Next(n int, fn func(t *state.Task)) bool {
+	if c.rows == nil {
+		return false
+	}
+	for range n {
+		if !c.rows.Next() {
+			c.Close()
+			return false
+		}
+		var r row
+		if err := c.rows.Scan(r.dest()...); err != nil {
+			c.err = unavailable(err)
+			c.Close()
+			return false
+		}
+		c.t = r.task()
+		fn(&c.t)
+	}
+	return true
+}
+
+// Err is the error that ended the rows early, if any.
+func (c *Cursor) Err() error {
+	if c.err == nil && c.rows != nil && c.rows.Err() != nil {
+		return unavailable(c.rows.Err())
+	}
+	return c.err
+}
+
+// Close releases the query's connection; Next calls it at the end.
+func (c *Cursor) Close() {
+	if c.rows == nil {
+		return
+	}
+	c.rows.Close()
+	if err := c.rows.Err(); err != nil && c.err == nil {
+		c.err = unavailable(err)
+	}
+	c.cancel()
+}
+
+// builder collects a query's arguments.
+type builder struct{ args []any }
+
+func (b *builder) arg(v any) string {
+	b.args = append(b.args, v)
+	return "$" + strconv.Itoa(len(b.args))
+}
+
+// buildList translates q; empty is set when nothing can match.
+func buildList(q state.Query) (sqlText string, args []any, empty bool, err error) {
+	field, desc, err := state.ParseSort(q.SortBy)
+	if err != nil {
+		return "", nil, false, err
+	}
+	search, err := state.ParseSearch(q.Search)
+	if err != nil {
+		return "", nil, false, err
+	}
+	if q.Limit == 0 || q.Limit < state.NoLimit {
+		return "", nil, true, nil
+	}
+	b := &builder{}
+	var where []string
+	for _, f := range []struct{ col, v string }{
+		{"state", state.FoldFilter(q.State)}, {"name", state.FoldFilter(q.TaskName)}, {"worker", state.FoldFilter(q.Worker)},
+	} {
+		if f.v != "" {
+			where = append(where, fmt.Sprintf("lower(t.%s) = %s", f.col, b.arg(f.v)))
+		}
+	}
+	if q.ReceivedStart != nil {
+		where = append(where, fmt.Sprintf("(t.received IS NULL OR t.received >= %s)", b.arg(state.Epoch(*q.ReceivedStart))))
+	}
+	if q.ReceivedEnd != nil {
+		where = append(where, fmt.Sprintf("(t.received IS NULL OR t.received <= %s)", b.arg(state.Epoch(*q.ReceivedEnd))))
+	}
+	if search != nil {
+		cond, err := b.search(search)
+		if err != nil {
+			return "", nil, false, err
+		}
+		where = append(where, cond)
+	}
+	var sb strings.Builder
+	sb.WriteString("SELECT " + selectColumns + " FROM stamen_tasks t")
+	if len(where) > 0 {
+		sb.WriteString(" WHERE " + strings.Join(where, " AND "))
+	}
+	sb.WriteString(" ORDER BY " + orderBy(field, desc))
+	if q.Limit != state.NoLimit {
+		sb.WriteString(" LIMIT " + b.arg(int64(q.Limit)))
+	}
+	if q.Offset > 0 {
+		sb.WriteString(" OFFSET " + b.arg(int64(q.Offset)))
+	}
+	return sb.String(), b.args, false, nil
+}
+
+// orderBy is the state's order in SQL: a missing value first ascending
+// (last descending), ties by id; the default is newest first.
+func orderBy(field string, desc bool) string {
+	var asc string
+	switch field {
+	case "":
+		return "coalesce(t.ts, 0) DESC, t.id DESC"
+	case "name":
+		asc = "(t.name IS NOT NULL), lower(t.name), t.id"
+		if desc {
+			return "(t.name IS NOT NULL) DESC, lower(t.name) DESC, t.id DESC"
+		}
+		return asc
+	case "state":
+		if desc {
+			return "lower(t.state) DESC, t.id DESC"
+		}
+		return "lower(t.state), t.id"
+	default: // received, started
+		if desc {
+			return "t." + field + " DESC NULLS LAST, t.id DESC"
+		}
+		return "t." + field + " NULLS FIRST, t.id"
+	}
+}
+
+// search translates a parsed search to a condition. Every substring term
+// is answered through the trigram index over the searched fields; a
+// qualified one is then checked on its own column.
+func (b *builder) search(n *state.SearchNode) (string, error) {
+	switch n.Op {
+	case "and", "or":
+		parts := make([]string, len(n.Children))
+		for i, c := range n.Children {
+			p, err := b.search(c)
+			if err != nil {
+				return "", err
+			}
+			parts[i] = p
+		}
+		return "(" + strings.Join(parts, " "+strings.ToUpper(n.Op)+" ") + ")", nil
+	}
+	if n.Pair != "" {
+		return "", &state.SearchError{Message: "Search term kwargs:" + n.Pair + " (a key=value pair) is not supported with the PostgreSQL store; search kwargs:<text> instead", Position: -1}
+	}
+	if strings.ContainsFunc(n.Value, func(r rune) bool { return r == 0 || r == 0x1f }) {
+		return "", &state.SearchError{Message: "Search terms with control characters are not supported with the PostgreSQL store", Position: -1}
+	}
+	if n.Field == "state" {
+		return "lower(t.state) = " + b.arg(n.Value), nil
+	}
+	pattern := b.arg("%" + likeEscape(n.Value) + "%")
+	cond := searchTextOf("t.") + " LIKE " + pattern
+	if n.Field != "" {
+		cond = "(" + cond + " AND lower(t." + n.Field + ") LIKE " + pattern + ")"
+	}
+	return cond, nil
+}
+
+// searchTextOf is the trigram index's expression with columns of alias.
+func searchTextOf(alias string) string {
+	r := strings.NewReplacer("(id ", "("+alias+"id ", "(name,", "("+alias+"name,", "|| state ||", "|| "+alias+"state ||",
+		"(worker,", "("+alias+"worker,", "(args,", "("+alias+"args,", "(kwargs,", "("+alias+"kwargs,", "(result,", "("+alias+"result,")
+	return r.Replace(searchText)
+}
+
+func likeEscape(s string) string {
+	return strings.NewReplacer(`\`, `\\`, `%`, `\%`, `_`, `\_`).Replace(s)
+}

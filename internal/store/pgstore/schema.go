@@ -1,0 +1,86 @@
+package pgstore
+
+// The schema, as numbered migrations. Open applies the ones a database
+// lacks, in order, each in its own transaction, under a session advisory
+// lock so that replicas starting together apply each exactly once; the
+// version reached is the row of stamen_schema_version.
+//
+// stamen_tasks holds one row per task, a column per field of Flower's task
+// record (NULL when the field is not set). Ids, names, states and workers
+// are COLLATE "C" so that ORDER BY compares them byte for byte, as the
+// in-memory state does, and lower() folds ASCII as its fold does.
+// seq is the order rows were first written, which lists a task's children
+// in the order they came.
+//
+// Indexes, one per access path of GET /api/tasks:
+//   - the default order (newest first: coalesce(ts, 0) DESC, id DESC), alone
+//     and behind an exact state, task name or worker filter;
+//   - sort_by name, state, received, started (NULLS FIRST ascending, ties
+//     by id), the received ones also serving received_start/received_end;
+//   - parent_id, for each task's children;
+//   - a pg_trgm GIN index over the fields an unqualified search term reads
+//     (id, name, state, worker, args, kwargs, result), separated by \x1f so
+//     that no term of the search language spans two (a term holding \x1f
+//     is refused). Every substring term goes through it, a qualified one
+//     then rechecked on its own column;
+//   - the non-terminal tasks by timestamp, for StaleTasks.
+var migrations = []string{
+	// 1
+	`CREATE EXTENSION IF NOT EXISTS pg_trgm;
+CREATE TABLE stamen_tasks (
+	id          text COLLATE "C" PRIMARY KEY,
+	seq         bigint GENERATED ALWAYS AS IDENTITY,
+	state       text COLLATE "C" NOT NULL,
+	name        text COLLATE "C",
+	received    double precision,
+	sent        double precision,
+	started     double precision,
+	rejected    double precision,
+	succeeded   double precision,
+	failed      double precision,
+	retried     double precision,
+	revoked     double precision,
+	args        text COLLATE "C",
+	kwargs      text COLLATE "C",
+	eta         text,
+	expires     text,
+	retries     bigint,
+	worker      text COLLATE "C",
+	result      text COLLATE "C",
+	exception   text,
+	ts          double precision,
+	runtime     double precision,
+	traceback   text,
+	exchange    text,
+	routing_key text,
+	clock       bigint NOT NULL DEFAULT 0,
+	client      text,
+	root_id     text,
+	parent_id   text COLLATE "C"
+);
+CREATE FUNCTION stamen_precedence(s text) RETURNS int LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
+	SELECT CASE s WHEN 'SUCCESS' THEN 0 WHEN 'FAILURE' THEN 1 WHEN 'REVOKED' THEN 3 WHEN 'STARTED' THEN 4
+		WHEN 'RECEIVED' THEN 5 WHEN 'REJECTED' THEN 6 WHEN 'RETRY' THEN 7 WHEN 'PENDING' THEN 8 ELSE 2 END
+$$;
+CREATE INDEX stamen_tasks_order ON stamen_tasks ((coalesce(ts, 0)), id);
+CREATE INDEX stamen_tasks_state ON stamen_tasks (lower(state), (coalesce(ts, 0)), id);
+CREATE INDEX stamen_tasks_name ON stamen_tasks (lower(name), (coalesce(ts, 0)), id);
+CREATE INDEX stamen_tasks_worker ON stamen_tasks (lower(worker), (coalesce(ts, 0)), id);
+CREATE INDEX stamen_tasks_by_name ON stamen_tasks ((name IS NOT NULL), lower(name), id);
+CREATE INDEX stamen_tasks_by_state ON stamen_tasks (lower(state), id);
+CREATE INDEX stamen_tasks_received ON stamen_tasks (received NULLS FIRST, id);
+CREATE INDEX stamen_tasks_started ON stamen_tasks (started NULLS FIRST, id);
+CREATE INDEX stamen_tasks_parent ON stamen_tasks (parent_id, seq) WHERE parent_id IS NOT NULL;
+CREATE INDEX stamen_tasks_stale ON stamen_tasks (ts) WHERE state IN ('PENDING', 'RECEIVED', 'STARTED', 'RETRY');
+CREATE INDEX stamen_tasks_search ON stamen_tasks USING gin ((` + searchText + `) gin_trgm_ops);
+CREATE TABLE stamen_workers (
+	hostname text COLLATE "C" PRIMARY KEY,
+	seq      bigint GENERATED ALWAYS AS IDENTITY,
+	event    bytea NOT NULL
+);
+CREATE TABLE stamen_task_types (name text COLLATE "C" PRIMARY KEY);`,
+}
+
+// searchText is the text an unqualified search term is looked for in, the
+// expression of the trigram index; queries must spell it the same.
+const searchText = `lower(id || E'\x1f' || coalesce(name, '') || E'\x1f' || state || E'\x1f' || coalesce(worker, '') || E'\x1f' || coalesce(args, '') || E'\x1f' || coalesce(kwargs, '') || E'\x1f' || coalesce(result, ''))`
