@@ -88,6 +88,7 @@ func main() {
 	flag.IntVar(&pc.ingest, "pg-ingest", 100_000, "tasks published in each ingestion phase (-pg)")
 	flag.IntVar(&pc.chunk, "pg-chunk", 1_000_000, "rows per INSERT of the bulk load (-pg)")
 	flag.StringVar(&pc.lock, "lock", "", "flock this file around the measured phases (-pg)")
+	flag.StringVar(&benchDB, "pg-db", benchDB, "the database the Postgres run creates and drops (-pg)")
 	flag.BoolVar(&pc.keep, "pg-keep", false, "keep "+benchDB+" afterwards (-pg)")
 	flag.Parse()
 	if pc.admin != "" {

@@ -40,7 +40,9 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 )
 
-const benchDB = "stamen_bench"
+// benchDB is the database the run creates and drops (-pg-db changes it,
+// for a trial run beside a real one).
+var benchDB = "stamen_bench"
 
 type pgConfig struct {
 	admin  string // URL of a database to create stamen_bench from
