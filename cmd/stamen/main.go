@@ -25,7 +25,9 @@ import (
 
 	"github.com/stamen-dev/stamen/internal/app"
 	"github.com/stamen-dev/stamen/internal/auth"
+	"github.com/stamen-dev/stamen/internal/broker/amqp"
 	"github.com/stamen-dev/stamen/internal/broker/redis"
+	"github.com/stamen-dev/stamen/internal/reconcile"
 	"github.com/stamen-dev/stamen/internal/redact"
 )
 
@@ -60,6 +62,14 @@ type options struct {
 	stateSaveInterval int
 
 	purgeOfflineWorkers int
+
+	eventQueue          string
+	eventQueueTTL       time.Duration
+	eventQueueMaxLength int64
+
+	reconcileAfter      time.Duration
+	reconcileInterval   time.Duration
+	reconcileMaxLookups int
 }
 
 // defaultPurgeOfflineWorkers is --purge_offline_workers' default, in
@@ -230,6 +240,26 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	both("state_save_interval", func(n string) {
 		fs.IntVar(&o.stateSaveInterval, n, e.int("STATE_SAVE_INTERVAL", 1000), "how often the history is written to --db, in milliseconds")
 	})
+	str(&o.eventQueue, "event_queue", envString("EVENT_QUEUE"),
+		"RabbitMQ: consume events from this durable queue (created if missing, bound to celeryev), where they wait while no stamen runs; replicas naming the same queue share it")
+	both("event_queue_ttl", func(n string) {
+		fs.DurationVar(&o.eventQueueTTL, n, e.duration("EVENT_QUEUE_TTL", amqp.DefaultEventQueueTTL), "--event_queue's x-message-ttl: events older than this are dropped from it")
+	})
+	both("event_queue_max_length", func(n string) {
+		fs.Int64Var(&o.eventQueueMaxLength, n, int64(e.int("EVENT_QUEUE_MAX_LENGTH", amqp.DefaultEventQueueMaxLength)),
+			"--event_queue's x-max-length: beyond this many messages the oldest are dropped")
+	})
+	both("reconcile_after", func(n string) {
+		fs.DurationVar(&o.reconcileAfter, n, e.duration("RECONCILE_AFTER", reconcile.DefaultAfter),
+			"look up in the result backend the tasks left unfinished (PENDING, RECEIVED, STARTED, RETRY) this long")
+	})
+	both("reconcile_interval", func(n string) {
+		fs.DurationVar(&o.reconcileInterval, n, e.duration("RECONCILE_INTERVAL", reconcile.DefaultInterval), "how often to look for such tasks")
+	})
+	both("reconcile_max_lookups", func(n string) {
+		fs.IntVar(&o.reconcileMaxLookups, n, e.int("RECONCILE_MAX_LOOKUPS", reconcile.DefaultMaxLookups),
+			"result documents read per reconciliation round, at most; 0 turns reconciliation off")
+	})
 	str(&o.logLevel, "logging", orDefault(envString("LOGGING"), "info"), "log level: debug, info, warn, error")
 	if err := fs.Parse(args); err != nil {
 		return o, err
@@ -240,7 +270,36 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	if fs.NArg() > 0 {
 		return o, fmt.Errorf("unexpected arguments: %v", fs.Args())
 	}
-	return o, nil
+	return o, o.validate()
+}
+
+// reconcileLookups maps --reconcile_max_lookups to the app's setting,
+// where 0 is the default and a negative number is off.
+func reconcileLookups(n int) int {
+	if n <= 0 {
+		return -1
+	}
+	return n
+}
+
+// validate checks the options that parse but cannot work, before anything
+// connects.
+func (o options) validate() error {
+	if o.eventQueue != "" {
+		if err := amqp.ValidateEventQueue(o.eventQueue); err != nil {
+			return fmt.Errorf("--event_queue: %w", err)
+		}
+	}
+	if o.eventQueueTTL < time.Millisecond {
+		return fmt.Errorf("--event_queue_ttl: want at least 1ms, got %s", o.eventQueueTTL)
+	}
+	if o.eventQueueMaxLength < 1 {
+		return fmt.Errorf("--event_queue_max_length: want at least 1, got %d", o.eventQueueMaxLength)
+	}
+	if o.reconcileAfter <= 0 || o.reconcileInterval <= 0 {
+		return errors.New("--reconcile_after and --reconcile_interval: want a positive duration")
+	}
+	return nil
 }
 
 func (o options) authenticator() (*auth.Authenticator, error) {
@@ -367,6 +426,13 @@ func run(args []string, stderr io.Writer) int {
 		Logger:           log,
 
 		PurgeOfflineWorkers: time.Duration(max(o.purgeOfflineWorkers, 0)) * time.Second,
+
+		EventQueue:          o.eventQueue,
+		EventQueueTTL:       o.eventQueueTTL,
+		EventQueueMaxLength: o.eventQueueMaxLength,
+		ReconcileAfter:      o.reconcileAfter,
+		ReconcileInterval:   o.reconcileInterval,
+		ReconcileMaxLookups: reconcileLookups(o.reconcileMaxLookups),
 	})
 	if err != nil {
 		log.Error("cannot start", slog.Any("err", err))

@@ -31,6 +31,7 @@ import (
 	"github.com/stamen-dev/stamen/internal/celery"
 	"github.com/stamen-dev/stamen/internal/inspect"
 	"github.com/stamen-dev/stamen/internal/metrics"
+	"github.com/stamen-dev/stamen/internal/reconcile"
 	"github.com/stamen-dev/stamen/internal/redact"
 	"github.com/stamen-dev/stamen/internal/state"
 	"github.com/stamen-dev/stamen/internal/store"
@@ -91,6 +92,20 @@ type Config struct {
 	// SaveInterval is how often changed records are written to the store
 	// (Flower's --state_save_interval); a crash loses at most this much.
 	SaveInterval time.Duration
+	// EventQueue names a durable RabbitMQ event queue that outlives
+	// stamen (amqp.Config.EventQueue), bounded by EventQueueTTL and
+	// EventQueueMaxLength; empty keeps a private queue per process.
+	EventQueue          string
+	EventQueueTTL       time.Duration
+	EventQueueMaxLength int64
+	// Reconciliation (internal/reconcile), with a Redis result backend:
+	// tasks unfinished longer than ReconcileAfter are looked up every
+	// ReconcileInterval, and every unfinished task whenever the event
+	// stream (re)subscribes, at most ReconcileMaxLookups per round
+	// (0: reconcile.DefaultMaxLookups; negative turns reconciliation off).
+	ReconcileAfter      time.Duration
+	ReconcileInterval   time.Duration
+	ReconcileMaxLookups int
 	// Auth holds the credentials; nil or empty serves without them.
 	Auth   *auth.Authenticator
 	Logger *slog.Logger
@@ -255,6 +270,8 @@ func New(ctx context.Context, cfg Config) (*App, error) {
 			a.expireLoop(runCtx)
 		}()
 	}
+	// Before ingestion starts, so that the first subscription kicks it.
+	a.startReconciler(runCtx, results)
 	a.wg.Add(3)
 	go func() {
 		defer a.wg.Done()
@@ -272,6 +289,30 @@ func New(ctx context.Context, cfg Config) (*App, error) {
 		_ = a.Inspector.Refresh(rctx, "")
 	}()
 	return a, nil
+}
+
+// startReconciler runs reconciliation when the result backend can be
+// read in bulk (Redis): see internal/reconcile. Its rounds are kicked by
+// every (re)subscription of the event stream.
+func (a *App) startReconciler(ctx context.Context, results handlers.ResultBackend) {
+	bulk, ok := results.(reconcile.Results)
+	if !ok || a.cfg.ReconcileMaxLookups < 0 {
+		return
+	}
+	r := reconcile.New(reconcile.Config{
+		Source:     a.State,
+		Results:    bulk,
+		Apply:      a.applyBatch,
+		After:      a.cfg.ReconcileAfter,
+		Interval:   a.cfg.ReconcileInterval,
+		MaxLookups: a.cfg.ReconcileMaxLookups,
+		Timeout:    a.cfg.BrokerTimeout,
+		Logger:     a.log,
+	})
+	if s, ok := a.broker.(interface{ SetOnSubscribe(func()) }); ok {
+		s.SetOnSubscribe(r.Kick)
+	}
+	a.wg.Go(func() { r.Run(ctx) })
 }
 
 func origin() string {
@@ -311,6 +352,9 @@ func (a *App) openBroker(ctx context.Context) (brokerConn, handlers.ResultBacken
 		if backend == "" {
 			backend = a.BrokerURL
 		}
+		if a.cfg.EventQueue != "" {
+			return nil, nil, errors.New("event_queue: only RabbitMQ brokers have event queues (Redis pub/sub keeps nothing)")
+		}
 		b, err := redis.New(ctx, redis.Config{
 			BrokerURL: a.BrokerURL, ResultBackendURL: backend, Logger: a.log, OpTimeout: a.cfg.BrokerTimeout,
 			Transport: brokerOpts, ResultTransport: resultOpts,
@@ -328,7 +372,8 @@ func (a *App) openBroker(ctx context.Context) (brokerConn, handlers.ResultBacken
 		if strings.TrimSpace(a.cfg.BrokerTransportOptions) != "" {
 			return nil, nil, errors.New("broker_transport_options: only Redis brokers take transport options")
 		}
-		cfg := amqp.Config{BrokerURL: a.BrokerURL, Logger: a.log, OpTimeout: a.cfg.BrokerTimeout}
+		cfg := amqp.Config{BrokerURL: a.BrokerURL, Logger: a.log, OpTimeout: a.cfg.BrokerTimeout,
+			EventQueue: a.cfg.EventQueue, EventQueueTTL: a.cfg.EventQueueTTL, EventQueueMaxLength: a.cfg.EventQueueMaxLength}
 		if rpc {
 			cfg.ResultBackend = "rpc://"
 		}

@@ -111,6 +111,11 @@ type Event struct {
 	LocalReceived float64
 	// Raw is the event's own JSON object as received.
 	Raw json.RawMessage
+	// Reconciled marks an event stamen made itself from a task's result
+	// document (internal/reconcile), never on the wire: it moves the
+	// task's record on, but its Hostname is not the worker's and says
+	// nothing about any worker.
+	Reconciled bool
 }
 
 // Has reports whether the event carried the key, null or not.

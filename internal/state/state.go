@@ -300,6 +300,9 @@ func (s *State) taskEvent(e *celery.Event, subject string, clock int64, localRec
 		return
 	}
 	if !h.held || h.uuid != e.UUID {
+		if _, known := s.lookup(e.UUID); e.Reconciled && !known {
+			return // evicted since it was found stale: nothing to finish
+		}
 		s.release(h)
 		s.hold(h, e.UUID)
 	}
@@ -308,7 +311,7 @@ func (s *State) taskEvent(e *celery.Event, subject string, clock int64, localRec
 		// task-sent comes from the client, not from a worker.
 		t.Client = e.Hostname
 		t.Set |= FieldClient
-	} else {
+	} else if !e.Reconciled {
 		w := s.workers[e.Hostname]
 		if w == nil {
 			w = s.addWorker(e.Hostname)

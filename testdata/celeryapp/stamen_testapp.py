@@ -94,6 +94,22 @@ def sleep(seconds):
     return seconds
 
 
+@app.task(name="stamen.gate")
+def gate(key, fail=False, timeout=60):
+    """Waits until `key` exists in the result backend's Redis (the test
+    opens the gate with SET), then returns it, or with fail raises
+    ValueError. Redis result backends only."""
+    client = app.backend.client
+    deadline = time.monotonic() + float(timeout)
+    while not client.exists(key):
+        if time.monotonic() > deadline:
+            raise TimeoutError("gate %s never opened" % key)
+        time.sleep(0.05)
+    if fail:
+        raise ValueError("gate " + key)
+    return key
+
+
 @app.task(name="stamen.fail")
 def fail(message="boom"):
     raise ValueError(message)

@@ -65,6 +65,18 @@ type Config struct {
 	Logger *slog.Logger
 	// OpTimeout bounds every broker call; 0 means DefaultOpTimeout.
 	OpTimeout time.Duration
+	// EventQueue, when set, is a durable queue on the celeryev exchange
+	// that outlives stamen: events published while no stamen consumes
+	// wait in it (within EventQueueTTL and EventQueueMaxLength), and
+	// several stamen processes naming the same queue share its events.
+	// Empty: an exclusive queue per process, gone with it (Celery's
+	// receivers' way). ValidateEventQueue checks a name.
+	EventQueue string
+	// EventQueueTTL (x-message-ttl) and EventQueueMaxLength (x-max-length,
+	// the oldest dropped beyond it) bound EventQueue; 0 means
+	// DefaultEventQueueTTL and DefaultEventQueueMaxLength.
+	EventQueueTTL       time.Duration
+	EventQueueMaxLength int64
 }
 
 // Broker talks to Celery workers through RabbitMQ. It is safe for
@@ -108,6 +120,12 @@ type Broker struct {
 	results *resultStore
 	delayed delayedDelivery
 
+	// events is the event queue's declaration.
+	events eventQueue
+	// onSubscribe, when set, is called each time the event consumer is
+	// (re)established (SetOnSubscribe).
+	onSubscribe atomic.Pointer[func()]
+
 	// Fields so that tests can shorten them.
 	eventPrefetch int
 	enableEvery   time.Duration
@@ -137,6 +155,10 @@ func New(ctx context.Context, cfg Config) (*Broker, error) {
 	if err != nil {
 		return nil, err
 	}
+	events, err := newEventQueue(cfg)
+	if err != nil {
+		return nil, err
+	}
 
 	oid := uuid.NewString()
 	b := &Broker{
@@ -149,6 +171,7 @@ func New(ctx context.Context, cfg Config) (*Broker, error) {
 		replyQueue:    celery.ReplyQueueName(oid),
 		changed:       make(chan struct{}),
 		pidbox:        replyRouter{waiters: map[string]*replyWaiter{}},
+		events:        events,
 		eventPrefetch: eventPrefetch,
 		enableEvery:   enableEventsEvery,
 		minBackoff:    minBackoff,

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"strings"
 	"sync"
 	"time"
 
@@ -24,14 +25,85 @@ func eventQueueArgs() amqp091.Table {
 	return amqp091.Table{"x-message-ttl": int32(5000), "x-expires": int32(60000)}
 }
 
+// Bounds of a named event queue (Config.EventQueue) by default: an hour
+// of events, at most a million messages (a message is one event or one
+// worker's batch, about 1 KB: a full queue holds about 1 GB in RabbitMQ).
+const (
+	DefaultEventQueueTTL       = time.Hour
+	DefaultEventQueueMaxLength = 1_000_000
+	// maxEventQueueName leaves room under AMQP's 255-byte limit.
+	maxEventQueueName = 200
+)
+
+// eventQueue is how the event queue is declared.
+type eventQueue struct {
+	name       string // "" until ConsumeEvents picks a private one
+	durable    bool
+	autoDelete bool
+	args       amqp091.Table
+}
+
+// ValidateEventQueue checks a name for Config.EventQueue: 1 to 200 bytes
+// of letters, digits and "._-:", not starting with "amq." (RabbitMQ keeps
+// those for itself).
+func ValidateEventQueue(name string) error {
+	if name == "" || len(name) > maxEventQueueName {
+		return fmt.Errorf("invalid event queue name: want 1 to %d bytes, got %d", maxEventQueueName, len(name))
+	}
+	for i := 0; i < len(name); i++ {
+		c := name[i]
+		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '.' || c == '_' || c == '-' || c == ':') {
+			return fmt.Errorf("invalid event queue name %q: byte %d (%q) is not a letter, a digit or one of ._-:", name, i, c)
+		}
+	}
+	if strings.HasPrefix(name, "amq.") {
+		return fmt.Errorf("invalid event queue name %q: RabbitMQ reserves names starting with amq.", name)
+	}
+	return nil
+}
+
+// newEventQueue is cfg's event queue: the named durable one, or a
+// private one per process.
+func newEventQueue(cfg Config) (eventQueue, error) {
+	if cfg.EventQueue == "" {
+		return eventQueue{autoDelete: true, args: eventQueueArgs()}, nil
+	}
+	if err := ValidateEventQueue(cfg.EventQueue); err != nil {
+		return eventQueue{}, err
+	}
+	ttl, maxLen := cfg.EventQueueTTL, cfg.EventQueueMaxLength
+	if ttl <= 0 {
+		ttl = DefaultEventQueueTTL
+	}
+	if maxLen <= 0 {
+		maxLen = DefaultEventQueueMaxLength
+	}
+	if ttl.Milliseconds() < 1 || ttl.Milliseconds() > 1<<32-1 {
+		return eventQueue{}, fmt.Errorf("invalid event queue TTL %s: want 1 ms to about 49 days", ttl)
+	}
+	return eventQueue{name: cfg.EventQueue, durable: true, args: amqp091.Table{
+		"x-message-ttl": ttl.Milliseconds(),
+		"x-max-length":  maxLen,
+	}}, nil
+}
+
+// SetOnSubscribe sets fn to be called, on the event stream's goroutine,
+// each time ConsumeEvents has (re)started consuming: with a private event
+// queue the events published meanwhile are lost, and fn may look for what
+// they said elsewhere (internal/reconcile). fn must not block.
+func (b *Broker) SetOnSubscribe(fn func()) { b.onSubscribe.Store(&fn) }
+
 // ConsumeEvents follows the workers' event stream and calls fn with each
 // message's events (task events arrive batched), LocalReceived set. fn runs
 // on this goroutine; a slow fn delays the stream: RabbitMQ hands us at most
 // eventPrefetch messages that fn has not returned from, keeps the rest in
 // our queue and drops events older than 5 s from it.
 //
-// It declares its own queue "celeryev.stamen-<uuid>" bound to celeryev with
-// "#", and re-declares it after every reconnect. Each time it starts
+// It declares its own queue "celeryev.stamen-<uuid>" (or, with
+// Config.EventQueue, that durable queue) bound to celeryev with "#", and
+// re-declares it after every reconnect. A message is acknowledged only
+// once fn has returned from it, so a durable queue's events that stamen
+// took but did not apply before it stopped are delivered again. Each time it starts
 // consuming it asks all workers for a heartbeat and for task events, so
 // that they show up at once, and every 5 s it broadcasts enable_events so
 // that workers started without -E send task events too. Undecodable
@@ -46,7 +118,10 @@ func (b *Broker) ConsumeEvents(ctx context.Context, fn func([]celery.Event)) err
 		wg.Wait()
 	}()
 
-	queue := "celeryev.stamen-" + uuid.NewString()
+	q := b.events
+	if q.name == "" {
+		q.name = "celeryev.stamen-" + uuid.NewString()
+	}
 	backoff := b.minBackoff
 	failing := false
 	for {
@@ -57,7 +132,7 @@ func (b *Broker) ConsumeEvents(ctx context.Context, fn func([]celery.Event)) err
 			}
 			return fmt.Errorf("event stream: %w", err)
 		}
-		consumed, err := b.consumeEvents(ctx, s, queue, fn)
+		consumed, err := b.consumeEvents(ctx, s, q, fn)
 		if cerr := ctx.Err(); cerr != nil {
 			return cerr
 		}
@@ -88,7 +163,8 @@ type eventConsumer struct {
 
 // consumeEvents runs one consumer on s until it fails or ctx ends,
 // reporting whether it got as far as consuming.
-func (b *Broker) consumeEvents(ctx context.Context, s *session, queue string, fn func([]celery.Event)) (bool, error) {
+func (b *Broker) consumeEvents(ctx context.Context, s *session, q eventQueue, fn func([]celery.Event)) (bool, error) {
+	queue := q.name
 	c, err := bounded(ctx, b, s, "follow events", func() (eventConsumer, error) {
 		ch, err := s.conn.Channel()
 		if err != nil {
@@ -104,7 +180,13 @@ func (b *Broker) consumeEvents(ctx context.Context, s *session, queue string, fn
 		if err := ch.ExchangeDeclare(eventExchange, amqp091.ExchangeTopic, true, false, false, false, nil); err != nil {
 			return eventConsumer{}, fmt.Errorf("declare exchange %s: %w", eventExchange, err)
 		}
-		if _, err := ch.QueueDeclare(queue, false, true, false, false, eventQueueArgs()); err != nil {
+		if _, err := ch.QueueDeclare(queue, q.durable, q.autoDelete, false, false, q.args); err != nil {
+			if q.durable {
+				// Most likely the queue exists with other bounds:
+				// RabbitMQ refuses a declaration that differs.
+				return eventConsumer{}, fmt.Errorf("declare event queue %s (x-message-ttl %v, x-max-length %v; an existing queue "+
+					"declared with other arguments must be deleted first): %w", queue, q.args["x-message-ttl"], q.args["x-max-length"], err)
+			}
 			return eventConsumer{}, fmt.Errorf("declare queue %s: %w", queue, err)
 		}
 		if err := ch.QueueBind(queue, "#", eventExchange, false, nil); err != nil {
@@ -132,7 +214,10 @@ func (b *Broker) consumeEvents(ctx context.Context, s *session, queue string, fn
 		b.spawn(func() { _ = c.ch.Close() })
 	}()
 
-	b.log.Info("following worker events", slog.String("queue", queue))
+	b.log.Info("following worker events", slog.String("queue", queue), slog.Bool("durable", q.durable))
+	if fn := b.onSubscribe.Load(); fn != nil && *fn != nil {
+		(*fn)()
+	}
 	celery.WakeWorkers(ctx, b, b.log)
 	// Messages are acknowledged once fn has returned from them, several at
 	// once (multiple=true): when a quarter of the prefetch is pending, or

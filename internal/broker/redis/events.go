@@ -102,6 +102,7 @@ func (b *Broker) consumeOnce(ctx context.Context, fn func([]celery.Event)) (bool
 		return false, wrap(ctx, "subscribe to events", err)
 	}
 	b.log.Info("following worker events", slog.String("broker", b.redacted), slog.Any("patterns", patterns))
+	b.subscribed()
 	celery.WakeWorkers(ctx, b, b.log)
 
 	// Reading and unwrapping run on their own goroutine, so that a message

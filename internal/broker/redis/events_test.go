@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -152,12 +153,17 @@ func TestConsumeEventsReconnects(t *testing.T) {
 	rdb := flushBroker(t)
 	w := &fakeWorker{name: "w1@h"}
 	startWorkers(t, w)
+	var subscribed atomic.Int32
+	b.SetOnSubscribe(func() { subscribed.Add(1) })
 	run := consume(t, b)
 	channel := fmt.Sprintf("/%d.celeryev/worker.heartbeat", brokerDB)
 	payload := readWire(t, "event-worker-heartbeat-redis.json")
 	run.publishUntil(t, rdb, channel, payload)
 	if n := countMethod(w, "heartbeat", 200*time.Millisecond); n != 1 {
 		t.Fatalf("%d heartbeat casts on subscribing, want 1", n)
+	}
+	if n := subscribed.Load(); n != 1 {
+		t.Errorf("subscribe hook ran %d times on subscribing, want 1", n)
 	}
 
 	list, err := rdb.ClientList(t.Context()).Result()
@@ -186,6 +192,9 @@ func TestConsumeEventsReconnects(t *testing.T) {
 	}
 	if n := countMethod(w, "heartbeat", 200*time.Millisecond); n < 1 {
 		t.Error("no heartbeat cast after reconnecting")
+	}
+	if n := subscribed.Load(); n < 2 {
+		t.Errorf("subscribe hook ran %d times after a reconnection, want 2 or more", n)
 	}
 }
 

@@ -50,6 +50,21 @@ type Broker struct {
 	// clock is our Lamport clock for pidbox requests.
 	clock  atomic.Int64
 	closed atomic.Bool
+	// onSubscribe, when set, is called each time the event subscription
+	// is (re)established (SetOnSubscribe).
+	onSubscribe atomic.Pointer[func()]
+}
+
+// SetOnSubscribe sets fn to be called, on the event stream's goroutine,
+// each time ConsumeEvents has (re)subscribed: the events published while
+// it was not subscribed are lost, and fn may look for what they said
+// elsewhere (internal/reconcile). fn must not block.
+func (b *Broker) SetOnSubscribe(fn func()) { b.onSubscribe.Store(&fn) }
+
+func (b *Broker) subscribed() {
+	if fn := b.onSubscribe.Load(); fn != nil && *fn != nil {
+		(*fn)()
+	}
 }
 
 // New connects to the broker (and result backend) described by cfg. A

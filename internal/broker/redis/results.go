@@ -155,3 +155,41 @@ func ctxErr(ctx context.Context) error {
 	}
 	return nil
 }
+
+// Results reads the result documents of ids with one MGET, in order: nil
+// where there is none, or one stamen cannot read (another serializer, or
+// not a result document). It is the reconciler's bulk lookup; callers
+// bound len(ids).
+func (b *Broker) Results(ctx context.Context, ids []string) ([]*celery.Result, error) {
+	if len(ids) == 0 {
+		return nil, nil
+	}
+	c, err := b.resultsClient()
+	if err != nil {
+		return nil, err
+	}
+	keys := make([]string, len(ids))
+	for i, id := range ids {
+		keys[i] = b.resultKey(id)
+	}
+	octx, cancel := b.opContext(ctx)
+	defer cancel()
+	vals, err := c.MGet(octx, keys...).Result()
+	if err != nil {
+		return nil, wrap(ctx, fmt.Sprintf("get %d results", len(ids)), err)
+	}
+	out := make([]*celery.Result, len(ids))
+	for i, v := range vals {
+		s, ok := v.(string)
+		if !ok || i >= len(out) {
+			continue
+		}
+		r, err := celery.DecodeResult([]byte(s))
+		if err != nil {
+			b.log.Debug("skipping an unreadable result document", slog.String("task", ids[i]), slog.Any("err", err))
+			continue
+		}
+		out[i] = r
+	}
+	return out, nil
+}

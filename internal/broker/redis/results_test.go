@@ -258,3 +258,34 @@ func TestAbort(t *testing.T) {
 		})
 	}
 }
+
+// TestResults: one MGET reads several documents in order, nil where there
+// is none or one stamen cannot read.
+func TestResults(t *testing.T) {
+	b := newTestBroker(t)
+	ok, rdb := resultFixture(t)
+	failed, _ := resultFixture(t)
+	pickled, _ := resultFixture(t)
+	missing := uuid.NewString()
+	ctx := t.Context()
+	for _, d := range []struct{ id, doc string }{
+		{ok, doc(ok, "SUCCESS", "3")},
+		{failed, doc(failed, "FAILURE", `{"exc_type": "ValueError", "exc_message": ["x"]}`)},
+		{pickled, "\x80\x04\x95"},
+	} {
+		if err := store(ctx, rdb, d.id, d.doc, false); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got, err := b.Results(ctx, []string{ok, missing, failed, pickled})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 4 || got[0] == nil || got[0].Status != "SUCCESS" || string(got[0].Result) != "3" ||
+		got[1] != nil || got[2] == nil || got[2].Status != "FAILURE" || got[3] != nil {
+		t.Errorf("Results: %+v", got)
+	}
+	if got, err := b.Results(ctx, nil); err != nil || got != nil {
+		t.Errorf("Results(nil) = %v, %v", got, err)
+	}
+}

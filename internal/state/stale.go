@@ -1,0 +1,65 @@
+package state
+
+import (
+	"cmp"
+	"context"
+	"slices"
+	"time"
+)
+
+// unfinished are the states a task waits in for a later event: Celery's
+// unready states a worker's events move on (PENDING, RECEIVED, STARTED,
+// RETRY). REJECTED and custom states are left alone: nothing says a
+// result will follow them.
+var unfinished = [...]string{Pending, Received, Started, Retry}
+
+// StaleTasks returns the ids of at most limit tasks in an unfinished state
+// whose latest event is older than before, oldest first: the tasks whose
+// finishing events stamen may have missed, for a reconciler to look up in
+// the result backend. It reads the state indexes (each ordered by the
+// latest event's timestamp) and costs O(limit log n); ctx is not waited
+// on, it is there for stores that do.
+func (s *State) StaleTasks(_ context.Context, before time.Time, limit int) ([]string, error) {
+	if limit <= 0 {
+		return nil, nil
+	}
+	cut := epoch(before)
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	var found []item
+	for _, st := range unfinished {
+		id, ok := s.sym.lookup(st)
+		if !ok {
+			continue
+		}
+		x := s.byState[s.sym.folded[id]]
+		if x == nil {
+			continue
+		}
+		// Every index but a state's own may hold other states folding to
+		// the same key (a custom "started"): check the slot's own state.
+		from, _ := x.all()
+		to := x.bound(cut, false)
+		n := 0
+		x.walk(from, to, false, func(it item) bool {
+			if s.slots.at(it.slot).state != id {
+				return true
+			}
+			found = append(found, it)
+			n++
+			return n < limit
+		})
+	}
+	slices.SortFunc(found, func(a, b item) int {
+		if c := cmp.Compare(a.key, b.key); c != 0 {
+			return c
+		}
+		return cmp.Compare(a.slot, b.slot)
+	})
+	found = found[:min(len(found), limit)]
+	ids := make([]string, len(found))
+	for i, it := range found {
+		ids[i] = s.taskID(it.slot)
+	}
+	return ids, nil
+}
