@@ -204,7 +204,9 @@ func New(ctx context.Context, cfg Config) (*App, error) {
 		a.Close()
 		return nil, err
 	}
-	a.State = state.New(state.Config{MaxTasks: cfg.MaxTasks, TrackChanges: cfg.DBPath != ""})
+	// PostgreSQL keeps the history beyond the hot set: a task evicted
+	// before the flush that would have written it must still be written.
+	a.State = state.New(state.Config{MaxTasks: cfg.MaxTasks, TrackChanges: cfg.DBPath != "", KeepEvicted: IsPostgresURL(cfg.DBPath)})
 	a.lost = prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "stamen_store_lost_records_total",
 		Help: "Task records dropped unwritten because PostgreSQL was unreachable longer than the buffer (one record per hot-set task) lasts.",

@@ -80,9 +80,11 @@ func (a *App) retainLoop(ctx context.Context) {
 // the hot set since are kept (the history outlives the hot set), up to
 // max records, the newest kept. It returns how many were dropped.
 func mergeKeep(older, newer store.Batch, max int) (store.Batch, int) {
-	keep := older
-	keep.FirstSeq = 0
-	b := mergeBatches(keep, newer)
+	// mergeBatches drops older's records below its newer's FirstSeq:
+	// give it none, so that it keeps them.
+	n := newer
+	n.FirstSeq = 0
+	b := mergeBatches(older, n)
 	b.FirstSeq = newer.FirstSeq
 	b.ForgottenWorkers = append(older.ForgottenWorkers, newer.ForgottenWorkers...)
 	lost := 0

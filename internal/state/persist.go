@@ -50,11 +50,12 @@ func (s *State) Drain() Changes {
 	// lock: readers are not held up by the encoding, and a task changed in
 	// between is simply in the next set too.
 	s.mu.Lock()
-	dirty, types, gone := s.dirty, s.types, s.goneWorkers
+	dirty, types, gone, evicted := s.dirty, s.types, s.goneWorkers, s.evicted
 	if dirty != nil {
 		s.dirty = make(map[uint32]struct{}, len(dirty))
 		s.types = make(map[string]bool)
 		s.goneWorkers = nil
+		s.evicted = nil
 	}
 	var forgotten []string
 	for _, w := range gone {
@@ -74,7 +75,8 @@ func (s *State) Drain() Changes {
 			c.ForgottenTypes = append(c.ForgottenTypes, name)
 		}
 	}
-	c.Tasks = make([]Record, 0, len(dirty))
+	c.Tasks = make([]Record, 0, len(dirty)+len(evicted))
+	c.Tasks = append(c.Tasks, evicted...)
 	var buf []byte
 	for i := range dirty {
 		if !s.slots.at(i).live() {

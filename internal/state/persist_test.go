@@ -127,3 +127,43 @@ func TestExpire(t *testing.T) {
 	}
 	checkInvariants(t, s)
 }
+
+// TestDrainKeepsEvicted: with KeepEvicted, every task that changed since
+// the last Drain is in the next one, also those evicted meanwhile because
+// more new tasks than MaxTasks came in between (a history store such as
+// PostgreSQL must get them); without it, only the live ones are.
+func TestDrainKeepsEvicted(t *testing.T) {
+	const max, n = 10, 35
+	for _, tc := range []struct {
+		keep bool
+		want int
+	}{{true, n}, {false, max}} {
+		t.Run(fmt.Sprint("keep=", tc.keep), func(t *testing.T) {
+			s := New(Config{MaxTasks: max, TrackChanges: true, KeepEvicted: tc.keep})
+			for i := range n {
+				s.Apply(ev(t, map[string]any{"type": "task-received", "uuid": fmt.Sprintf("id-%03d", i), "name": "t", "hostname": "w@h", "timestamp": float64(i + 1)}))
+				s.Apply(ev(t, map[string]any{"type": "task-succeeded", "uuid": fmt.Sprintf("id-%03d", i), "hostname": "w@h", "timestamp": float64(i + 1)}))
+			}
+			c := s.Drain()
+			if len(c.Tasks) != tc.want {
+				t.Fatalf("%d records drained, want %d", len(c.Tasks), tc.want)
+			}
+			for k, r := range c.Tasks {
+				task, err := decodeRecord(r.Data)
+				if err != nil {
+					t.Fatal(err)
+				}
+				id := fmt.Sprintf("id-%03d", n-tc.want+k)
+				if task.UUID != id || task.State != Success || r.Seq != uint64(n-tc.want+k) {
+					t.Errorf("record %d: %s %s seq %d, want %s SUCCESS seq %d", k, task.UUID, task.State, r.Seq, id, n-tc.want+k)
+				}
+			}
+			if c.FirstSeq != n-max {
+				t.Errorf("FirstSeq %d, want %d", c.FirstSeq, n-max)
+			}
+			if again := s.Drain(); len(again.Tasks) != 0 {
+				t.Errorf("a second Drain returned %d records", len(again.Tasks))
+			}
+		})
+	}
+}

@@ -32,6 +32,11 @@ type Config struct {
 	Now func() time.Time
 	// TrackChanges makes the state remember what changed, for Drain.
 	TrackChanges bool
+	// KeepEvicted (with TrackChanges) makes Drain also return the records
+	// of tasks that changed and were evicted before the Drain, for a store
+	// that outlives the state (PostgreSQL's history): without it, more new
+	// tasks than MaxTasks between two Drains would never reach the store.
+	KeepEvicted bool
 }
 
 // State is the in-memory cluster state. Apply is meant to be called from
@@ -90,6 +95,11 @@ type State struct {
 	// goneWorkers are the workers forgotten since the last Drain, when
 	// changes are tracked.
 	goneWorkers []string
+	// evicted are the records of changed tasks evicted since the last
+	// Drain, when Config.KeepEvicted; bounded by what one Drain interval
+	// brings.
+	keepEvicted bool
+	evicted     []Record
 }
 
 // New returns an empty state.
@@ -123,6 +133,7 @@ func New(cfg Config) *State {
 	if cfg.TrackChanges {
 		s.dirty = make(map[uint32]struct{})
 		s.types = make(map[string]bool)
+		s.keepEvicted = cfg.KeepEvicted
 	}
 	return s
 }
@@ -530,11 +541,11 @@ func (s *State) compareIDs(a, b uint32) int {
 // oldest task when the ring is full.
 func (s *State) addTask(uuid string) uint32 {
 	i := uint32(s.created % uint64(s.maxTasks))
-	s.created++
 	s.slots.ensure(i)
 	if s.slots.at(i).live() {
 		s.evict(i)
 	}
+	s.created++
 	sl := s.slots.at(i)
 	*sl = slot{set: slotLive, cold: noRef}
 	if id, ok := parseUUID(uuid); ok {
@@ -553,6 +564,13 @@ func (s *State) addTask(uuid string) uint32 {
 func (s *State) evict(i uint32) {
 	sl := s.slots.at(i)
 	t := s.load(i, viewText)
+	if s.keepEvicted {
+		if _, changed := s.dirty[i]; changed {
+			delete(s.dirty, i)
+			// Eviction always takes the oldest live task.
+			s.evicted = append(s.evicted, Record{Seq: s.created - uint64(s.live), Data: encodeRecord(nil, &t)})
+		}
+	}
 	if parent := parentOf(&t); parent != "" {
 		s.unlinkChild(parent, i)
 	}
