@@ -40,7 +40,18 @@ func (s *Store) List(ctx context.Context, q state.Query) (*Cursor, error) {
 		cancel()
 		return nil, unavailable(err)
 	}
-	return &Cursor{rows: rows, cancel: cancel}, nil
+	// pgx reports a failed or timed-out query at the first Next, after
+	// the handler would have answered 200: wait for the first row here,
+	// so that such a read answers 503 rather than an empty 200.
+	if !rows.Next() {
+		rows.Close()
+		cancel()
+		if err := rows.Err(); err != nil {
+			return nil, unavailable(err)
+		}
+		return &Cursor{}, nil
+	}
+	return &Cursor{rows: rows, cancel: cancel, peeked: true}, nil
 }
 
 // UnpagedTimeout bounds the query of a GET /api/tasks without limit.
@@ -52,6 +63,8 @@ type Cursor struct {
 	cancel context.CancelFunc
 	err    error
 	t      state.Task
+	// peeked: rows is on a row List already advanced to.
+	peeked bool
 }
 
 // Next calls fn with each of the next n tasks, in order, and reports
@@ -61,7 +74,9 @@ func (c *Cursor) Next(n int, fn func(t *state.Task)) bool {
 		return false
 	}
 	for range n {
-		if !c.rows.Next() {
+		if c.peeked {
+			c.peeked = false
+		} else if !c.rows.Next() {
 			c.Close()
 			return false
 		}
