@@ -573,6 +573,10 @@ func (a *App) openStore() error {
 // write fails the batch is kept and written with the next one.
 func (a *App) flush() error {
 	c := a.State.Drain()
+	if c.LostEvicted > 0 {
+		a.lost.Add(float64(c.LostEvicted))
+		a.log.Error("ingestion outran PostgreSQL writes: task records dropped", slog.Int("records", c.LostEvicted))
+	}
 	a.workerMu.Lock()
 	workers := a.workerEvents
 	a.workerEvents = map[string][]byte{}

@@ -32,6 +32,10 @@ type Changes struct {
 	// ForgottenWorkers are the workers the state no longer keeps (purged,
 	// or the oldest beyond MaxWorkers), unless one came back since.
 	ForgottenWorkers []string
+	// LostEvicted counts, with Config.KeepEvicted, the records of evicted
+	// tasks dropped unwritten because more than MaxTasks piled up between
+	// two Drains.
+	LostEvicted int
 }
 
 // seqOf is the sequence number of the task in slot i: the ring gives slot
@@ -50,12 +54,12 @@ func (s *State) Drain() Changes {
 	// lock: readers are not held up by the encoding, and a task changed in
 	// between is simply in the next set too.
 	s.mu.Lock()
-	dirty, types, gone, evicted := s.dirty, s.types, s.goneWorkers, s.evicted
+	dirty, types, gone, evicted, lost := s.dirty, s.types, s.goneWorkers, s.evicted, s.evictedLost
 	if dirty != nil {
 		s.dirty = make(map[uint32]struct{}, len(dirty))
 		s.types = make(map[string]bool)
 		s.goneWorkers = nil
-		s.evicted = nil
+		s.evicted, s.evictedLost = nil, 0
 	}
 	var forgotten []string
 	for _, w := range gone {
@@ -67,7 +71,7 @@ func (s *State) Drain() Changes {
 
 	s.mu.RLock()
 	defer s.mu.RUnlock()
-	c := Changes{FirstSeq: s.created - uint64(s.live), ForgottenWorkers: forgotten}
+	c := Changes{FirstSeq: s.created - uint64(s.live), ForgottenWorkers: forgotten, LostEvicted: lost}
 	for name, kept := range types {
 		if kept {
 			c.Types = append(c.Types, name)

@@ -131,38 +131,45 @@ func TestExpire(t *testing.T) {
 // TestDrainKeepsEvicted: with KeepEvicted, every task that changed since
 // the last Drain is in the next one, also those evicted meanwhile because
 // more new tasks than MaxTasks came in between (a history store such as
-// PostgreSQL must get them); without it, only the live ones are.
+// PostgreSQL must get them), up to MaxTasks evicted ones, beyond which the
+// oldest are dropped and counted; without it, only the live ones are.
 func TestDrainKeepsEvicted(t *testing.T) {
-	const max, n = 10, 35
+	const max = 10
 	for _, tc := range []struct {
-		keep bool
-		want int
-	}{{true, n}, {false, max}} {
-		t.Run(fmt.Sprint("keep=", tc.keep), func(t *testing.T) {
+		keep       bool
+		n          int
+		first, got int // the first task drained, and how many
+		lost       int
+	}{
+		{keep: true, n: 18, first: 0, got: 18},
+		{keep: true, n: 35, first: 15, got: 20, lost: 15},
+		{keep: false, n: 18, first: 8, got: 10},
+	} {
+		t.Run(fmt.Sprint("keep=", tc.keep, ",n=", tc.n), func(t *testing.T) {
 			s := New(Config{MaxTasks: max, TrackChanges: true, KeepEvicted: tc.keep})
-			for i := range n {
+			for i := range tc.n {
 				s.Apply(ev(t, map[string]any{"type": "task-received", "uuid": fmt.Sprintf("id-%03d", i), "name": "t", "hostname": "w@h", "timestamp": float64(i + 1)}))
 				s.Apply(ev(t, map[string]any{"type": "task-succeeded", "uuid": fmt.Sprintf("id-%03d", i), "hostname": "w@h", "timestamp": float64(i + 1)}))
 			}
 			c := s.Drain()
-			if len(c.Tasks) != tc.want {
-				t.Fatalf("%d records drained, want %d", len(c.Tasks), tc.want)
+			if len(c.Tasks) != tc.got || c.LostEvicted != tc.lost {
+				t.Fatalf("%d records drained, %d lost, want %d and %d", len(c.Tasks), c.LostEvicted, tc.got, tc.lost)
 			}
 			for k, r := range c.Tasks {
 				task, err := decodeRecord(r.Data)
 				if err != nil {
 					t.Fatal(err)
 				}
-				id := fmt.Sprintf("id-%03d", n-tc.want+k)
-				if task.UUID != id || task.State != Success || r.Seq != uint64(n-tc.want+k) {
-					t.Errorf("record %d: %s %s seq %d, want %s SUCCESS seq %d", k, task.UUID, task.State, r.Seq, id, n-tc.want+k)
+				want := tc.first + k
+				if id := fmt.Sprintf("id-%03d", want); task.UUID != id || task.State != Success || r.Seq != uint64(want) {
+					t.Errorf("record %d: %s %s seq %d, want %s SUCCESS seq %d", k, task.UUID, task.State, r.Seq, id, want)
 				}
 			}
-			if c.FirstSeq != n-max {
-				t.Errorf("FirstSeq %d, want %d", c.FirstSeq, n-max)
+			if c.FirstSeq != uint64(tc.n-max) {
+				t.Errorf("FirstSeq %d, want %d", c.FirstSeq, tc.n-max)
 			}
-			if again := s.Drain(); len(again.Tasks) != 0 {
-				t.Errorf("a second Drain returned %d records", len(again.Tasks))
+			if again := s.Drain(); len(again.Tasks) != 0 || again.LostEvicted != 0 {
+				t.Errorf("a second Drain returned %d records, %d lost", len(again.Tasks), again.LostEvicted)
 			}
 		})
 	}

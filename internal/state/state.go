@@ -96,10 +96,11 @@ type State struct {
 	// changes are tracked.
 	goneWorkers []string
 	// evicted are the records of changed tasks evicted since the last
-	// Drain, when Config.KeepEvicted; bounded by what one Drain interval
-	// brings.
+	// Drain, when Config.KeepEvicted: at most maxTasks, the oldest dropped
+	// beyond (counted in evictedLost) when Drains fall behind.
 	keepEvicted bool
 	evicted     []Record
+	evictedLost int
 }
 
 // New returns an empty state.
@@ -567,6 +568,10 @@ func (s *State) evict(i uint32) {
 	if s.keepEvicted {
 		if _, changed := s.dirty[i]; changed {
 			delete(s.dirty, i)
+			if len(s.evicted) >= s.maxTasks {
+				s.evicted = s.evicted[1:]
+				s.evictedLost++
+			}
 			// Eviction always takes the oldest live task.
 			s.evicted = append(s.evicted, Record{Seq: s.created - uint64(s.live), Data: encodeRecord(nil, &t)})
 		}
