@@ -96,6 +96,7 @@ func pgExec(ctx context.Context, dsn string, sqls ...string) error {
 }
 
 func runPG(ctx context.Context, c config, pc pgConfig) (err error) {
+	tolerateFailures = true
 	if pc.ingest <= 0 || 2*pc.ingest > pc.tasks {
 		return errors.New("need 0 < 2 × -pg-ingest <= -pg-tasks")
 	}
