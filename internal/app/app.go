@@ -19,6 +19,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/alicebob/miniredis/v2"
@@ -149,6 +150,8 @@ type App struct {
 	// lost counts the task records dropped from the unsaved buffer while
 	// PostgreSQL could not be written.
 	lost prometheus.Counter
+	// failedFlushes counts the flushes whose write failed.
+	failedFlushes atomic.Int64
 	// writeBatch is store.Write; tests make it fail.
 	writeBatch func(store.Batch) error
 	// unsaved is the last batch whose write failed, merged into the next
@@ -204,9 +207,10 @@ func New(ctx context.Context, cfg Config) (*App, error) {
 		a.Close()
 		return nil, err
 	}
-	// PostgreSQL keeps the history beyond the hot set: a task evicted
-	// before the flush that would have written it must still be written.
-	a.State = state.New(state.Config{MaxTasks: cfg.MaxTasks, TrackChanges: cfg.DBPath != "", KeepEvicted: IsPostgresURL(cfg.DBPath)})
+	a.State = state.New(state.Config{MaxTasks: cfg.MaxTasks, TrackChanges: cfg.DBPath != "",
+		// PostgreSQL keeps more than the hot set: a task evicted before
+		// its record was flushed must still reach it.
+		DrainEvicted: pgstore.IsURL(cfg.DBPath)})
 	a.lost = prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "stamen_store_lost_records_total",
 		Help: "Task records dropped unwritten because PostgreSQL was unreachable longer than the buffer (one record per hot-set task) lasts.",
@@ -573,10 +577,6 @@ func (a *App) openStore() error {
 // write fails the batch is kept and written with the next one.
 func (a *App) flush() error {
 	c := a.State.Drain()
-	if c.LostEvicted > 0 {
-		a.lost.Add(float64(c.LostEvicted))
-		a.log.Error("ingestion outran PostgreSQL writes: task records dropped", slog.Int("records", c.LostEvicted))
-	}
 	a.workerMu.Lock()
 	workers := a.workerEvents
 	a.workerEvents = map[string][]byte{}
@@ -598,19 +598,23 @@ func (a *App) flush() error {
 	}
 	if a.unsaved != nil {
 		if a.Postgres != nil {
-			var lost int
-			b, lost = mergeKeep(*a.unsaved, b, a.cfg.MaxTasks)
-			if lost > 0 {
-				a.lost.Add(float64(lost))
-				a.log.Error("PostgreSQL unreachable longer than the write buffer lasts: task records dropped",
-					slog.Int("records", lost), slog.Int("buffer", a.cfg.MaxTasks))
-			}
+			b = mergeKeep(*a.unsaved, b)
 		} else {
 			b = mergeBatches(*a.unsaved, b)
 		}
 		a.unsaved = nil
 	}
 	if err := a.writeBatch(b); err != nil {
+		a.failedFlushes.Add(1)
+		if a.Postgres != nil {
+			var lost int
+			b, lost = trimOldest(b, a.cfg.MaxTasks)
+			if lost > 0 {
+				a.lost.Add(float64(lost))
+				a.log.Error("PostgreSQL unreachable longer than the write buffer lasts: task records dropped",
+					slog.Int("records", lost), slog.Int("buffer", a.cfg.MaxTasks))
+			}
+		}
 		a.unsaved = &b
 		return fmt.Errorf("%w (%d task records kept for the next flush)", err, len(b.Tasks))
 	}

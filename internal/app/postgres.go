@@ -3,6 +3,7 @@ package app
 import (
 	"context"
 	"log/slog"
+	"slices"
 	"time"
 
 	"github.com/stamen-dev/stamen/handlers"
@@ -76,22 +77,27 @@ func (a *App) retainLoop(ctx context.Context) {
 }
 
 // mergeKeep is older then newer as one batch for PostgreSQL: newer's
-// records win, and, unlike mergeBatches, records of tasks evicted from
-// the hot set since are kept (the history outlives the hot set), up to
-// max records, the newest kept. It returns how many were dropped.
-func mergeKeep(older, newer store.Batch, max int) (store.Batch, int) {
-	// mergeBatches drops older's records below its newer's FirstSeq:
-	// give it none, so that it keeps them.
+// records win, and, unlike mergeBatches, records of tasks evicted from the
+// hot set since are kept: the history outlives the hot set.
+func mergeKeep(older, newer store.Batch) store.Batch {
+	// mergeBatches drops older's records below newer.FirstSeq: with it
+	// zeroed, it drops none.
 	n := newer
 	n.FirstSeq = 0
 	b := mergeBatches(older, n)
 	b.FirstSeq = newer.FirstSeq
 	b.ForgottenWorkers = append(older.ForgottenWorkers, newer.ForgottenWorkers...)
-	lost := 0
-	if max > 0 && len(b.Tasks) > max {
-		lost = len(b.Tasks) - max
-		b.Tasks = b.Tasks[lost:] // in sequence order: the oldest go
+	return b
+}
+
+// trimOldest bounds a batch kept for the next flush to max task records
+// (one per hot-set task), dropping the oldest, and returns how many went.
+func trimOldest(b store.Batch, max int) (store.Batch, int) {
+	if max <= 0 || len(b.Tasks) <= max {
+		return b, 0
 	}
+	lost := len(b.Tasks) - max
+	b.Tasks = slices.Clone(b.Tasks[lost:]) // in sequence order: the oldest go
 	return b, lost
 }
 

@@ -32,10 +32,6 @@ type Changes struct {
 	// ForgottenWorkers are the workers the state no longer keeps (purged,
 	// or the oldest beyond MaxWorkers), unless one came back since.
 	ForgottenWorkers []string
-	// LostEvicted counts, with Config.KeepEvicted, the records of evicted
-	// tasks dropped unwritten because more than MaxTasks piled up between
-	// two Drains.
-	LostEvicted int
 }
 
 // seqOf is the sequence number of the task in slot i: the ring gives slot
@@ -54,12 +50,12 @@ func (s *State) Drain() Changes {
 	// lock: readers are not held up by the encoding, and a task changed in
 	// between is simply in the next set too.
 	s.mu.Lock()
-	dirty, types, gone, evicted, lost := s.dirty, s.types, s.goneWorkers, s.evicted, s.evictedLost
+	dirty, types, gone, evicted := s.dirty, s.types, s.goneWorkers, s.evicted
 	if dirty != nil {
 		s.dirty = make(map[uint32]struct{}, len(dirty))
 		s.types = make(map[string]bool)
 		s.goneWorkers = nil
-		s.evicted, s.evictedLost = nil, 0
+		s.evicted = nil
 	}
 	var forgotten []string
 	for _, w := range gone {
@@ -71,7 +67,7 @@ func (s *State) Drain() Changes {
 
 	s.mu.RLock()
 	defer s.mu.RUnlock()
-	c := Changes{FirstSeq: s.created - uint64(s.live), ForgottenWorkers: forgotten, LostEvicted: lost}
+	c := Changes{FirstSeq: s.created - uint64(s.live), ForgottenWorkers: forgotten}
 	for name, kept := range types {
 		if kept {
 			c.Types = append(c.Types, name)

@@ -32,11 +32,12 @@ type Config struct {
 	Now func() time.Time
 	// TrackChanges makes the state remember what changed, for Drain.
 	TrackChanges bool
-	// KeepEvicted (with TrackChanges) makes Drain also return the records
-	// of tasks that changed and were evicted before the Drain, for a store
-	// that outlives the state (PostgreSQL's history): without it, more new
-	// tasks than MaxTasks between two Drains would never reach the store.
-	KeepEvicted bool
+	// DrainEvicted, with TrackChanges, makes Drain also hand over the
+	// records of tasks changed and then evicted since the previous Drain,
+	// for a store that keeps more history than the state (PostgreSQL):
+	// without it a task created and evicted between two drains would never
+	// reach the store.
+	DrainEvicted bool
 }
 
 // State is the in-memory cluster state. Apply is meant to be called from
@@ -95,12 +96,9 @@ type State struct {
 	// goneWorkers are the workers forgotten since the last Drain, when
 	// changes are tracked.
 	goneWorkers []string
-	// evicted are the records of changed tasks evicted since the last
-	// Drain, when Config.KeepEvicted: at most maxTasks, the oldest dropped
-	// beyond (counted in evictedLost) when Drains fall behind.
+	// keepEvicted is Config.DrainEvicted; evicted holds those records.
 	keepEvicted bool
 	evicted     []Record
-	evictedLost int
 }
 
 // New returns an empty state.
@@ -132,9 +130,9 @@ func New(cfg Config) *State {
 	}
 	s.less = s.itemLess
 	if cfg.TrackChanges {
+		s.keepEvicted = cfg.DrainEvicted
 		s.dirty = make(map[uint32]struct{})
 		s.types = make(map[string]bool)
-		s.keepEvicted = cfg.KeepEvicted
 	}
 	return s
 }
@@ -544,6 +542,8 @@ func (s *State) addTask(uuid string) uint32 {
 	i := uint32(s.created % uint64(s.maxTasks))
 	s.slots.ensure(i)
 	if s.slots.at(i).live() {
+		// Before counting the new task: evict reads the old one's
+		// sequence number from created.
 		s.evict(i)
 	}
 	s.created++
@@ -567,13 +567,9 @@ func (s *State) evict(i uint32) {
 	t := s.load(i, viewText)
 	if s.keepEvicted {
 		if _, changed := s.dirty[i]; changed {
+			// Not written yet: the next Drain hands it over anyway.
+			s.evicted = append(s.evicted, Record{Seq: s.seqOf(i), Data: encodeRecord(nil, &t)})
 			delete(s.dirty, i)
-			if len(s.evicted) >= s.maxTasks {
-				s.evicted = s.evicted[1:]
-				s.evictedLost++
-			}
-			// Eviction always takes the oldest live task.
-			s.evicted = append(s.evicted, Record{Seq: s.created - uint64(s.live), Data: encodeRecord(nil, &t)})
 		}
 	}
 	if parent := parentOf(&t); parent != "" {

@@ -27,6 +27,8 @@ import (
 	"fmt"
 	"hash/fnv"
 	"log/slog"
+	"maps"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -229,18 +231,26 @@ func (s *Store) Write(b store.Batch) error {
 	ctx, cancel := context.WithTimeout(context.Background(), s.cfg.WriteTimeout)
 	defer cancel()
 	var pb pgx.Batch
+	tasks := make([]state.Task, 0, len(b.Tasks))
 	for _, rec := range b.Tasks {
 		t, err := state.DecodeRecord(rec.Data)
 		if err != nil {
 			s.log.Warn("skipping an unreadable task record", slog.Any("err", err))
 			continue
 		}
-		pb.Queue(upsertSQL, taskArgs(&t)...)
+		tasks = append(tasks, t)
+	}
+	// Every replica locks the rows in the same order, by id: two batches
+	// sharing tasks wait for each other instead of deadlocking.
+	slices.SortStableFunc(tasks, func(x, y state.Task) int { return strings.Compare(x.UUID, y.UUID) })
+	for i := range tasks {
+		pb.Queue(upsertSQL, taskArgs(&tasks[i])...)
 	}
 	for _, w := range b.ForgottenWorkers {
 		pb.Queue(`DELETE FROM stamen_workers WHERE hostname = $1`, w)
 	}
-	for w, e := range b.Workers {
+	for _, w := range slices.Sorted(maps.Keys(b.Workers)) {
+		e := b.Workers[w]
 		pb.Queue(`INSERT INTO stamen_workers (hostname, event) VALUES ($1, $2)
 			ON CONFLICT (hostname) DO UPDATE SET event = EXCLUDED.event`, w, e)
 	}
@@ -301,8 +311,9 @@ func taskArgs(t *state.Task) []any {
 
 // upsertSQL merges one record into its row. "newer" orders two records of
 // a task by (timestamp, clock); every field comes from the newer record
-// when it has one, else from the other: a commutative merge, so that the
-// row ends the same whichever replica writes first. The state is the
+// when it has one, else from the other, but for the times of the events
+// (received, started, ...), which take the latest: a commutative merge,
+// so that the row ends the same whichever replica writes first. The state is the
 // stronger by Celery's precedence, except that RETRY (which Celery lets
 // replace and be replaced out of order) and ties go by recency.
 var upsertSQL = func() string {
@@ -333,6 +344,10 @@ var upsertSQL = func() string {
 				WHEN EXCLUDED.state <> 'RETRY' AND t.state <> 'RETRY' AND stamen_precedence(EXCLUDED.state) < stamen_precedence(t.state) THEN EXCLUDED.state
 				WHEN EXCLUDED.state <> 'RETRY' AND t.state <> 'RETRY' AND stamen_precedence(EXCLUDED.state) > stamen_precedence(t.state) THEN t.state
 				WHEN %s THEN EXCLUDED.state ELSE t.state END`, newer)
+		case "received", "sent", "started", "rejected", "succeeded", "failed", "retried", "revoked":
+			// When the latest event of that kind happened: the greatest,
+			// whichever record brings it (GREATEST skips NULLs).
+			fmt.Fprintf(&b, `%[1]s = greatest(EXCLUDED.%[1]s, t.%[1]s)`, c)
 		case "clock":
 			fmt.Fprintf(&b, `clock = CASE WHEN %s THEN EXCLUDED.clock ELSE t.clock END`, newer)
 		default:

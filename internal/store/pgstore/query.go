@@ -40,9 +40,8 @@ func (s *Store) List(ctx context.Context, q state.Query) (*Cursor, error) {
 		cancel()
 		return nil, unavailable(err)
 	}
-	// pgx reports a failed or timed-out query at the first Next, after
-	// the handler would have answered 200: wait for the first row here,
-	// so that such a read answers 503 rather than an empty 200.
+	// pgx reports a failed query at its first row: read it here, so that
+	// an outage is an error (503) rather than an empty 200.
 	if !rows.Next() {
 		rows.Close()
 		cancel()
@@ -51,7 +50,7 @@ func (s *Store) List(ctx context.Context, q state.Query) (*Cursor, error) {
 		}
 		return &Cursor{}, nil
 	}
-	return &Cursor{rows: rows, cancel: cancel, peeked: true}, nil
+	return &Cursor{rows: rows, cancel: cancel, ready: true}, nil
 }
 
 // UnpagedTimeout bounds the query of a GET /api/tasks without limit.
@@ -63,8 +62,8 @@ type Cursor struct {
 	cancel context.CancelFunc
 	err    error
 	t      state.Task
-	// peeked: rows is on a row List already advanced to.
-	peeked bool
+	// ready is set when rows holds a row not yet read.
+	ready bool
 }
 
 // Next calls fn with each of the next n tasks, in order, and reports
@@ -74,12 +73,11 @@ func (c *Cursor) Next(n int, fn func(t *state.Task)) bool {
 		return false
 	}
 	for range n {
-		if c.peeked {
-			c.peeked = false
-		} else if !c.rows.Next() {
+		if !c.ready && !c.rows.Next() {
 			c.Close()
 			return false
 		}
+		c.ready = false
 		var r row
 		if err := c.rows.Scan(r.dest()...); err != nil {
 			c.err = unavailable(err)

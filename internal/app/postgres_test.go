@@ -1,0 +1,189 @@
+package app
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/stamen-dev/stamen/internal/store"
+	"github.com/stamen-dev/stamen/internal/testcluster"
+)
+
+// publishUntil publishes payloads[from:to] on the embedded broker until
+// the state holds `want` tasks (the subscription starts in the
+// background, and an event published before it is lost).
+func publishUntil(t *testing.T, a *App, payloads [][]byte, want func() bool) {
+	t.Helper()
+	rdb := brokerClient(t, a)
+	defer rdb.Close()
+	deadline := time.Now().Add(20 * time.Second)
+	for !want() {
+		if time.Now().After(deadline) {
+			t.Fatal("events not ingested in time")
+		}
+		for _, p := range payloads {
+			if err := rdb.Publish(context.Background(), "/0.celeryev/task.multi", p).Err(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		for end := time.Now().Add(time.Second); !want() && time.Now().Before(end); {
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+}
+
+func getStatus(t *testing.T, srv *httptest.Server, path string) (int, string) {
+	t.Helper()
+	resp, err := http.Get(srv.URL + path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+// storedTasks is how many tasks PostgreSQL holds, or -1 while it cannot
+// be read.
+func storedTasks(a *App) int {
+	n, _, _, err := a.Postgres.Counts(context.Background())
+	if err != nil {
+		return -1
+	}
+	return n
+}
+
+// TestPostgresOutage: while PostgreSQL is unreachable, reads answer 503
+// JSON within the read timeout and ingestion goes on; once it is back,
+// the records buffered meanwhile are written. With a buffer (--max_tasks)
+// smaller than what the outage brought, the excess is counted in
+// stamen_store_lost_records_total.
+func TestPostgresOutage(t *testing.T) {
+	for _, c := range []struct {
+		name     string
+		maxTasks int
+		// tasks during the outage, and how many must reach PostgreSQL
+		during, want int
+		lost         bool
+	}{
+		{"within the buffer", 1000, 150, 200, false},
+		{"beyond the buffer", 60, 150, 50 + 60, true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			proxy := testcluster.StartProxy(t, testcluster.PostgresAddr)
+			db := testcluster.PostgresDB(t)
+			a, err := New(context.Background(), Config{
+				EmbeddedAddr: fmt.Sprintf("127.0.0.1:%d", testcluster.FreePort(t)),
+				DBPath:       testcluster.PostgresURL(proxy.Addr(), db),
+				MaxTasks:     c.maxTasks,
+				SaveInterval: 100 * time.Millisecond,
+				DBTimeout:    500 * time.Millisecond,
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer a.Close()
+			srv := httptest.NewServer(a.Handler)
+			defer srv.Close()
+			payloads := eventPayloads(50 + c.during)
+
+			publishUntil(t, a, payloads[:50], func() bool { return storedTasks(a) == 50 })
+			if code, body := getStatus(t, srv, "/api/tasks?limit=1000"); code != 200 || strings.Count(body, `"uuid"`) != 50 {
+				t.Fatalf("before the outage: %d %.200s", code, body)
+			}
+
+			proxy.Cut()
+			for _, path := range []string{"/api/tasks?limit=10", "/api/task/info/00000000-0000-4000-8000-000000000001", "/api/task/types", "/api/workers?status=1"} {
+				start := time.Now()
+				code, body := getStatus(t, srv, path)
+				var e struct{ Error string }
+				if code != http.StatusServiceUnavailable || json.Unmarshal([]byte(body), &e) != nil || e.Error == "" {
+					t.Fatalf("GET %s during the outage: %d %s, want 503 JSON", path, code, body)
+				}
+				if took := time.Since(start); took > 3*time.Second {
+					t.Errorf("GET %s took %v to fail", path, took)
+				}
+				if strings.Contains(body, "stamen_test@") || strings.Contains(body, ":stamen_test") {
+					t.Errorf("the password reached the body: %s", body)
+				}
+			}
+			// Ingestion goes on in memory.
+			publishUntil(t, a, payloads[50:], func() bool {
+				_, ok := a.State.Task(fmt.Sprintf("00000000-0000-4000-8000-%012d", 50+c.during-1))
+				return ok && a.State.Len() == min(50+c.during, c.maxTasks)
+			})
+			// Then a flush fails with the whole outage's records in hand.
+			failed := a.failedFlushes.Load()
+			deadline := time.Now().Add(10 * time.Second)
+			for a.failedFlushes.Load() < failed+2 {
+				if time.Now().After(deadline) {
+					t.Fatal("no flush failed during the outage")
+				}
+				time.Sleep(20 * time.Millisecond)
+			}
+
+			proxy.Start()
+			deadline = time.Now().Add(20 * time.Second)
+			for storedTasks(a) < c.want {
+				if time.Now().After(deadline) {
+					t.Fatalf("PostgreSQL holds %d tasks after the outage, want %d", storedTasks(a), c.want)
+				}
+				time.Sleep(20 * time.Millisecond)
+			}
+			if n := storedTasks(a); n != c.want {
+				t.Fatalf("PostgreSQL holds %d tasks, want %d", n, c.want)
+			}
+			lost := testutil.ToFloat64(a.lost)
+			if c.lost && lost != float64(50+c.during-c.want) {
+				t.Errorf("lost records %v, want %d", lost, 50+c.during-c.want)
+			}
+			if !c.lost && lost != 0 {
+				t.Errorf("lost records %v, want 0", lost)
+			}
+			code, body := getStatus(t, srv, "/api/tasks")
+			if code != 200 || strings.Count(body, `"uuid"`) != c.want {
+				t.Fatalf("after the outage: %d, %d tasks", code, strings.Count(body, `"uuid"`))
+			}
+		})
+	}
+}
+
+// TestMergeKeep: for PostgreSQL the buffer keeps the records of tasks
+// evicted from the hot set (they are history) and newer records win; a
+// buffer kept after a failed write is trimmed to max records, the oldest
+// dropped and counted.
+func TestMergeKeep(t *testing.T) {
+	older := store.Batch{FirstSeq: 1, Tasks: []store.Task{{Seq: 1, Data: []byte("old1")}, {Seq: 3, Data: []byte("old3")}, {Seq: 5, Data: []byte("old5")}},
+		ForgottenWorkers: []string{"gone"}}
+	newer := store.Batch{FirstSeq: 4, Tasks: []store.Task{{Seq: 3, Data: []byte("new3")}, {Seq: 6, Data: []byte("new6")}}}
+	merged := mergeKeep(older, newer)
+	if merged.FirstSeq != 4 || fmt.Sprint(merged.ForgottenWorkers) != "[gone]" {
+		t.Errorf("merged %+v", merged)
+	}
+	for _, c := range []struct {
+		max  int
+		want string
+		lost int
+	}{
+		{10, "[1=old1 3=new3 5=old5 6=new6]", 0},
+		{3, "[3=new3 5=old5 6=new6]", 1},
+		{1, "[6=new6]", 3},
+	} {
+		got, lost := trimOldest(merged, c.max)
+		var seqs []string
+		for _, r := range got.Tasks {
+			seqs = append(seqs, fmt.Sprintf("%d=%s", r.Seq, r.Data))
+		}
+		if fmt.Sprint(seqs) != c.want || lost != c.lost {
+			t.Errorf("max %d: %v lost %d, want %s lost %d", c.max, seqs, lost, c.want, c.lost)
+		}
+	}
+}
