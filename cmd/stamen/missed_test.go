@@ -228,6 +228,16 @@ for i in range(int(sys.argv[1])):
 		!strings.HasPrefix(fmt.Sprint(info["worker"]), "recon-") {
 		t.Errorf("task %s after reconciliation: %v", ids[0], info)
 	}
+	// And counts them.
+	mresp, err := http.Get(base2 + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer mresp.Body.Close()
+	metrics, _ := io.ReadAll(mresp.Body)
+	if want := fmt.Sprintf("stamen_reconciled_tasks_total %d\n", missedTasks); !strings.Contains(string(metrics), want) {
+		t.Errorf("/metrics lacks %q", want)
+	}
 	t.Logf("reconciled %v in %s", counts, time.Since(start).Round(time.Millisecond))
 }
 

@@ -152,6 +152,8 @@ type App struct {
 	lost prometheus.Counter
 	// failedFlushes counts the flushes whose write failed.
 	failedFlushes atomic.Int64
+	// reconciler is nil without a Redis result backend.
+	reconciler *reconcile.Reconciler
 	// writeBatch is store.Write; tests make it fail.
 	writeBatch func(store.Batch) error
 	// unsaved is the last batch whose write failed, merged into the next
@@ -235,6 +237,7 @@ func New(ctx context.Context, cfg Config) (*App, error) {
 		// them.
 		b.SetQueueLookup(a.Inspector.Queue)
 	}
+	a.reconciler = a.newReconciler(results)
 	a.Metrics = metrics.New(a.gauges()...)
 	a.Events = stream.NewHub()
 	h := handlers.New(handlers.Config{
@@ -277,7 +280,12 @@ func New(ctx context.Context, cfg Config) (*App, error) {
 		}()
 	}
 	// Before ingestion starts, so that the first subscription kicks it.
-	a.startReconciler(runCtx, results)
+	if r := a.reconciler; r != nil {
+		if s, ok := a.broker.(interface{ SetOnSubscribe(func()) }); ok {
+			s.SetOnSubscribe(r.Kick)
+		}
+		a.wg.Go(func() { r.Run(runCtx) })
+	}
 	a.wg.Add(3)
 	go func() {
 		defer a.wg.Done()
@@ -297,15 +305,16 @@ func New(ctx context.Context, cfg Config) (*App, error) {
 	return a, nil
 }
 
-// startReconciler runs reconciliation when the result backend can be
-// read in bulk (Redis): see internal/reconcile. Its rounds are kicked by
-// every (re)subscription of the event stream.
-func (a *App) startReconciler(ctx context.Context, results handlers.ResultBackend) {
+// newReconciler is the reconciler when the result backend can be read in
+// bulk (Redis), nil otherwise: see internal/reconcile. New kicks its
+// rounds at every (re)subscription of the event stream. Its source of
+// unfinished tasks is the state.
+func (a *App) newReconciler(results handlers.ResultBackend) *reconcile.Reconciler {
 	bulk, ok := results.(reconcile.Results)
 	if !ok || a.cfg.ReconcileMaxLookups < 0 {
-		return
+		return nil
 	}
-	r := reconcile.New(reconcile.Config{
+	return reconcile.New(reconcile.Config{
 		Source:     a.State,
 		Results:    bulk,
 		Apply:      a.applyBatch,
@@ -315,10 +324,6 @@ func (a *App) startReconciler(ctx context.Context, results handlers.ResultBacken
 		Timeout:    a.cfg.BrokerTimeout,
 		Logger:     a.log,
 	})
-	if s, ok := a.broker.(interface{ SetOnSubscribe(func()) }); ok {
-		s.SetOnSubscribe(r.Kick)
-	}
-	a.wg.Go(func() { r.Run(ctx) })
 }
 
 func origin() string {
@@ -728,8 +733,26 @@ func (a *App) purge(now time.Time) {
 
 // gauges are the scrape-time metrics of the running app.
 func (a *App) gauges() []prometheus.Collector {
+	reconciled := func(tasks bool) func() float64 {
+		return func() float64 {
+			if a.reconciler == nil {
+				return 0
+			}
+			looked, done := a.reconciler.Totals()
+			if tasks {
+				return float64(done)
+			}
+			return float64(looked)
+		}
+	}
 	return []prometheus.Collector{
 		a.lost,
+		prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "stamen_reconcile_lookups_total", Help: "Result documents read to reconcile unfinished tasks.",
+		}, reconciled(false)),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "stamen_reconciled_tasks_total", Help: "Tasks finished from their result documents after their events were missed.",
+		}, reconciled(true)),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "stamen_tasks_stored", Help: "Tasks held in the state.",
 		}, func() float64 { return float64(a.State.Len()) }),

@@ -23,6 +23,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 	"unicode/utf8"
 
@@ -62,6 +63,9 @@ const (
 	// DefaultPause is the wait between rounds while a kicked round's tasks
 	// are not all looked up: the rest follow soon, not one Interval later.
 	DefaultPause = time.Second
+	// retryPause is, in Pauses, the wait after a failed round while a
+	// kick's tasks are not through.
+	retryPause = 5
 )
 
 // Config is what a Reconciler needs.
@@ -95,12 +99,24 @@ type Reconciler struct {
 	// cut, when set, is the latest kick's time: the next rounds look at
 	// every task unfinished before it, until a round gets through them.
 	cut time.Time
+	// gen counts the kicks, so that a round does not clear the cut of a
+	// kick that came while it ran.
+	gen uint64
 	// checked remembers the tasks whose lookup found nothing final, and
 	// when, so that rounds move on to others instead of asking about the
 	// same oldest tasks for ever. At most maxChecked entries, oldest
 	// first in order.
 	checked map[string]time.Time
 	order   []string
+
+	// Totals since start, for /metrics.
+	looked, reconciled atomic.Uint64
+}
+
+// Totals returns the result documents read and the tasks reconciled since
+// the Reconciler was made.
+func (r *Reconciler) Totals() (looked, reconciled uint64) {
+	return r.looked.Load(), r.reconciled.Load()
 }
 
 // Stats is what one round did.
@@ -151,6 +167,7 @@ func (r *Reconciler) maxChecked() int { return 10 * r.cfg.MaxLookups }
 func (r *Reconciler) Kick() {
 	r.mu.Lock()
 	r.cut = r.cfg.Now()
+	r.gen++
 	// What was still running before the gap may have finished in it.
 	clear(r.checked)
 	r.order = r.order[:0]
@@ -173,24 +190,35 @@ func (r *Reconciler) Run(ctx context.Context) {
 		case <-r.kick:
 		case <-t.C:
 		}
+		r.mu.Lock()
+		gen := r.gen
+		r.mu.Unlock()
 		st, err := r.Round(ctx)
 		if ctx.Err() != nil {
 			return
 		}
-		if err != nil {
+		switch {
+		case err != nil:
 			r.cfg.Logger.Warn("reconciliation round failed", slog.Any("err", err))
-		} else if st.Reconciled > 0 || st.Looked > 0 {
+		case st.Reconciled > 0:
 			r.cfg.Logger.Info("reconciled tasks from the result backend", slog.Int("stale", st.Stale),
 				slog.Int("looked_up", st.Looked), slog.Int("reconciled", st.Reconciled))
+		case st.Looked > 0:
+			r.cfg.Logger.Debug("no unfinished task had a final result document", slog.Int("looked_up", st.Looked))
 		}
 		next := r.cfg.Interval
 		r.mu.Lock()
-		if !r.cut.IsZero() && err == nil {
-			if st.Exhausted {
-				r.cut = time.Time{}
-			} else {
-				next = r.cfg.Pause
-			}
+		switch {
+		case r.cut.IsZero():
+		case err != nil:
+			// The backend may be coming back with the broker.
+			next = min(next, retryPause*r.cfg.Pause)
+		case !st.Exhausted:
+			next = r.cfg.Pause
+		case r.gen == gen:
+			// Through; unless a kick came during the round, which the
+			// pending signal on r.kick covers.
+			r.cut = time.Time{}
 		}
 		r.mu.Unlock()
 		if !t.Stop() {
@@ -251,6 +279,7 @@ func (r *Reconciler) Round(ctx context.Context) (Stats, error) {
 			return st, fmt.Errorf("read %d result documents: %w", len(batch), err)
 		}
 		st.Looked += len(batch)
+		r.looked.Add(uint64(len(batch)))
 		at := r.cfg.Now()
 		events := make([]celery.Event, 0, len(batch))
 		var unresolved []string
@@ -269,6 +298,7 @@ func (r *Reconciler) Round(ctx context.Context) (Stats, error) {
 		if len(events) > 0 {
 			r.cfg.Apply(ctx, events)
 			st.Reconciled += len(events)
+			r.reconciled.Add(uint64(len(events)))
 		}
 		r.remember(unresolved, at)
 	}

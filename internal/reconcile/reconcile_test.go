@@ -276,3 +276,35 @@ func TestRun(t *testing.T) {
 	cancel()
 	<-done
 }
+
+// TestRunAfterKickGoesOn: after a kick, rounds follow each other a Pause
+// apart until every task unfinished at the kick was looked up, each
+// within MaxLookups; then Run waits for the Interval.
+func TestRunAfterKickGoesOn(t *testing.T) {
+	b := &backend{docs: map[string]*celery.Result{}}
+	for i := range 25 {
+		b.docs[taskID(i)] = success(taskID(i))
+	}
+	s, r := setup(t, 25, b, Config{Interval: time.Hour, Pause: 10 * time.Millisecond, MaxLookups: 10, After: time.Hour})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); r.Run(ctx) }()
+	r.Kick()
+	deadline := time.Now().Add(5 * time.Second)
+	for states(s, 25)["SUCCESS"] != 25 {
+		if time.Now().After(deadline) {
+			t.Fatalf("after a kick: %v", states(s, 25))
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	cancel()
+	<-done
+	for _, n := range b.batches {
+		if n > 10 {
+			t.Errorf("a round read %d documents, beyond MaxLookups", n)
+		}
+	}
+	if looked, done := r.Totals(); looked != 25 || done != 25 {
+		t.Errorf("totals: %d looked up, %d reconciled", looked, done)
+	}
+}

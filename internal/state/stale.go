@@ -17,8 +17,9 @@ var unfinished = [...]string{Pending, Received, Started, Retry}
 // whose latest event is older than before, oldest first: the tasks whose
 // finishing events stamen may have missed, for a reconciler to look up in
 // the result backend. It reads the state indexes (each ordered by the
-// latest event's timestamp) and costs O(limit log n); ctx is not waited
-// on, it is there for stores that do.
+// latest event's timestamp): a binary search and at most limit items per
+// state, under the read lock. ctx is not waited on; it is there for
+// stores that do (reconcile.Source).
 func (s *State) StaleTasks(_ context.Context, before time.Time, limit int) ([]string, error) {
 	if limit <= 0 {
 		return nil, nil
@@ -36,8 +37,8 @@ func (s *State) StaleTasks(_ context.Context, before time.Time, limit int) ([]st
 		if x == nil {
 			continue
 		}
-		// Every index but a state's own may hold other states folding to
-		// the same key (a custom "started"): check the slot's own state.
+		// An index holds every state that folds to its key (a custom
+		// "started" shares STARTED's): check the slot's own state.
 		from, _ := x.all()
 		to := x.bound(cut, false)
 		n := 0
