@@ -8,10 +8,18 @@
 #   BENCH_N      iterations of the internal/app benchmarks (default 200000)
 #   BENCH_TASKS  tasks of the load driver's large phase (default 1000000;
 #                the issue 6 targets are judged only at 1,000,000)
+#   BENCH_PG     1 (default): also the PostgreSQL fleet run (issue 16), whose
+#                section of bench/RESULTS.md replaces the one there; "only":
+#                just that run; 0: not it
+#   STAMEN_BENCH_PG_TASKS   tasks in Postgres for its reads (default 10000000)
+#   STAMEN_BENCH_PG_INGEST  tasks published per ingestion phase (default 100000)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # RabbitMQ too: the control-plane benchmarks (scripts/bench-control.sh) run on it.
 bash scripts/services.sh >/dev/null
+if [ "${BENCH_PG:-1}" = only ]; then
+  exec bash scripts/bench-pg.sh
+fi
 export STAMEN_INTEGRATION=1
 out=$(mktemp)
 load=$(mktemp)
@@ -197,3 +205,6 @@ if grep -q "^$marker" bench/RESULTS.md 2>/dev/null; then
 fi
 mv "$results" bench/RESULTS.md
 echo "wrote bench/RESULTS.md"
+if [ "${BENCH_PG:-1}" = 1 ]; then
+  bash scripts/bench-pg.sh
+fi

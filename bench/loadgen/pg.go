@@ -1,0 +1,458 @@
+package main
+
+// The PostgreSQL scale run (-pg): a fleet of stamen replicas on one
+// database, stamen_bench, created and dropped by the run.
+//
+//  1. Bulk load: a replica starts and migrates the schema, and is stopped;
+//     the table is filled with SQL (generate_series) to -pg-tasks rows less
+//     those ingested next: the same tasks the driver would have published
+//     (names, workers, states, timestamps), instead of ingesting ten
+//     million tasks' events. The table's secondary indexes are dropped
+//     first and recreated from their own definitions afterwards (faster
+//     than maintaining them row by row), so the schema read is stamen's.
+//  2. Ingestion into the loaded table: one replica, then two, ingest
+//     -pg-ingest tasks' events each from Redis pub/sub; the rate is the
+//     tasks' rows landing in Postgres in their final state, per second
+//     (both replicas write every task).
+//  3. Reads: vegeta measures /api/tasks?limit=100 per filter and
+//     /api/task/info on the same replicas, and each one's VmRSS is read
+//     once the reads are done.
+//
+// The measured phases (2 and 3) hold -lock (flock), the lock the
+// integration tests take, so that neither disturbs the other's timings; the
+// bulk load does not, as it measures nothing and would hold it for many
+// minutes.
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	goredis "github.com/redis/go-redis/v9"
+)
+
+// benchDB is the database the run creates and drops (-pg-db changes it,
+// for a trial run beside a real one).
+var benchDB = "stamen_bench"
+
+type pgConfig struct {
+	admin  string // URL of a database to create stamen_bench from
+	tasks  int    // rows in stamen_tasks for the reads
+	ingest int    // tasks published per ingestion phase
+	chunk  int    // rows per INSERT of the bulk load
+	lock   string
+	keep   bool
+}
+
+// flock takes an exclusive lock on path (waiting for it) and returns its
+// release; "" takes none.
+func flock(path string) (func(), error) {
+	if path == "" {
+		return func() {}, nil
+	}
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR, 0o666)
+	if err != nil {
+		return nil, err
+	}
+	progress("waiting for the lock %s", path)
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("flock %s: %w", path, err)
+	}
+	return func() { f.Close() }, nil
+}
+
+// dbURL is admin with its database replaced by name.
+func dbURL(admin, name string) (string, error) {
+	u, err := url.Parse(admin)
+	if err != nil {
+		return "", fmt.Errorf("-pg: %w", err)
+	}
+	u.Path = "/" + name
+	return u.String(), nil
+}
+
+func pgExec(ctx context.Context, dsn string, sqls ...string) error {
+	conn, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		return err
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	for _, s := range sqls {
+		if _, err := conn.Exec(ctx, s); err != nil {
+			return fmt.Errorf("%.80s: %w", s, err)
+		}
+	}
+	return nil
+}
+
+func runPG(ctx context.Context, c config, pc pgConfig) (err error) {
+	tolerateFailures = true
+	if pc.ingest <= 0 || 2*pc.ingest > pc.tasks {
+		return errors.New("need 0 < 2 × -pg-ingest <= -pg-tasks")
+	}
+	rdb := goredis.NewClient(&goredis.Options{Addr: c.redis, DB: c.db})
+	defer rdb.Close()
+	if err := rdb.FlushDB(ctx).Err(); err != nil {
+		return fmt.Errorf("flush Redis db %d: %w", c.db, err)
+	}
+	defer rdb.FlushDB(context.WithoutCancel(ctx))
+	dsn, err := dbURL(pc.admin, benchDB)
+	if err != nil {
+		return err
+	}
+	drop := "DROP DATABASE IF EXISTS " + benchDB + " WITH (FORCE)"
+	if err := pgExec(ctx, pc.admin, drop, "CREATE DATABASE "+benchDB); err != nil {
+		return fmt.Errorf("create %s: %w", benchDB, err)
+	}
+	if !pc.keep {
+		defer func() {
+			if derr := pgExec(context.WithoutCancel(ctx), pc.admin, drop); derr != nil && err == nil {
+				err = derr
+			}
+		}()
+	}
+	conn, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		return err
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	dir, err := os.MkdirTemp("", "stamen-loadgen-pg-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	var logs []string
+	defer func() {
+		if err != nil {
+			for _, l := range logs {
+				if b, rerr := os.ReadFile(l); rerr == nil {
+					fmt.Fprintf(os.Stderr, "%s:\n%s", l, lastLines(b, 40))
+				}
+			}
+		}
+	}()
+	replica := func(name string) (*stamen, error) {
+		l := filepath.Join(dir, name+".log")
+		logs = append(logs, l)
+		s, _, err := startArgs(ctx, c.stamen, l, 60*time.Second,
+			"--db", dsn, "--broker", fmt.Sprintf("redis://%s/%d", c.redis, c.db))
+		return s, err
+	}
+	epoch := time.Now().Add(-span)
+	step := float64(span) / float64(time.Second) / float64(pc.tasks)
+	start := float64(epoch.UnixMicro()) / 1e6
+	fmt.Printf("# stamen %s, database %s, redis %s/%d, %d tasks in Postgres, %d tasks per ingestion phase, attacks of %s with %d clients\n",
+		c.stamen, benchDB, c.redis, c.db, pc.tasks, pc.ingest, c.duration, c.clients)
+
+	// 1. The schema, migrated by stamen itself; then the bulk load.
+	m, err := replica("migrate")
+	if err != nil {
+		return err
+	}
+	m.kill()
+	loaded := time.Now()
+	if err := bulkLoad(ctx, conn, 2*pc.ingest, pc.tasks, pc.chunk, start, step); err != nil {
+		return err
+	}
+	figure("pg_load_s", time.Since(loaded).Seconds())
+
+	// 2. Ingestion on the loaded table, one replica then two.
+	unlock, err := flock(pc.lock)
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	r1, err := replica("replica1")
+	if err != nil {
+		return err
+	}
+	defer r1.kill()
+	channel := fmt.Sprintf("/%d.celeryev/task.multi", c.db)
+	var r2 *stamen
+	for n, from := 1, 0; n <= 2; n, from = n+1, from+pc.ingest {
+		fleet := []*stamen{r1}
+		if n == 2 {
+			if r2, err = replica("replica2"); err != nil {
+				return err
+			}
+			defer r2.kill()
+			fleet = append(fleet, r2)
+		}
+		if err := waitSubscribers(ctx, rdb, c.db, n); err != nil {
+			return err
+		}
+		progress("ingestion with %d replica(s): %d tasks", n, pc.ingest)
+		payloads := make([][]byte, pc.ingest)
+		for i := range payloads {
+			payloads[i] = envelope(from+i, start, step)
+		}
+		took, err := feedPG(ctx, rdb, channel, fleet, conn, payloads, from)
+		if err != nil {
+			return err
+		}
+		figure(fmt.Sprintf("pg_ingest_rows_per_s_%d", n), float64(pc.ingest)/took.Seconds())
+		figure(fmt.Sprintf("pg_ingest_events_per_s_%d", n), 3*float64(pc.ingest)/took.Seconds())
+	}
+	for i, s := range []*stamen{r1, r2} {
+		rss, _, err := s.memory(fmt.Sprintf("ingest_replica%d", i+1))
+		if err != nil {
+			return err
+		}
+		figure(fmt.Sprintf("pg_rss_mb_ingest_replica%d", i+1), rss)
+	}
+	var rows int64
+	if err := conn.QueryRow(ctx, "SELECT count(*) FROM stamen_tasks").Scan(&rows); err != nil {
+		return err
+	}
+	fmt.Printf("pg_tasks %d\n", rows)
+	var dbBytes, tableBytes, indexBytes int64
+	if err := conn.QueryRow(ctx, `SELECT pg_database_size(current_database()), pg_table_size('stamen_tasks'), pg_indexes_size('stamen_tasks')`).Scan(&dbBytes, &tableBytes, &indexBytes); err != nil {
+		return err
+	}
+	figure("pg_db_mb", float64(dbBytes)/1e6)
+	figure("pg_table_mb", float64(tableBytes)/1e6)
+	figure("pg_indexes_mb", float64(indexBytes)/1e6)
+	figure("pg_bytes_per_task", float64(dbBytes)/float64(rows))
+	figure("pg_table_bytes_per_task", float64(tableBytes)/float64(rows))
+	figure("pg_index_bytes_per_task", float64(indexBytes)/float64(rows))
+	if err := indexSizes(ctx, conn); err != nil {
+		return err
+	}
+
+	// 3. Reads on the full table, from the same two replicas.
+	for _, t := range pgTargets(epoch, int(rows)) {
+		if err := attack(ctx, c, r1.base, target{"pg_" + t.label, t.path}, int(rows)); err != nil {
+			return err
+		}
+	}
+	if err := attack(ctx, c, r2.base, target{"pg_info_replica2", "/api/task/info/" + taskID(int(rows)/3)}, int(rows)); err != nil {
+		return err
+	}
+	for i, s := range []*stamen{r1, r2} {
+		rss, hwm, err := s.memory(fmt.Sprintf("reads_replica%d", i+1))
+		if err != nil {
+			return err
+		}
+		figure(fmt.Sprintf("pg_rss_mb_replica%d", i+1), rss)
+		figure(fmt.Sprintf("pg_hwm_mb_replica%d", i+1), hwm)
+	}
+	return nil
+}
+
+// pgTargets are the loadgen's reads, plus the sorts Postgres serves by
+// index, and an info of a task the bulk load wrote.
+func pgTargets(epoch time.Time, n int) []target {
+	ts := targets(epoch, n)
+	ts = append(ts,
+		target{"sort_name", "/api/tasks?limit=100&sort_by=name"},
+		target{"sort_received", "/api/tasks?limit=100&sort_by=-received"},
+		target{"deep_offset", "/api/tasks?limit=100&offset=10000&state=FAILURE"},
+		target{"info_ingested", "/api/task/info/" + taskID(7)},
+	)
+	return ts
+}
+
+func failed(i int) bool { return (i/12)%10 == 0 }
+
+// envelope is task i's received, started and succeeded (or failed) events,
+// stamped as the bulk load stamps row i.
+func envelope(i int, start, step float64) []byte {
+	return taskEnvelope(taskID(i), taskNames[i%len(taskNames)], workers[i%len(workers)], i, start+float64(i)*step, failed(i))
+}
+
+// waitSubscribers returns once n subscribers receive what is published
+// on the event channels.
+func waitSubscribers(ctx context.Context, rdb *goredis.Client, db, n int) error {
+	for range 1500 {
+		got, err := rdb.Publish(ctx, fmt.Sprintf("/%d.celeryev/probe", db), "{}").Result()
+		if err != nil {
+			return err
+		}
+		if got >= int64(n) {
+			return nil
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	return fmt.Errorf("%d replicas did not subscribe to the events within 30 s", n)
+}
+
+// feedPG publishes payloads (tasks from, from+1, ...) at most window tasks
+// ahead of the rows in Postgres in their final state, and returns once every
+// one of those tasks' rows is there, with how long that took from the first
+// publish. Pacing on the rows, not on what the replicas ingested, keeps
+// what a replica holds unwritten under its --max_tasks: a replica drops the
+// records of tasks evicted from its hot set before they were written (see
+// bench/RESULTS.md), and this measures the rate it sustains without loss.
+func feedPG(ctx context.Context, rdb *goredis.Client, channel string, fleet []*stamen, conn *pgx.Conn, payloads [][]byte, from int) (time.Duration, error) {
+	began := time.Now()
+	lo, hi := taskID(from), taskID(from+len(payloads)-1)
+	moved, last := time.Now(), int64(-1)
+	landed := func() (int64, error) {
+		var rows int64
+		err := conn.QueryRow(ctx, `SELECT count(*) FROM stamen_tasks WHERE id BETWEEN $1 AND $2 AND state IN ('SUCCESS', 'FAILURE')`, lo, hi).Scan(&rows)
+		if err != nil {
+			return 0, err
+		}
+		if rows > last {
+			moved, last = time.Now(), rows
+		}
+		if time.Since(moved) > stall {
+			lost := 0.0
+			for _, s := range fleet {
+				n, _ := s.metric("stamen_store_lost_records_total")
+				lost += n
+			}
+			return 0, fmt.Errorf("rows in Postgres stalled at %d of %d (records lost by the replicas: %.0f)", rows, len(payloads), lost)
+		}
+		return rows, nil
+	}
+	for i := 0; i < len(payloads); {
+		rows, err := landed()
+		if err != nil {
+			return 0, err
+		}
+		if i-int(rows) > window {
+			time.Sleep(5 * time.Millisecond)
+			continue
+		}
+		j := min(i+batch, len(payloads))
+		pipe := rdb.Pipeline()
+		for _, p := range payloads[i:j] {
+			pipe.Publish(ctx, channel, p)
+		}
+		if _, err := pipe.Exec(ctx); err != nil {
+			return 0, fmt.Errorf("publish: %w", err)
+		}
+		i = j
+	}
+	for {
+		rows, err := landed()
+		if err != nil {
+			return 0, err
+		}
+		if rows >= int64(len(payloads)) {
+			return time.Since(began), nil
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// bulkLoad fills stamen_tasks with tasks from..to-1 by SQL, as envelope
+// would have described them, chunk rows per statement, with the secondary
+// indexes dropped meanwhile and recreated from their definitions.
+func bulkLoad(ctx context.Context, conn *pgx.Conn, from, to, chunk int, start, step float64) error {
+	rows, err := conn.Query(ctx, `SELECT i.indexname, i.indexdef FROM pg_indexes i
+		WHERE i.schemaname = current_schema() AND i.tablename = 'stamen_tasks'
+		AND NOT EXISTS (SELECT 1 FROM pg_constraint c WHERE c.conname = i.indexname)`)
+	if err != nil {
+		return err
+	}
+	var names, defs []string
+	for rows.Next() {
+		var n, d string
+		if err := rows.Scan(&n, &d); err != nil {
+			return err
+		}
+		names, defs = append(names, n), append(defs, d)
+	}
+	if err := rows.Err(); err != nil {
+		return err
+	}
+	progress("bulk load: dropping %d secondary indexes", len(names))
+	for _, n := range names {
+		if _, err := conn.Exec(ctx, "DROP INDEX "+pgx.Identifier{n}.Sanitize()); err != nil {
+			return err
+		}
+	}
+	// Everything a task's three events set, as the state machine sets it.
+	const insert = `INSERT INTO stamen_tasks (id, state, name, received, started, succeeded, failed,
+		args, kwargs, retries, worker, result, exception, traceback, ts, runtime, clock)
+	SELECT '00000000-0000-4000-8000-' || lpad(i::text, 12, '0'),
+		CASE WHEN f THEN 'FAILURE' ELSE 'SUCCESS' END,
+		(ARRAY['bench.add', 'bench.mul', 'bench.div'])[i % 3 + 1],
+		at, at, CASE WHEN f THEN NULL ELSE at END, CASE WHEN f THEN at END,
+		'(1, 2)', '{}', 0,
+		(ARRAY['bench@w0', 'bench@w1', 'bench@w2', 'bench@w3'])[i % 4 + 1],
+		CASE WHEN f THEN NULL ELSE '3' END,
+		CASE WHEN f THEN 'ValueError(''boom'')' END,
+		CASE WHEN f THEN E'Traceback (most recent call last):\nValueError: boom\n' END,
+		at, CASE WHEN f THEN NULL ELSE 0.001 END, i
+	FROM (SELECT i, $3::float8 + i * $4::float8 AS at, (i / 12) % 10 = 0 AS f
+		FROM generate_series($1::bigint, $2::bigint) AS i) AS g`
+	for lo := from; lo < to; lo += chunk {
+		hi := min(lo+chunk, to) - 1
+		began := time.Now()
+		if _, err := conn.Exec(ctx, insert, lo, hi, start, step); err != nil {
+			return fmt.Errorf("bulk insert %d..%d: %w", lo, hi, err)
+		}
+		progress("bulk load: rows %d..%d in %s", lo, hi, time.Since(began).Round(time.Millisecond))
+	}
+	if _, err := conn.Exec(ctx, "SET maintenance_work_mem = '512MB'"); err != nil {
+		return err
+	}
+	for i, d := range defs {
+		began := time.Now()
+		if _, err := conn.Exec(ctx, d); err != nil {
+			return fmt.Errorf("recreate %s: %w", names[i], err)
+		}
+		progress("bulk load: %s rebuilt in %s", names[i], time.Since(began).Round(time.Millisecond))
+	}
+	began := time.Now()
+	if _, err := conn.Exec(ctx, "VACUUM (ANALYZE) stamen_tasks"); err != nil {
+		return err
+	}
+	progress("bulk load: vacuum analyze in %s", time.Since(began).Round(time.Millisecond))
+	return nil
+}
+
+// indexSizes prints each index of stamen_tasks's size.
+func indexSizes(ctx context.Context, conn *pgx.Conn) error {
+	rows, err := conn.Query(ctx, `SELECT indexrelid::regclass::text, pg_relation_size(indexrelid) FROM pg_index
+		WHERE indrelid = 'stamen_tasks'::regclass ORDER BY 2 DESC`)
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var n string
+		var b int64
+		if err := rows.Scan(&n, &b); err != nil {
+			return err
+		}
+		fmt.Printf("pg_index_mb %s %.1f\n", n, float64(b)/1e6)
+	}
+	return rows.Err()
+}
+
+// startArgs runs the binary with args on a free loopback port and returns
+// once /healthcheck answers 200.
+func startArgs(ctx context.Context, bin, logPath string, timeout time.Duration, args ...string) (*stamen, time.Duration, error) {
+	port, err := freePort()
+	if err != nil {
+		return nil, 0, err
+	}
+	logf, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	if err != nil {
+		return nil, 0, err
+	}
+	cmd := exec.Command(bin, append(args, "--port", strconv.Itoa(port))...)
+	return launch(ctx, cmd, logf, port, timeout)
+}
+
+func lastLines(b []byte, n int) string {
+	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n") + "\n"
+}
