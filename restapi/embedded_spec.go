@@ -32,6 +32,82 @@ func init() {
   },
   "basePath": "/",
   "paths": {
+    "/api/audit": {
+      "get": {
+        "description": "The audit log: one record per write operation called (every\noperation that is not a GET), newest first, with who called it, from\nwhere, its parameters (secrets masked) and the status it answered.\nReadable by operators only. Records older than --audit_max_age, and\nbeyond --audit_max_records, are dropped.\n",
+        "tags": [
+          "audit"
+        ],
+        "operationId": "listAudit",
+        "parameters": [
+          {
+            "maximum": 10000,
+            "minimum": 1,
+            "type": "integer",
+            "format": "int32",
+            "description": "at most this many records (default 100)",
+            "name": "limit",
+            "in": "query"
+          },
+          {
+            "minimum": 0,
+            "type": "integer",
+            "format": "int32",
+            "description": "skip this many matching records",
+            "name": "offset",
+            "in": "query"
+          },
+          {
+            "maxLength": 255,
+            "type": "string",
+            "description": "only records of this operation (its operationId, e.g. revokeTask)",
+            "name": "operation",
+            "in": "query"
+          },
+          {
+            "maxLength": 255,
+            "type": "string",
+            "description": "only records of this credential name",
+            "name": "user",
+            "in": "query"
+          },
+          {
+            "maxLength": 64,
+            "type": "string",
+            "description": "only records at or after this time (RFC 3339)",
+            "name": "since",
+            "in": "query"
+          },
+          {
+            "maxLength": 64,
+            "type": "string",
+            "description": "only records before this time (RFC 3339)",
+            "name": "until",
+            "in": "query"
+          }
+        ],
+        "responses": {
+          "200": {
+            "description": "Audit records, newest first",
+            "schema": {
+              "$ref": "#/definitions/AuditLog"
+            }
+          },
+          "400": {
+            "$ref": "#/responses/BadRequest"
+          },
+          "401": {
+            "$ref": "#/responses/Unauthorized"
+          },
+          "403": {
+            "$ref": "#/responses/Forbidden"
+          },
+          "503": {
+            "$ref": "#/responses/Unavailable"
+          }
+        }
+      }
+    },
     "/api/events": {
       "get": {
         "description": "Celery events as they arrive, as Server-Sent Events: each event's\n` + "`" + `event:` + "`" + ` field is its type (task-succeeded, worker-heartbeat, ...) and\nits ` + "`" + `data:` + "`" + ` field the event's JSON. A comment line is sent every\nheartbeat interval to keep proxies from closing an idle stream.\n",
@@ -97,6 +173,61 @@ func init() {
           },
           "401": {
             "$ref": "#/responses/Unauthorized"
+          },
+          "503": {
+            "$ref": "#/responses/Unavailable"
+          },
+          "504": {
+            "$ref": "#/responses/Timeout"
+          }
+        }
+      }
+    },
+    "/api/queues/purge/{queue}": {
+      "post": {
+        "description": "Empty a queue: every message waiting in it is deleted (on Redis its\npriority lists too), and the answer says how many. Messages workers\nhave already fetched are not touched. A queue that no worker consumes\nand that stamen never published to is refused with 404 unless\nforce=true, so that a typo does not go unnoticed.\n",
+        "tags": [
+          "queues"
+        ],
+        "operationId": "purgeQueue",
+        "parameters": [
+          {
+            "maxLength": 255,
+            "minLength": 1,
+            "type": "string",
+            "description": "the name of a queue",
+            "name": "queue",
+            "in": "path",
+            "required": true
+          },
+          {
+            "type": "boolean",
+            "description": "purge even a queue no worker consumes and stamen never published to",
+            "name": "force",
+            "in": "query"
+          }
+        ],
+        "responses": {
+          "200": {
+            "description": "Purged",
+            "schema": {
+              "$ref": "#/definitions/PurgeResult"
+            }
+          },
+          "400": {
+            "$ref": "#/responses/BadRequest"
+          },
+          "401": {
+            "$ref": "#/responses/Unauthorized"
+          },
+          "403": {
+            "$ref": "#/responses/Forbidden"
+          },
+          "404": {
+            "$ref": "#/responses/NotFound"
+          },
+          "413": {
+            "$ref": "#/responses/TooLarge"
           },
           "503": {
             "$ref": "#/responses/Unavailable"
@@ -1088,6 +1219,77 @@ func init() {
     }
   },
   "definitions": {
+    "AuditLog": {
+      "type": "object",
+      "required": [
+        "records"
+      ],
+      "properties": {
+        "records": {
+          "type": "array",
+          "items": {
+            "$ref": "#/definitions/AuditRecord"
+          }
+        }
+      }
+    },
+    "AuditRecord": {
+      "type": "object",
+      "required": [
+        "time",
+        "user",
+        "role",
+        "remote",
+        "operation",
+        "method",
+        "path",
+        "status"
+      ],
+      "properties": {
+        "count": {
+          "description": "how many items a bulk operation acted on (purged messages, revoked tasks, ...)",
+          "type": "integer",
+          "format": "int64",
+          "x-nullable": true
+        },
+        "method": {
+          "type": "string"
+        },
+        "operation": {
+          "description": "the operation's operationId",
+          "type": "string"
+        },
+        "params": {
+          "description": "path and query parameters and the JSON body, secrets masked",
+          "type": "object",
+          "additionalProperties": {}
+        },
+        "path": {
+          "type": "string"
+        },
+        "remote": {
+          "description": "the client's address",
+          "type": "string"
+        },
+        "role": {
+          "description": "viewer or operator",
+          "type": "string"
+        },
+        "status": {
+          "description": "the HTTP status answered",
+          "type": "integer",
+          "format": "int32"
+        },
+        "time": {
+          "type": "string",
+          "format": "date-time"
+        },
+        "user": {
+          "description": "the credential's name: the basic-auth user, token-\u003cfirst 8 hex digits of the token's SHA-256\u003e, or anonymous without credentials",
+          "type": "string"
+        }
+      }
+    },
     "Error": {
       "type": "object",
       "required": [
@@ -1106,6 +1308,23 @@ func init() {
       ],
       "properties": {
         "message": {
+          "type": "string"
+        }
+      }
+    },
+    "PurgeResult": {
+      "type": "object",
+      "required": [
+        "queue",
+        "purged"
+      ],
+      "properties": {
+        "purged": {
+          "description": "messages deleted",
+          "type": "integer",
+          "format": "int64"
+        },
+        "queue": {
           "type": "string"
         }
       }
@@ -1622,6 +1841,10 @@ func init() {
     {
       "description": "The live stream of Celery events",
       "name": "events"
+    },
+    {
+      "description": "Who called which write operation",
+      "name": "audit"
     }
   ]
 }`))
@@ -1643,6 +1866,94 @@ func init() {
   },
   "basePath": "/",
   "paths": {
+    "/api/audit": {
+      "get": {
+        "description": "The audit log: one record per write operation called (every\noperation that is not a GET), newest first, with who called it, from\nwhere, its parameters (secrets masked) and the status it answered.\nReadable by operators only. Records older than --audit_max_age, and\nbeyond --audit_max_records, are dropped.\n",
+        "tags": [
+          "audit"
+        ],
+        "operationId": "listAudit",
+        "parameters": [
+          {
+            "maximum": 10000,
+            "minimum": 1,
+            "type": "integer",
+            "format": "int32",
+            "description": "at most this many records (default 100)",
+            "name": "limit",
+            "in": "query"
+          },
+          {
+            "minimum": 0,
+            "type": "integer",
+            "format": "int32",
+            "description": "skip this many matching records",
+            "name": "offset",
+            "in": "query"
+          },
+          {
+            "maxLength": 255,
+            "type": "string",
+            "description": "only records of this operation (its operationId, e.g. revokeTask)",
+            "name": "operation",
+            "in": "query"
+          },
+          {
+            "maxLength": 255,
+            "type": "string",
+            "description": "only records of this credential name",
+            "name": "user",
+            "in": "query"
+          },
+          {
+            "maxLength": 64,
+            "type": "string",
+            "description": "only records at or after this time (RFC 3339)",
+            "name": "since",
+            "in": "query"
+          },
+          {
+            "maxLength": 64,
+            "type": "string",
+            "description": "only records before this time (RFC 3339)",
+            "name": "until",
+            "in": "query"
+          }
+        ],
+        "responses": {
+          "200": {
+            "description": "Audit records, newest first",
+            "schema": {
+              "$ref": "#/definitions/AuditLog"
+            }
+          },
+          "400": {
+            "description": "A parameter or the body is missing or invalid",
+            "schema": {
+              "$ref": "#/definitions/Error"
+            }
+          },
+          "401": {
+            "description": "Credentials are missing or wrong",
+            "schema": {
+              "$ref": "#/definitions/Error"
+            }
+          },
+          "403": {
+            "description": "The caller may not do this, or the worker refused the command",
+            "schema": {
+              "$ref": "#/definitions/Error"
+            }
+          },
+          "503": {
+            "description": "The broker or the result backend is unavailable",
+            "schema": {
+              "$ref": "#/definitions/Error"
+            }
+          }
+        }
+      }
+    },
     "/api/events": {
       "get": {
         "description": "Celery events as they arrive, as Server-Sent Events: each event's\n` + "`" + `event:` + "`" + ` field is its type (task-succeeded, worker-heartbeat, ...) and\nits ` + "`" + `data:` + "`" + ` field the event's JSON. A comment line is sent every\nheartbeat interval to keep proxies from closing an idle stream.\n",
@@ -1714,6 +2025,82 @@ func init() {
           },
           "401": {
             "description": "Credentials are missing or wrong",
+            "schema": {
+              "$ref": "#/definitions/Error"
+            }
+          },
+          "503": {
+            "description": "The broker or the result backend is unavailable",
+            "schema": {
+              "$ref": "#/definitions/Error"
+            }
+          },
+          "504": {
+            "description": "A bounded wait expired (the result, a worker's reply, or the broker)",
+            "schema": {
+              "$ref": "#/definitions/Error"
+            }
+          }
+        }
+      }
+    },
+    "/api/queues/purge/{queue}": {
+      "post": {
+        "description": "Empty a queue: every message waiting in it is deleted (on Redis its\npriority lists too), and the answer says how many. Messages workers\nhave already fetched are not touched. A queue that no worker consumes\nand that stamen never published to is refused with 404 unless\nforce=true, so that a typo does not go unnoticed.\n",
+        "tags": [
+          "queues"
+        ],
+        "operationId": "purgeQueue",
+        "parameters": [
+          {
+            "maxLength": 255,
+            "minLength": 1,
+            "type": "string",
+            "description": "the name of a queue",
+            "name": "queue",
+            "in": "path",
+            "required": true
+          },
+          {
+            "type": "boolean",
+            "description": "purge even a queue no worker consumes and stamen never published to",
+            "name": "force",
+            "in": "query"
+          }
+        ],
+        "responses": {
+          "200": {
+            "description": "Purged",
+            "schema": {
+              "$ref": "#/definitions/PurgeResult"
+            }
+          },
+          "400": {
+            "description": "A parameter or the body is missing or invalid",
+            "schema": {
+              "$ref": "#/definitions/Error"
+            }
+          },
+          "401": {
+            "description": "Credentials are missing or wrong",
+            "schema": {
+              "$ref": "#/definitions/Error"
+            }
+          },
+          "403": {
+            "description": "The caller may not do this, or the worker refused the command",
+            "schema": {
+              "$ref": "#/definitions/Error"
+            }
+          },
+          "404": {
+            "description": "Unknown task, task type or worker",
+            "schema": {
+              "$ref": "#/definitions/Error"
+            }
+          },
+          "413": {
+            "description": "The request body is larger than the server accepts (1 MiB)",
             "schema": {
               "$ref": "#/definitions/Error"
             }
@@ -3145,6 +3532,77 @@ func init() {
     }
   },
   "definitions": {
+    "AuditLog": {
+      "type": "object",
+      "required": [
+        "records"
+      ],
+      "properties": {
+        "records": {
+          "type": "array",
+          "items": {
+            "$ref": "#/definitions/AuditRecord"
+          }
+        }
+      }
+    },
+    "AuditRecord": {
+      "type": "object",
+      "required": [
+        "time",
+        "user",
+        "role",
+        "remote",
+        "operation",
+        "method",
+        "path",
+        "status"
+      ],
+      "properties": {
+        "count": {
+          "description": "how many items a bulk operation acted on (purged messages, revoked tasks, ...)",
+          "type": "integer",
+          "format": "int64",
+          "x-nullable": true
+        },
+        "method": {
+          "type": "string"
+        },
+        "operation": {
+          "description": "the operation's operationId",
+          "type": "string"
+        },
+        "params": {
+          "description": "path and query parameters and the JSON body, secrets masked",
+          "type": "object",
+          "additionalProperties": {}
+        },
+        "path": {
+          "type": "string"
+        },
+        "remote": {
+          "description": "the client's address",
+          "type": "string"
+        },
+        "role": {
+          "description": "viewer or operator",
+          "type": "string"
+        },
+        "status": {
+          "description": "the HTTP status answered",
+          "type": "integer",
+          "format": "int32"
+        },
+        "time": {
+          "type": "string",
+          "format": "date-time"
+        },
+        "user": {
+          "description": "the credential's name: the basic-auth user, token-\u003cfirst 8 hex digits of the token's SHA-256\u003e, or anonymous without credentials",
+          "type": "string"
+        }
+      }
+    },
     "Error": {
       "type": "object",
       "required": [
@@ -3163,6 +3621,23 @@ func init() {
       ],
       "properties": {
         "message": {
+          "type": "string"
+        }
+      }
+    },
+    "PurgeResult": {
+      "type": "object",
+      "required": [
+        "queue",
+        "purged"
+      ],
+      "properties": {
+        "purged": {
+          "description": "messages deleted",
+          "type": "integer",
+          "format": "int64"
+        },
+        "queue": {
           "type": "string"
         }
       }
@@ -3679,6 +4154,10 @@ func init() {
     {
       "description": "The live stream of Celery events",
       "name": "events"
+    },
+    {
+      "description": "Who called which write operation",
+      "name": "audit"
     }
   ]
 }`))

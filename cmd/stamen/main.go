@@ -58,6 +58,9 @@ type options struct {
 	stateSaveInterval int
 
 	purgeOfflineWorkers int
+	readOnly            bool
+	auditMaxAge         time.Duration
+	auditMaxRecords     int
 }
 
 // defaultPurgeOfflineWorkers is --purge_offline_workers' default, in
@@ -222,6 +225,15 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	both("state_save_interval", func(n string) {
 		fs.IntVar(&o.stateSaveInterval, n, e.int("STATE_SAVE_INTERVAL", 1000), "how often the history is written to --db, in milliseconds")
 	})
+	both("read_only", func(n string) {
+		fs.BoolVar(&o.readOnly, n, e.bool("READ_ONLY"), "refuse every write operation with 403, whatever the credentials")
+	})
+	both("audit_max_age", func(n string) {
+		fs.DurationVar(&o.auditMaxAge, n, e.duration("AUDIT_MAX_AGE", app.DefaultAuditMaxAge), "drop audit records older than this")
+	})
+	both("audit_max_records", func(n string) {
+		fs.IntVar(&o.auditMaxRecords, n, e.int("AUDIT_MAX_RECORDS", app.DefaultAuditMaxRecords), "keep at most this many audit records, the newest")
+	})
 	str(&o.logLevel, "logging", orDefault(envString("LOGGING"), "info"), "log level: debug, info, warn, error")
 	if err := fs.Parse(args); err != nil {
 		return o, err
@@ -355,6 +367,9 @@ func run(args []string, stderr io.Writer) int {
 		Logger:           log,
 
 		PurgeOfflineWorkers: time.Duration(max(o.purgeOfflineWorkers, 0)) * time.Second,
+		ReadOnly:            o.readOnly,
+		AuditMaxAge:         o.auditMaxAge,
+		AuditMaxRecords:     o.auditMaxRecords,
 	})
 	if err != nil {
 		log.Error("cannot start", slog.Any("err", err))

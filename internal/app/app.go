@@ -25,6 +25,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/stamen-dev/stamen/handlers"
+	"github.com/stamen-dev/stamen/internal/audit"
 	"github.com/stamen-dev/stamen/internal/auth"
 	"github.com/stamen-dev/stamen/internal/broker/amqp"
 	"github.com/stamen-dev/stamen/internal/broker/redis"
@@ -81,6 +82,16 @@ type Config struct {
 	// SaveInterval is how often changed records are written to the store
 	// (Flower's --state_save_interval); a crash loses at most this much.
 	SaveInterval time.Duration
+	// ReadOnly refuses every write operation with 403, whatever the
+	// credentials (Flower 2.1's --read_only).
+	ReadOnly bool
+	// AuditMaxAge and AuditMaxRecords bound the audit log (0: default).
+	// It is kept in the store with DBPath, in memory otherwise.
+	AuditMaxAge     time.Duration
+	AuditMaxRecords int
+	// QueueLengthInterval is how often stamen_queue_length is refreshed
+	// (0: 15 s).
+	QueueLengthInterval time.Duration
 	// Auth holds the credentials; nil or empty serves without them.
 	Auth   *auth.Authenticator
 	Logger *slog.Logger
@@ -106,6 +117,7 @@ type App struct {
 	Inspector *inspect.Inspector
 	Metrics   *metrics.Metrics
 	Events    *stream.Hub
+	Audit     *audit.Log
 	Handler   http.Handler
 	// BrokerURL is the URL workers should use (the embedded broker's, with
 	// its password, when no broker was configured).
@@ -114,8 +126,9 @@ type App struct {
 	// with the embedded broker, the embedded one's URL with its password.
 	ResultBackendURL string
 
-	broker brokerConn
-	store  *store.Store
+	broker   brokerConn
+	handlers *handlers.Handlers
+	store    *store.Store
 	// writeBatch is store.Write; tests make it fail.
 	writeBatch func(store.Batch) error
 	// unsaved is the last batch whose write failed, merged into the next
@@ -180,7 +193,9 @@ func New(ctx context.Context, cfg Config) (*App, error) {
 	}
 	a.Metrics = metrics.New(a.gauges()...)
 	a.Events = stream.NewHub()
+	a.Audit = a.newAuditLog()
 	h := handlers.New(handlers.Config{
+		Audit:          a.Audit,
 		State:          a.State,
 		Inspector:      a.Inspector,
 		Broker:         a.broker,
@@ -193,7 +208,8 @@ func New(ctx context.Context, cfg Config) (*App, error) {
 		Events:         a.Events,
 		SSEHeartbeat:   cfg.SSEHeartbeat,
 	})
-	a.Handler, err = newHTTPHandler(h, a.Metrics, cfg)
+	a.handlers = h
+	a.Handler, err = newHTTPHandler(h, a.Metrics, a.Audit, cfg)
 	if err != nil {
 		a.Close()
 		return nil, err
@@ -215,10 +231,18 @@ func New(ctx context.Context, cfg Config) (*App, error) {
 			a.expireLoop(runCtx)
 		}()
 	}
-	a.wg.Add(3)
+	a.wg.Add(5)
 	go func() {
 		defer a.wg.Done()
 		a.purgeLoop(runCtx)
+	}()
+	go func() {
+		defer a.wg.Done()
+		a.queueLengthLoop(runCtx)
+	}()
+	go func() {
+		defer a.wg.Done()
+		tick(runCtx, a.auditPruneEvery(), func(time.Time) { a.Audit.Prune(runCtx) })
 	}()
 	go func() {
 		defer a.wg.Done()
@@ -424,6 +448,7 @@ func (a *App) observe(ctx context.Context, e *celery.Event) {
 			m.Runtime = *e.Runtime
 		}
 		m.HasETA = e.ETA != ""
+		m.Exception = e.Exception
 	} else {
 		m.Active = e.Active
 	}

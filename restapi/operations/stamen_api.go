@@ -16,6 +16,7 @@ import (
 	"github.com/go-openapi/spec"
 	"github.com/go-openapi/strfmt"
 	"github.com/go-openapi/swag/cmdutils"
+	"github.com/stamen-dev/stamen/restapi/operations/audit"
 	"github.com/stamen-dev/stamen/restapi/operations/events"
 	"github.com/stamen-dev/stamen/restapi/operations/queues"
 	"github.com/stamen-dev/stamen/restapi/operations/tasks"
@@ -120,6 +121,13 @@ func NewStamenAPI(spec *loads.Document) *StamenAPI {
 			return middleware.NotImplemented("operation workers.GrowWorkerPool has not yet been implemented")
 		}),
 
+		AuditListAuditHandler: audit.ListAuditHandlerFunc(func(params audit.ListAuditParams, principal any) middleware.Responder {
+			_ = params
+			_ = principal
+
+			return middleware.NotImplemented("operation audit.ListAudit has not yet been implemented")
+		}),
+
 		TasksListTaskTypesHandler: tasks.ListTaskTypesHandlerFunc(func(params tasks.ListTaskTypesParams, principal any) middleware.Responder {
 			_ = params
 			_ = principal
@@ -139,6 +147,13 @@ func NewStamenAPI(spec *loads.Document) *StamenAPI {
 			_ = principal
 
 			return middleware.NotImplemented("operation workers.ListWorkers has not yet been implemented")
+		}),
+
+		QueuesPurgeQueueHandler: queues.PurgeQueueHandlerFunc(func(params queues.PurgeQueueParams, principal any) middleware.Responder {
+			_ = params
+			_ = principal
+
+			return middleware.NotImplemented("operation queues.PurgeQueue has not yet been implemented")
 		}),
 
 		WorkersRestartWorkerPoolHandler: workers.RestartWorkerPoolHandlerFunc(func(params workers.RestartWorkerPoolParams, principal any) middleware.Responder {
@@ -294,12 +309,16 @@ type StamenAPI struct {
 	TasksGetTaskResultHandler tasks.GetTaskResultHandler
 	// WorkersGrowWorkerPoolHandler sets the operation handler for the grow worker pool operation
 	WorkersGrowWorkerPoolHandler workers.GrowWorkerPoolHandler
+	// AuditListAuditHandler sets the operation handler for the list audit operation
+	AuditListAuditHandler audit.ListAuditHandler
 	// TasksListTaskTypesHandler sets the operation handler for the list task types operation
 	TasksListTaskTypesHandler tasks.ListTaskTypesHandler
 	// TasksListTasksHandler sets the operation handler for the list tasks operation
 	TasksListTasksHandler tasks.ListTasksHandler
 	// WorkersListWorkersHandler sets the operation handler for the list workers operation
 	WorkersListWorkersHandler workers.ListWorkersHandler
+	// QueuesPurgeQueueHandler sets the operation handler for the purge queue operation
+	QueuesPurgeQueueHandler queues.PurgeQueueHandler
 	// WorkersRestartWorkerPoolHandler sets the operation handler for the restart worker pool operation
 	WorkersRestartWorkerPoolHandler workers.RestartWorkerPoolHandler
 	// TasksRevokeTaskHandler sets the operation handler for the revoke task operation
@@ -433,6 +452,9 @@ func (o *StamenAPI) Validate() error {
 	if o.WorkersGrowWorkerPoolHandler == nil {
 		unregistered = append(unregistered, "workers.GrowWorkerPoolHandler")
 	}
+	if o.AuditListAuditHandler == nil {
+		unregistered = append(unregistered, "audit.ListAuditHandler")
+	}
 	if o.TasksListTaskTypesHandler == nil {
 		unregistered = append(unregistered, "tasks.ListTaskTypesHandler")
 	}
@@ -441,6 +463,9 @@ func (o *StamenAPI) Validate() error {
 	}
 	if o.WorkersListWorkersHandler == nil {
 		unregistered = append(unregistered, "workers.ListWorkersHandler")
+	}
+	if o.QueuesPurgeQueueHandler == nil {
+		unregistered = append(unregistered, "queues.PurgeQueueHandler")
 	}
 	if o.WorkersRestartWorkerPoolHandler == nil {
 		unregistered = append(unregistered, "workers.RestartWorkerPoolHandler")
@@ -615,6 +640,10 @@ func (o *StamenAPI) initHandlerCache() {
 	if o.handlers["GET"] == nil {
 		o.handlers["GET"] = make(map[string]http.Handler)
 	}
+	o.handlers["GET"]["/api/audit"] = audit.NewListAudit(o.context, o.AuditListAuditHandler)
+	if o.handlers["GET"] == nil {
+		o.handlers["GET"] = make(map[string]http.Handler)
+	}
 	o.handlers["GET"]["/api/task/types"] = tasks.NewListTaskTypes(o.context, o.TasksListTaskTypesHandler)
 	if o.handlers["GET"] == nil {
 		o.handlers["GET"] = make(map[string]http.Handler)
@@ -624,6 +653,10 @@ func (o *StamenAPI) initHandlerCache() {
 		o.handlers["GET"] = make(map[string]http.Handler)
 	}
 	o.handlers["GET"]["/api/workers"] = workers.NewListWorkers(o.context, o.WorkersListWorkersHandler)
+	if o.handlers["POST"] == nil {
+		o.handlers["POST"] = make(map[string]http.Handler)
+	}
+	o.handlers["POST"]["/api/queues/purge/{queue}"] = queues.NewPurgeQueue(o.context, o.QueuesPurgeQueueHandler)
 	if o.handlers["POST"] == nil {
 		o.handlers["POST"] = make(map[string]http.Handler)
 	}
