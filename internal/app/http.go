@@ -110,7 +110,7 @@ func newHTTPHandler(h *handlers.Handlers, m *metrics.Metrics, log *audit.Log, cf
 			if write && cfg.ReadOnly {
 				// Whatever the credentials: --read_only is a promise that
 				// nothing changes through stamen.
-				handlers.WriteError(sw, http.StatusForbidden, "stamen runs with --read_only: write operations are disabled")
+				handlers.WriteError(sw, http.StatusForbidden, "Read only mode is enabled (--read_only): write operations are refused")
 			} else {
 				next.ServeHTTP(sw, r)
 			}
