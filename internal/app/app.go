@@ -194,6 +194,8 @@ func New(ctx context.Context, cfg Config) (*App, error) {
 	a.Metrics = metrics.New(a.gauges()...)
 	a.Events = stream.NewHub()
 	a.Audit = a.newAuditLog()
+	// A store kept under looser bounds is trimmed before the first read.
+	a.Audit.Prune(ctx)
 	h := handlers.New(handlers.Config{
 		Audit:          a.Audit,
 		State:          a.State,
