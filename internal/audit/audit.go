@@ -9,12 +9,14 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net/url"
 	"sort"
 	"sync"
 	"sync/atomic"
 	"time"
+	"unicode/utf8"
 
 	"github.com/stamen-dev/stamen/internal/redact"
 )
@@ -159,7 +161,29 @@ func Params(path map[string]string, query url.Values, body []byte) map[string]an
 	if len(out) == 0 {
 		return nil
 	}
-	return redact.Settings(any(out)).(map[string]any)
+	out = redact.Settings(any(out)).(map[string]any)
+	// Bounded after masking, so a cut can only shorten a masked text.
+	for k, v := range out {
+		b, err := json.Marshal(v)
+		if err != nil || len(b) <= MaxParamBytes {
+			continue
+		}
+		out[k] = fmt.Sprintf("%s... (%d bytes, cut)", truncate(b, MaxParamBytes), len(b))
+	}
+	return out
+}
+
+// MaxParamBytes bounds each parameter a record keeps (as JSON): a record
+// per write call, up to --audit_max_records of them, must not keep
+// megabyte task bodies.
+const MaxParamBytes = 4096
+
+// truncate cuts b to at most n bytes without splitting a UTF-8 sequence.
+func truncate(b []byte, n int) []byte {
+	for n > 0 && n < len(b) && !utf8.RuneStart(b[n]) {
+		n--
+	}
+	return b[:n]
 }
 
 type countKey struct{}

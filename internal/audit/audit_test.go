@@ -42,6 +42,20 @@ func TestParamsMaskSecrets(t *testing.T) {
 	}
 }
 
+func TestParamsAreBounded(t *testing.T) {
+	big := strings.Repeat("é", 10000)
+	p := Params(nil, url.Values{"q": {big}}, []byte(`{"args": ["`+big+`"], "kwargs": {"password": "`+big+`"}}`))
+	for k, v := range p {
+		b, _ := json.Marshal(v)
+		if len(b) > MaxParamBytes+100 {
+			t.Errorf("%s kept %d bytes", k, len(b))
+		}
+		if s, ok := v.(string); !ok || !strings.HasSuffix(s, "bytes, cut)") {
+			t.Errorf("%s not marked as cut: %.80v", k, v)
+		}
+	}
+}
+
 func TestCounter(t *testing.T) {
 	SetCount(context.Background(), 3) // no counter: nothing happens
 	ctx, count := WithCounter(context.Background())
