@@ -19,6 +19,10 @@ type Broker interface {
 	Broadcast(ctx context.Context, cmd celery.ControlCommand) ([]celery.ControlReply, error)
 	// QueueLengths returns the number of messages waiting in each queue.
 	QueueLengths(ctx context.Context, queues []string) (map[string]int64, error)
+	// Purge deletes the messages waiting in a queue (on Redis its priority
+	// lists too) and returns how many; a queue that does not exist holds
+	// none.
+	Purge(ctx context.Context, queue string) (int64, error)
 }
 
 // ResultBackend is what the handlers need from a Celery result backend.

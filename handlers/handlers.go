@@ -15,10 +15,12 @@ import (
 
 	"github.com/go-openapi/runtime"
 
+	"github.com/stamen-dev/stamen/internal/audit"
 	"github.com/stamen-dev/stamen/internal/inspect"
 	"github.com/stamen-dev/stamen/internal/state"
 	"github.com/stamen-dev/stamen/internal/stream"
 	"github.com/stamen-dev/stamen/restapi/operations"
+	auditops "github.com/stamen-dev/stamen/restapi/operations/audit"
 	evops "github.com/stamen-dev/stamen/restapi/operations/events"
 	"github.com/stamen-dev/stamen/restapi/operations/queues"
 	"github.com/stamen-dev/stamen/restapi/operations/tasks"
@@ -54,6 +56,8 @@ type Config struct {
 	Events *stream.Hub
 	// SSEHeartbeat is how often an idle event stream gets a comment line.
 	SSEHeartbeat time.Duration
+	// Audit is the audit log GET /api/audit reads; nil answers 503.
+	Audit *audit.Log
 	// Now is the clock; tests replace it.
 	Now func() time.Time
 }
@@ -80,6 +84,19 @@ func (h *Handlers) rememberQueue(q string) {
 	if len(h.sentQueues) < maxSentQueues {
 		h.sentQueues[q] = struct{}{}
 	}
+}
+
+// QueueNames is the sorted union of the queues workers consume and the ones
+// stamen published to: what /api/queues/length reports, and what the
+// queue-length gauge follows.
+func (h *Handlers) QueueNames() []string { return h.queueNames() }
+
+// sentQueue reports whether stamen published to q.
+func (h *Handlers) sentQueue(q string) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	_, ok := h.sentQueues[q]
+	return ok
 }
 
 // queueNames is the sorted union of the queues workers consume and the ones
@@ -164,6 +181,8 @@ func (h *Handlers) Register(api *operations.StamenAPI) {
 	api.TasksListTaskTypesHandler = tasks.ListTaskTypesHandlerFunc(h.listTaskTypes)
 	api.TasksGetTaskInfoHandler = tasks.GetTaskInfoHandlerFunc(h.getTaskInfo)
 	api.QueuesGetQueueLengthsHandler = queues.GetQueueLengthsHandlerFunc(h.getQueueLengths)
+	api.QueuesPurgeQueueHandler = queues.PurgeQueueHandlerFunc(h.purgeQueue)
+	api.AuditListAuditHandler = auditops.ListAuditHandlerFunc(h.listAudit)
 	api.WorkersListWorkersHandler = workers.ListWorkersHandlerFunc(h.listWorkers)
 
 	api.TasksApplyTaskHandler = tasks.ApplyTaskHandlerFunc(h.applyTask)

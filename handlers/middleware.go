@@ -176,6 +176,8 @@ var typedParams = []struct {
 	{"/api/worker/pool/grow/", nil, []string{"n"}},
 	{"/api/worker/pool/shrink/", nil, []string{"n"}},
 	{"/api/worker/pool/autoscale/", nil, []string{"min", "max"}},
+	{"/api/queues/purge/", []string{"force"}, nil},
+	{"/api/audit", nil, []string{"limit", "offset"}},
 }
 
 // paramTypes returns the boolean and number query parameters the operation

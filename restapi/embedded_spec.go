@@ -26,12 +26,88 @@ func init() {
   ],
   "swagger": "2.0",
   "info": {
-    "description": "The flower API spec, as served by stamen: the Celery Flower 2.x REST API\n(20 operations under /api/) over a real Celery cluster.\n\nSuccess bodies have Flower's keys and shapes. Every error body is JSON\n` + "`" + `{\"error\": \"...\"}` + "`" + `. Where Flower answers a bad parameter with 500 or\nwaits forever, stamen answers 400 (bad or missing parameter) or 504 (a\nbounded wait that expired).\n\nWhen stamen runs with credentials, every operation needs HTTP basic\ncredentials or a bearer token (Authorize, in Swagger UI). Viewers may\ncall the GET operations; operators may call every operation. Without\ncredentials configured stamen listens on loopback only and asks for\nnone.\n",
+    "description": "The flower API spec, as served by stamen: the Celery Flower 2.x REST API\n(20 operations under /api/) over a real Celery cluster.\n\nSuccess bodies have Flower's keys and shapes. Every error body is JSON\n` + "`" + `{\"error\": \"...\"}` + "`" + `. Where Flower answers a bad parameter with 500 or\nwaits forever, stamen answers 400 (bad or missing parameter) or 504 (a\nbounded wait that expired).\n\nWhen stamen runs with credentials, every operation needs HTTP basic\ncredentials or a bearer token (Authorize, in Swagger UI). Viewers may\ncall the GET operations but /api/audit; operators may call every\noperation. With --read_only every operation that is not a GET answers\n403. Every call of such an operation is recorded in the audit log. Without\ncredentials configured stamen listens on loopback only and asks for\nnone.\n",
     "title": "Flower",
     "version": "1.0.0-dev"
   },
   "basePath": "/",
   "paths": {
+    "/api/audit": {
+      "get": {
+        "description": "The audit log: one record per write operation called (every\noperation that is not a GET), newest first, with who called it, from\nwhere, its parameters (secrets masked) and the status it answered.\nReadable by operators only. Records older than --audit_max_age, and\nbeyond --audit_max_records, are dropped.\n",
+        "tags": [
+          "audit"
+        ],
+        "operationId": "listAudit",
+        "parameters": [
+          {
+            "maximum": 10000,
+            "minimum": 1,
+            "type": "integer",
+            "format": "int32",
+            "description": "at most this many records (default 100)",
+            "name": "limit",
+            "in": "query"
+          },
+          {
+            "minimum": 0,
+            "type": "integer",
+            "format": "int32",
+            "description": "skip this many matching records",
+            "name": "offset",
+            "in": "query"
+          },
+          {
+            "maxLength": 255,
+            "type": "string",
+            "description": "only records of this operation (its operationId, e.g. revokeTask)",
+            "name": "operation",
+            "in": "query"
+          },
+          {
+            "maxLength": 255,
+            "type": "string",
+            "description": "only records of this credential name",
+            "name": "user",
+            "in": "query"
+          },
+          {
+            "maxLength": 64,
+            "type": "string",
+            "description": "only records at or after this time (RFC 3339)",
+            "name": "since",
+            "in": "query"
+          },
+          {
+            "maxLength": 64,
+            "type": "string",
+            "description": "only records before this time (RFC 3339)",
+            "name": "until",
+            "in": "query"
+          }
+        ],
+        "responses": {
+          "200": {
+            "description": "Audit records, newest first",
+            "schema": {
+              "$ref": "#/definitions/AuditLog"
+            }
+          },
+          "400": {
+            "$ref": "#/responses/BadRequest"
+          },
+          "401": {
+            "$ref": "#/responses/Unauthorized"
+          },
+          "403": {
+            "$ref": "#/responses/Forbidden"
+          },
+          "503": {
+            "$ref": "#/responses/Unavailable"
+          }
+        }
+      }
+    },
     "/api/events": {
       "get": {
         "description": "Celery events as they arrive, as Server-Sent Events: each event's\n` + "`" + `event:` + "`" + ` field is its type (task-succeeded, worker-heartbeat, ...) and\nits ` + "`" + `data:` + "`" + ` field the event's JSON. A comment line is sent every\nheartbeat interval to keep proxies from closing an idle stream.\n",
@@ -143,6 +219,61 @@ func init() {
           },
           "401": {
             "$ref": "#/responses/Unauthorized"
+          },
+          "503": {
+            "$ref": "#/responses/Unavailable"
+          },
+          "504": {
+            "$ref": "#/responses/Timeout"
+          }
+        }
+      }
+    },
+    "/api/queues/purge/{queue}": {
+      "post": {
+        "description": "Empty a queue: every message waiting in it is deleted (on Redis its\npriority lists too), and the answer says how many. Messages workers\nhave already fetched are not touched. A queue that no worker consumes\nand that stamen never published to is refused with 404 unless\nforce=true, so that a typo does not go unnoticed.\n",
+        "tags": [
+          "queues"
+        ],
+        "operationId": "purgeQueue",
+        "parameters": [
+          {
+            "maxLength": 255,
+            "minLength": 1,
+            "type": "string",
+            "description": "the name of a queue",
+            "name": "queue",
+            "in": "path",
+            "required": true
+          },
+          {
+            "type": "boolean",
+            "description": "purge even a queue no worker consumes and stamen never published to",
+            "name": "force",
+            "in": "query"
+          }
+        ],
+        "responses": {
+          "200": {
+            "description": "Purged",
+            "schema": {
+              "$ref": "#/definitions/PurgeResult"
+            }
+          },
+          "400": {
+            "$ref": "#/responses/BadRequest"
+          },
+          "401": {
+            "$ref": "#/responses/Unauthorized"
+          },
+          "403": {
+            "$ref": "#/responses/Forbidden"
+          },
+          "404": {
+            "$ref": "#/responses/NotFound"
+          },
+          "413": {
+            "$ref": "#/responses/TooLarge"
           },
           "503": {
             "$ref": "#/responses/Unavailable"
@@ -1400,6 +1531,77 @@ func init() {
     }
   },
   "definitions": {
+    "AuditLog": {
+      "type": "object",
+      "required": [
+        "records"
+      ],
+      "properties": {
+        "records": {
+          "type": "array",
+          "items": {
+            "$ref": "#/definitions/AuditRecord"
+          }
+        }
+      }
+    },
+    "AuditRecord": {
+      "type": "object",
+      "required": [
+        "time",
+        "user",
+        "role",
+        "remote",
+        "operation",
+        "method",
+        "path",
+        "status"
+      ],
+      "properties": {
+        "count": {
+          "description": "how many items a bulk operation acted on (purged messages, revoked tasks, ...)",
+          "type": "integer",
+          "format": "int64",
+          "x-nullable": true
+        },
+        "method": {
+          "type": "string"
+        },
+        "operation": {
+          "description": "the operation's operationId",
+          "type": "string"
+        },
+        "params": {
+          "description": "path and query parameters and the JSON body, secrets masked",
+          "type": "object",
+          "additionalProperties": {}
+        },
+        "path": {
+          "type": "string"
+        },
+        "remote": {
+          "description": "the client's address",
+          "type": "string"
+        },
+        "role": {
+          "description": "viewer or operator",
+          "type": "string"
+        },
+        "status": {
+          "description": "the HTTP status answered",
+          "type": "integer",
+          "format": "int32"
+        },
+        "time": {
+          "type": "string",
+          "format": "date-time"
+        },
+        "user": {
+          "description": "the credential's name: the basic-auth user, token-\u003cfirst 8 hex digits of the token's SHA-256\u003e, or anonymous without credentials",
+          "type": "string"
+        }
+      }
+    },
     "BulkRetry": {
       "type": "object",
       "required": [
@@ -1534,6 +1736,23 @@ func init() {
       ],
       "properties": {
         "message": {
+          "type": "string"
+        }
+      }
+    },
+    "PurgeResult": {
+      "type": "object",
+      "required": [
+        "queue",
+        "purged"
+      ],
+      "properties": {
+        "purged": {
+          "description": "messages deleted",
+          "type": "integer",
+          "format": "int64"
+        },
+        "queue": {
           "type": "string"
         }
       }
@@ -2082,6 +2301,10 @@ func init() {
     {
       "description": "The live stream of Celery events",
       "name": "events"
+    },
+    {
+      "description": "Who called which write operation",
+      "name": "audit"
     }
   ]
 }`))
@@ -2097,12 +2320,100 @@ func init() {
   ],
   "swagger": "2.0",
   "info": {
-    "description": "The flower API spec, as served by stamen: the Celery Flower 2.x REST API\n(20 operations under /api/) over a real Celery cluster.\n\nSuccess bodies have Flower's keys and shapes. Every error body is JSON\n` + "`" + `{\"error\": \"...\"}` + "`" + `. Where Flower answers a bad parameter with 500 or\nwaits forever, stamen answers 400 (bad or missing parameter) or 504 (a\nbounded wait that expired).\n\nWhen stamen runs with credentials, every operation needs HTTP basic\ncredentials or a bearer token (Authorize, in Swagger UI). Viewers may\ncall the GET operations; operators may call every operation. Without\ncredentials configured stamen listens on loopback only and asks for\nnone.\n",
+    "description": "The flower API spec, as served by stamen: the Celery Flower 2.x REST API\n(20 operations under /api/) over a real Celery cluster.\n\nSuccess bodies have Flower's keys and shapes. Every error body is JSON\n` + "`" + `{\"error\": \"...\"}` + "`" + `. Where Flower answers a bad parameter with 500 or\nwaits forever, stamen answers 400 (bad or missing parameter) or 504 (a\nbounded wait that expired).\n\nWhen stamen runs with credentials, every operation needs HTTP basic\ncredentials or a bearer token (Authorize, in Swagger UI). Viewers may\ncall the GET operations but /api/audit; operators may call every\noperation. With --read_only every operation that is not a GET answers\n403. Every call of such an operation is recorded in the audit log. Without\ncredentials configured stamen listens on loopback only and asks for\nnone.\n",
     "title": "Flower",
     "version": "1.0.0-dev"
   },
   "basePath": "/",
   "paths": {
+    "/api/audit": {
+      "get": {
+        "description": "The audit log: one record per write operation called (every\noperation that is not a GET), newest first, with who called it, from\nwhere, its parameters (secrets masked) and the status it answered.\nReadable by operators only. Records older than --audit_max_age, and\nbeyond --audit_max_records, are dropped.\n",
+        "tags": [
+          "audit"
+        ],
+        "operationId": "listAudit",
+        "parameters": [
+          {
+            "maximum": 10000,
+            "minimum": 1,
+            "type": "integer",
+            "format": "int32",
+            "description": "at most this many records (default 100)",
+            "name": "limit",
+            "in": "query"
+          },
+          {
+            "minimum": 0,
+            "type": "integer",
+            "format": "int32",
+            "description": "skip this many matching records",
+            "name": "offset",
+            "in": "query"
+          },
+          {
+            "maxLength": 255,
+            "type": "string",
+            "description": "only records of this operation (its operationId, e.g. revokeTask)",
+            "name": "operation",
+            "in": "query"
+          },
+          {
+            "maxLength": 255,
+            "type": "string",
+            "description": "only records of this credential name",
+            "name": "user",
+            "in": "query"
+          },
+          {
+            "maxLength": 64,
+            "type": "string",
+            "description": "only records at or after this time (RFC 3339)",
+            "name": "since",
+            "in": "query"
+          },
+          {
+            "maxLength": 64,
+            "type": "string",
+            "description": "only records before this time (RFC 3339)",
+            "name": "until",
+            "in": "query"
+          }
+        ],
+        "responses": {
+          "200": {
+            "description": "Audit records, newest first",
+            "schema": {
+              "$ref": "#/definitions/AuditLog"
+            }
+          },
+          "400": {
+            "description": "A parameter or the body is missing or invalid",
+            "schema": {
+              "$ref": "#/definitions/Error"
+            }
+          },
+          "401": {
+            "description": "Credentials are missing or wrong",
+            "schema": {
+              "$ref": "#/definitions/Error"
+            }
+          },
+          "403": {
+            "description": "The caller may not do this, or the worker refused the command",
+            "schema": {
+              "$ref": "#/definitions/Error"
+            }
+          },
+          "503": {
+            "description": "The broker or the result backend is unavailable",
+            "schema": {
+              "$ref": "#/definitions/Error"
+            }
+          }
+        }
+      }
+    },
     "/api/events": {
       "get": {
         "description": "Celery events as they arrive, as Server-Sent Events: each event's\n` + "`" + `event:` + "`" + ` field is its type (task-succeeded, worker-heartbeat, ...) and\nits ` + "`" + `data:` + "`" + ` field the event's JSON. A comment line is sent every\nheartbeat interval to keep proxies from closing an idle stream.\n",
@@ -2226,6 +2537,82 @@ func init() {
           },
           "401": {
             "description": "Credentials are missing or wrong",
+            "schema": {
+              "$ref": "#/definitions/Error"
+            }
+          },
+          "503": {
+            "description": "The broker or the result backend is unavailable",
+            "schema": {
+              "$ref": "#/definitions/Error"
+            }
+          },
+          "504": {
+            "description": "A bounded wait expired (the result, a worker's reply, or the broker)",
+            "schema": {
+              "$ref": "#/definitions/Error"
+            }
+          }
+        }
+      }
+    },
+    "/api/queues/purge/{queue}": {
+      "post": {
+        "description": "Empty a queue: every message waiting in it is deleted (on Redis its\npriority lists too), and the answer says how many. Messages workers\nhave already fetched are not touched. A queue that no worker consumes\nand that stamen never published to is refused with 404 unless\nforce=true, so that a typo does not go unnoticed.\n",
+        "tags": [
+          "queues"
+        ],
+        "operationId": "purgeQueue",
+        "parameters": [
+          {
+            "maxLength": 255,
+            "minLength": 1,
+            "type": "string",
+            "description": "the name of a queue",
+            "name": "queue",
+            "in": "path",
+            "required": true
+          },
+          {
+            "type": "boolean",
+            "description": "purge even a queue no worker consumes and stamen never published to",
+            "name": "force",
+            "in": "query"
+          }
+        ],
+        "responses": {
+          "200": {
+            "description": "Purged",
+            "schema": {
+              "$ref": "#/definitions/PurgeResult"
+            }
+          },
+          "400": {
+            "description": "A parameter or the body is missing or invalid",
+            "schema": {
+              "$ref": "#/definitions/Error"
+            }
+          },
+          "401": {
+            "description": "Credentials are missing or wrong",
+            "schema": {
+              "$ref": "#/definitions/Error"
+            }
+          },
+          "403": {
+            "description": "The caller may not do this, or the worker refused the command",
+            "schema": {
+              "$ref": "#/definitions/Error"
+            }
+          },
+          "404": {
+            "description": "Unknown task, task type or worker",
+            "schema": {
+              "$ref": "#/definitions/Error"
+            }
+          },
+          "413": {
+            "description": "The request body is larger than the server accepts (1 MiB)",
             "schema": {
               "$ref": "#/definitions/Error"
             }
@@ -3988,6 +4375,77 @@ func init() {
     }
   },
   "definitions": {
+    "AuditLog": {
+      "type": "object",
+      "required": [
+        "records"
+      ],
+      "properties": {
+        "records": {
+          "type": "array",
+          "items": {
+            "$ref": "#/definitions/AuditRecord"
+          }
+        }
+      }
+    },
+    "AuditRecord": {
+      "type": "object",
+      "required": [
+        "time",
+        "user",
+        "role",
+        "remote",
+        "operation",
+        "method",
+        "path",
+        "status"
+      ],
+      "properties": {
+        "count": {
+          "description": "how many items a bulk operation acted on (purged messages, revoked tasks, ...)",
+          "type": "integer",
+          "format": "int64",
+          "x-nullable": true
+        },
+        "method": {
+          "type": "string"
+        },
+        "operation": {
+          "description": "the operation's operationId",
+          "type": "string"
+        },
+        "params": {
+          "description": "path and query parameters and the JSON body, secrets masked",
+          "type": "object",
+          "additionalProperties": {}
+        },
+        "path": {
+          "type": "string"
+        },
+        "remote": {
+          "description": "the client's address",
+          "type": "string"
+        },
+        "role": {
+          "description": "viewer or operator",
+          "type": "string"
+        },
+        "status": {
+          "description": "the HTTP status answered",
+          "type": "integer",
+          "format": "int32"
+        },
+        "time": {
+          "type": "string",
+          "format": "date-time"
+        },
+        "user": {
+          "description": "the credential's name: the basic-auth user, token-\u003cfirst 8 hex digits of the token's SHA-256\u003e, or anonymous without credentials",
+          "type": "string"
+        }
+      }
+    },
     "BulkRetry": {
       "type": "object",
       "required": [
@@ -4122,6 +4580,23 @@ func init() {
       ],
       "properties": {
         "message": {
+          "type": "string"
+        }
+      }
+    },
+    "PurgeResult": {
+      "type": "object",
+      "required": [
+        "queue",
+        "purged"
+      ],
+      "properties": {
+        "purged": {
+          "description": "messages deleted",
+          "type": "integer",
+          "format": "int64"
+        },
+        "queue": {
           "type": "string"
         }
       }
@@ -4670,6 +5145,10 @@ func init() {
     {
       "description": "The live stream of Celery events",
       "name": "events"
+    },
+    {
+      "description": "Who called which write operation",
+      "name": "audit"
     }
   ]
 }`))

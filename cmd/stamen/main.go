@@ -69,6 +69,9 @@ type options struct {
 	reconcileAfter      time.Duration
 	reconcileInterval   time.Duration
 	reconcileMaxLookups int
+	readOnly            bool
+	auditMaxAge         time.Duration
+	auditMaxRecords     int
 }
 
 // defaultPurgeOfflineWorkers is --purge_offline_workers' default, in
@@ -272,6 +275,15 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 		fs.IntVar(&o.reconcileMaxLookups, n, e.int("RECONCILE_MAX_LOOKUPS", reconcile.DefaultMaxLookups),
 			"result documents read per reconciliation round, at most; 0 turns reconciliation off")
 	})
+	both("read_only", func(n string) {
+		fs.BoolVar(&o.readOnly, n, e.bool("READ_ONLY"), "refuse every write operation with 403, whatever the credentials")
+	})
+	both("audit_max_age", func(n string) {
+		fs.DurationVar(&o.auditMaxAge, n, e.duration("AUDIT_MAX_AGE", app.DefaultAuditMaxAge), "drop audit records older than this")
+	})
+	both("audit_max_records", func(n string) {
+		fs.IntVar(&o.auditMaxRecords, n, e.int("AUDIT_MAX_RECORDS", app.DefaultAuditMaxRecords), "keep at most this many audit records, the newest")
+	})
 	str(&o.logLevel, "logging", orDefault(envString("LOGGING"), "info"), "log level: debug, info, warn, error")
 	if err := fs.Parse(args); err != nil {
 		return o, err
@@ -438,6 +450,9 @@ func run(args []string, stderr io.Writer) int {
 		ReconcileAfter:      o.reconcileAfter,
 		ReconcileInterval:   o.reconcileInterval,
 		ReconcileMaxLookups: reconcileLookups(o.reconcileMaxLookups),
+		ReadOnly:            o.readOnly,
+		AuditMaxAge:         o.auditMaxAge,
+		AuditMaxRecords:     o.auditMaxRecords,
 	})
 	if err != nil {
 		log.Error("cannot start", slog.Any("err", err))

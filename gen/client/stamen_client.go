@@ -8,6 +8,7 @@ import (
 	"github.com/go-openapi/runtime"
 	httptransport "github.com/go-openapi/runtime/client"
 	"github.com/go-openapi/strfmt"
+	"github.com/stamen-dev/stamen/gen/client/audit"
 	"github.com/stamen-dev/stamen/gen/client/events"
 	"github.com/stamen-dev/stamen/gen/client/queues"
 	"github.com/stamen-dev/stamen/gen/client/tasks"
@@ -57,6 +58,7 @@ func New(transport runtime.ContextualTransport, formats strfmt.Registry) *Stamen
 
 	cli := new(Stamen)
 	cli.Transport = transport
+	cli.Audit = audit.New(transport, formats)
 	cli.Events = events.New(transport, formats)
 	cli.Queues = queues.New(transport, formats)
 	cli.Tasks = tasks.New(transport, formats)
@@ -120,6 +122,8 @@ func (cfg *TransportConfig) WithConsumers(consumers map[string]runtime.Consumer)
 
 // Stamen is a client for stamen.
 type Stamen struct {
+	Audit audit.ClientService
+
 	Events events.ClientService
 
 	Queues queues.ClientService
@@ -134,6 +138,7 @@ type Stamen struct {
 // SetTransport changes the transport on the client and all its subresources.
 func (c *Stamen) SetTransport(transport runtime.ContextualTransport) {
 	c.Transport = transport
+	c.Audit.SetTransport(transport)
 	c.Events.SetTransport(transport)
 	c.Queues.SetTransport(transport)
 	c.Tasks.SetTransport(transport)

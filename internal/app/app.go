@@ -26,6 +26,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/stamen-dev/stamen/handlers"
+	"github.com/stamen-dev/stamen/internal/audit"
 	"github.com/stamen-dev/stamen/internal/auth"
 	"github.com/stamen-dev/stamen/internal/broker/amqp"
 	"github.com/stamen-dev/stamen/internal/broker/redis"
@@ -107,6 +108,16 @@ type Config struct {
 	ReconcileAfter      time.Duration
 	ReconcileInterval   time.Duration
 	ReconcileMaxLookups int
+	// ReadOnly refuses every write operation with 403, whatever the
+	// credentials (Flower 2.1's --read_only).
+	ReadOnly bool
+	// AuditMaxAge and AuditMaxRecords bound the audit log (0: default).
+	// It is kept in the store with DBPath, in memory otherwise.
+	AuditMaxAge     time.Duration
+	AuditMaxRecords int
+	// QueueLengthInterval is how often stamen_queue_length is refreshed
+	// (0: 15 s).
+	QueueLengthInterval time.Duration
 	// Auth holds the credentials; nil or empty serves without them.
 	Auth   *auth.Authenticator
 	Logger *slog.Logger
@@ -132,6 +143,7 @@ type App struct {
 	Inspector *inspect.Inspector
 	Metrics   *metrics.Metrics
 	Events    *stream.Hub
+	Audit     *audit.Log
 	Handler   http.Handler
 	// BrokerURL is the URL workers should use (the embedded broker's, with
 	// its password, when no broker was configured).
@@ -140,7 +152,8 @@ type App struct {
 	// with the embedded broker, the embedded one's URL with its password.
 	ResultBackendURL string
 
-	broker brokerConn
+	broker   brokerConn
+	handlers *handlers.Handlers
 	// reconciler is nil without a Redis result backend.
 	reconciler *reconcile.Reconciler
 	// db is the store the state's changes are flushed to: store (the
@@ -249,8 +262,12 @@ func New(ctx context.Context, cfg Config) (*App, error) {
 	if a.store != nil {
 		sent = sentStore{a.store}
 	}
+	a.Audit = a.newAuditLog()
+	// A store kept under looser bounds is trimmed before the first read.
+	a.Audit.Prune(ctx)
 	h := handlers.New(handlers.Config{
 		Sent:           sent,
+		Audit:          a.Audit,
 		State:          a.State,
 		Tasks:          reader,
 		Inspector:      a.Inspector,
@@ -264,7 +281,8 @@ func New(ctx context.Context, cfg Config) (*App, error) {
 		Events:         a.Events,
 		SSEHeartbeat:   cfg.SSEHeartbeat,
 	})
-	a.Handler, err = newHTTPHandler(h, a.Metrics, cfg)
+	a.handlers = h
+	a.Handler, err = newHTTPHandler(h, a.Metrics, a.Audit, cfg)
 	if err != nil {
 		a.Close()
 		return nil, err
@@ -296,10 +314,18 @@ func New(ctx context.Context, cfg Config) (*App, error) {
 		}
 		a.wg.Go(func() { r.Run(runCtx) })
 	}
-	a.wg.Add(3)
+	a.wg.Add(5)
 	go func() {
 		defer a.wg.Done()
 		a.purgeLoop(runCtx)
+	}()
+	go func() {
+		defer a.wg.Done()
+		a.queueLengthLoop(runCtx)
+	}()
+	go func() {
+		defer a.wg.Done()
+		tick(runCtx, a.auditPruneEvery(), func(time.Time) { a.Audit.Prune(runCtx) })
 	}()
 	go func() {
 		defer a.wg.Done()
@@ -545,6 +571,7 @@ func (a *App) observe(ctx context.Context, e *celery.Event) {
 			m.Runtime = *e.Runtime
 		}
 		m.HasETA = e.ETA != ""
+		m.Exception = e.Exception
 	} else {
 		m.Active = e.Active
 	}

@@ -1,7 +1,10 @@
 package app
 
 import (
+	"bytes"
+	"context"
 	"fmt"
+	"io"
 	"log/slog"
 	"net/http"
 	"strings"
@@ -9,9 +12,11 @@ import (
 
 	"github.com/go-openapi/loads"
 	"github.com/go-openapi/runtime"
+	"github.com/go-openapi/runtime/middleware"
 	"github.com/go-openapi/runtime/security"
 
 	"github.com/stamen-dev/stamen/handlers"
+	"github.com/stamen-dev/stamen/internal/audit"
 	"github.com/stamen-dev/stamen/internal/auth"
 	"github.com/stamen-dev/stamen/internal/docs"
 	"github.com/stamen-dev/stamen/internal/metrics"
@@ -58,7 +63,7 @@ func useMiddlewareAuth(api *operations.StamenAPI) {
 	api.APIKeyAuthenticator = func(string, string, security.TokenAuthentication) runtime.Authenticator { return fromMiddleware }
 }
 
-func newHTTPHandler(h *handlers.Handlers, m *metrics.Metrics, cfg Config) (http.Handler, error) {
+func newHTTPHandler(h *handlers.Handlers, m *metrics.Metrics, log *audit.Log, cfg Config) (http.Handler, error) {
 	api, err := NewAPI(h)
 	if err != nil {
 		return nil, err
@@ -88,10 +93,30 @@ func newHTTPHandler(h *handlers.Handlers, m *metrics.Metrics, cfg Config) (http.
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			start := time.Now()
 			sw := &statusWriter{ResponseWriter: w, status: http.StatusOK}
-			next.ServeHTTP(sw, r)
 			op := "unknown"
-			if route, _, ok := api.Context().RouteInfo(r); ok && route != nil && route.Operation != nil {
-				op = route.Operation.ID
+			var route *middleware.MatchedRoute
+			if rt, _, ok := api.Context().RouteInfo(r); ok && rt != nil && rt.Operation != nil {
+				route, op = rt, rt.Operation.ID
+			}
+			write := auth.IsWrite(r.Method)
+			var rec audit.Record
+			var count func() *int64
+			if write && log != nil {
+				rec = auditRecord(r, op, route, cfg.MaxBodyBytes)
+				var ctx context.Context
+				ctx, count = audit.WithCounter(r.Context())
+				r = r.WithContext(ctx)
+			}
+			if write && cfg.ReadOnly {
+				// Whatever the credentials: --read_only is a promise that
+				// nothing changes through stamen.
+				handlers.WriteError(sw, http.StatusForbidden, "Read only mode is enabled (--read_only): write operations are refused")
+			} else {
+				next.ServeHTTP(sw, r)
+			}
+			if write && log != nil {
+				rec.Status, rec.Count = sw.status, count()
+				log.Record(r.Context(), rec)
 			}
 			m.ObserveHTTP(op, sw.status, time.Since(start))
 		})
@@ -171,3 +196,34 @@ func (w *statusWriter) WriteHeader(code int) {
 }
 
 func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+// auditRecord is what the audit log keeps of a write call before it runs:
+// who, from where, which operation and its parameters (masked by
+// audit.Params). The body is read from the buffer FlowerParams left (task
+// bodies) and put back for the handler.
+func auditRecord(r *http.Request, op string, route *middleware.MatchedRoute, maxBody int64) audit.Record {
+	p := auth.PrincipalFrom(r.Context())
+	name := p.Name
+	if name == "" {
+		name = auth.Anonymous
+	}
+	path := map[string]string{}
+	if route != nil {
+		for _, rp := range route.Params {
+			path[rp.Name] = rp.Value
+		}
+	}
+	var body []byte
+	if r.Body != nil && r.ContentLength != 0 {
+		b, err := io.ReadAll(io.LimitReader(r.Body, maxBody))
+		if err == nil {
+			body = b
+		}
+		r.Body = io.NopCloser(bytes.NewReader(b))
+	}
+	return audit.Record{
+		Time: time.Now().UTC(), User: name, Role: p.Role.String(), Remote: r.RemoteAddr,
+		Operation: op, Method: r.Method, Path: r.URL.Path,
+		Params: audit.Params(path, r.URL.Query(), body),
+	}
+}

@@ -22,6 +22,7 @@ import (
 	"github.com/go-openapi/spec"
 
 	"github.com/stamen-dev/stamen/handlers"
+	"github.com/stamen-dev/stamen/internal/audit"
 	"github.com/stamen-dev/stamen/internal/celery"
 	"github.com/stamen-dev/stamen/internal/inspect"
 	"github.com/stamen-dev/stamen/internal/metrics"
@@ -108,6 +109,35 @@ func (f *fakeBroker) Broadcast(_ context.Context, cmd celery.ControlCommand) ([]
 	return []celery.ControlReply{{Hostname: fakeWorker, Value: json.RawMessage(`{"ok": "done"}`)}}, nil
 }
 
+// fakeAuditStore keeps records in memory and fails as the fake broker
+// does, so that the audit log's 503 is answered too.
+type fakeAuditStore struct {
+	fb  *fakeBroker
+	mem *audit.Memory
+}
+
+func (s fakeAuditStore) Append(ctx context.Context, r audit.Record) error {
+	return s.mem.Append(ctx, r)
+}
+
+func (s fakeAuditStore) List(ctx context.Context, q audit.Query) ([]audit.Record, error) {
+	if err, _ := s.fb.errs(); err != nil {
+		return nil, err
+	}
+	return s.mem.List(ctx, q)
+}
+
+func (s fakeAuditStore) Prune(ctx context.Context, before time.Time, n int) (int, error) {
+	return s.mem.Prune(ctx, before, n)
+}
+
+func (f *fakeBroker) Purge(context.Context, string) (int64, error) {
+	if err, _ := f.errs(); err != nil {
+		return 0, err
+	}
+	return 0, nil
+}
+
 func (f *fakeBroker) QueueLengths(_ context.Context, queues []string) (map[string]int64, error) {
 	if err, _ := f.errs(); err != nil {
 		return nil, err
@@ -164,11 +194,13 @@ func newFakeServerLogging(t *testing.T, fb *fakeBroker, log *slog.Logger) *httpt
 		t.Fatal(err)
 	}
 	var handler http.Handler
+	auditLog := &audit.Log{Store: fakeAuditStore{fb: fb, mem: &audit.Memory{}}, Logger: log}
 	h := handlers.New(handlers.Config{
 		State: st, Inspector: insp, Broker: fb, Results: fb, Logger: log,
 		ControlTimeout: time.Second, BrokerTimeout: time.Second, ApplyTimeout: time.Second,
+		Audit: auditLog,
 	})
-	handler, err = newHTTPHandler(h, metrics.New(), Config{MaxBodyBytes: 1 << 20, Logger: log})
+	handler, err = newHTTPHandler(h, metrics.New(), auditLog, Config{MaxBodyBytes: 1 << 20, Logger: log})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -287,6 +319,10 @@ func TestAnsweredStatusesAreDeclared(t *testing.T) {
 		"/api/task/result/id-1?timeout=soon", "/api/task/result/a%20b", "/api/task/result/"+long)
 	add("listWorkers", "GET", "/api/workers", "/api/workers?refresh=1", "/api/workers?refresh=perhaps",
 		"/api/workers?workername=nobody")
+	add("listAudit", "GET", "/api/audit", "/api/audit?limit=5&offset=1&operation=purgeQueue&user=u",
+		"/api/audit?since=yesterday", "/api/audit?limit=", "/api/audit?limit=0")
+	addPost("purgeQueue", "/api/queues/purge/q?force=true", "/api/queues/purge/nosuchqueue",
+		"/api/queues/purge/a%20b", "/api/queues/purge/q?force=perhaps")
 	add("streamEvents", "GET", "/api/events", "/api/events?type="+strings.Repeat("x", 600))
 	for _, op := range []struct{ id, path string }{
 		{"applyTask", "/api/task/apply/"},

@@ -10,6 +10,7 @@ import (
 	"crypto/sha256"
 	"crypto/subtle"
 	"encoding/binary"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -213,6 +214,32 @@ func (a *Authenticator) raiseDummyCost(cost int) error {
 // constant time, so the time taken does not tell which one nearly matched
 // nor, with bcrypt credentials, whether the user name exists.
 func (a *Authenticator) Authenticate(r *http.Request) (Role, error) {
+	p, err := a.Identify(r)
+	return p.Role, err
+}
+
+// Principal is who called: the credential's name and its role.
+type Principal struct {
+	// Name is the basic-auth user name; for a bearer token, "token-" and
+	// the first 8 hex digits of the token's SHA-256 (a name that tells
+	// tokens apart in the audit log without revealing them); "anonymous"
+	// when stamen runs without credentials.
+	Name string
+	Role Role
+}
+
+// Anonymous is every caller when no credential is configured.
+const Anonymous = "anonymous"
+
+// TokenName is the name a bearer token goes by in the audit log.
+func TokenName(token string) string {
+	h := sha256.Sum256([]byte(token))
+	return "token-" + hex.EncodeToString(h[:4])
+}
+
+// Identify is Authenticate, with the name of the credential that matched
+// (empty when none did).
+func (a *Authenticator) Identify(r *http.Request) (Principal, error) {
 	h := r.Header.Get("Authorization")
 	scheme, value, _ := strings.Cut(h, " ")
 	value = strings.TrimSpace(value)
@@ -220,9 +247,13 @@ func (a *Authenticator) Authenticate(r *http.Request) (Role, error) {
 	case "basic":
 		user, pass, ok := r.BasicAuth()
 		if !ok {
-			return None, nil
+			return Principal{}, nil
 		}
-		return a.basicRole(user, pass)
+		role, err := a.basicRole(user, pass)
+		if role == None {
+			return Principal{}, err
+		}
+		return Principal{Name: user, Role: role}, err
 	case "bearer":
 		best := None
 		th := sha256.Sum256([]byte(value))
@@ -231,9 +262,12 @@ func (a *Authenticator) Authenticate(r *http.Request) (Role, error) {
 				best = c.role
 			}
 		}
-		return best, nil
+		if best == None {
+			return Principal{}, nil
+		}
+		return Principal{Name: TokenName(value), Role: best}, nil
 	}
-	return None, nil
+	return Principal{}, nil
 }
 
 func (a *Authenticator) basicRole(user, pass string) (Role, error) {

@@ -35,6 +35,7 @@ func TestMiddleware(t *testing.T) {
 		http.Error(w, msg, status)
 	}, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("X-Role", RoleFrom(r.Context()).String())
+		w.Header().Set("X-Name", PrincipalFrom(r.Context()).Name)
 	}))
 
 	tests := []struct {
@@ -63,6 +64,9 @@ func TestMiddleware(t *testing.T) {
 		{"viewer token reads", "GET", "/api/workers", bearer("viewer-token-0123456789"), 200, Viewer},
 		{"viewer token writes", "POST", "/api/task/revoke/x", bearer("viewer-token-0123456789"), 403, None},
 		{"wrong token", "GET", "/api/workers", bearer("operator-token-012345678X"), 401, None},
+		{"viewer reads the audit log", "GET", "/api/audit", basic("view", "view-pw"), 403, None},
+		{"viewer token reads the audit log", "GET", "/api/audit", bearer("viewer-token-0123456789"), 403, None},
+		{"operator reads the audit log", "GET", "/api/audit", basic("op", "op-pw"), 200, Operator},
 		{"healthcheck is public", "GET", "/healthcheck", nil, 200, None},
 		{"metrics are public", "GET", "/metrics", nil, 200, None},
 		{"spec is public", "GET", "/swagger.json", nil, 200, None},
@@ -82,6 +86,18 @@ func TestMiddleware(t *testing.T) {
 			if w.Code == 200 && w.Header().Get("X-Role") != tc.role.String() {
 				t.Errorf("next handler saw role %q, want %q", w.Header().Get("X-Role"), tc.role)
 			}
+			if w.Code == 200 && tc.role != None {
+				// The credential's name, for the audit log: the user, or
+				// a token's hash prefix (never the token).
+				name := w.Header().Get("X-Name")
+				user, _, isBasic := r.BasicAuth()
+				switch {
+				case isBasic && name != user:
+					t.Errorf("name %q, want the user %q", name, user)
+				case !isBasic && (!strings.HasPrefix(name, "token-") || len(name) != len("token-")+8 || strings.Contains(r.Header.Get("Authorization"), name[6:])):
+					t.Errorf("token name %q", name)
+				}
+			}
 			if tc.want == 401 && !strings.Contains(strings.Join(w.Header().Values("WWW-Authenticate"), ";"), "Basic") {
 				t.Errorf("401 without WWW-Authenticate: %v", w.Header())
 			}
@@ -94,6 +110,9 @@ func TestDisabledLetsEverythingThrough(t *testing.T) {
 	next := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if role := RoleFrom(r.Context()); role != Operator {
 			t.Errorf("role %v, want operator: without credentials everyone is", role)
+		}
+		if name := PrincipalFrom(r.Context()).Name; name != Anonymous {
+			t.Errorf("name %q, want %q", name, Anonymous)
 		}
 		w.WriteHeader(204)
 	})

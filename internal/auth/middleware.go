@@ -17,32 +17,49 @@ func isPublic(path string) bool {
 	return path == "/docs" || strings.HasPrefix(path, "/docs/")
 }
 
-// needsOperator tells the operations that change something: every POST.
-func needsOperator(r *http.Request) bool {
-	return r.Method != http.MethodGet && r.Method != http.MethodHead && r.Method != http.MethodOptions
+// IsWrite tells the operations that change something: every method but
+// GET, HEAD and OPTIONS. It is the one rule for what a viewer may not do,
+// what --read_only refuses and what the audit log records, so an operation
+// added later is covered by all three as soon as it is a POST.
+func IsWrite(method string) bool {
+	return method != http.MethodGet && method != http.MethodHead && method != http.MethodOptions
 }
 
-type roleKey struct{}
+// operatorReads are the read operations only operators may call: the audit
+// log tells who did what, from where, with which parameters.
+var operatorReads = map[string]bool{"/api/audit": true}
+
+// needsOperator tells the operations a viewer may not call.
+func needsOperator(r *http.Request) bool {
+	return IsWrite(r.Method) || operatorReads[r.URL.Path]
+}
+
+type principalKey struct{}
 
 // RoleFrom returns the role Middleware established for the request: None
 // for a request that did not go through it, or asked for a public path.
 func RoleFrom(ctx context.Context) Role {
-	role, _ := ctx.Value(roleKey{}).(Role)
-	return role
+	return PrincipalFrom(ctx).Role
 }
 
-func withRole(r *http.Request, role Role) *http.Request {
-	return r.WithContext(context.WithValue(r.Context(), roleKey{}, role))
+// PrincipalFrom returns the caller Middleware established for the request.
+func PrincipalFrom(ctx context.Context) Principal {
+	p, _ := ctx.Value(principalKey{}).(Principal)
+	return p
+}
+
+func withPrincipal(r *http.Request, p Principal) *http.Request {
+	return r.WithContext(context.WithValue(r.Context(), principalKey{}, p))
 }
 
 // Middleware enforces the roles on every non-public path and hands the
-// caller's role on in the request's context (RoleFrom). With no credentials
+// caller on in the request's context (RoleFrom, PrincipalFrom). With no credentials
 // configured every caller is an operator (stamen then listens on loopback
 // only, which cmd/stamen enforces). deny writes the error answer.
 func (a *Authenticator) Middleware(deny func(w http.ResponseWriter, status int, msg string), next http.Handler) http.Handler {
 	if !a.Enabled() {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			next.ServeHTTP(w, withRole(r, Operator))
+			next.ServeHTTP(w, withPrincipal(r, Principal{Name: Anonymous, Role: Operator}))
 		})
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -50,7 +67,8 @@ func (a *Authenticator) Middleware(deny func(w http.ResponseWriter, status int, 
 			next.ServeHTTP(w, r)
 			return
 		}
-		role, err := a.Authenticate(r)
+		p, err := a.Identify(r)
+		role := p.Role
 		switch {
 		case errors.Is(err, ErrBusy):
 			// Fail fast: a queue of bcrypt checks would grow without bound
@@ -64,7 +82,7 @@ func (a *Authenticator) Middleware(deny func(w http.ResponseWriter, status int, 
 		case needsOperator(r) && role < Operator:
 			deny(w, http.StatusForbidden, "the viewer role may not call this operation")
 		default:
-			next.ServeHTTP(w, withRole(r, role))
+			next.ServeHTTP(w, withPrincipal(r, p))
 		}
 	})
 }

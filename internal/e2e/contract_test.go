@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/url"
 	"strings"
 	"testing"
@@ -12,6 +13,7 @@ import (
 	"github.com/go-openapi/strfmt"
 
 	"github.com/stamen-dev/stamen/gen/client"
+	auditops "github.com/stamen-dev/stamen/gen/client/audit"
 	"github.com/stamen-dev/stamen/gen/client/queues"
 	"github.com/stamen-dev/stamen/gen/client/tasks"
 	"github.com/stamen-dev/stamen/gen/client/workers"
@@ -233,6 +235,45 @@ func contractCases() []suiteCase {
 
 			_, err = cl.Workers.ShutdownWorkerContext(ctx, workers.NewShutdownWorkerParams().WithWorkername("nobody@nowhere"), nil)
 			wantError(t, "shutdownWorker unknown", err, 404)
+		}},
+		{"contract: generated client on purge and the audit log", func(t *testing.T, c *cluster) {
+			cl := genClient(t, c.api.base)
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			start := time.Now().Add(-time.Second)
+			unknown := "contract-unknown-" + c.kind
+			_, err := cl.Queues.PurgeQueueContext(ctx, queues.NewPurgeQueueParams().WithQueue(unknown), nil)
+			wantError(t, "purgeQueue unknown", err, 404)
+			_, err = cl.Queues.PurgeQueueContext(ctx, queues.NewPurgeQueueParams().WithQueue("a b"), nil)
+			wantError(t, "purgeQueue invalid name", err, 400)
+			p, err := cl.Queues.PurgeQueueContext(ctx, queues.NewPurgeQueueParams().WithQueue(unknown).WithForce(ptr(true)), nil)
+			if err != nil {
+				t.Fatalf("purgeQueue forced: %v", err)
+			}
+			valid(t, "purgeQueue", p.Payload)
+			if *p.Payload.Queue != unknown || *p.Payload.Purged != 0 {
+				t.Errorf("purgeQueue forced: %+v", p.Payload)
+			}
+
+			log, err := cl.Audit.ListAuditContext(ctx, auditops.NewListAuditParams().WithOperation(ptr("purgeQueue")).
+				WithSince(ptr(start.UTC().Format(time.RFC3339Nano))).WithLimit(ptr(int32(10))), nil)
+			if err != nil {
+				t.Fatalf("listAudit: %v", err)
+			}
+			valid(t, "listAudit", log.Payload)
+			// Newest first: the forced purge, then the two refused ones.
+			var statuses []int32
+			for _, r := range log.Payload.Records {
+				if *r.User != "anonymous" || *r.Operation != "purgeQueue" {
+					t.Errorf("listAudit record: %+v", r)
+				}
+				statuses = append(statuses, *r.Status)
+			}
+			if fmt.Sprint(statuses) != "[200 400 404]" {
+				t.Errorf("listAudit statuses %v, want [200 400 404]", statuses)
+			}
+			_, err = cl.Audit.ListAuditContext(ctx, auditops.NewListAuditParams().WithSince(ptr("yesterday")), nil)
+			wantError(t, "listAudit bad since", err, 400)
 		}},
 	}
 }

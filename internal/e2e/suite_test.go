@@ -116,6 +116,7 @@ func newCluster(t *testing.T, s brokerSetup, celery string) *cluster {
 	}
 	cfg.InspectTimeout = 2 * time.Second
 	cfg.ApplyTimeout = 30 * time.Second
+	cfg.QueueLengthInterval = 250 * time.Millisecond
 	if testing.Verbose() {
 		cfg.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	}
@@ -240,6 +241,7 @@ func suite() []suiteCase {
 	cases = append(cases, contractCases()...)
 	cases = append(cases, observeCases()...)
 	cases = append(cases, securityCases()...)
+	cases = append(cases, opsCases()...)
 	cases = append(cases, typedCases()...)
 	cases = append(cases, retryCases()...)
 	cases = append(cases, lifecycleCases()...)

@@ -26,6 +26,8 @@ type Event struct {
 	HasETA    bool
 	// Active is a heartbeat's number of executing tasks.
 	Active int
+	// Exception is a task-failed event's exception repr.
+	Exception string
 }
 
 // maxPending bounds the tasks remembered between received and started
@@ -62,6 +64,7 @@ type Metrics struct {
 	ingested                     *prometheus.CounterVec
 	ingestedTask, ingestedWorker prometheus.Counter
 	httpDur                      *prometheus.HistogramVec
+	ops                          opsMetrics
 
 	mu      sync.Mutex
 	pending map[string]pending
@@ -127,9 +130,11 @@ func New(gauges ...prometheus.Collector) *Metrics {
 			Buckets: []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10},
 		}, []string{"operation", "code"}),
 	}
+	m.ops = newOpsMetrics()
 	m.ingestedTask = m.ingested.WithLabelValues("task")
 	m.ingestedWorker = m.ingested.WithLabelValues("worker")
 	m.reg.MustRegister(m.events, m.runtime, m.prefetch, m.prefetched, m.online, m.executing, m.ingested, m.httpDur,
+		m.ops.queueLength, m.ops.failures,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	for _, g := range gauges {
 		m.reg.MustRegister(g)
@@ -185,6 +190,9 @@ func (m *Metrics) Observe(e Event) {
 			t.prefetchOf(m).Set(max(0, e.Timestamp-p.received))
 		}
 	case "task-succeeded", "task-failed", "task-revoked", "task-rejected":
+		if e.Type == "task-failed" {
+			m.failed(e.Exception)
+		}
 		if p, ok := m.pending[e.UUID]; ok {
 			m.task(p.worker, p.task).prefetchOf(m).Set(0)
 			delete(m.pending, e.UUID)

@@ -16,6 +16,7 @@ import (
 	"github.com/go-openapi/spec"
 	"github.com/go-openapi/strfmt"
 	"github.com/go-openapi/swag/cmdutils"
+	"github.com/stamen-dev/stamen/restapi/operations/audit"
 	"github.com/stamen-dev/stamen/restapi/operations/events"
 	"github.com/stamen-dev/stamen/restapi/operations/queues"
 	"github.com/stamen-dev/stamen/restapi/operations/tasks"
@@ -120,6 +121,13 @@ func NewStamenAPI(spec *loads.Document) *StamenAPI {
 			return middleware.NotImplemented("operation workers.GrowWorkerPool has not yet been implemented")
 		}),
 
+		AuditListAuditHandler: audit.ListAuditHandlerFunc(func(params audit.ListAuditParams, principal any) middleware.Responder {
+			_ = params
+			_ = principal
+
+			return middleware.NotImplemented("operation audit.ListAudit has not yet been implemented")
+		}),
+
 		TasksListFailuresHandler: tasks.ListFailuresHandlerFunc(func(params tasks.ListFailuresParams, principal any) middleware.Responder {
 			_ = params
 			_ = principal
@@ -146,6 +154,13 @@ func NewStamenAPI(spec *loads.Document) *StamenAPI {
 			_ = principal
 
 			return middleware.NotImplemented("operation workers.ListWorkers has not yet been implemented")
+		}),
+
+		QueuesPurgeQueueHandler: queues.PurgeQueueHandlerFunc(func(params queues.PurgeQueueParams, principal any) middleware.Responder {
+			_ = params
+			_ = principal
+
+			return middleware.NotImplemented("operation queues.PurgeQueue has not yet been implemented")
 		}),
 
 		WorkersRestartWorkerPoolHandler: workers.RestartWorkerPoolHandlerFunc(func(params workers.RestartWorkerPoolParams, principal any) middleware.Responder {
@@ -253,7 +268,9 @@ func NewStamenAPI(spec *loads.Document) *StamenAPI {
 //
 // When stamen runs with credentials, every operation needs HTTP basic
 // credentials or a bearer token (Authorize, in Swagger UI). Viewers may
-// call the GET operations; operators may call every operation. Without
+// call the GET operations but /api/audit; operators may call every
+// operation. With --read_only every operation that is not a GET answers
+// 403. Every call of such an operation is recorded in the audit log. Without
 // credentials configured stamen listens on loopback only and asks for
 // none.
 type StamenAPI struct {
@@ -322,6 +339,8 @@ type StamenAPI struct {
 	TasksGetTaskResultHandler tasks.GetTaskResultHandler
 	// WorkersGrowWorkerPoolHandler sets the operation handler for the grow worker pool operation
 	WorkersGrowWorkerPoolHandler workers.GrowWorkerPoolHandler
+	// AuditListAuditHandler sets the operation handler for the list audit operation
+	AuditListAuditHandler audit.ListAuditHandler
 	// TasksListFailuresHandler sets the operation handler for the list failures operation
 	TasksListFailuresHandler tasks.ListFailuresHandler
 	// TasksListTaskTypesHandler sets the operation handler for the list task types operation
@@ -330,6 +349,8 @@ type StamenAPI struct {
 	TasksListTasksHandler tasks.ListTasksHandler
 	// WorkersListWorkersHandler sets the operation handler for the list workers operation
 	WorkersListWorkersHandler workers.ListWorkersHandler
+	// QueuesPurgeQueueHandler sets the operation handler for the purge queue operation
+	QueuesPurgeQueueHandler queues.PurgeQueueHandler
 	// WorkersRestartWorkerPoolHandler sets the operation handler for the restart worker pool operation
 	WorkersRestartWorkerPoolHandler workers.RestartWorkerPoolHandler
 	// TasksRetryTaskHandler sets the operation handler for the retry task operation
@@ -469,6 +490,9 @@ func (o *StamenAPI) Validate() error {
 	if o.WorkersGrowWorkerPoolHandler == nil {
 		unregistered = append(unregistered, "workers.GrowWorkerPoolHandler")
 	}
+	if o.AuditListAuditHandler == nil {
+		unregistered = append(unregistered, "audit.ListAuditHandler")
+	}
 	if o.TasksListFailuresHandler == nil {
 		unregistered = append(unregistered, "tasks.ListFailuresHandler")
 	}
@@ -480,6 +504,9 @@ func (o *StamenAPI) Validate() error {
 	}
 	if o.WorkersListWorkersHandler == nil {
 		unregistered = append(unregistered, "workers.ListWorkersHandler")
+	}
+	if o.QueuesPurgeQueueHandler == nil {
+		unregistered = append(unregistered, "queues.PurgeQueueHandler")
 	}
 	if o.WorkersRestartWorkerPoolHandler == nil {
 		unregistered = append(unregistered, "workers.RestartWorkerPoolHandler")
@@ -663,6 +690,10 @@ func (o *StamenAPI) initHandlerCache() {
 	if o.handlers["GET"] == nil {
 		o.handlers["GET"] = make(map[string]http.Handler)
 	}
+	o.handlers["GET"]["/api/audit"] = audit.NewListAudit(o.context, o.AuditListAuditHandler)
+	if o.handlers["GET"] == nil {
+		o.handlers["GET"] = make(map[string]http.Handler)
+	}
 	o.handlers["GET"]["/api/failures"] = tasks.NewListFailures(o.context, o.TasksListFailuresHandler)
 	if o.handlers["GET"] == nil {
 		o.handlers["GET"] = make(map[string]http.Handler)
@@ -676,6 +707,10 @@ func (o *StamenAPI) initHandlerCache() {
 		o.handlers["GET"] = make(map[string]http.Handler)
 	}
 	o.handlers["GET"]["/api/workers"] = workers.NewListWorkers(o.context, o.WorkersListWorkersHandler)
+	if o.handlers["POST"] == nil {
+		o.handlers["POST"] = make(map[string]http.Handler)
+	}
+	o.handlers["POST"]["/api/queues/purge/{queue}"] = queues.NewPurgeQueue(o.context, o.QueuesPurgeQueueHandler)
 	if o.handlers["POST"] == nil {
 		o.handlers["POST"] = make(map[string]http.Handler)
 	}

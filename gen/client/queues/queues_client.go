@@ -62,6 +62,12 @@ type ClientService interface {
 	// GetQueueLengthsContext Get queue lengths (messages waiting in each queue the workers consume).
 	GetQueueLengthsContext(ctx context.Context, params *GetQueueLengthsParams, authInfo runtime.ClientAuthInfoWriter, opts ...ClientOption) (*GetQueueLengthsOK, error)
 
+	// PurgeQueue Empty a queue: every message waiting in it is deleted (on Redis its priority lists too), and the answer says how many. Messages workers have already fetched are not touched. A queue that no worker consumes and that stamen never published to is refused with 404 unless force=true, so that a typo does not go unnoticed. .
+	PurgeQueue(params *PurgeQueueParams, authInfo runtime.ClientAuthInfoWriter, opts ...ClientOption) (*PurgeQueueOK, error)
+
+	// PurgeQueueContext Empty a queue: every message waiting in it is deleted (on Redis its priority lists too), and the answer says how many. Messages workers have already fetched are not touched. A queue that no worker consumes and that stamen never published to is refused with 404 unless force=true, so that a typo does not go unnoticed. .
+	PurgeQueueContext(ctx context.Context, params *PurgeQueueParams, authInfo runtime.ClientAuthInfoWriter, opts ...ClientOption) (*PurgeQueueOK, error)
+
 	SetTransport(transport runtime.ContextualTransport)
 }
 
@@ -125,6 +131,79 @@ func (a *Client) GetQueueLengthsContext(ctx context.Context, params *GetQueueLen
 	//
 	// safeguard: normally, in the absence of a default response, unknown success responses return an error above: so this is a codegen issue
 	msg := fmt.Sprintf("unexpected success response for getQueueLengths: API contract not enforced by server. Client expected to get an error, but got: %T", result)
+	panic(msg)
+}
+
+// PurgeQueue Empty a queue: every message waiting in it is deleted (on Redis its
+// priority lists too), and the answer says how many. Messages workers
+// have already fetched are not touched. A queue that no worker consumes
+// and that stamen never published to is refused with 404 unless
+// force=true, so that a typo does not go unnoticed.
+// .
+//
+// This method does not support injected context.
+// However, timeout and opentracing contexts are honored whenever enabled.
+//
+// If you need to pass a specific context, use [Client.PurgeQueueContext] instead.
+func (a *Client) PurgeQueue(params *PurgeQueueParams, authInfo runtime.ClientAuthInfoWriter, opts ...ClientOption) (*PurgeQueueOK, error) {
+	var ctx context.Context
+	if params != nil && params.inner.ctx != nil {
+		ctx = params.inner.ctx
+	} else {
+		ctx = context.Background()
+	}
+
+	return a.PurgeQueueContext(ctx, params, authInfo, opts...)
+}
+
+// PurgeQueueContext Empty a queue: every message waiting in it is deleted (on Redis its
+// priority lists too), and the answer says how many. Messages workers
+// have already fetched are not touched. A queue that no worker consumes
+// and that stamen never published to is refused with 404 unless
+// force=true, so that a typo does not go unnoticed.
+// .
+//
+// Do not use the deprecated [PurgeQueueParams.Context] with this method: it would be ignored.
+func (a *Client) PurgeQueueContext(ctx context.Context, params *PurgeQueueParams, authInfo runtime.ClientAuthInfoWriter, opts ...ClientOption) (*PurgeQueueOK, error) {
+	// NOTE: parameters are not validated before sending
+	if params == nil {
+		params = NewPurgeQueueParams()
+	}
+
+	op := &runtime.ClientOperation{
+		ID:                 "purgeQueue",
+		Method:             "POST",
+		PathPattern:        "/api/queues/purge/{queue}",
+		ProducesMediaTypes: []string{"application/json"},
+		ConsumesMediaTypes: []string{"application/json"},
+		Schemes:            []string{"http"},
+		Params:             params,
+		Reader:             &PurgeQueueReader{formats: a.formats},
+		AuthInfo:           authInfo,
+		Client:             params.HTTPClient,
+	}
+
+	for _, opt := range opts {
+		opt(op)
+	}
+
+	result, err := a.transport.SubmitContext(ctx, op)
+	if err != nil {
+		return nil, err
+	}
+
+	// only one success response has to be checked
+	success, ok := result.(*PurgeQueueOK)
+	if ok {
+		return success, nil
+	}
+
+	// unexpected success response.
+
+	// no default response is defined.
+	//
+	// safeguard: normally, in the absence of a default response, unknown success responses return an error above: so this is a codegen issue
+	msg := fmt.Sprintf("unexpected success response for purgeQueue: API contract not enforced by server. Client expected to get an error, but got: %T", result)
 	panic(msg)
 }
 

@@ -360,3 +360,31 @@ func uintField(u uint64) (any, error) {
 	}
 	return int64(u), nil
 }
+
+// Purge empties a queue with queue.purge and returns how many messages it
+// deleted. Messages delivered to a consumer and not yet acknowledged stay,
+// as RabbitMQ's purge leaves them. A queue that does not exist holds
+// nothing: 0, and nothing is declared.
+func (b *Broker) Purge(ctx context.Context, queue string) (int64, error) {
+	var n int64
+	err := b.withChannel(ctx, "purge", func(c *channels) error {
+		ch, err := c.get()
+		if err != nil {
+			return err
+		}
+		count, err := ch.QueuePurge(queue, false)
+		switch {
+		case err == nil:
+			n = int64(count)
+		case isNotFound(err):
+			n = 0
+		default:
+			return fmt.Errorf("queue %s: %w", queue, err)
+		}
+		return nil
+	})
+	if err != nil {
+		return 0, err
+	}
+	return n, nil
+}

@@ -1,0 +1,174 @@
+package audit
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"net/url"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stamen-dev/stamen/internal/redact"
+	"github.com/stamen-dev/stamen/internal/store"
+)
+
+func TestParamsMaskSecrets(t *testing.T) {
+	body := []byte(`{"args": ["amqp://u:url-pw@h//", 1], "kwargs": {"api_key": "k-secret", "nested": {"password": "p-secret"}, "x": "plain"}}`)
+	p := Params(map[string]string{"taskname": "t.a"}, url.Values{"password": {"q-secret"}, "queue": {"q1"}, "n": {"1", "2"}}, body)
+	b, err := json.Marshal(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := string(b)
+	for _, secret := range []string{"url-pw", "k-secret", "p-secret", "q-secret"} {
+		if strings.Contains(s, secret) {
+			t.Errorf("params show %q: %s", secret, s)
+		}
+	}
+	for _, kept := range []string{`"taskname":"t.a"`, `"queue":"q1"`, `"x":"plain"`, `"n":["1","2"]`, "amqp://u:" + redact.Mask + "@h//"} {
+		if !strings.Contains(s, kept) {
+			t.Errorf("params lack %s: %s", kept, s)
+		}
+	}
+	if Params(nil, nil, nil) != nil {
+		t.Error("no parameters should give nil")
+	}
+	if p := Params(nil, nil, []byte("redis://:pw@h not json")); strings.Contains(fmt.Sprint(p), "pw@") {
+		t.Errorf("a non-JSON body keeps its URL password: %v", p)
+	}
+}
+
+func TestParamsAreBounded(t *testing.T) {
+	big := strings.Repeat("é", 10000)
+	p := Params(nil, url.Values{"q": {big}}, []byte(`{"args": ["`+big+`"], "kwargs": {"password": "`+big+`"}}`))
+	for k, v := range p {
+		b, _ := json.Marshal(v)
+		if len(b) > MaxParamBytes+100 {
+			t.Errorf("%s kept %d bytes", k, len(b))
+		}
+		if s, ok := v.(string); !ok || !strings.HasSuffix(s, "bytes, cut)") {
+			t.Errorf("%s not marked as cut: %.80v", k, v)
+		}
+	}
+}
+
+func TestCounter(t *testing.T) {
+	SetCount(context.Background(), 3) // no counter: nothing happens
+	ctx, count := WithCounter(context.Background())
+	if count() != nil {
+		t.Fatal("count set before SetCount")
+	}
+	SetCount(ctx, 42)
+	if c := count(); c == nil || *c != 42 {
+		t.Fatalf("count = %v, want 42", c)
+	}
+}
+
+// stores runs each test on both Store implementations.
+func stores(t *testing.T) map[string]Store {
+	t.Helper()
+	db, err := store.Open(filepath.Join(t.TempDir(), "audit.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = db.Close() })
+	return map[string]Store{"memory": &Memory{}, "bolt": Bolt{DB: db}}
+}
+
+func TestStoreListFiltersAndPrune(t *testing.T) {
+	t0 := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	for name, s := range stores(t) {
+		t.Run(name, func(t *testing.T) {
+			ctx := context.Background()
+			for i := range 10 {
+				user := "alice"
+				if i%2 == 1 {
+					user = "bob"
+				}
+				op := "revokeTask"
+				if i%3 == 0 {
+					op = "purgeQueue"
+				}
+				if err := s.Append(ctx, Record{Time: t0.Add(time.Duration(i) * time.Minute), User: user, Operation: op, Status: 200 + i}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			statuses := func(q Query) string {
+				t.Helper()
+				recs, err := s.List(ctx, q)
+				if err != nil {
+					t.Fatal(err)
+				}
+				var out []string
+				for _, r := range recs {
+					out = append(out, fmt.Sprint(r.Status))
+				}
+				return strings.Join(out, ",")
+			}
+			for _, tc := range []struct {
+				name string
+				q    Query
+				want string
+			}{
+				{"all, newest first", Query{}, "209,208,207,206,205,204,203,202,201,200"},
+				{"limit offset", Query{Limit: 3, Offset: 2}, "207,206,205"},
+				{"user", Query{User: "bob"}, "209,207,205,203,201"},
+				{"operation", Query{Operation: "purgeQueue"}, "209,206,203,200"},
+				{"user and operation", Query{User: "bob", Operation: "purgeQueue"}, "209,203"},
+				{"window", Query{Since: t0.Add(2 * time.Minute), Until: t0.Add(5 * time.Minute)}, "204,203,202"},
+				{"until only", Query{Until: t0.Add(2 * time.Minute)}, "201,200"},
+				{"until past the end", Query{Until: t0.Add(time.Hour), Limit: 1}, "209"},
+				{"since past the end", Query{Since: t0.Add(time.Hour)}, ""},
+			} {
+				if got := statuses(tc.q); got != tc.want {
+					t.Errorf("%s: %s, want %s", tc.name, got, tc.want)
+				}
+			}
+			n, err := s.Prune(ctx, t0.Add(3*time.Minute), 5)
+			if err != nil || n != 5 {
+				t.Errorf("Prune = %d, %v; want 5 (3 too old, then 2 beyond the cap)", n, err)
+			}
+			if got := statuses(Query{}); got != "209,208,207,206,205" {
+				t.Errorf("after prune: %s", got)
+			}
+		})
+	}
+}
+
+func TestMemoryIsBounded(t *testing.T) {
+	m := &Memory{Max: 3}
+	for i := range 5 {
+		_ = m.Append(context.Background(), Record{Time: time.Unix(int64(i), 0), Status: i})
+	}
+	recs, _ := m.List(context.Background(), Query{})
+	if len(recs) != 3 || recs[0].Status != 4 || recs[2].Status != 2 {
+		t.Errorf("records %v, want the newest 3", recs)
+	}
+}
+
+func TestLogRecordLogsOneLine(t *testing.T) {
+	var buf bytes.Buffer
+	n := int64(7)
+	l := &Log{Store: &Memory{}, Logger: slog.New(slog.NewTextHandler(&buf, nil))}
+	l.Record(context.Background(), Record{
+		Time: time.Now(), User: "alice", Role: "operator", Remote: "127.0.0.1:1", Operation: "purgeQueue",
+		Method: "POST", Path: "/api/queues/purge/q", Status: 200, Count: &n,
+		Params: Params(nil, url.Values{"force": {"true"}}, nil),
+	})
+	out := buf.String()
+	if strings.Count(out, "\n") != 1 {
+		t.Errorf("want one line, got %q", out)
+	}
+	for _, want := range []string{"msg=audit", "user=alice", "operation=purgeQueue", "status=200", "count=7", `force`} {
+		if !strings.Contains(out, want) {
+			t.Errorf("log line lacks %s: %s", want, out)
+		}
+	}
+	if recs, _ := l.List(context.Background(), Query{}); len(recs) != 1 || *recs[0].Count != 7 {
+		t.Errorf("stored %v", recs)
+	}
+}
