@@ -14,6 +14,7 @@ import (
 	"github.com/go-openapi/runtime/middleware"
 
 	"github.com/stamen-dev/stamen/gen/models"
+	"github.com/stamen-dev/stamen/internal/audit"
 	"github.com/stamen-dev/stamen/internal/celery"
 	"github.com/stamen-dev/stamen/internal/state"
 	"github.com/stamen-dev/stamen/restapi/operations/tasks"
@@ -296,6 +297,7 @@ func (h *Handlers) revokeTasks(p tasks.RevokeTasksParams, _ any) middleware.Resp
 		return h.brokerError("revoke", err)
 	}
 	out.Revoked = ids
+	audit.SetCount(p.HTTPRequest.Context(), int64(len(ids)))
 	return tasks.NewRevokeTasksOK().WithPayload(out)
 }
 
@@ -335,6 +337,7 @@ func (h *Handlers) retryTasks(p tasks.RetryTasksParams, _ any) middleware.Respon
 		}
 		return fail
 	}
+	audit.SetCount(ctx, int64(len(out.Retried)))
 	return tasks.NewRetryTasksOK().WithPayload(out)
 }
 

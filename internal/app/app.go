@@ -259,7 +259,11 @@ func New(ctx context.Context, cfg Config) (*App, error) {
 	a.Metrics = metrics.New(a.gauges()...)
 	a.Events = stream.NewHub()
 	var sent handlers.SentLog
-	if a.store != nil {
+	switch {
+	case a.Postgres != nil:
+		// Shared by the fleet: any replica retries what another sent.
+		sent = pgstore.Sent{S: a.Postgres, Lim: store.SentLimits{Max: handlers.DefaultSentMax, MaxAge: handlers.DefaultSentMaxAge}}
+	case a.store != nil:
 		sent = sentStore{a.store}
 	}
 	a.Audit = a.newAuditLog()

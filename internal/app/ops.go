@@ -7,6 +7,7 @@ import (
 
 	"github.com/stamen-dev/stamen/internal/audit"
 	"github.com/stamen-dev/stamen/internal/metrics"
+	"github.com/stamen-dev/stamen/internal/store/pgstore"
 )
 
 // Defaults of the audit log's bounds and of the queue-length refresh.
@@ -29,9 +30,13 @@ func (a *App) newAuditLog() *audit.Log {
 	if l.MaxRecords <= 0 {
 		l.MaxRecords = DefaultAuditMaxRecords
 	}
-	if a.store != nil {
+	switch {
+	case a.Postgres != nil:
+		// Shared by the fleet: every replica lists every replica's records.
+		l.Store = pgstore.Audit{S: a.Postgres}
+	case a.store != nil:
 		l.Store = audit.Bolt{DB: a.store}
-	} else {
+	default:
 		l.Store = &audit.Memory{Max: l.MaxRecords}
 	}
 	return l

@@ -160,7 +160,15 @@ func writeOperations(c *cluster, taskID, queue string) []authCase {
 			out = append(out, op)
 		}
 	}
-	return append(out, authCase{"POST", "/api/queues/purge/" + queue, q("force", "true"), "", 0})
+	// The operations beyond Flower's, on nothing: a filter no task matches
+	// (dry runs), and a task id nothing knows (404).
+	nobody := q("taskname", "no.such.task", "max", "10", "dry_run", "true")
+	return append(out,
+		authCase{"POST", "/api/queues/purge/" + queue, q("force", "true"), "", 0},
+		authCase{"POST", "/api/task/retry/00000000-0000-4000-8000-00000000a0d1", nil, "", 404},
+		authCase{"POST", "/api/tasks/revoke", nobody, "", 0},
+		authCase{"POST", "/api/tasks/retry", nobody, "", 0},
+	)
 }
 
 func opsCases() []suiteCase {
@@ -321,7 +329,7 @@ func opsCases() []suiteCase {
 			}
 			for _, want := range []string{"applyTask", "asyncApplyTask", "sendTask", "abortTask", "revokeTask", "setTaskTimeout",
 				"setTaskRateLimit", "shutdownWorker", "restartWorkerPool", "growWorkerPool", "shrinkWorkerPool",
-				"autoscaleWorkerPool", "addConsumer", "cancelConsumer", "purgeQueue"} {
+				"autoscaleWorkerPool", "addConsumer", "cancelConsumer", "purgeQueue", "retryTask", "revokeTasks", "retryTasks"} {
 				if !seenOps[want] {
 					t.Errorf("no audit record of %s", want)
 				}

@@ -79,6 +79,21 @@ CREATE TABLE stamen_workers (
 	event    bytea NOT NULL
 );
 CREATE TABLE stamen_task_types (name text COLLATE "C" PRIMARY KEY);`,
+	// 2: the audit log and the log of sent tasks (Audit, Sent).
+	`CREATE TABLE stamen_audit (
+	id        bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+	at        timestamptz NOT NULL,
+	operation text NOT NULL,
+	username  text NOT NULL,
+	record    jsonb NOT NULL
+);
+CREATE INDEX stamen_audit_at ON stamen_audit (at, id);
+CREATE TABLE stamen_sent (
+	id   text COLLATE "C" PRIMARY KEY,
+	at   timestamptz NOT NULL,
+	data bytea NOT NULL
+);
+CREATE INDEX stamen_sent_at ON stamen_sent (at);`,
 }
 
 // searchText is the text an unqualified search term is looked for in, the

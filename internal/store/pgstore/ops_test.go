@@ -1,0 +1,101 @@
+package pgstore_test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/stamen-dev/stamen/internal/audit"
+	"github.com/stamen-dev/stamen/internal/store"
+	"github.com/stamen-dev/stamen/internal/store/pgstore"
+)
+
+// TestAuditInPostgres: the fleet's audit log keeps records newest first,
+// filters by operation, user and time, and prunes by age and by count.
+func TestAuditInPostgres(t *testing.T) {
+	s := openStore(t, newDB(t))
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	a := pgstore.Audit{S: s}
+	base := time.Date(2026, 11, 23, 12, 0, 0, 0, time.UTC)
+	n := int64(3)
+	for i, r := range []audit.Record{
+		{User: "alice", Operation: "revokeTask", Status: 200},
+		{User: "bob", Operation: "revokeTasks", Status: 200, Count: &n},
+		{User: "alice", Operation: "purgeQueue", Status: 404},
+		{User: "bob", Operation: "revokeTask", Status: 200},
+	} {
+		r.Time, r.Role, r.Params = base.Add(time.Duration(i)*time.Minute), "operator", map[string]any{"taskid": fmt.Sprint(i)}
+		if err := a.Append(ctx, r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, tc := range []struct {
+		name string
+		q    audit.Query
+		want []string // user/operation, newest first
+	}{
+		{"all", audit.Query{}, []string{"bob/revokeTask", "alice/purgeQueue", "bob/revokeTasks", "alice/revokeTask"}},
+		{"user", audit.Query{User: "alice"}, []string{"alice/purgeQueue", "alice/revokeTask"}},
+		{"operation", audit.Query{Operation: "revokeTask"}, []string{"bob/revokeTask", "alice/revokeTask"}},
+		{"window", audit.Query{Since: base.Add(time.Minute), Until: base.Add(3 * time.Minute)}, []string{"alice/purgeQueue", "bob/revokeTasks"}},
+		{"page", audit.Query{Limit: 1, Offset: 1}, []string{"alice/purgeQueue"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			recs, err := a.List(ctx, tc.q)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got []string
+			for _, r := range recs {
+				got = append(got, r.User+"/"+r.Operation)
+			}
+			if fmt.Sprint(got) != fmt.Sprint(tc.want) {
+				t.Errorf("got %v, want %v", got, tc.want)
+			}
+		})
+	}
+	recs, _ := a.List(ctx, audit.Query{Operation: "revokeTasks"})
+	if len(recs) != 1 || recs[0].Count == nil || *recs[0].Count != 3 || recs[0].Params["taskid"] != "1" {
+		t.Errorf("record read back: %+v", recs)
+	}
+	if n, err := a.Prune(ctx, base.Add(time.Minute), 2); err != nil || n != 2 {
+		t.Fatalf("prune: %d, %v; want 2 gone", n, err)
+	}
+	recs, _ = a.List(ctx, audit.Query{})
+	if len(recs) != 2 || recs[0].User != "bob" || recs[1].Operation != "purgeQueue" {
+		t.Errorf("after pruning: %+v", recs)
+	}
+}
+
+// TestSentInPostgres: what stamen sent is read back by id, replaced when
+// sent again, and trimmed to the limits, the oldest first.
+func TestSentInPostgres(t *testing.T) {
+	s := openStore(t, newDB(t))
+	l := pgstore.Sent{S: s, Lim: store.SentLimits{Max: 3, MaxAge: time.Hour}}
+	base := time.Now()
+	for i := range 5 {
+		if err := l.PutSent(fmt.Sprintf("id-%d", i), base.Add(time.Duration(i)*time.Second), []byte(fmt.Sprint("data-", i))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := l.PutSent("id-4", base.Add(10*time.Second), []byte("again")); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		id   string
+		want string // "" when trimmed
+	}{{"id-0", ""}, {"id-1", ""}, {"id-2", "data-2"}, {"id-3", "data-3"}, {"id-4", "again"}} {
+		data, ok, err := l.Sent(tc.id)
+		if err != nil || ok != (tc.want != "") || string(data) != tc.want {
+			t.Errorf("%s: %q, %v, %v; want %q", tc.id, data, ok, err, tc.want)
+		}
+	}
+	if err := l.PutSent("late", base.Add(2*time.Hour), []byte("x")); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok, _ := l.Sent("id-4"); ok {
+		t.Error("a record older than MaxAge was kept")
+	}
+}
