@@ -56,13 +56,7 @@ func countStates(ids []string, states map[string]string) map[string]int {
 // await polls cond every 100 ms until it holds, failing after within.
 func await(t *testing.T, within time.Duration, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(within)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("not within %s: %s", within, what)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	testcluster.Eventually(t, within, what, cond)
 }
 
 // stopStamen stops it as an operator would (SIGTERM: the store is flushed).

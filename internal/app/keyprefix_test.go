@@ -156,11 +156,5 @@ func post(t *testing.T, url, body string) (int, string) {
 // pollUntil polls cond every 100 ms until it holds, failing t after d.
 func pollUntil(t *testing.T, d time.Duration, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not within %s", what, d)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	testcluster.Eventually(t, d, what, cond)
 }

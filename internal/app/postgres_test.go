@@ -122,22 +122,14 @@ func TestPostgresOutage(t *testing.T) {
 			})
 			// Then a flush fails with the whole outage's records in hand.
 			failed := a.failedFlushes.Load()
-			deadline := time.Now().Add(10 * time.Second)
-			for a.failedFlushes.Load() < failed+2 {
-				if time.Now().After(deadline) {
-					t.Fatal("no flush failed during the outage")
-				}
-				time.Sleep(20 * time.Millisecond)
-			}
+			testcluster.Eventually(t, 10*time.Second, "a flush failing during the outage", func() bool {
+				return a.failedFlushes.Load() >= failed+2
+			})
 
 			proxy.Start()
-			deadline = time.Now().Add(20 * time.Second)
-			for storedTasks(a) < c.want {
-				if time.Now().After(deadline) {
-					t.Fatalf("PostgreSQL holds %d tasks after the outage, want %d", storedTasks(a), c.want)
-				}
-				time.Sleep(20 * time.Millisecond)
-			}
+			testcluster.Eventually(t, 20*time.Second, fmt.Sprintf("PostgreSQL holding %d tasks after the outage", c.want), func() bool {
+				return storedTasks(a) >= c.want
+			})
 			if n := storedTasks(a); n != c.want {
 				t.Fatalf("PostgreSQL holds %d tasks, want %d", n, c.want)
 			}

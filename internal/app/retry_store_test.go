@@ -44,15 +44,13 @@ func TestRetryFromStoreAfterRestart(t *testing.T) {
 	}
 	failedWith := func(a *App, id string) string {
 		t.Helper()
-		deadline := time.Now().Add(30 * time.Second)
-		for time.Now().Before(deadline) {
-			if task, ok := a.State.Task(id); ok && task.State == "FAILURE" {
-				return task.Exception
-			}
-			time.Sleep(50 * time.Millisecond) // polling the state for the effect
-		}
-		t.Fatalf("task %s did not fail within 30s", id)
-		return ""
+		var exception string
+		testcluster.Eventually(t, 30*time.Second, "task "+id+" failing", func() bool {
+			task, ok := a.State.Task(id)
+			exception = task.Exception
+			return ok && task.State == "FAILURE"
+		})
+		return exception
 	}
 
 	a, err := New(context.Background(), cfg)

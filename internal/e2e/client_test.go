@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/stamen-dev/stamen/internal/testcluster"
 )
 
 // api is a thin HTTP client for the suite: the tests assert on Flower's JSON
@@ -127,19 +129,10 @@ func (c *api) awaitDoneAndRunning(done []string, running string) {
 	})
 }
 
-// eventually retries cond until it holds or the deadline passes.
+// eventually is testcluster.Eventually.
 func eventually(t testing.TB, within time.Duration, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(within)
-	for {
-		if cond() {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting for %s", within, what)
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
+	testcluster.Eventually(t, within, what, cond)
 }
 
 func q(kv ...string) url.Values {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/stamen-dev/stamen/internal/celery"
 	"github.com/stamen-dev/stamen/internal/state"
+	"github.com/stamen-dev/stamen/internal/testcluster"
 )
 
 func taskID(i int) string { return fmt.Sprintf("00000000-0000-4000-8000-%012d", i) }
@@ -263,16 +264,10 @@ func TestRun(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	go func() { defer close(done); r.Run(ctx) }()
 	r.Kick()
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		if task, _ := s.Task(taskID(0)); task.State == "SUCCESS" {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("a kick did not reconcile within 5 s")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	testcluster.Eventually(t, 5*time.Second, "a kick reconciling the task", func() bool {
+		task, _ := s.Task(taskID(0))
+		return task.State == "SUCCESS"
+	})
 	cancel()
 	<-done
 }
@@ -290,13 +285,9 @@ func TestRunAfterKickGoesOn(t *testing.T) {
 	done := make(chan struct{})
 	go func() { defer close(done); r.Run(ctx) }()
 	r.Kick()
-	deadline := time.Now().Add(5 * time.Second)
-	for states(s, 25)["SUCCESS"] != 25 {
-		if time.Now().After(deadline) {
-			t.Fatalf("after a kick: %v", states(s, 25))
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	testcluster.Eventually(t, 5*time.Second, "a kick reconciling all 25 tasks", func() bool {
+		return states(s, 25)["SUCCESS"] == 25
+	})
 	cancel()
 	<-done
 	for _, n := range b.batches {

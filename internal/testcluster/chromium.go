@@ -11,7 +11,7 @@ const Chromium = "/usr/bin/chromium"
 
 // RequireChromium skips the test unless Chromium is installed. As with
 // Require, CI=true or STAMEN_INTEGRATION=1 turn a missing browser into a
-// failure, and -short always skips.
+// failure, and -short skips only when neither is set.
 func RequireChromium(t testing.TB) {
 	t.Helper()
 	SkipIfShort(t, "testcluster: browser test")

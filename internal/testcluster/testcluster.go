@@ -55,8 +55,6 @@ const (
 	logTailLines = 40
 )
 
-// strict reports whether missing prerequisites must fail tests instead of
-// skipping them: on CI and whenever the integration tests were asked for.
 // SkipIfShort skips a slow test in -short mode, unless CI=true or
 // STAMEN_INTEGRATION=1 ask for every test to run, -short or not.
 func SkipIfShort(t testing.TB, what string) {
@@ -66,6 +64,8 @@ func SkipIfShort(t testing.TB, what string) {
 	}
 }
 
+// strict reports whether missing prerequisites must fail tests instead of
+// skipping them: on CI and whenever the integration tests were asked for.
 func strict() bool {
 	return os.Getenv("CI") == "true" || os.Getenv("STAMEN_INTEGRATION") == "1"
 }

@@ -192,16 +192,10 @@ func generic(t testing.TB, v any) any {
 	return out
 }
 
-// eventually polls cond every 20 ms for up to d.
+// eventually is testcluster.Eventually.
 func eventually(t *testing.T, d time.Duration, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	testcluster.Eventually(t, d, what, cond)
 }
 
 func TestNormalizeURL(t *testing.T) {

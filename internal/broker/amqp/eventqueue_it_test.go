@@ -68,20 +68,13 @@ func TestNamedEventQueue(t *testing.T) {
 	// Nobody consumes: the event waits in the queue.
 	publishEvent(a, capture)
 	ch := a.channel()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	eventually(t, 10*time.Second, "the published event waiting in the queue", func() bool {
 		q, err := ch.QueueDeclarePassive(queue, true, false, false, false, nil)
 		if err != nil {
 			t.Fatalf("the queue went with its consumer: %v", err)
 		}
-		if q.Messages == 1 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%d messages in the queue, want the one published", q.Messages)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return q.Messages == 1
+	})
 
 	second, subs2 := open()
 	run2 := consume(t, second)

@@ -138,13 +138,9 @@ func TestURLListFailsOverWhileRunning(t *testing.T) {
 	a.Stop()
 	// The first calls after the loss may fail on connections to A; each
 	// new connection goes to B.
-	deadline := time.Now().Add(10 * time.Second)
-	for publishTo("fo-2") != nil {
-		if time.Now().After(deadline) {
-			t.Fatal("publishing did not move to the second server within 10 s")
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	testcluster.Eventually(t, 10*time.Second, "publishing moving to the second server", func() bool {
+		return publishTo("fo-2") == nil
+	})
 	if n := cb.LLen(t.Context(), "foq").Val(); n != 1 {
 		t.Errorf("LLEN foq on the second server = %d, want 1", n)
 	}
