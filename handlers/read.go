@@ -56,16 +56,22 @@ func (h *Handlers) listTasks(p tasks.ListTasksParams, _ any) middleware.Responde
 	}
 	list, err := h.Tasks.ListTasks(p.HTTPRequest.Context(), q)
 	if err != nil {
-		var se *state.SearchError
-		switch {
-		case errors.As(err, &se):
-			return apiError(http.StatusBadRequest, "%s", se.Error())
-		case errors.Is(err, store.ErrUnavailable):
-			return h.storeError("tasks", err)
-		}
-		return apiError(http.StatusBadRequest, "%v", err)
+		return h.readError("tasks", err)
 	}
 	return taskListBody{list: list, ctx: p.HTTPRequest.Context()}
+}
+
+// readError answers a failed selection of tasks: 503 when the task store
+// is unavailable, else 400 (a bad search, sort or filter).
+func (h *Handlers) readError(op string, err error) middleware.Responder {
+	var se *state.SearchError
+	switch {
+	case errors.As(err, &se):
+		return apiError(http.StatusBadRequest, "%s", se.Error())
+	case errors.Is(err, store.ErrUnavailable):
+		return h.storeError(op, err)
+	}
+	return apiError(http.StatusBadRequest, "%v", err)
 }
 
 // taskListChunk is how many tasks are written per read lock of the state:

@@ -159,7 +159,7 @@ func init() {
     },
     "/api/failures": {
       "get": {
-        "description": "Failed tasks from the events state grouped by task name and\nexception type (the class name of the exception's repr), most\nfrequent first. Each group has its count, the first and last failure\ntime, up to 5 example task ids (newest first) and the traceback of\nthe newest failure.\n",
+        "description": "Failed tasks from the task history (with --db postgres://, the\nfleet's) grouped by task name and exception type (the class name of\nthe exception's repr), most frequent first. Each group has its\ncount, the first and last failure time, up to 5 example task ids\n(newest first) and the traceback of the newest failure.\n",
         "tags": [
           "tasks"
         ],
@@ -199,6 +199,9 @@ func init() {
           },
           "401": {
             "$ref": "#/responses/Unauthorized"
+          },
+          "503": {
+            "$ref": "#/responses/Unavailable"
           }
         }
       }
@@ -2259,7 +2262,7 @@ func init() {
       }
     },
     "Unavailable": {
-      "description": "The broker or the result backend is unavailable",
+      "description": "The broker, the result backend or the task store (PostgreSQL) is unavailable",
       "schema": {
         "$ref": "#/definitions/Error"
       }
@@ -2406,7 +2409,7 @@ func init() {
             }
           },
           "503": {
-            "description": "The broker or the result backend is unavailable",
+            "description": "The broker, the result backend or the task store (PostgreSQL) is unavailable",
             "schema": {
               "$ref": "#/definitions/Error"
             }
@@ -2471,7 +2474,7 @@ func init() {
     },
     "/api/failures": {
       "get": {
-        "description": "Failed tasks from the events state grouped by task name and\nexception type (the class name of the exception's repr), most\nfrequent first. Each group has its count, the first and last failure\ntime, up to 5 example task ids (newest first) and the traceback of\nthe newest failure.\n",
+        "description": "Failed tasks from the task history (with --db postgres://, the\nfleet's) grouped by task name and exception type (the class name of\nthe exception's repr), most frequent first. Each group has its\ncount, the first and last failure time, up to 5 example task ids\n(newest first) and the traceback of the newest failure.\n",
         "tags": [
           "tasks"
         ],
@@ -2517,6 +2520,12 @@ func init() {
             "schema": {
               "$ref": "#/definitions/Error"
             }
+          },
+          "503": {
+            "description": "The broker, the result backend or the task store (PostgreSQL) is unavailable",
+            "schema": {
+              "$ref": "#/definitions/Error"
+            }
           }
         }
       }
@@ -2542,7 +2551,7 @@ func init() {
             }
           },
           "503": {
-            "description": "The broker or the result backend is unavailable",
+            "description": "The broker, the result backend or the task store (PostgreSQL) is unavailable",
             "schema": {
               "$ref": "#/definitions/Error"
             }
@@ -2618,7 +2627,7 @@ func init() {
             }
           },
           "503": {
-            "description": "The broker or the result backend is unavailable",
+            "description": "The broker, the result backend or the task store (PostgreSQL) is unavailable",
             "schema": {
               "$ref": "#/definitions/Error"
             }
@@ -2681,7 +2690,7 @@ func init() {
             }
           },
           "503": {
-            "description": "The broker or the result backend is unavailable",
+            "description": "The broker, the result backend or the task store (PostgreSQL) is unavailable",
             "schema": {
               "$ref": "#/definitions/Error"
             }
@@ -2773,7 +2782,7 @@ func init() {
             }
           },
           "503": {
-            "description": "The broker or the result backend is unavailable",
+            "description": "The broker, the result backend or the task store (PostgreSQL) is unavailable",
             "schema": {
               "$ref": "#/definitions/Error"
             }
@@ -2850,7 +2859,7 @@ func init() {
             }
           },
           "503": {
-            "description": "The broker or the result backend is unavailable",
+            "description": "The broker, the result backend or the task store (PostgreSQL) is unavailable",
             "schema": {
               "$ref": "#/definitions/Error"
             }
@@ -2982,7 +2991,7 @@ func init() {
             }
           },
           "503": {
-            "description": "The broker or the result backend is unavailable",
+            "description": "The broker, the result backend or the task store (PostgreSQL) is unavailable",
             "schema": {
               "$ref": "#/definitions/Error"
             }
@@ -3048,7 +3057,7 @@ func init() {
             }
           },
           "503": {
-            "description": "The broker or the result backend is unavailable",
+            "description": "The broker, the result backend or the task store (PostgreSQL) is unavailable",
             "schema": {
               "$ref": "#/definitions/Error"
             }
@@ -3130,7 +3139,7 @@ func init() {
             }
           },
           "503": {
-            "description": "The broker or the result backend is unavailable",
+            "description": "The broker, the result backend or the task store (PostgreSQL) is unavailable",
             "schema": {
               "$ref": "#/definitions/Error"
             }
@@ -3208,7 +3217,7 @@ func init() {
             }
           },
           "503": {
-            "description": "The broker or the result backend is unavailable",
+            "description": "The broker, the result backend or the task store (PostgreSQL) is unavailable",
             "schema": {
               "$ref": "#/definitions/Error"
             }
@@ -3279,7 +3288,7 @@ func init() {
             }
           },
           "503": {
-            "description": "The broker or the result backend is unavailable",
+            "description": "The broker, the result backend or the task store (PostgreSQL) is unavailable",
             "schema": {
               "$ref": "#/definitions/Error"
             }
@@ -3372,7 +3381,7 @@ func init() {
             }
           },
           "503": {
-            "description": "The broker or the result backend is unavailable",
+            "description": "The broker, the result backend or the task store (PostgreSQL) is unavailable",
             "schema": {
               "$ref": "#/definitions/Error"
             }
@@ -3615,7 +3624,7 @@ func init() {
             }
           },
           "503": {
-            "description": "The broker or the result backend is unavailable",
+            "description": "The broker, the result backend or the task store (PostgreSQL) is unavailable",
             "schema": {
               "$ref": "#/definitions/Error"
             }
@@ -3744,7 +3753,7 @@ func init() {
             }
           },
           "503": {
-            "description": "The broker or the result backend is unavailable",
+            "description": "The broker, the result backend or the task store (PostgreSQL) is unavailable",
             "schema": {
               "$ref": "#/definitions/Error"
             }
@@ -3833,7 +3842,7 @@ func init() {
             }
           },
           "503": {
-            "description": "The broker or the result backend is unavailable",
+            "description": "The broker, the result backend or the task store (PostgreSQL) is unavailable",
             "schema": {
               "$ref": "#/definitions/Error"
             }
@@ -3912,7 +3921,7 @@ func init() {
             }
           },
           "503": {
-            "description": "The broker or the result backend is unavailable",
+            "description": "The broker, the result backend or the task store (PostgreSQL) is unavailable",
             "schema": {
               "$ref": "#/definitions/Error"
             }
@@ -3981,7 +3990,7 @@ func init() {
             }
           },
           "503": {
-            "description": "The broker or the result backend is unavailable",
+            "description": "The broker, the result backend or the task store (PostgreSQL) is unavailable",
             "schema": {
               "$ref": "#/definitions/Error"
             }
@@ -4060,7 +4069,7 @@ func init() {
             }
           },
           "503": {
-            "description": "The broker or the result backend is unavailable",
+            "description": "The broker, the result backend or the task store (PostgreSQL) is unavailable",
             "schema": {
               "$ref": "#/definitions/Error"
             }
@@ -4138,7 +4147,7 @@ func init() {
             }
           },
           "503": {
-            "description": "The broker or the result backend is unavailable",
+            "description": "The broker, the result backend or the task store (PostgreSQL) is unavailable",
             "schema": {
               "$ref": "#/definitions/Error"
             }
@@ -4216,7 +4225,7 @@ func init() {
             }
           },
           "503": {
-            "description": "The broker or the result backend is unavailable",
+            "description": "The broker, the result backend or the task store (PostgreSQL) is unavailable",
             "schema": {
               "$ref": "#/definitions/Error"
             }
@@ -4285,7 +4294,7 @@ func init() {
             }
           },
           "503": {
-            "description": "The broker or the result backend is unavailable",
+            "description": "The broker, the result backend or the task store (PostgreSQL) is unavailable",
             "schema": {
               "$ref": "#/definitions/Error"
             }
@@ -4359,7 +4368,7 @@ func init() {
             }
           },
           "503": {
-            "description": "The broker or the result backend is unavailable",
+            "description": "The broker, the result backend or the task store (PostgreSQL) is unavailable",
             "schema": {
               "$ref": "#/definitions/Error"
             }
@@ -5103,7 +5112,7 @@ func init() {
       }
     },
     "Unavailable": {
-      "description": "The broker or the result backend is unavailable",
+      "description": "The broker, the result backend or the task store (PostgreSQL) is unavailable",
       "schema": {
         "$ref": "#/definitions/Error"
       }
