@@ -9,7 +9,6 @@ import (
 	"net/http"
 	"sort"
 	"strings"
-	"time"
 
 	"github.com/go-openapi/runtime/middleware"
 
@@ -219,24 +218,8 @@ func (f bulkFilter) query() (state.Query, error) {
 		State: deref(f.state), Search: deref(f.search),
 	}
 	var err error
-	if q.ReceivedStart, err = receivedTime("received_start", f.start); err != nil {
-		return q, err
-	}
-	q.ReceivedEnd, err = receivedTime("received_end", f.end)
+	q.ReceivedStart, q.ReceivedEnd, err = receivedRange(f.start, f.end)
 	return q, err
-}
-
-// receivedTime reads a received_start/received_end parameter as
-// GET /api/tasks does; nil when absent.
-func receivedTime(name string, s *string) (*time.Time, error) {
-	if s == nil {
-		return nil, nil
-	}
-	t, err := time.ParseInLocation(receivedLayout, *s, time.Local)
-	if err != nil {
-		return nil, fmt.Errorf("%s must be YYYY-MM-DD HH:MM", name)
-	}
-	return &t, nil
 }
 
 // matching returns the ids of the tasks f selects (newest first); with

@@ -94,3 +94,20 @@ func TestMemorySentLog(t *testing.T) {
 		t.Errorf("after age pruning: a %v c %v e %v", has("a"), has("c"), has("e"))
 	}
 }
+
+// TestReceivedRange: GET /api/tasks and the operations taking its filters
+// read received_start/received_end alike: local time, nil when absent, an
+// error naming the parameter.
+func TestReceivedRange(t *testing.T) {
+	good, bad := "2024-05-06 07:08", "2024-05-06T07:08"
+	from, to, err := receivedRange(&good, nil)
+	if err != nil || to != nil || !from.Equal(time.Date(2024, 5, 6, 7, 8, 0, 0, time.Local)) {
+		t.Errorf("receivedRange(%q, nil) = %v, %v, %v", good, from, to, err)
+	}
+	if _, _, err := receivedRange(&bad, &good); err == nil || err.Error() != "received_start must be YYYY-MM-DD HH:MM" {
+		t.Errorf("bad start: %v", err)
+	}
+	if _, _, err := receivedRange(&good, &bad); err == nil || err.Error() != "received_end must be YYYY-MM-DD HH:MM" {
+		t.Errorf("bad end: %v", err)
+	}
+}
