@@ -458,6 +458,9 @@ func init() {
           },
           "404": {
             "$ref": "#/responses/NotFound"
+          },
+          "503": {
+            "$ref": "#/responses/Unavailable"
           }
         }
       }
@@ -803,6 +806,9 @@ func init() {
           },
           "401": {
             "$ref": "#/responses/Unauthorized"
+          },
+          "503": {
+            "$ref": "#/responses/Unavailable"
           }
         }
       }
@@ -903,6 +909,9 @@ func init() {
           },
           "401": {
             "$ref": "#/responses/Unauthorized"
+          },
+          "503": {
+            "$ref": "#/responses/Unavailable"
           }
         }
       }
@@ -2914,6 +2923,12 @@ func init() {
             "schema": {
               "$ref": "#/definitions/Error"
             }
+          },
+          "503": {
+            "description": "The broker, the result backend or the task store (PostgreSQL) is unavailable",
+            "schema": {
+              "$ref": "#/definitions/Error"
+            }
           }
         }
       }
@@ -3414,6 +3429,12 @@ func init() {
             "schema": {
               "$ref": "#/definitions/Error"
             }
+          },
+          "503": {
+            "description": "The broker, the result backend or the task store (PostgreSQL) is unavailable",
+            "schema": {
+              "$ref": "#/definitions/Error"
+            }
           }
         }
       }
@@ -3517,6 +3538,12 @@ func init() {
           },
           "401": {
             "description": "Credentials are missing or wrong",
+            "schema": {
+              "$ref": "#/definitions/Error"
+            }
+          },
+          "503": {
+            "description": "The broker, the result backend or the task store (PostgreSQL) is unavailable",
             "schema": {
               "$ref": "#/definitions/Error"
             }
