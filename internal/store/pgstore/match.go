@@ -73,16 +73,24 @@ SELECT g.name, g.exc, g.n, g.first, g.last, g.examples, coalesce(t.traceback, ''
 FROM g LEFT JOIN stamen_tasks t ON t.id = g.examples[1]`
 	var out []state.FailureGroup
 	err = s.read(ctx, func(ctx context.Context) error {
-		rows, err := s.pool.Query(ctx, sqlText, b.args...)
-		if err != nil {
+		return pgx.BeginTxFunc(ctx, s.pool, pgx.TxOptions{AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
+			// Over many failures the plan's cost makes PostgreSQL compile
+			// it (JIT): 1.9 s of the 6 s it took at a million failures
+			// (bench/RESULTS.md), more than the run it speeds up.
+			if _, err := tx.Exec(ctx, `SET LOCAL jit = off`); err != nil {
+				return err
+			}
+			rows, err := tx.Query(ctx, sqlText, b.args...)
+			if err != nil {
+				return err
+			}
+			out, err = pgx.CollectRows(rows, func(row pgx.CollectableRow) (state.FailureGroup, error) {
+				var g state.FailureGroup
+				err := row.Scan(&g.Name, &g.ExceptionType, &g.Count, &g.First, &g.Last, &g.Examples, &g.Traceback)
+				return g, err
+			})
 			return err
-		}
-		out, err = pgx.CollectRows(rows, func(row pgx.CollectableRow) (state.FailureGroup, error) {
-			var g state.FailureGroup
-			err := row.Scan(&g.Name, &g.ExceptionType, &g.Count, &g.First, &g.Last, &g.Examples, &g.Traceback)
-			return g, err
 		})
-		return err
 	})
 	if err != nil {
 		return nil, err
