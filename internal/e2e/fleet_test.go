@@ -69,7 +69,9 @@ print("\n".join(ids))
 // a Celery client are listed the same by both, for every filter, sort and
 // page of /api/tasks, and /api/task/info agrees for each of them. The
 // second replica starts only after the first tasks have finished: it can
-// know those only from the store.
+// know those only from the store. So it must also read /api/failures, the
+// selection of the bulk revoke and retry, and the events a retry rebuilds
+// a task from there (fleetOperations).
 func TestFleetSameAnswers(t *testing.T) {
 	testcluster.Require(t)
 	redis := testcluster.StartRedis(t)
