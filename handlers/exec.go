@@ -286,13 +286,16 @@ const eventPoll = 50 * time.Millisecond
 
 // awaitEventState waits until the events show the task finished (a ready
 // state) or ctx ends, and returns its latest state ("" when unknown).
-// Polling costs one map lookup; the events state has no per-task
-// notification to wait on.
+// Polling costs one map lookup in memory, one primary-key read with
+// PostgreSQL; neither has a per-task notification to wait on.
 func (h *Handlers) awaitEventState(ctx context.Context, id string) string {
 	tick := time.NewTicker(eventPoll)
 	defer tick.Stop()
 	for {
-		t, _ := h.State.Task(id)
+		// With PostgreSQL the fleet's history: another replica may have
+		// ingested the task's events. A failed read is a state not known
+		// yet.
+		t, _, _ := h.Tasks.Task(ctx, id)
 		if celery.ReadyState(t.State) {
 			return t.State
 		}
@@ -364,7 +367,8 @@ func (h *Handlers) getTaskResult(p tasks.GetTaskResultParams, _ any) middleware.
 		r, err = h.Results.Result(rctx, p.Taskid)
 	}
 	if u := unreadable(err); u != nil {
-		st, _ := h.State.Task(p.Taskid)
+		// The state is extra information: a failed read leaves it out.
+		st, _, _ := h.Tasks.Task(ctx, p.Taskid)
 		return h.unreadableResult(p.Taskid, u, st.State)
 	}
 	if err != nil {

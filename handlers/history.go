@@ -6,10 +6,13 @@ import (
 	"github.com/stamen-dev/stamen/internal/state"
 )
 
-// TaskReader is where the read operations find the task history: GET
-// /api/tasks, /api/task/info, /api/task/types and the workers of
-// /api/workers?status=1. The in-memory state is one (the default); a
-// shared store (PostgreSQL, for a fleet of replicas) is another. A reader
+// TaskReader is where the operations find the task history: GET
+// /api/tasks, /api/task/info, /api/task/types, /api/failures, the workers
+// of /api/workers?status=1, the selection of the bulk revoke and retry,
+// and the tasks other operations look up (the events' arguments of a
+// retry, the state shown with an unreadable result). The in-memory state
+// is one (the default); a shared store (PostgreSQL, for a fleet of
+// replicas) is another, so that every replica answers the same. A reader
 // renders nothing: tasks come back as state.Task and are written by the
 // same code whatever the store, so bodies are byte-identical.
 //
@@ -20,6 +23,13 @@ type TaskReader interface {
 	Task(ctx context.Context, id string) (state.Task, bool, error)
 	TaskTypes(ctx context.Context) ([]string, error)
 	Workers(ctx context.Context) ([]state.Worker, error)
+	// MatchTasks returns the ids of the first max tasks q selects, in q's
+	// order (its Limit and Offset aside), and whether more than max match:
+	// it reads at most max+1, never counts every match.
+	MatchTasks(ctx context.Context, q state.Query, max int) (ids []string, more bool, err error)
+	// Failures groups the tasks q selects (Limit, Offset and SortBy aside)
+	// by task name and exception type, in any order.
+	Failures(ctx context.Context, q state.Query) ([]state.FailureGroup, error)
 }
 
 // TaskCursor is a ListTasks answer, read in chunks as the body is written.
@@ -56,6 +66,16 @@ func (r StateReader) TaskTypes(context.Context) ([]string, error) { return r.Sta
 
 // Workers implements TaskReader.
 func (r StateReader) Workers(context.Context) ([]state.Worker, error) { return r.State.Workers(), nil }
+
+// MatchTasks implements TaskReader.
+func (r StateReader) MatchTasks(_ context.Context, q state.Query, max int) ([]string, bool, error) {
+	return r.State.Match(q, max)
+}
+
+// Failures implements TaskReader.
+func (r StateReader) Failures(_ context.Context, q state.Query) ([]state.FailureGroup, error) {
+	return r.State.Failures(q)
+}
 
 type stateCursor struct{ *state.TaskList }
 

@@ -29,9 +29,17 @@ func (downReader) Task(context.Context, string) (state.Task, bool, error) {
 }
 func (downReader) TaskTypes(context.Context) ([]string, error)     { return nil, errDown }
 func (downReader) Workers(context.Context) ([]state.Worker, error) { return nil, errDown }
+func (downReader) MatchTasks(context.Context, state.Query, int) ([]string, bool, error) {
+	return nil, false, errDown
+}
+func (downReader) Failures(context.Context, state.Query) ([]state.FailureGroup, error) {
+	return nil, errDown
+}
 
 // TestReadsAnswer503WhenTheStoreIsDown: every read through TaskReader
-// answers 503 JSON when the store is unavailable, and bad input still 400.
+// (the failures, the bulk operations' selection and a retry's look-up of
+// the events included) answers 503 JSON when the store is unavailable,
+// and bad input still 400.
 func TestReadsAnswer503WhenTheStoreIsDown(t *testing.T) {
 	h := New(Config{Tasks: downReader{}})
 	req := httptest.NewRequest("GET", "/api/tasks", nil)
@@ -46,7 +54,13 @@ func TestReadsAnswer503WhenTheStoreIsDown(t *testing.T) {
 		{"info", h.getTaskInfo(tasks.GetTaskInfoParams{HTTPRequest: req, Taskid: "x"}, nil), http.StatusServiceUnavailable},
 		{"types", h.listTaskTypes(tasks.ListTaskTypesParams{HTTPRequest: req}, nil), http.StatusServiceUnavailable},
 		{"workers", h.listWorkers(workers.ListWorkersParams{HTTPRequest: req, Status: &yes}, nil), http.StatusServiceUnavailable},
+		{"failures", h.listFailures(tasks.ListFailuresParams{HTTPRequest: req}, nil), http.StatusServiceUnavailable},
+		{"bulk revoke", h.revokeTasks(tasks.RevokeTasksParams{HTTPRequest: req, Max: 10, DryRun: &yes}, nil), http.StatusServiceUnavailable},
+		{"bulk retry", h.retryTasks(tasks.RetryTasksParams{HTTPRequest: req, Max: 10, DryRun: &yes}, nil), http.StatusServiceUnavailable},
+		// Not in the sent log, no result backend: the events are asked.
+		{"retry", h.retryTask(tasks.RetryTaskParams{HTTPRequest: req, Taskid: "x"}, nil), http.StatusServiceUnavailable},
 		{"bad received_start", h.listTasks(tasks.ListTasksParams{HTTPRequest: req, ReceivedStart: &bad}, nil), http.StatusBadRequest},
+		{"bad failures received_end", h.listFailures(tasks.ListFailuresParams{HTTPRequest: req, ReceivedEnd: &bad}, nil), http.StatusBadRequest},
 	} {
 		rec := httptest.NewRecorder()
 		c.r.WriteResponse(rec, runtime.JSONProducer())

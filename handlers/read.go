@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"strconv"
@@ -27,6 +28,30 @@ import (
 
 const receivedLayout = "2006-01-02 15:04"
 
+// receivedRange reads the received_start and received_end parameters of
+// GET /api/tasks and of the operations that take its filters (server
+// local time, as Flower reads them); nil for an absent one.
+func receivedRange(start, end *string) (from, to *time.Time, err error) {
+	if from, err = receivedTime("received_start", start); err != nil {
+		return nil, nil, err
+	}
+	if to, err = receivedTime("received_end", end); err != nil {
+		return nil, nil, err
+	}
+	return from, to, nil
+}
+
+func receivedTime(name string, s *string) (*time.Time, error) {
+	if s == nil {
+		return nil, nil
+	}
+	t, err := time.ParseInLocation(receivedLayout, *s, time.Local)
+	if err != nil {
+		return nil, fmt.Errorf("%s must be YYYY-MM-DD HH:MM", name)
+	}
+	return &t, nil
+}
+
 func (h *Handlers) listTasks(p tasks.ListTasksParams, _ any) middleware.Responder {
 	q := state.Query{Limit: -1, Offset: int(deref(p.Offset))}
 	if p.Limit != nil {
@@ -37,35 +62,28 @@ func (h *Handlers) listTasks(p tasks.ListTasksParams, _ any) middleware.Responde
 	q.State = deref(p.State)
 	q.SortBy = deref(p.SortBy)
 	q.Search = deref(p.Search)
-	for _, rng := range []struct {
-		name string
-		in   *string
-		out  **time.Time
-	}{
-		{"received_start", p.ReceivedStart, &q.ReceivedStart},
-		{"received_end", p.ReceivedEnd, &q.ReceivedEnd},
-	} {
-		if rng.in == nil {
-			continue
-		}
-		t, err := time.ParseInLocation(receivedLayout, *rng.in, time.Local)
-		if err != nil {
-			return apiError(http.StatusBadRequest, "%s must be YYYY-MM-DD HH:MM", rng.name)
-		}
-		*rng.out = &t
+	var err error
+	if q.ReceivedStart, q.ReceivedEnd, err = receivedRange(p.ReceivedStart, p.ReceivedEnd); err != nil {
+		return apiError(http.StatusBadRequest, "%v", err)
 	}
 	list, err := h.Tasks.ListTasks(p.HTTPRequest.Context(), q)
 	if err != nil {
-		var se *state.SearchError
-		switch {
-		case errors.As(err, &se):
-			return apiError(http.StatusBadRequest, "%s", se.Error())
-		case errors.Is(err, store.ErrUnavailable):
-			return h.storeError("tasks", err)
-		}
-		return apiError(http.StatusBadRequest, "%v", err)
+		return h.readError("tasks", err)
 	}
 	return taskListBody{list: list, ctx: p.HTTPRequest.Context()}
+}
+
+// readError answers a failed selection of tasks: 503 when the task store
+// is unavailable, else 400 (a bad search, sort or filter).
+func (h *Handlers) readError(op string, err error) middleware.Responder {
+	var se *state.SearchError
+	switch {
+	case errors.As(err, &se):
+		return apiError(http.StatusBadRequest, "%s", se.Error())
+	case errors.Is(err, store.ErrUnavailable):
+		return h.storeError(op, err)
+	}
+	return apiError(http.StatusBadRequest, "%v", err)
 }
 
 // taskListChunk is how many tasks are written per read lock of the state:

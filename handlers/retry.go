@@ -9,7 +9,6 @@ import (
 	"net/http"
 	"sort"
 	"strings"
-	"time"
 
 	"github.com/go-openapi/runtime/middleware"
 
@@ -17,6 +16,7 @@ import (
 	"github.com/stamen-dev/stamen/internal/audit"
 	"github.com/stamen-dev/stamen/internal/celery"
 	"github.com/stamen-dev/stamen/internal/state"
+	"github.com/stamen-dev/stamen/internal/store"
 	"github.com/stamen-dev/stamen/restapi/operations/tasks"
 )
 
@@ -39,8 +39,8 @@ func (e *errNoOriginal) Error() string { return e.msg }
 // original finds how task id was sent, from the first source that has it
 // whole: stamen's own sent log, the result backend's extended meta, then
 // the events' args/kwargs reprs when both are complete literals. A broker
-// error of the result backend is returned as it is (the answer is then
-// 503); the other misses give an *errNoOriginal.
+// error of the result backend, or the task store's, is returned as it is
+// (the answer is then 503); the other misses give an *errNoOriginal.
 func (h *Handlers) original(ctx context.Context, id string) (*sentTask, string, error) {
 	if h.Sent != nil {
 		data, ok, err := h.Sent.Sent(id)
@@ -77,7 +77,11 @@ func (h *Handlers) original(ctx context.Context, id string) (*sentTask, string, 
 	} else {
 		missing = append(missing, "no result backend is configured (with one, run the workers with result_extended=True)")
 	}
-	t, ok := h.State.Task(id)
+	// Any replica of a fleet finds the events another one stored.
+	t, ok, err := h.Tasks.Task(ctx, id)
+	if err != nil {
+		return nil, "", err
+	}
 	if !ok {
 		if !known {
 			return nil, "", &errNoOriginal{msg: fmt.Sprintf("Unknown task '%s'", id), notFound: true}
@@ -173,6 +177,8 @@ func (h *Handlers) resend(ctx context.Context, id string, opts *models.TaskApply
 			return "", "", apiError(http.StatusNotFound, "%s", no.msg)
 		case errors.As(err, &no):
 			return "", "", apiError(http.StatusConflict, "%s", no.msg)
+		case errors.Is(err, store.ErrUnavailable):
+			return "", "", h.storeError("retry", err)
 		}
 		return "", "", h.brokerError("retry", err)
 	}
@@ -204,78 +210,45 @@ type bulkFilter struct {
 	workername, taskname, state, search, start, end *string
 }
 
-// query compiles f as GET /api/tasks does, with no limit: the caller
-// counts every match.
+// query compiles f as GET /api/tasks does, with no limit (the reader
+// bounds the selection).
 func (f bulkFilter) query() (state.Query, error) {
 	q := state.Query{
 		Limit: state.NoLimit, Worker: deref(f.workername), TaskName: deref(f.taskname),
 		State: deref(f.state), Search: deref(f.search),
 	}
 	var err error
-	if q.ReceivedStart, err = receivedTime("received_start", f.start); err != nil {
-		return q, err
-	}
-	q.ReceivedEnd, err = receivedTime("received_end", f.end)
+	q.ReceivedStart, q.ReceivedEnd, err = receivedRange(f.start, f.end)
 	return q, err
 }
 
-// receivedTime reads a received_start/received_end parameter as
-// GET /api/tasks does; nil when absent.
-func receivedTime(name string, s *string) (*time.Time, error) {
-	if s == nil {
-		return nil, nil
-	}
-	t, err := time.ParseInLocation(receivedLayout, *s, time.Local)
-	if err != nil {
-		return nil, fmt.Errorf("%s must be YYYY-MM-DD HH:MM", name)
-	}
-	return &t, nil
-}
-
-// bulkChunk is how many tasks are read per read lock of the state.
-const bulkChunk = 256
-
-// matching counts the tasks f selects and returns the ids of the first
-// limit of them (newest first); with more than limit matches it returns
-// no ids, so that the caller acts on none.
-func (h *Handlers) matching(f bulkFilter, limit int) (ids []string, matched int, fail middleware.Responder) {
+// matching returns the ids of the tasks f selects (newest first); with
+// more than limit matches it answers 400 and no ids, so that the caller
+// acts on none. The selection reads at most limit+1 matches from the
+// history (the fleet's, with PostgreSQL), whatever their number.
+func (h *Handlers) matching(ctx context.Context, f bulkFilter, limit int32) (ids []string, fail middleware.Responder) {
 	q, err := f.query()
 	if err != nil {
-		return nil, 0, apiError(http.StatusBadRequest, "%v", err)
+		return nil, apiError(http.StatusBadRequest, "%v", err)
 	}
-	list, err := h.State.List(q)
+	ids, more, err := h.Tasks.MatchTasks(ctx, q, int(limit))
 	if err != nil {
-		return nil, 0, apiError(http.StatusBadRequest, "%v", err)
+		return nil, h.readError("tasks", err)
 	}
-	for more := true; more; {
-		more = list.Next(bulkChunk, func(t *state.Task) {
-			matched++
-			if matched <= limit {
-				ids = append(ids, strings.Clone(t.UUID))
-			}
-		})
+	if more {
+		return nil, apiError(http.StatusBadRequest, "more than max=%d tasks match: nothing was done (narrow the filters or raise max)", limit)
 	}
-	if matched > limit {
-		ids = nil
-	}
-	return ids, matched, nil
-}
-
-func tooMany(matched int, limit int32) middleware.Responder {
-	return apiError(http.StatusBadRequest, "%d tasks match, more than max=%d: nothing was done (narrow the filters or raise max)", matched, limit)
+	return ids, nil
 }
 
 func (h *Handlers) revokeTasks(p tasks.RevokeTasksParams, _ any) middleware.Responder {
 	f := bulkFilter{p.Workername, p.Taskname, p.State, p.Search, p.ReceivedStart, p.ReceivedEnd}
-	ids, matched, fail := h.matching(f, int(p.Max))
+	ids, fail := h.matching(p.HTTPRequest.Context(), f, p.Max)
 	if fail != nil {
 		return fail
 	}
-	if matched > int(p.Max) {
-		return tooMany(matched, p.Max)
-	}
 	dry := deref(p.DryRun)
-	n := int64(matched)
+	n := int64(len(ids))
 	out := &models.BulkRevoke{Matched: &n, DryRun: &dry, Revoked: []string{}}
 	if dry || len(ids) == 0 {
 		return tasks.NewRevokeTasksOK().WithPayload(out)
@@ -303,15 +276,12 @@ func (h *Handlers) revokeTasks(p tasks.RevokeTasksParams, _ any) middleware.Resp
 
 func (h *Handlers) retryTasks(p tasks.RetryTasksParams, _ any) middleware.Responder {
 	f := bulkFilter{p.Workername, p.Taskname, p.State, p.Search, p.ReceivedStart, p.ReceivedEnd}
-	ids, matched, fail := h.matching(f, int(p.Max))
+	ids, fail := h.matching(p.HTTPRequest.Context(), f, p.Max)
 	if fail != nil {
 		return fail
 	}
-	if matched > int(p.Max) {
-		return tooMany(matched, p.Max)
-	}
 	dry := deref(p.DryRun)
-	n := int64(matched)
+	n := int64(len(ids))
 	out := &models.BulkRetry{Matched: &n, DryRun: &dry, Retried: map[string]string{}}
 	if dry {
 		return tasks.NewRetryTasksOK().WithPayload(out)
@@ -358,55 +328,6 @@ func retriedList(m map[string]string) string {
 	return strings.Join(pairs, ", ")
 }
 
-// failureExamples is how many task ids a failure group shows.
-const failureExamples = 5
-
-// exceptionType is the class name of an exception repr:
-// "ValueError('x')" -> "ValueError", "mod.Error()" -> "mod.Error".
-func exceptionType(repr string) string {
-	name, _, _ := strings.Cut(repr, "(")
-	if name = strings.TrimSpace(name); name == "" {
-		return "unknown"
-	}
-	return name
-}
-
-type failureGroup struct {
-	name, exc   string
-	count       int64
-	first, last float64
-	examples    []failureExample // newest first
-	traceback   string
-}
-
-type failureExample struct {
-	id string
-	at float64
-}
-
-// add counts one failure at time at. id and traceback are the state's
-// (valid during the call only): what is kept is copied.
-func (g *failureGroup) add(id string, at float64, traceback string) {
-	g.count++
-	if g.count == 1 || at < g.first {
-		g.first = at
-	}
-	if g.count == 1 || at >= g.last {
-		g.last = at
-		g.traceback = strings.Clone(traceback)
-	}
-	i := sort.Search(len(g.examples), func(i int) bool { return g.examples[i].at < at })
-	if i >= failureExamples {
-		return
-	}
-	g.examples = append(g.examples, failureExample{})
-	copy(g.examples[i+1:], g.examples[i:])
-	g.examples[i] = failureExample{id: strings.Clone(id), at: at}
-	if len(g.examples) > failureExamples {
-		g.examples = g.examples[:failureExamples]
-	}
-}
-
 func (h *Handlers) listFailures(p tasks.ListFailuresParams, _ any) middleware.Responder {
 	failed := "FAILURE"
 	f := bulkFilter{taskname: p.Taskname, state: &failed, start: p.ReceivedStart, end: p.ReceivedEnd}
@@ -414,55 +335,28 @@ func (h *Handlers) listFailures(p tasks.ListFailuresParams, _ any) middleware.Re
 	if err != nil {
 		return apiError(http.StatusBadRequest, "%v", err)
 	}
-	list, err := h.State.List(q)
+	// With PostgreSQL, the fleet's history: one replica's memory holds
+	// only its hot set.
+	groups, err := h.Tasks.Failures(p.HTTPRequest.Context(), q)
 	if err != nil {
-		return apiError(http.StatusBadRequest, "%v", err)
+		return h.readError("failures", err)
 	}
-	// The groups are bounded by the failed tasks the state holds, which
-	// --max_tasks bounds.
-	groups := map[[2]string]*failureGroup{}
-	for more := true; more; {
-		more = list.Next(bulkChunk, func(t *state.Task) {
-			key := [2]string{t.Name, exceptionType(t.Exception)}
-			g := groups[key]
-			if g == nil {
-				g = &failureGroup{name: strings.Clone(key[0]), exc: strings.Clone(key[1])}
-				groups[[2]string{g.name, g.exc}] = g
-			}
-			at := t.Failed
-			if !t.Has(state.FieldFailed) {
-				at = t.Timestamp
-			}
-			var tb string
-			if t.Has(state.FieldTraceback) {
-				tb = t.Traceback
-			}
-			g.add(t.UUID, at, tb)
-		})
-	}
-	sorted := make([]*failureGroup, 0, len(groups))
-	for _, g := range groups {
-		sorted = append(sorted, g)
-	}
-	sort.Slice(sorted, func(i, j int) bool {
-		a, b := sorted[i], sorted[j]
-		if a.count != b.count {
-			return a.count > b.count
+	sort.Slice(groups, func(i, j int) bool {
+		a, b := &groups[i], &groups[j]
+		if a.Count != b.Count {
+			return a.Count > b.Count
 		}
-		if a.name != b.name {
-			return a.name < b.name
+		if a.Name != b.Name {
+			return a.Name < b.Name
 		}
-		return a.exc < b.exc
+		return a.ExceptionType < b.ExceptionType
 	})
-	out := &models.Failures{Groups: make([]*models.FailureGroup, 0, len(sorted))}
-	for _, g := range sorted {
-		ex := make([]string, len(g.examples))
-		for i, e := range g.examples {
-			ex[i] = e.id
-		}
+	out := &models.Failures{Groups: make([]*models.FailureGroup, 0, len(groups))}
+	for i := range groups {
+		g := &groups[i]
 		out.Groups = append(out.Groups, &models.FailureGroup{
-			Taskname: &g.name, ExceptionType: &g.exc, Count: &g.count,
-			First: &g.first, Last: &g.last, Examples: ex, Traceback: g.traceback,
+			Taskname: &g.Name, ExceptionType: &g.ExceptionType, Count: &g.Count,
+			First: &g.First, Last: &g.Last, Examples: g.Examples, Traceback: g.Traceback,
 		})
 	}
 	return tasks.NewListFailuresOK().WithPayload(out)

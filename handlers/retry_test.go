@@ -2,8 +2,6 @@ package handlers
 
 import (
 	"encoding/json"
-	"fmt"
-	"slices"
 	"testing"
 	"time"
 
@@ -12,37 +10,6 @@ import (
 	"github.com/stamen-dev/stamen/gen/models"
 	"github.com/stamen-dev/stamen/internal/state"
 )
-
-func TestExceptionType(t *testing.T) {
-	for repr, want := range map[string]string{
-		"ValueError('x')":               "ValueError",
-		"KeyError('a (b)')":             "KeyError",
-		"mod.CustomError()":             "mod.CustomError",
-		"":                              "unknown",
-		"TimeLimitExceeded(60,)":        "TimeLimitExceeded",
-		"WorkerLostError('Worker exi')": "WorkerLostError",
-	} {
-		if got := exceptionType(repr); got != want {
-			t.Errorf("exceptionType(%q) = %q, want %q", repr, got, want)
-		}
-	}
-}
-
-// TestFailureGroupAdd keeps the count, the first and last times, the
-// newest traceback and the 5 newest ids whatever the order of arrival.
-func TestFailureGroupAdd(t *testing.T) {
-	var g failureGroup
-	for _, at := range []float64{5, 1, 9, 3, 7, 2, 8} {
-		g.add(fmt.Sprint("t", at), at, fmt.Sprint("tb", at))
-	}
-	var ids []string
-	for _, e := range g.examples {
-		ids = append(ids, e.id)
-	}
-	if g.count != 7 || g.first != 1 || g.last != 9 || g.traceback != "tb9" || !slices.Equal(ids, []string{"t9", "t8", "t7", "t5", "t3"}) {
-		t.Errorf("group %+v, examples %v", g, ids)
-	}
-}
 
 func TestRetryBody(t *testing.T) {
 	orig := &sentTask{Name: "t", Args: []any{1}, Kwargs: map[string]any{"k": 1}, Queue: "q", Priority: 4}
@@ -125,5 +92,22 @@ func TestMemorySentLog(t *testing.T) {
 	put("e", 63) // c (minute 2) is over an hour old
 	if has("c") || !has("a") || !has("e") {
 		t.Errorf("after age pruning: a %v c %v e %v", has("a"), has("c"), has("e"))
+	}
+}
+
+// TestReceivedRange: GET /api/tasks and the operations taking its filters
+// read received_start/received_end alike: local time, nil when absent, an
+// error naming the parameter.
+func TestReceivedRange(t *testing.T) {
+	good, bad := "2024-05-06 07:08", "2024-05-06T07:08"
+	from, to, err := receivedRange(&good, nil)
+	if err != nil || to != nil || !from.Equal(time.Date(2024, 5, 6, 7, 8, 0, 0, time.Local)) {
+		t.Errorf("receivedRange(%q, nil) = %v, %v, %v", good, from, to, err)
+	}
+	if _, _, err := receivedRange(&bad, &good); err == nil || err.Error() != "received_start must be YYYY-MM-DD HH:MM" {
+		t.Errorf("bad start: %v", err)
+	}
+	if _, _, err := receivedRange(&good, &bad); err == nil || err.Error() != "received_end must be YYYY-MM-DD HH:MM" {
+		t.Errorf("bad end: %v", err)
 	}
 }

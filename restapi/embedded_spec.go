@@ -26,7 +26,7 @@ func init() {
   ],
   "swagger": "2.0",
   "info": {
-    "description": "The flower API spec, as served by stamen: the Celery Flower 2.x REST API\n(20 operations under /api/) over a real Celery cluster.\n\nSuccess bodies have Flower's keys and shapes. Every error body is JSON\n` + "`" + `{\"error\": \"...\"}` + "`" + `. Where Flower answers a bad parameter with 500 or\nwaits forever, stamen answers 400 (bad or missing parameter) or 504 (a\nbounded wait that expired).\n\nWhen stamen runs with credentials, every operation needs HTTP basic\ncredentials or a bearer token (Authorize, in Swagger UI). Viewers may\ncall the GET operations but /api/audit; operators may call every\noperation. With --read_only every operation that is not a GET answers\n403. Every call of such an operation is recorded in the audit log. Without\ncredentials configured stamen listens on loopback only and asks for\nnone.\n",
+    "description": "The flower API spec, as served by stamen: the Celery Flower 2.x REST API\n(its 20 operations under /api/) over a real Celery cluster, and stamen's\nown 7 (purge, audit log, retry, bulk revoke and retry, failures, live\nevent stream): 27 operations.\n\nSuccess bodies have Flower's keys and shapes. Every error body is JSON\n` + "`" + `{\"error\": \"...\"}` + "`" + `. Where Flower answers a bad parameter with 500 or\nwaits forever, stamen answers 400 (bad or missing parameter) or 504 (a\nbounded wait that expired).\n\nWhen stamen runs with credentials, every operation needs HTTP basic\ncredentials or a bearer token (Authorize, in Swagger UI). Viewers may\ncall the GET operations but /api/audit; operators may call every\noperation. With --read_only every operation that is not a GET answers\n403. Every call of such an operation is recorded in the audit log. Without\ncredentials configured stamen listens on loopback only and asks for\nnone.\n",
     "title": "Flower",
     "version": "1.0.0-dev"
   },
@@ -159,7 +159,7 @@ func init() {
     },
     "/api/failures": {
       "get": {
-        "description": "Failed tasks from the events state grouped by task name and\nexception type (the class name of the exception's repr), most\nfrequent first. Each group has its count, the first and last failure\ntime, up to 5 example task ids (newest first) and the traceback of\nthe newest failure.\n",
+        "description": "Failed tasks from the task history (with --db postgres://, the\nfleet's) grouped by task name and exception type (the class name of\nthe exception's repr), most frequent first. Each group has its\ncount, the first and last failure time, up to 5 example task ids\n(newest first) and the traceback of the newest failure.\n",
         "tags": [
           "tasks"
         ],
@@ -199,6 +199,9 @@ func init() {
           },
           "401": {
             "$ref": "#/responses/Unauthorized"
+          },
+          "503": {
+            "$ref": "#/responses/Unavailable"
           }
         }
       }
@@ -455,6 +458,9 @@ func init() {
           },
           "404": {
             "$ref": "#/responses/NotFound"
+          },
+          "503": {
+            "$ref": "#/responses/Unavailable"
           }
         }
       }
@@ -800,6 +806,9 @@ func init() {
           },
           "401": {
             "$ref": "#/responses/Unauthorized"
+          },
+          "503": {
+            "$ref": "#/responses/Unavailable"
           }
         }
       }
@@ -900,6 +909,9 @@ func init() {
           },
           "401": {
             "$ref": "#/responses/Unauthorized"
+          },
+          "503": {
+            "$ref": "#/responses/Unavailable"
           }
         }
       }
@@ -2259,7 +2271,7 @@ func init() {
       }
     },
     "Unavailable": {
-      "description": "The broker or the result backend is unavailable",
+      "description": "The broker, the result backend or the task store (PostgreSQL) is unavailable",
       "schema": {
         "$ref": "#/definitions/Error"
       }
@@ -2320,7 +2332,7 @@ func init() {
   ],
   "swagger": "2.0",
   "info": {
-    "description": "The flower API spec, as served by stamen: the Celery Flower 2.x REST API\n(20 operations under /api/) over a real Celery cluster.\n\nSuccess bodies have Flower's keys and shapes. Every error body is JSON\n` + "`" + `{\"error\": \"...\"}` + "`" + `. Where Flower answers a bad parameter with 500 or\nwaits forever, stamen answers 400 (bad or missing parameter) or 504 (a\nbounded wait that expired).\n\nWhen stamen runs with credentials, every operation needs HTTP basic\ncredentials or a bearer token (Authorize, in Swagger UI). Viewers may\ncall the GET operations but /api/audit; operators may call every\noperation. With --read_only every operation that is not a GET answers\n403. Every call of such an operation is recorded in the audit log. Without\ncredentials configured stamen listens on loopback only and asks for\nnone.\n",
+    "description": "The flower API spec, as served by stamen: the Celery Flower 2.x REST API\n(its 20 operations under /api/) over a real Celery cluster, and stamen's\nown 7 (purge, audit log, retry, bulk revoke and retry, failures, live\nevent stream): 27 operations.\n\nSuccess bodies have Flower's keys and shapes. Every error body is JSON\n` + "`" + `{\"error\": \"...\"}` + "`" + `. Where Flower answers a bad parameter with 500 or\nwaits forever, stamen answers 400 (bad or missing parameter) or 504 (a\nbounded wait that expired).\n\nWhen stamen runs with credentials, every operation needs HTTP basic\ncredentials or a bearer token (Authorize, in Swagger UI). Viewers may\ncall the GET operations but /api/audit; operators may call every\noperation. With --read_only every operation that is not a GET answers\n403. Every call of such an operation is recorded in the audit log. Without\ncredentials configured stamen listens on loopback only and asks for\nnone.\n",
     "title": "Flower",
     "version": "1.0.0-dev"
   },
@@ -2406,7 +2418,7 @@ func init() {
             }
           },
           "503": {
-            "description": "The broker or the result backend is unavailable",
+            "description": "The broker, the result backend or the task store (PostgreSQL) is unavailable",
             "schema": {
               "$ref": "#/definitions/Error"
             }
@@ -2471,7 +2483,7 @@ func init() {
     },
     "/api/failures": {
       "get": {
-        "description": "Failed tasks from the events state grouped by task name and\nexception type (the class name of the exception's repr), most\nfrequent first. Each group has its count, the first and last failure\ntime, up to 5 example task ids (newest first) and the traceback of\nthe newest failure.\n",
+        "description": "Failed tasks from the task history (with --db postgres://, the\nfleet's) grouped by task name and exception type (the class name of\nthe exception's repr), most frequent first. Each group has its\ncount, the first and last failure time, up to 5 example task ids\n(newest first) and the traceback of the newest failure.\n",
         "tags": [
           "tasks"
         ],
@@ -2517,6 +2529,12 @@ func init() {
             "schema": {
               "$ref": "#/definitions/Error"
             }
+          },
+          "503": {
+            "description": "The broker, the result backend or the task store (PostgreSQL) is unavailable",
+            "schema": {
+              "$ref": "#/definitions/Error"
+            }
           }
         }
       }
@@ -2542,7 +2560,7 @@ func init() {
             }
           },
           "503": {
-            "description": "The broker or the result backend is unavailable",
+            "description": "The broker, the result backend or the task store (PostgreSQL) is unavailable",
             "schema": {
               "$ref": "#/definitions/Error"
             }
@@ -2618,7 +2636,7 @@ func init() {
             }
           },
           "503": {
-            "description": "The broker or the result backend is unavailable",
+            "description": "The broker, the result backend or the task store (PostgreSQL) is unavailable",
             "schema": {
               "$ref": "#/definitions/Error"
             }
@@ -2681,7 +2699,7 @@ func init() {
             }
           },
           "503": {
-            "description": "The broker or the result backend is unavailable",
+            "description": "The broker, the result backend or the task store (PostgreSQL) is unavailable",
             "schema": {
               "$ref": "#/definitions/Error"
             }
@@ -2773,7 +2791,7 @@ func init() {
             }
           },
           "503": {
-            "description": "The broker or the result backend is unavailable",
+            "description": "The broker, the result backend or the task store (PostgreSQL) is unavailable",
             "schema": {
               "$ref": "#/definitions/Error"
             }
@@ -2850,7 +2868,7 @@ func init() {
             }
           },
           "503": {
-            "description": "The broker or the result backend is unavailable",
+            "description": "The broker, the result backend or the task store (PostgreSQL) is unavailable",
             "schema": {
               "$ref": "#/definitions/Error"
             }
@@ -2902,6 +2920,12 @@ func init() {
           },
           "404": {
             "description": "Unknown task, task type or worker",
+            "schema": {
+              "$ref": "#/definitions/Error"
+            }
+          },
+          "503": {
+            "description": "The broker, the result backend or the task store (PostgreSQL) is unavailable",
             "schema": {
               "$ref": "#/definitions/Error"
             }
@@ -2982,7 +3006,7 @@ func init() {
             }
           },
           "503": {
-            "description": "The broker or the result backend is unavailable",
+            "description": "The broker, the result backend or the task store (PostgreSQL) is unavailable",
             "schema": {
               "$ref": "#/definitions/Error"
             }
@@ -3048,7 +3072,7 @@ func init() {
             }
           },
           "503": {
-            "description": "The broker or the result backend is unavailable",
+            "description": "The broker, the result backend or the task store (PostgreSQL) is unavailable",
             "schema": {
               "$ref": "#/definitions/Error"
             }
@@ -3130,7 +3154,7 @@ func init() {
             }
           },
           "503": {
-            "description": "The broker or the result backend is unavailable",
+            "description": "The broker, the result backend or the task store (PostgreSQL) is unavailable",
             "schema": {
               "$ref": "#/definitions/Error"
             }
@@ -3208,7 +3232,7 @@ func init() {
             }
           },
           "503": {
-            "description": "The broker or the result backend is unavailable",
+            "description": "The broker, the result backend or the task store (PostgreSQL) is unavailable",
             "schema": {
               "$ref": "#/definitions/Error"
             }
@@ -3279,7 +3303,7 @@ func init() {
             }
           },
           "503": {
-            "description": "The broker or the result backend is unavailable",
+            "description": "The broker, the result backend or the task store (PostgreSQL) is unavailable",
             "schema": {
               "$ref": "#/definitions/Error"
             }
@@ -3372,7 +3396,7 @@ func init() {
             }
           },
           "503": {
-            "description": "The broker or the result backend is unavailable",
+            "description": "The broker, the result backend or the task store (PostgreSQL) is unavailable",
             "schema": {
               "$ref": "#/definitions/Error"
             }
@@ -3402,6 +3426,12 @@ func init() {
           },
           "401": {
             "description": "Credentials are missing or wrong",
+            "schema": {
+              "$ref": "#/definitions/Error"
+            }
+          },
+          "503": {
+            "description": "The broker, the result backend or the task store (PostgreSQL) is unavailable",
             "schema": {
               "$ref": "#/definitions/Error"
             }
@@ -3511,6 +3541,12 @@ func init() {
             "schema": {
               "$ref": "#/definitions/Error"
             }
+          },
+          "503": {
+            "description": "The broker, the result backend or the task store (PostgreSQL) is unavailable",
+            "schema": {
+              "$ref": "#/definitions/Error"
+            }
           }
         }
       }
@@ -3615,7 +3651,7 @@ func init() {
             }
           },
           "503": {
-            "description": "The broker or the result backend is unavailable",
+            "description": "The broker, the result backend or the task store (PostgreSQL) is unavailable",
             "schema": {
               "$ref": "#/definitions/Error"
             }
@@ -3744,7 +3780,7 @@ func init() {
             }
           },
           "503": {
-            "description": "The broker or the result backend is unavailable",
+            "description": "The broker, the result backend or the task store (PostgreSQL) is unavailable",
             "schema": {
               "$ref": "#/definitions/Error"
             }
@@ -3833,7 +3869,7 @@ func init() {
             }
           },
           "503": {
-            "description": "The broker or the result backend is unavailable",
+            "description": "The broker, the result backend or the task store (PostgreSQL) is unavailable",
             "schema": {
               "$ref": "#/definitions/Error"
             }
@@ -3912,7 +3948,7 @@ func init() {
             }
           },
           "503": {
-            "description": "The broker or the result backend is unavailable",
+            "description": "The broker, the result backend or the task store (PostgreSQL) is unavailable",
             "schema": {
               "$ref": "#/definitions/Error"
             }
@@ -3981,7 +4017,7 @@ func init() {
             }
           },
           "503": {
-            "description": "The broker or the result backend is unavailable",
+            "description": "The broker, the result backend or the task store (PostgreSQL) is unavailable",
             "schema": {
               "$ref": "#/definitions/Error"
             }
@@ -4060,7 +4096,7 @@ func init() {
             }
           },
           "503": {
-            "description": "The broker or the result backend is unavailable",
+            "description": "The broker, the result backend or the task store (PostgreSQL) is unavailable",
             "schema": {
               "$ref": "#/definitions/Error"
             }
@@ -4138,7 +4174,7 @@ func init() {
             }
           },
           "503": {
-            "description": "The broker or the result backend is unavailable",
+            "description": "The broker, the result backend or the task store (PostgreSQL) is unavailable",
             "schema": {
               "$ref": "#/definitions/Error"
             }
@@ -4216,7 +4252,7 @@ func init() {
             }
           },
           "503": {
-            "description": "The broker or the result backend is unavailable",
+            "description": "The broker, the result backend or the task store (PostgreSQL) is unavailable",
             "schema": {
               "$ref": "#/definitions/Error"
             }
@@ -4285,7 +4321,7 @@ func init() {
             }
           },
           "503": {
-            "description": "The broker or the result backend is unavailable",
+            "description": "The broker, the result backend or the task store (PostgreSQL) is unavailable",
             "schema": {
               "$ref": "#/definitions/Error"
             }
@@ -4359,7 +4395,7 @@ func init() {
             }
           },
           "503": {
-            "description": "The broker or the result backend is unavailable",
+            "description": "The broker, the result backend or the task store (PostgreSQL) is unavailable",
             "schema": {
               "$ref": "#/definitions/Error"
             }
@@ -5103,7 +5139,7 @@ func init() {
       }
     },
     "Unavailable": {
-      "description": "The broker or the result backend is unavailable",
+      "description": "The broker, the result backend or the task store (PostgreSQL) is unavailable",
       "schema": {
         "$ref": "#/definitions/Error"
       }

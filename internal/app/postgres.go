@@ -17,7 +17,9 @@ import (
 // receives into its own state, bounded by MaxTasks (its hot set), and
 // flushes the changed records to PostgreSQL every SaveInterval, where
 // pgstore's upserts merge them with the other replicas' (see pgstore's
-// package comment). The read operations are answered from PostgreSQL,
+// package comment). Every operation reading the task history (what
+// handlers.TaskReader serves: the lists, the failures, the bulk
+// operations' selection, a retry's events) is answered from PostgreSQL,
 // so every replica answers the same within a flush interval of the last
 // event. While PostgreSQL is unreachable the reads answer 503, ingestion
 // goes on in memory, and the unwritten records wait in a.unsaved, one per
@@ -101,7 +103,7 @@ func trimOldest(b store.Batch, max int) (store.Batch, int) {
 	return b, lost
 }
 
-// pgReader serves the read operations from PostgreSQL.
+// pgReader serves handlers.TaskReader from PostgreSQL.
 type pgReader struct{ *pgstore.Store }
 
 func (r pgReader) ListTasks(ctx context.Context, q state.Query) (handlers.TaskCursor, error) {

@@ -51,6 +51,26 @@ func getStatus(t *testing.T, srv *httptest.Server, path string) (int, string) {
 	return resp.StatusCode, string(b)
 }
 
+// requestStatus is getStatus for "METHOD /path" (GET when no method).
+func requestStatus(t *testing.T, srv *httptest.Server, req string) (int, string) {
+	t.Helper()
+	method, path, ok := strings.Cut(req, " ")
+	if !ok {
+		return getStatus(t, srv, req)
+	}
+	r, err := http.NewRequest(method, srv.URL+path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := http.DefaultClient.Do(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
 // storedTasks is how many tasks PostgreSQL holds, or -1 while it cannot
 // be read.
 func storedTasks(a *App) int {
@@ -61,8 +81,9 @@ func storedTasks(a *App) int {
 	return n
 }
 
-// TestPostgresOutage: while PostgreSQL is unreachable, reads answer 503
-// JSON within the read timeout and ingestion goes on; once it is back,
+// TestPostgresOutage: while PostgreSQL is unreachable, reads (the failures,
+// the bulk operations' selection and a retry's look-up of the events
+// included) answer 503 JSON within the read timeout and ingestion goes on; once it is back,
 // the records buffered meanwhile are written. With a buffer (--max_tasks)
 // smaller than what the outage brought, the excess is counted in
 // stamen_store_lost_records_total.
@@ -101,9 +122,12 @@ func TestPostgresOutage(t *testing.T) {
 			}
 
 			proxy.Cut()
-			for _, path := range []string{"/api/tasks?limit=10", "/api/task/info/00000000-0000-4000-8000-000000000001", "/api/task/types", "/api/workers?status=1"} {
+			for _, path := range []string{"/api/tasks?limit=10", "/api/task/info/00000000-0000-4000-8000-000000000001", "/api/task/types", "/api/workers?status=1",
+				"/api/failures", "POST /api/tasks/revoke?max=10&dry_run=true", "POST /api/tasks/retry?max=10&dry_run=true&state=FAILURE",
+				// Not in the sent log, no result backend: the events are read.
+				"POST /api/task/retry/00000000-0000-4000-8000-000000000001"} {
 				start := time.Now()
-				code, body := getStatus(t, srv, path)
+				code, body := requestStatus(t, srv, path)
 				var e struct{ Error string }
 				if code != http.StatusServiceUnavailable || json.Unmarshal([]byte(body), &e) != nil || e.Error == "" {
 					t.Fatalf("GET %s during the outage: %d %s, want 503 JSON", path, code, body)

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -27,6 +28,7 @@ import (
 	"github.com/stamen-dev/stamen/internal/inspect"
 	"github.com/stamen-dev/stamen/internal/metrics"
 	"github.com/stamen-dev/stamen/internal/state"
+	"github.com/stamen-dev/stamen/internal/store"
 	"github.com/stamen-dev/stamen/internal/testcluster"
 	"github.com/stamen-dev/stamen/restapi"
 )
@@ -168,6 +170,65 @@ func (f *fakeBroker) Abort(context.Context, string) error {
 	return err
 }
 
+// fakeTasks reads the history from the state, and fails as a PostgreSQL
+// store out of reach does (store.ErrUnavailable) while the fake broker is
+// unavailable, so that the reads' 503 is answered too. (A store's timeout
+// is ErrUnavailable as well: while the broker times out the store works,
+// so that the operations reach the broker's 504.)
+type fakeTasks struct {
+	handlers.StateReader
+	fb *fakeBroker
+}
+
+func (f fakeTasks) down() error {
+	if err, _ := f.fb.errs(); errors.Is(err, celery.ErrUnavailable) {
+		return fmt.Errorf("%w: fake: %v", store.ErrUnavailable, err)
+	}
+	return nil
+}
+
+func (f fakeTasks) ListTasks(ctx context.Context, q state.Query) (handlers.TaskCursor, error) {
+	if err := f.down(); err != nil {
+		return nil, err
+	}
+	return f.StateReader.ListTasks(ctx, q)
+}
+
+func (f fakeTasks) Task(ctx context.Context, id string) (state.Task, bool, error) {
+	if err := f.down(); err != nil {
+		return state.Task{}, false, err
+	}
+	return f.StateReader.Task(ctx, id)
+}
+
+func (f fakeTasks) TaskTypes(ctx context.Context) ([]string, error) {
+	if err := f.down(); err != nil {
+		return nil, err
+	}
+	return f.StateReader.TaskTypes(ctx)
+}
+
+func (f fakeTasks) Workers(ctx context.Context) ([]state.Worker, error) {
+	if err := f.down(); err != nil {
+		return nil, err
+	}
+	return f.StateReader.Workers(ctx)
+}
+
+func (f fakeTasks) MatchTasks(ctx context.Context, q state.Query, max int) ([]string, bool, error) {
+	if err := f.down(); err != nil {
+		return nil, false, err
+	}
+	return f.StateReader.MatchTasks(ctx, q, max)
+}
+
+func (f fakeTasks) Failures(ctx context.Context, q state.Query) ([]state.FailureGroup, error) {
+	if err := f.down(); err != nil {
+		return nil, err
+	}
+	return f.StateReader.Failures(ctx, q)
+}
+
 // newFakeServer serves the whole HTTP stack (middleware, generated API,
 // handlers) over fb, with a state that holds one task, "id-1".
 func newFakeServer(t *testing.T, fb *fakeBroker) *httptest.Server {
@@ -196,7 +257,8 @@ func newFakeServerLogging(t *testing.T, fb *fakeBroker, log *slog.Logger) *httpt
 	var handler http.Handler
 	auditLog := &audit.Log{Store: fakeAuditStore{fb: fb, mem: &audit.Memory{}}, Logger: log}
 	h := handlers.New(handlers.Config{
-		State: st, Inspector: insp, Broker: fb, Results: fb, Logger: log,
+		State: st, Tasks: fakeTasks{StateReader: handlers.StateReader{State: st}, fb: fb},
+		Inspector: insp, Broker: fb, Results: fb, Logger: log,
 		ControlTimeout: time.Second, BrokerTimeout: time.Second, ApplyTimeout: time.Second,
 		Audit: auditLog,
 	})
@@ -281,7 +343,7 @@ func (r statusRequest) do(t *testing.T, base string) (int, []byte, http.Header) 
 
 // TestAnsweredStatusesAreDeclared sends requests to every operation, good
 // ones and bad ones, while the fake broker works, is unavailable and times
-// out, and checks both ways that the spec tells the truth: every status
+// out (the task store failing with it), and checks both ways that the spec tells the truth: every status
 // answered is declared for its operation, and every declared 400, 404, 413,
 // 503 and 504 is answered by some request. (401 and 403 need credentials:
 // the security tests cover them.)

@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"encoding/json"
 	"fmt"
 	"maps"
 	"net/http"
@@ -68,7 +69,9 @@ print("\n".join(ids))
 // a Celery client are listed the same by both, for every filter, sort and
 // page of /api/tasks, and /api/task/info agrees for each of them. The
 // second replica starts only after the first tasks have finished: it can
-// know those only from the store.
+// know those only from the store. So it must also read /api/failures, the
+// selection of the bulk revoke and retry, and the events a retry rebuilds
+// a task from there (fleetOperations).
 func TestFleetSameAnswers(t *testing.T) {
 	testcluster.Require(t)
 	redis := testcluster.StartRedis(t)
@@ -118,6 +121,13 @@ func TestFleetSameAnswers(t *testing.T) {
 		return true
 	})
 
+	// A task b never sees the events of: a Celery client's (so neither
+	// stamen's sent log nor, without result_extended, the result backend
+	// has its arguments), finished before b starts.
+	early := strings.TrimSpace(string(testcluster.RunClient(t, testcluster.ClientOptions{Broker: broker, Backend: backend}, clientTasks, "0")))
+	want[early], names[early] = "FAILURE", "stamen.fail"
+	eventually(t, 30*time.Second, "the client's early task failed in a", func() bool { return a.api.taskState(early) == "FAILURE" })
+
 	b := newReplica(t, bin, "b", args...)
 	rs := []*replica{a, b}
 	for i := range 4 {
@@ -131,8 +141,8 @@ func TestFleetSameAnswers(t *testing.T) {
 			want[id], names[id] = "FAILURE", "stamen.fail"
 		}
 	}
-	if len(want) != 15 {
-		t.Fatalf("%d task ids, want 15: client printed %q", len(want), out)
+	if len(want) != 16 {
+		t.Fatalf("%d task ids, want 16: client printed %q", len(want), out)
 	}
 
 	// Every task final, in both, before the filters are compared.
@@ -259,6 +269,94 @@ func TestFleetSameAnswers(t *testing.T) {
 		}
 		return ""
 	})
+	fleetOperations(t, rs, want, names, early)
+}
+
+// fleetOperations checks that the operations reading the history beyond
+// the task list answer the same on every replica, though only rs[0] holds
+// every task in memory: /api/failures, the bulk operations' matches, and a
+// retry of early, a task whose arguments only the events kept and that
+// rs[1] never saw.
+func fleetOperations(t *testing.T, rs []*replica, want, names map[string]string, early string) {
+	t.Helper()
+	var failed []string
+	for id, st := range want {
+		if st == "FAILURE" {
+			failed = append(failed, id)
+		}
+	}
+	slices.Sort(failed)
+	awaitSame(t, rs, 10*time.Second, "/api/failures", nil, func(body []byte) string {
+		var f struct {
+			Groups []struct {
+				Taskname      string   `json:"taskname"`
+				ExceptionType string   `json:"exception_type"`
+				Count         int      `json:"count"`
+				Examples      []string `json:"examples"`
+			} `json:"groups"`
+		}
+		if err := json.Unmarshal(body, &f); err != nil {
+			return err.Error()
+		}
+		if len(f.Groups) != 1 || f.Groups[0].Taskname != "stamen.fail" || f.Groups[0].ExceptionType != "ValueError" ||
+			f.Groups[0].Count != len(failed) || !slices.Equal(slices.Sorted(slices.Values(f.Groups[0].Examples)), failed) {
+			return fmt.Sprintf("failures %s, want one group stamen.fail ValueError of %v", body, failed)
+		}
+		return ""
+	})
+
+	// The bulk operations match the same tasks on every replica: the
+	// count of a dry run, the refusal over max, the ids revoked.
+	failures := func(kv ...string) url.Values { return q(append([]string{"state", "FAILURE"}, kv...)...) }
+	for _, path := range []string{"/api/tasks/revoke", "/api/tasks/retry"} {
+		for _, r := range rs {
+			r.api.t = t
+			got := r.api.mustOK(r.api.post(path, failures("max", "10", "dry_run", "true"), nil))
+			if got["matched"] != float64(len(failed)) || got["dry_run"] != true {
+				t.Errorf("%s: dry run of %s: %v, want %d matched", r.name, path, got, len(failed))
+			}
+			if resp := r.api.post(path, failures("max", fmt.Sprint(len(failed)-1), "dry_run", "true"), nil); resp.Status != http.StatusBadRequest {
+				t.Errorf("%s: %s with max=%d under %d matches: %d %s, want 400", r.name, path, len(failed)-1, len(failed), resp.Status, resp.Body)
+			}
+		}
+	}
+	for _, r := range rs {
+		// Revoking finished tasks only adds them to the workers' revoked
+		// sets.
+		got := r.api.mustOK(r.api.post("/api/tasks/revoke", failures("max", "10"), nil))
+		var ids []string
+		for _, id := range got["revoked"].([]any) {
+			ids = append(ids, fmt.Sprint(id))
+		}
+		if slices.Sort(ids); !slices.Equal(ids, failed) {
+			t.Errorf("%s: bulk revoke of the failures revoked %v, want %v", r.name, ids, failed)
+		}
+	}
+
+	// rs[1] sends early again from the events the other replica stored.
+	b := rs[len(rs)-1]
+	got := b.api.mustOK(b.api.post("/api/task/retry/"+early, nil, nil))
+	newID, _ := got["task-id"].(string)
+	if newID == "" || got["retry-of"] != early || got["source"] != "events" {
+		t.Fatalf("%s: retry of %s: %v, want a new id from the events", b.name, early, got)
+	}
+	info := awaitSame(t, rs, 30*time.Second, "/api/task/info/"+newID, nil, func(body []byte) string {
+		var i map[string]any
+		if err := json.Unmarshal(body, &i); err != nil {
+			return err.Error()
+		}
+		if i["state"] != "FAILURE" {
+			return fmt.Sprintf("retry %s: state %v", newID, i["state"])
+		}
+		return ""
+	})
+	var i map[string]any
+	if err := json.Unmarshal(info, &i); err != nil {
+		t.Fatal(err)
+	}
+	if i["name"] != names[early] || !strings.Contains(fmt.Sprint(i["args"]), "from the client") {
+		t.Errorf("the retry of %s ran as %v%v, want %s with the original args", early, i["name"], i["args"], names[early])
+	}
 }
 
 // clientStream has a Celery client send argv[1] stamen.add tasks as fast as

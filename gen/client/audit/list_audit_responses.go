@@ -335,7 +335,7 @@ func NewListAuditServiceUnavailable() *ListAuditServiceUnavailable {
 
 // ListAuditServiceUnavailable describes a response with status code 503, with default header values.
 //
-// The broker or the result backend is unavailable
+// The broker, the result backend or the task store (PostgreSQL) is unavailable
 type ListAuditServiceUnavailable struct {
 	Payload *models.Error
 }

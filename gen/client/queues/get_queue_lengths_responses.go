@@ -193,7 +193,7 @@ func NewGetQueueLengthsServiceUnavailable() *GetQueueLengthsServiceUnavailable {
 
 // GetQueueLengthsServiceUnavailable describes a response with status code 503, with default header values.
 //
-// The broker or the result backend is unavailable
+// The broker, the result backend or the task store (PostgreSQL) is unavailable
 type GetQueueLengthsServiceUnavailable struct {
 	Payload *models.Error
 }

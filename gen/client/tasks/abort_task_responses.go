@@ -415,7 +415,7 @@ func NewAbortTaskServiceUnavailable() *AbortTaskServiceUnavailable {
 
 // AbortTaskServiceUnavailable describes a response with status code 503, with default header values.
 //
-// The broker or the result backend is unavailable
+// The broker, the result backend or the task store (PostgreSQL) is unavailable
 type AbortTaskServiceUnavailable struct {
 	Payload *models.Error
 }

@@ -565,7 +565,7 @@ func NewApplyTaskServiceUnavailable() *ApplyTaskServiceUnavailable {
 
 // ApplyTaskServiceUnavailable describes a response with status code 503, with default header values.
 //
-// The broker or the result backend is unavailable
+// The broker, the result backend or the task store (PostgreSQL) is unavailable
 type ApplyTaskServiceUnavailable struct {
 	Payload *models.Error
 }

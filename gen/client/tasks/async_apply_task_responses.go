@@ -489,7 +489,7 @@ func NewAsyncApplyTaskServiceUnavailable() *AsyncApplyTaskServiceUnavailable {
 
 // AsyncApplyTaskServiceUnavailable describes a response with status code 503, with default header values.
 //
-// The broker or the result backend is unavailable
+// The broker, the result backend or the task store (PostgreSQL) is unavailable
 type AsyncApplyTaskServiceUnavailable struct {
 	Payload *models.Error
 }

@@ -45,6 +45,12 @@ func (o *GetTaskInfoReader) ReadResponse(response runtime.ClientResponse, consum
 			return nil, err
 		}
 		return nil, result
+	case 503:
+		result := NewGetTaskInfoServiceUnavailable()
+		if err := result.readResponse(response, consumer, o.formats); err != nil {
+			return nil, err
+		}
+		return nil, result
 	default:
 		return nil, runtime.NewAPIError("[GET /api/task/info/{taskid}] getTaskInfo", response, response.Code())
 	}
@@ -311,6 +317,74 @@ func (o *GetTaskInfoNotFound) GetPayload() *models.Error {
 }
 
 func (o *GetTaskInfoNotFound) readResponse(response runtime.ClientResponse, consumer runtime.Consumer, formats strfmt.Registry) error {
+
+	o.Payload = new(models.Error)
+
+	// response payload
+	if err := consumer.Consume(response.Body(), o.Payload); err != nil && !stderrors.Is(err, io.EOF) {
+		return err
+	}
+
+	return nil
+}
+
+// NewGetTaskInfoServiceUnavailable creates a GetTaskInfoServiceUnavailable with default headers values
+func NewGetTaskInfoServiceUnavailable() *GetTaskInfoServiceUnavailable {
+	return &GetTaskInfoServiceUnavailable{}
+}
+
+// GetTaskInfoServiceUnavailable describes a response with status code 503, with default header values.
+//
+// The broker, the result backend or the task store (PostgreSQL) is unavailable
+type GetTaskInfoServiceUnavailable struct {
+	Payload *models.Error
+}
+
+// IsSuccess returns true when this get task info service unavailable response has a 2xx status code
+func (o *GetTaskInfoServiceUnavailable) IsSuccess() bool {
+	return false
+}
+
+// IsRedirect returns true when this get task info service unavailable response has a 3xx status code
+func (o *GetTaskInfoServiceUnavailable) IsRedirect() bool {
+	return false
+}
+
+// IsClientError returns true when this get task info service unavailable response has a 4xx status code
+func (o *GetTaskInfoServiceUnavailable) IsClientError() bool {
+	return false
+}
+
+// IsServerError returns true when this get task info service unavailable response has a 5xx status code
+func (o *GetTaskInfoServiceUnavailable) IsServerError() bool {
+	return true
+}
+
+// IsCode returns true when this get task info service unavailable response a status code equal to that given
+func (o *GetTaskInfoServiceUnavailable) IsCode(code int) bool {
+	return code == 503
+}
+
+// Code gets the status code for the get task info service unavailable response
+func (o *GetTaskInfoServiceUnavailable) Code() int {
+	return 503
+}
+
+func (o *GetTaskInfoServiceUnavailable) Error() string {
+	payload, _ := json.Marshal(o.Payload)
+	return fmt.Sprintf("[GET /api/task/info/{taskid}][%d] getTaskInfoServiceUnavailable %s", 503, payload)
+}
+
+func (o *GetTaskInfoServiceUnavailable) String() string {
+	payload, _ := json.Marshal(o.Payload)
+	return fmt.Sprintf("[GET /api/task/info/{taskid}][%d] getTaskInfoServiceUnavailable %s", 503, payload)
+}
+
+func (o *GetTaskInfoServiceUnavailable) GetPayload() *models.Error {
+	return o.Payload
+}
+
+func (o *GetTaskInfoServiceUnavailable) readResponse(response runtime.ClientResponse, consumer runtime.Consumer, formats strfmt.Registry) error {
 
 	o.Payload = new(models.Error)
 

@@ -343,7 +343,7 @@ func NewGetTaskResultServiceUnavailable() *GetTaskResultServiceUnavailable {
 
 // GetTaskResultServiceUnavailable describes a response with status code 503, with default header values.
 //
-// The broker or the result backend is unavailable
+// The broker, the result backend or the task store (PostgreSQL) is unavailable
 type GetTaskResultServiceUnavailable struct {
 	Payload *models.Error
 }

@@ -39,6 +39,12 @@ func (o *ListFailuresReader) ReadResponse(response runtime.ClientResponse, consu
 			return nil, err
 		}
 		return nil, result
+	case 503:
+		result := NewListFailuresServiceUnavailable()
+		if err := result.readResponse(response, consumer, o.formats); err != nil {
+			return nil, err
+		}
+		return nil, result
 	default:
 		return nil, runtime.NewAPIError("[GET /api/failures] listFailures", response, response.Code())
 	}
@@ -237,6 +243,74 @@ func (o *ListFailuresUnauthorized) GetPayload() *models.Error {
 }
 
 func (o *ListFailuresUnauthorized) readResponse(response runtime.ClientResponse, consumer runtime.Consumer, formats strfmt.Registry) error {
+
+	o.Payload = new(models.Error)
+
+	// response payload
+	if err := consumer.Consume(response.Body(), o.Payload); err != nil && !stderrors.Is(err, io.EOF) {
+		return err
+	}
+
+	return nil
+}
+
+// NewListFailuresServiceUnavailable creates a ListFailuresServiceUnavailable with default headers values
+func NewListFailuresServiceUnavailable() *ListFailuresServiceUnavailable {
+	return &ListFailuresServiceUnavailable{}
+}
+
+// ListFailuresServiceUnavailable describes a response with status code 503, with default header values.
+//
+// The broker, the result backend or the task store (PostgreSQL) is unavailable
+type ListFailuresServiceUnavailable struct {
+	Payload *models.Error
+}
+
+// IsSuccess returns true when this list failures service unavailable response has a 2xx status code
+func (o *ListFailuresServiceUnavailable) IsSuccess() bool {
+	return false
+}
+
+// IsRedirect returns true when this list failures service unavailable response has a 3xx status code
+func (o *ListFailuresServiceUnavailable) IsRedirect() bool {
+	return false
+}
+
+// IsClientError returns true when this list failures service unavailable response has a 4xx status code
+func (o *ListFailuresServiceUnavailable) IsClientError() bool {
+	return false
+}
+
+// IsServerError returns true when this list failures service unavailable response has a 5xx status code
+func (o *ListFailuresServiceUnavailable) IsServerError() bool {
+	return true
+}
+
+// IsCode returns true when this list failures service unavailable response a status code equal to that given
+func (o *ListFailuresServiceUnavailable) IsCode(code int) bool {
+	return code == 503
+}
+
+// Code gets the status code for the list failures service unavailable response
+func (o *ListFailuresServiceUnavailable) Code() int {
+	return 503
+}
+
+func (o *ListFailuresServiceUnavailable) Error() string {
+	payload, _ := json.Marshal(o.Payload)
+	return fmt.Sprintf("[GET /api/failures][%d] listFailuresServiceUnavailable %s", 503, payload)
+}
+
+func (o *ListFailuresServiceUnavailable) String() string {
+	payload, _ := json.Marshal(o.Payload)
+	return fmt.Sprintf("[GET /api/failures][%d] listFailuresServiceUnavailable %s", 503, payload)
+}
+
+func (o *ListFailuresServiceUnavailable) GetPayload() *models.Error {
+	return o.Payload
+}
+
+func (o *ListFailuresServiceUnavailable) readResponse(response runtime.ClientResponse, consumer runtime.Consumer, formats strfmt.Registry) error {
 
 	o.Payload = new(models.Error)
 

@@ -33,6 +33,12 @@ func (o *ListTaskTypesReader) ReadResponse(response runtime.ClientResponse, cons
 			return nil, err
 		}
 		return nil, result
+	case 503:
+		result := NewListTaskTypesServiceUnavailable()
+		if err := result.readResponse(response, consumer, o.formats); err != nil {
+			return nil, err
+		}
+		return nil, result
 	default:
 		return nil, runtime.NewAPIError("[GET /api/task/types] listTaskTypes", response, response.Code())
 	}
@@ -163,6 +169,74 @@ func (o *ListTaskTypesUnauthorized) GetPayload() *models.Error {
 }
 
 func (o *ListTaskTypesUnauthorized) readResponse(response runtime.ClientResponse, consumer runtime.Consumer, formats strfmt.Registry) error {
+
+	o.Payload = new(models.Error)
+
+	// response payload
+	if err := consumer.Consume(response.Body(), o.Payload); err != nil && !stderrors.Is(err, io.EOF) {
+		return err
+	}
+
+	return nil
+}
+
+// NewListTaskTypesServiceUnavailable creates a ListTaskTypesServiceUnavailable with default headers values
+func NewListTaskTypesServiceUnavailable() *ListTaskTypesServiceUnavailable {
+	return &ListTaskTypesServiceUnavailable{}
+}
+
+// ListTaskTypesServiceUnavailable describes a response with status code 503, with default header values.
+//
+// The broker, the result backend or the task store (PostgreSQL) is unavailable
+type ListTaskTypesServiceUnavailable struct {
+	Payload *models.Error
+}
+
+// IsSuccess returns true when this list task types service unavailable response has a 2xx status code
+func (o *ListTaskTypesServiceUnavailable) IsSuccess() bool {
+	return false
+}
+
+// IsRedirect returns true when this list task types service unavailable response has a 3xx status code
+func (o *ListTaskTypesServiceUnavailable) IsRedirect() bool {
+	return false
+}
+
+// IsClientError returns true when this list task types service unavailable response has a 4xx status code
+func (o *ListTaskTypesServiceUnavailable) IsClientError() bool {
+	return false
+}
+
+// IsServerError returns true when this list task types service unavailable response has a 5xx status code
+func (o *ListTaskTypesServiceUnavailable) IsServerError() bool {
+	return true
+}
+
+// IsCode returns true when this list task types service unavailable response a status code equal to that given
+func (o *ListTaskTypesServiceUnavailable) IsCode(code int) bool {
+	return code == 503
+}
+
+// Code gets the status code for the list task types service unavailable response
+func (o *ListTaskTypesServiceUnavailable) Code() int {
+	return 503
+}
+
+func (o *ListTaskTypesServiceUnavailable) Error() string {
+	payload, _ := json.Marshal(o.Payload)
+	return fmt.Sprintf("[GET /api/task/types][%d] listTaskTypesServiceUnavailable %s", 503, payload)
+}
+
+func (o *ListTaskTypesServiceUnavailable) String() string {
+	payload, _ := json.Marshal(o.Payload)
+	return fmt.Sprintf("[GET /api/task/types][%d] listTaskTypesServiceUnavailable %s", 503, payload)
+}
+
+func (o *ListTaskTypesServiceUnavailable) GetPayload() *models.Error {
+	return o.Payload
+}
+
+func (o *ListTaskTypesServiceUnavailable) readResponse(response runtime.ClientResponse, consumer runtime.Consumer, formats strfmt.Registry) error {
 
 	o.Payload = new(models.Error)
 

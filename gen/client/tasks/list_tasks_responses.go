@@ -39,6 +39,12 @@ func (o *ListTasksReader) ReadResponse(response runtime.ClientResponse, consumer
 			return nil, err
 		}
 		return nil, result
+	case 503:
+		result := NewListTasksServiceUnavailable()
+		if err := result.readResponse(response, consumer, o.formats); err != nil {
+			return nil, err
+		}
+		return nil, result
 	default:
 		return nil, runtime.NewAPIError("[GET /api/tasks] listTasks", response, response.Code())
 	}
@@ -235,6 +241,74 @@ func (o *ListTasksUnauthorized) GetPayload() *models.Error {
 }
 
 func (o *ListTasksUnauthorized) readResponse(response runtime.ClientResponse, consumer runtime.Consumer, formats strfmt.Registry) error {
+
+	o.Payload = new(models.Error)
+
+	// response payload
+	if err := consumer.Consume(response.Body(), o.Payload); err != nil && !stderrors.Is(err, io.EOF) {
+		return err
+	}
+
+	return nil
+}
+
+// NewListTasksServiceUnavailable creates a ListTasksServiceUnavailable with default headers values
+func NewListTasksServiceUnavailable() *ListTasksServiceUnavailable {
+	return &ListTasksServiceUnavailable{}
+}
+
+// ListTasksServiceUnavailable describes a response with status code 503, with default header values.
+//
+// The broker, the result backend or the task store (PostgreSQL) is unavailable
+type ListTasksServiceUnavailable struct {
+	Payload *models.Error
+}
+
+// IsSuccess returns true when this list tasks service unavailable response has a 2xx status code
+func (o *ListTasksServiceUnavailable) IsSuccess() bool {
+	return false
+}
+
+// IsRedirect returns true when this list tasks service unavailable response has a 3xx status code
+func (o *ListTasksServiceUnavailable) IsRedirect() bool {
+	return false
+}
+
+// IsClientError returns true when this list tasks service unavailable response has a 4xx status code
+func (o *ListTasksServiceUnavailable) IsClientError() bool {
+	return false
+}
+
+// IsServerError returns true when this list tasks service unavailable response has a 5xx status code
+func (o *ListTasksServiceUnavailable) IsServerError() bool {
+	return true
+}
+
+// IsCode returns true when this list tasks service unavailable response a status code equal to that given
+func (o *ListTasksServiceUnavailable) IsCode(code int) bool {
+	return code == 503
+}
+
+// Code gets the status code for the list tasks service unavailable response
+func (o *ListTasksServiceUnavailable) Code() int {
+	return 503
+}
+
+func (o *ListTasksServiceUnavailable) Error() string {
+	payload, _ := json.Marshal(o.Payload)
+	return fmt.Sprintf("[GET /api/tasks][%d] listTasksServiceUnavailable %s", 503, payload)
+}
+
+func (o *ListTasksServiceUnavailable) String() string {
+	payload, _ := json.Marshal(o.Payload)
+	return fmt.Sprintf("[GET /api/tasks][%d] listTasksServiceUnavailable %s", 503, payload)
+}
+
+func (o *ListTasksServiceUnavailable) GetPayload() *models.Error {
+	return o.Payload
+}
+
+func (o *ListTasksServiceUnavailable) readResponse(response runtime.ClientResponse, consumer runtime.Consumer, formats strfmt.Registry) error {
 
 	o.Payload = new(models.Error)
 

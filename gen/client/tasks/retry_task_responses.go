@@ -563,7 +563,7 @@ func NewRetryTaskServiceUnavailable() *RetryTaskServiceUnavailable {
 
 // RetryTaskServiceUnavailable describes a response with status code 503, with default header values.
 //
-// The broker or the result backend is unavailable
+// The broker, the result backend or the task store (PostgreSQL) is unavailable
 type RetryTaskServiceUnavailable struct {
 	Payload *models.Error
 }

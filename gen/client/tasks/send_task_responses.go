@@ -415,7 +415,7 @@ func NewSendTaskServiceUnavailable() *SendTaskServiceUnavailable {
 
 // SendTaskServiceUnavailable describes a response with status code 503, with default header values.
 //
-// The broker or the result backend is unavailable
+// The broker, the result backend or the task store (PostgreSQL) is unavailable
 type SendTaskServiceUnavailable struct {
 	Payload *models.Error
 }

@@ -86,10 +86,10 @@ type ClientService interface {
 	// GetTaskResultContext Get a task's result, waiting up to timeout seconds for it.
 	GetTaskResultContext(ctx context.Context, params *GetTaskResultParams, authInfo runtime.ClientAuthInfoWriter, opts ...ClientOption) (*GetTaskResultOK, error)
 
-	// ListFailures Failed tasks from the events state grouped by task name and exception type (the class name of the exception's repr), most frequent first. Each group has its count, the first and last failure time, up to 5 example task ids (newest first) and the traceback of the newest failure. .
+	// ListFailures Failed tasks from the task history (with --db postgres://, the fleet's) grouped by task name and exception type (the class name of the exception's repr), most frequent first. Each group has its count, the first and last failure time, up to 5 example task ids (newest first) and the traceback of the newest failure. .
 	ListFailures(params *ListFailuresParams, authInfo runtime.ClientAuthInfoWriter, opts ...ClientOption) (*ListFailuresOK, error)
 
-	// ListFailuresContext Failed tasks from the events state grouped by task name and exception type (the class name of the exception's repr), most frequent first. Each group has its count, the first and last failure time, up to 5 example task ids (newest first) and the traceback of the newest failure. .
+	// ListFailuresContext Failed tasks from the task history (with --db postgres://, the fleet's) grouped by task name and exception type (the class name of the exception's repr), most frequent first. Each group has its count, the first and last failure time, up to 5 example task ids (newest first) and the traceback of the newest failure. .
 	ListFailuresContext(ctx context.Context, params *ListFailuresParams, authInfo runtime.ClientAuthInfoWriter, opts ...ClientOption) (*ListFailuresOK, error)
 
 	// ListTaskTypes List (seen) task types.
@@ -468,11 +468,11 @@ func (a *Client) GetTaskResultContext(ctx context.Context, params *GetTaskResult
 	panic(msg)
 }
 
-// ListFailures Failed tasks from the events state grouped by task name and
-// exception type (the class name of the exception's repr), most
-// frequent first. Each group has its count, the first and last failure
-// time, up to 5 example task ids (newest first) and the traceback of
-// the newest failure.
+// ListFailures Failed tasks from the task history (with --db postgres://, the
+// fleet's) grouped by task name and exception type (the class name of
+// the exception's repr), most frequent first. Each group has its
+// count, the first and last failure time, up to 5 example task ids
+// (newest first) and the traceback of the newest failure.
 // .
 //
 // This method does not support injected context.
@@ -490,11 +490,11 @@ func (a *Client) ListFailures(params *ListFailuresParams, authInfo runtime.Clien
 	return a.ListFailuresContext(ctx, params, authInfo, opts...)
 }
 
-// ListFailuresContext Failed tasks from the events state grouped by task name and
-// exception type (the class name of the exception's repr), most
-// frequent first. Each group has its count, the first and last failure
-// time, up to 5 example task ids (newest first) and the traceback of
-// the newest failure.
+// ListFailuresContext Failed tasks from the task history (with --db postgres://, the
+// fleet's) grouped by task name and exception type (the class name of
+// the exception's repr), most frequent first. Each group has its
+// count, the first and last failure time, up to 5 example task ids
+// (newest first) and the traceback of the newest failure.
 // .
 //
 // Do not use the deprecated [ListFailuresParams.Context] with this method: it would be ignored.

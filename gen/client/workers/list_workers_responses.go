@@ -356,7 +356,7 @@ func NewListWorkersServiceUnavailable() *ListWorkersServiceUnavailable {
 
 // ListWorkersServiceUnavailable describes a response with status code 503, with default header values.
 //
-// The broker or the result backend is unavailable
+// The broker, the result backend or the task store (PostgreSQL) is unavailable
 type ListWorkersServiceUnavailable struct {
 	Payload *models.Error
 }

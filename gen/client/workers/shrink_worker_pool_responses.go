@@ -489,7 +489,7 @@ func NewShrinkWorkerPoolServiceUnavailable() *ShrinkWorkerPoolServiceUnavailable
 
 // ShrinkWorkerPoolServiceUnavailable describes a response with status code 503, with default header values.
 //
-// The broker or the result backend is unavailable
+// The broker, the result backend or the task store (PostgreSQL) is unavailable
 type ShrinkWorkerPoolServiceUnavailable struct {
 	Payload *models.Error
 }

@@ -15,9 +15,9 @@
 // history, bounded only by retention (Retain).
 //
 // Reads (GET /api/tasks and its filters, sorts and search, task info, task
-// types, workers) are answered from here, through indexes (see schema.go),
-// with the in-memory state's ordering rules, so every replica answers the
-// same. Each read is bounded by Config.ReadTimeout; a failed one is
+// types, workers, the failures, the bulk operations' selection) are
+// answered from here, through indexes (see schema.go), with the in-memory
+// state's ordering rules, so every replica answers the same. Each read is bounded by Config.ReadTimeout; a failed one is
 // store.ErrUnavailable (503).
 package pgstore
 

@@ -122,58 +122,31 @@ func (b *builder) arg(v any) string {
 // index rather than the order's (see buildList).
 const narrowWindow = 24 * time.Hour
 
-// buildList translates q; empty is set when nothing can match.
+// buildList translates q, selecting the columns of a task (row); empty is
+// set when nothing can match.
 func buildList(q state.Query) (sqlText string, args []any, empty bool, err error) {
+	return buildSelect(selectColumns, q)
+}
+
+// buildSelect translates q, selecting cols.
+func buildSelect(cols string, q state.Query) (sqlText string, args []any, empty bool, err error) {
 	field, desc, err := state.ParseSort(q.SortBy)
 	if err != nil {
 		return "", nil, false, err
 	}
-	search, err := state.ParseSearch(q.Search)
-	if err != nil {
-		return "", nil, false, err
-	}
 	if q.Limit == 0 || q.Limit < state.NoLimit {
+		if _, err := state.ParseSearch(q.Search); err != nil {
+			return "", nil, false, err
+		}
 		return "", nil, true, nil
 	}
 	b := &builder{}
-	var where []string
-	for _, f := range []struct{ col, v string }{
-		{"state", state.FoldFilter(q.State)}, {"name", state.FoldFilter(q.TaskName)}, {"worker", state.FoldFilter(q.Worker)},
-	} {
-		if f.v != "" {
-			where = append(where, fmt.Sprintf("lower(t.%s) = %s", f.col, b.arg(f.v)))
-		}
-	}
-	// A window bounded on both sides and at most narrowWindow long is read
-	// through the received index (one OR arm for the tasks without a
-	// received time, as the state lets them through), and the default
-	// order is then sorted from those rows: otherwise PostgreSQL, assuming
-	// matches spread evenly, walks the newest-first index and filters,
-	// which for a window far back reads most of the table (2 s at 10M
-	// tasks). A wider window keeps the walk, which finds its rows sooner.
-	narrow := q.ReceivedStart != nil && q.ReceivedEnd != nil &&
-		q.ReceivedEnd.Sub(*q.ReceivedStart) <= narrowWindow
-	switch {
-	case narrow:
-		where = append(where, fmt.Sprintf("(t.received IS NULL OR (t.received >= %s AND t.received <= %s))",
-			b.arg(state.Epoch(*q.ReceivedStart)), b.arg(state.Epoch(*q.ReceivedEnd))))
-	default:
-		if q.ReceivedStart != nil {
-			where = append(where, fmt.Sprintf("(t.received IS NULL OR t.received >= %s)", b.arg(state.Epoch(*q.ReceivedStart))))
-		}
-		if q.ReceivedEnd != nil {
-			where = append(where, fmt.Sprintf("(t.received IS NULL OR t.received <= %s)", b.arg(state.Epoch(*q.ReceivedEnd))))
-		}
-	}
-	if search != nil {
-		cond, err := b.search(search)
-		if err != nil {
-			return "", nil, false, err
-		}
-		where = append(where, cond)
+	where, narrow, err := b.filters(q)
+	if err != nil {
+		return "", nil, false, err
 	}
 	var sb strings.Builder
-	sb.WriteString("SELECT " + selectColumns + " FROM stamen_tasks t")
+	sb.WriteString("SELECT " + cols + " FROM stamen_tasks t")
 	if len(where) > 0 {
 		sb.WriteString(" WHERE " + strings.Join(where, " AND "))
 	}
@@ -190,6 +163,52 @@ func buildList(q state.Query) (sqlText string, args []any, empty bool, err error
 		sb.WriteString(" OFFSET " + b.arg(int64(q.Offset)))
 	}
 	return sb.String(), b.args, false, nil
+}
+
+// filters translates q's filters and search (not its order, limit and
+// offset) to conditions on the rows of t; narrow is set when the received
+// window is read through the received index.
+func (b *builder) filters(q state.Query) (where []string, narrow bool, err error) {
+	search, err := state.ParseSearch(q.Search)
+	if err != nil {
+		return nil, false, err
+	}
+	for _, f := range []struct{ col, v string }{
+		{"state", state.FoldFilter(q.State)}, {"name", state.FoldFilter(q.TaskName)}, {"worker", state.FoldFilter(q.Worker)},
+	} {
+		if f.v != "" {
+			where = append(where, fmt.Sprintf("lower(t.%s) = %s", f.col, b.arg(f.v)))
+		}
+	}
+	// A window bounded on both sides and at most narrowWindow long is read
+	// through the received index (one OR arm for the tasks without a
+	// received time, as the state lets them through), and the default
+	// order is then sorted from those rows: otherwise PostgreSQL, assuming
+	// matches spread evenly, walks the newest-first index and filters,
+	// which for a window far back reads most of the table (2 s at 10M
+	// tasks). A wider window keeps the walk, which finds its rows sooner.
+	narrow = q.ReceivedStart != nil && q.ReceivedEnd != nil &&
+		q.ReceivedEnd.Sub(*q.ReceivedStart) <= narrowWindow
+	switch {
+	case narrow:
+		where = append(where, fmt.Sprintf("(t.received IS NULL OR (t.received >= %s AND t.received <= %s))",
+			b.arg(state.Epoch(*q.ReceivedStart)), b.arg(state.Epoch(*q.ReceivedEnd))))
+	default:
+		if q.ReceivedStart != nil {
+			where = append(where, fmt.Sprintf("(t.received IS NULL OR t.received >= %s)", b.arg(state.Epoch(*q.ReceivedStart))))
+		}
+		if q.ReceivedEnd != nil {
+			where = append(where, fmt.Sprintf("(t.received IS NULL OR t.received <= %s)", b.arg(state.Epoch(*q.ReceivedEnd))))
+		}
+	}
+	if search != nil {
+		cond, err := b.search(search)
+		if err != nil {
+			return nil, false, err
+		}
+		where = append(where, cond)
+	}
+	return where, narrow, nil
 }
 
 // orderBy is the state's order in SQL: a missing value first ascending

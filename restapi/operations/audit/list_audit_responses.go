@@ -176,7 +176,7 @@ func (o *ListAuditForbidden) WriteResponse(rw http.ResponseWriter, producer runt
 // ListAuditServiceUnavailableCode is the HTTP code returned for type ListAuditServiceUnavailable
 const ListAuditServiceUnavailableCode int = 503
 
-// ListAuditServiceUnavailable The broker or the result backend is unavailable
+// ListAuditServiceUnavailable The broker, the result backend or the task store (PostgreSQL) is unavailable
 //
 // swagger:response listAuditServiceUnavailable
 type ListAuditServiceUnavailable struct {

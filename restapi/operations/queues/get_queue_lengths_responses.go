@@ -94,7 +94,7 @@ func (o *GetQueueLengthsUnauthorized) WriteResponse(rw http.ResponseWriter, prod
 // GetQueueLengthsServiceUnavailableCode is the HTTP code returned for type GetQueueLengthsServiceUnavailable
 const GetQueueLengthsServiceUnavailableCode int = 503
 
-// GetQueueLengthsServiceUnavailable The broker or the result backend is unavailable
+// GetQueueLengthsServiceUnavailable The broker, the result backend or the task store (PostgreSQL) is unavailable
 //
 // swagger:response getQueueLengthsServiceUnavailable
 type GetQueueLengthsServiceUnavailable struct {

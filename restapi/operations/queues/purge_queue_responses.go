@@ -258,7 +258,7 @@ func (o *PurgeQueueRequestEntityTooLarge) WriteResponse(rw http.ResponseWriter, 
 // PurgeQueueServiceUnavailableCode is the HTTP code returned for type PurgeQueueServiceUnavailable
 const PurgeQueueServiceUnavailableCode int = 503
 
-// PurgeQueueServiceUnavailable The broker or the result backend is unavailable
+// PurgeQueueServiceUnavailable The broker, the result backend or the task store (PostgreSQL) is unavailable
 //
 // swagger:response purgeQueueServiceUnavailable
 type PurgeQueueServiceUnavailable struct {

@@ -217,7 +217,7 @@ func (o *AbortTaskRequestEntityTooLarge) WriteResponse(rw http.ResponseWriter, p
 // AbortTaskServiceUnavailableCode is the HTTP code returned for type AbortTaskServiceUnavailable
 const AbortTaskServiceUnavailableCode int = 503
 
-// AbortTaskServiceUnavailable The broker or the result backend is unavailable
+// AbortTaskServiceUnavailable The broker, the result backend or the task store (PostgreSQL) is unavailable
 //
 // swagger:response abortTaskServiceUnavailable
 type AbortTaskServiceUnavailable struct {

@@ -301,7 +301,7 @@ func (o *ApplyTaskUnprocessableEntity) WriteResponse(rw http.ResponseWriter, pro
 // ApplyTaskServiceUnavailableCode is the HTTP code returned for type ApplyTaskServiceUnavailable
 const ApplyTaskServiceUnavailableCode int = 503
 
-// ApplyTaskServiceUnavailable The broker or the result backend is unavailable
+// ApplyTaskServiceUnavailable The broker, the result backend or the task store (PostgreSQL) is unavailable
 //
 // swagger:response applyTaskServiceUnavailable
 type ApplyTaskServiceUnavailable struct {

@@ -258,7 +258,7 @@ func (o *AsyncApplyTaskRequestEntityTooLarge) WriteResponse(rw http.ResponseWrit
 // AsyncApplyTaskServiceUnavailableCode is the HTTP code returned for type AsyncApplyTaskServiceUnavailable
 const AsyncApplyTaskServiceUnavailableCode int = 503
 
-// AsyncApplyTaskServiceUnavailable The broker or the result backend is unavailable
+// AsyncApplyTaskServiceUnavailable The broker, the result backend or the task store (PostgreSQL) is unavailable
 //
 // swagger:response asyncApplyTaskServiceUnavailable
 type AsyncApplyTaskServiceUnavailable struct {

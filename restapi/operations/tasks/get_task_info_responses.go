@@ -172,3 +172,44 @@ func (o *GetTaskInfoNotFound) WriteResponse(rw http.ResponseWriter, producer run
 		}
 	}
 }
+
+// GetTaskInfoServiceUnavailableCode is the HTTP code returned for type GetTaskInfoServiceUnavailable
+const GetTaskInfoServiceUnavailableCode int = 503
+
+// GetTaskInfoServiceUnavailable The broker, the result backend or the task store (PostgreSQL) is unavailable
+//
+// swagger:response getTaskInfoServiceUnavailable
+type GetTaskInfoServiceUnavailable struct {
+
+	// In: Body
+	Payload *models.Error `json:"body,omitempty"`
+}
+
+// NewGetTaskInfoServiceUnavailable creates GetTaskInfoServiceUnavailable with default headers values
+func NewGetTaskInfoServiceUnavailable() *GetTaskInfoServiceUnavailable {
+
+	return &GetTaskInfoServiceUnavailable{}
+}
+
+// WithPayload adds the payload to the get task info service unavailable response
+func (o *GetTaskInfoServiceUnavailable) WithPayload(payload *models.Error) *GetTaskInfoServiceUnavailable {
+	o.Payload = payload
+	return o
+}
+
+// SetPayload sets the payload to the get task info service unavailable response
+func (o *GetTaskInfoServiceUnavailable) SetPayload(payload *models.Error) {
+	o.Payload = payload
+}
+
+// WriteResponse to the client
+func (o *GetTaskInfoServiceUnavailable) WriteResponse(rw http.ResponseWriter, producer runtime.Producer) {
+
+	rw.WriteHeader(503)
+	if o.Payload != nil {
+		payload := o.Payload
+		if err := producer.Produce(rw, payload); err != nil {
+			panic(err) // let the recovery middleware deal with this
+		}
+	}
+}

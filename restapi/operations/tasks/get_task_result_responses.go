@@ -178,7 +178,7 @@ func (o *GetTaskResultUnprocessableEntity) WriteResponse(rw http.ResponseWriter,
 // GetTaskResultServiceUnavailableCode is the HTTP code returned for type GetTaskResultServiceUnavailable
 const GetTaskResultServiceUnavailableCode int = 503
 
-// GetTaskResultServiceUnavailable The broker or the result backend is unavailable
+// GetTaskResultServiceUnavailable The broker, the result backend or the task store (PostgreSQL) is unavailable
 //
 // swagger:response getTaskResultServiceUnavailable
 type GetTaskResultServiceUnavailable struct {

@@ -28,11 +28,11 @@ func NewListFailures(ctx *middleware.Context, handler ListFailuresHandler) *List
 
 // ListFailures swagger:route GET /api/failures tasks listFailures
 //
-// Failed tasks from the events state grouped by task name and
-// exception type (the class name of the exception's repr), most
-// frequent first. Each group has its count, the first and last failure
-// time, up to 5 example task ids (newest first) and the traceback of
-// the newest failure.
+// Failed tasks from the task history (with --db postgres://, the
+// fleet's) grouped by task name and exception type (the class name of
+// the exception's repr), most frequent first. Each group has its
+// count, the first and last failure time, up to 5 example task ids
+// (newest first) and the traceback of the newest failure.
 type ListFailures struct {
 	Context *middleware.Context
 	Handler ListFailuresHandler

@@ -131,3 +131,44 @@ func (o *ListFailuresUnauthorized) WriteResponse(rw http.ResponseWriter, produce
 		}
 	}
 }
+
+// ListFailuresServiceUnavailableCode is the HTTP code returned for type ListFailuresServiceUnavailable
+const ListFailuresServiceUnavailableCode int = 503
+
+// ListFailuresServiceUnavailable The broker, the result backend or the task store (PostgreSQL) is unavailable
+//
+// swagger:response listFailuresServiceUnavailable
+type ListFailuresServiceUnavailable struct {
+
+	// In: Body
+	Payload *models.Error `json:"body,omitempty"`
+}
+
+// NewListFailuresServiceUnavailable creates ListFailuresServiceUnavailable with default headers values
+func NewListFailuresServiceUnavailable() *ListFailuresServiceUnavailable {
+
+	return &ListFailuresServiceUnavailable{}
+}
+
+// WithPayload adds the payload to the list failures service unavailable response
+func (o *ListFailuresServiceUnavailable) WithPayload(payload *models.Error) *ListFailuresServiceUnavailable {
+	o.Payload = payload
+	return o
+}
+
+// SetPayload sets the payload to the list failures service unavailable response
+func (o *ListFailuresServiceUnavailable) SetPayload(payload *models.Error) {
+	o.Payload = payload
+}
+
+// WriteResponse to the client
+func (o *ListFailuresServiceUnavailable) WriteResponse(rw http.ResponseWriter, producer runtime.Producer) {
+
+	rw.WriteHeader(503)
+	if o.Payload != nil {
+		payload := o.Payload
+		if err := producer.Produce(rw, payload); err != nil {
+			panic(err) // let the recovery middleware deal with this
+		}
+	}
+}

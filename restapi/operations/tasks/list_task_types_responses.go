@@ -90,3 +90,44 @@ func (o *ListTaskTypesUnauthorized) WriteResponse(rw http.ResponseWriter, produc
 		}
 	}
 }
+
+// ListTaskTypesServiceUnavailableCode is the HTTP code returned for type ListTaskTypesServiceUnavailable
+const ListTaskTypesServiceUnavailableCode int = 503
+
+// ListTaskTypesServiceUnavailable The broker, the result backend or the task store (PostgreSQL) is unavailable
+//
+// swagger:response listTaskTypesServiceUnavailable
+type ListTaskTypesServiceUnavailable struct {
+
+	// In: Body
+	Payload *models.Error `json:"body,omitempty"`
+}
+
+// NewListTaskTypesServiceUnavailable creates ListTaskTypesServiceUnavailable with default headers values
+func NewListTaskTypesServiceUnavailable() *ListTaskTypesServiceUnavailable {
+
+	return &ListTaskTypesServiceUnavailable{}
+}
+
+// WithPayload adds the payload to the list task types service unavailable response
+func (o *ListTaskTypesServiceUnavailable) WithPayload(payload *models.Error) *ListTaskTypesServiceUnavailable {
+	o.Payload = payload
+	return o
+}
+
+// SetPayload sets the payload to the list task types service unavailable response
+func (o *ListTaskTypesServiceUnavailable) SetPayload(payload *models.Error) {
+	o.Payload = payload
+}
+
+// WriteResponse to the client
+func (o *ListTaskTypesServiceUnavailable) WriteResponse(rw http.ResponseWriter, producer runtime.Producer) {
+
+	rw.WriteHeader(503)
+	if o.Payload != nil {
+		payload := o.Payload
+		if err := producer.Produce(rw, payload); err != nil {
+			panic(err) // let the recovery middleware deal with this
+		}
+	}
+}

@@ -134,3 +134,44 @@ func (o *ListTasksUnauthorized) WriteResponse(rw http.ResponseWriter, producer r
 		}
 	}
 }
+
+// ListTasksServiceUnavailableCode is the HTTP code returned for type ListTasksServiceUnavailable
+const ListTasksServiceUnavailableCode int = 503
+
+// ListTasksServiceUnavailable The broker, the result backend or the task store (PostgreSQL) is unavailable
+//
+// swagger:response listTasksServiceUnavailable
+type ListTasksServiceUnavailable struct {
+
+	// In: Body
+	Payload *models.Error `json:"body,omitempty"`
+}
+
+// NewListTasksServiceUnavailable creates ListTasksServiceUnavailable with default headers values
+func NewListTasksServiceUnavailable() *ListTasksServiceUnavailable {
+
+	return &ListTasksServiceUnavailable{}
+}
+
+// WithPayload adds the payload to the list tasks service unavailable response
+func (o *ListTasksServiceUnavailable) WithPayload(payload *models.Error) *ListTasksServiceUnavailable {
+	o.Payload = payload
+	return o
+}
+
+// SetPayload sets the payload to the list tasks service unavailable response
+func (o *ListTasksServiceUnavailable) SetPayload(payload *models.Error) {
+	o.Payload = payload
+}
+
+// WriteResponse to the client
+func (o *ListTasksServiceUnavailable) WriteResponse(rw http.ResponseWriter, producer runtime.Producer) {
+
+	rw.WriteHeader(503)
+	if o.Payload != nil {
+		payload := o.Payload
+		if err := producer.Produce(rw, payload); err != nil {
+			panic(err) // let the recovery middleware deal with this
+		}
+	}
+}

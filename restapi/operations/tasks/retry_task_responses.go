@@ -299,7 +299,7 @@ func (o *RetryTaskRequestEntityTooLarge) WriteResponse(rw http.ResponseWriter, p
 // RetryTaskServiceUnavailableCode is the HTTP code returned for type RetryTaskServiceUnavailable
 const RetryTaskServiceUnavailableCode int = 503
 
-// RetryTaskServiceUnavailable The broker or the result backend is unavailable
+// RetryTaskServiceUnavailable The broker, the result backend or the task store (PostgreSQL) is unavailable
 //
 // swagger:response retryTaskServiceUnavailable
 type RetryTaskServiceUnavailable struct {

@@ -217,7 +217,7 @@ func (o *RetryTasksRequestEntityTooLarge) WriteResponse(rw http.ResponseWriter, 
 // RetryTasksServiceUnavailableCode is the HTTP code returned for type RetryTasksServiceUnavailable
 const RetryTasksServiceUnavailableCode int = 503
 
-// RetryTasksServiceUnavailable The broker or the result backend is unavailable
+// RetryTasksServiceUnavailable The broker, the result backend or the task store (PostgreSQL) is unavailable
 //
 // swagger:response retryTasksServiceUnavailable
 type RetryTasksServiceUnavailable struct {

@@ -217,7 +217,7 @@ func (o *RevokeTaskRequestEntityTooLarge) WriteResponse(rw http.ResponseWriter, 
 // RevokeTaskServiceUnavailableCode is the HTTP code returned for type RevokeTaskServiceUnavailable
 const RevokeTaskServiceUnavailableCode int = 503
 
-// RevokeTaskServiceUnavailable The broker or the result backend is unavailable
+// RevokeTaskServiceUnavailable The broker, the result backend or the task store (PostgreSQL) is unavailable
 //
 // swagger:response revokeTaskServiceUnavailable
 type RevokeTaskServiceUnavailable struct {

@@ -217,7 +217,7 @@ func (o *RevokeTasksRequestEntityTooLarge) WriteResponse(rw http.ResponseWriter,
 // RevokeTasksServiceUnavailableCode is the HTTP code returned for type RevokeTasksServiceUnavailable
 const RevokeTasksServiceUnavailableCode int = 503
 
-// RevokeTasksServiceUnavailable The broker or the result backend is unavailable
+// RevokeTasksServiceUnavailable The broker, the result backend or the task store (PostgreSQL) is unavailable
 //
 // swagger:response revokeTasksServiceUnavailable
 type RevokeTasksServiceUnavailable struct {

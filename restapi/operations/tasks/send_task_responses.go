@@ -217,7 +217,7 @@ func (o *SendTaskRequestEntityTooLarge) WriteResponse(rw http.ResponseWriter, pr
 // SendTaskServiceUnavailableCode is the HTTP code returned for type SendTaskServiceUnavailable
 const SendTaskServiceUnavailableCode int = 503
 
-// SendTaskServiceUnavailable The broker or the result backend is unavailable
+// SendTaskServiceUnavailable The broker, the result backend or the task store (PostgreSQL) is unavailable
 //
 // swagger:response sendTaskServiceUnavailable
 type SendTaskServiceUnavailable struct {

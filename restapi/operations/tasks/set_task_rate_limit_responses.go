@@ -258,7 +258,7 @@ func (o *SetTaskRateLimitRequestEntityTooLarge) WriteResponse(rw http.ResponseWr
 // SetTaskRateLimitServiceUnavailableCode is the HTTP code returned for type SetTaskRateLimitServiceUnavailable
 const SetTaskRateLimitServiceUnavailableCode int = 503
 
-// SetTaskRateLimitServiceUnavailable The broker or the result backend is unavailable
+// SetTaskRateLimitServiceUnavailable The broker, the result backend or the task store (PostgreSQL) is unavailable
 //
 // swagger:response setTaskRateLimitServiceUnavailable
 type SetTaskRateLimitServiceUnavailable struct {

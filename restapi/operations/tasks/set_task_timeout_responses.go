@@ -258,7 +258,7 @@ func (o *SetTaskTimeoutRequestEntityTooLarge) WriteResponse(rw http.ResponseWrit
 // SetTaskTimeoutServiceUnavailableCode is the HTTP code returned for type SetTaskTimeoutServiceUnavailable
 const SetTaskTimeoutServiceUnavailableCode int = 503
 
-// SetTaskTimeoutServiceUnavailable The broker or the result backend is unavailable
+// SetTaskTimeoutServiceUnavailable The broker, the result backend or the task store (PostgreSQL) is unavailable
 //
 // swagger:response setTaskTimeoutServiceUnavailable
 type SetTaskTimeoutServiceUnavailable struct {

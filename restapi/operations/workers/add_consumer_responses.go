@@ -258,7 +258,7 @@ func (o *AddConsumerRequestEntityTooLarge) WriteResponse(rw http.ResponseWriter,
 // AddConsumerServiceUnavailableCode is the HTTP code returned for type AddConsumerServiceUnavailable
 const AddConsumerServiceUnavailableCode int = 503
 
-// AddConsumerServiceUnavailable The broker or the result backend is unavailable
+// AddConsumerServiceUnavailable The broker, the result backend or the task store (PostgreSQL) is unavailable
 //
 // swagger:response addConsumerServiceUnavailable
 type AddConsumerServiceUnavailable struct {

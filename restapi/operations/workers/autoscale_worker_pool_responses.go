@@ -258,7 +258,7 @@ func (o *AutoscaleWorkerPoolRequestEntityTooLarge) WriteResponse(rw http.Respons
 // AutoscaleWorkerPoolServiceUnavailableCode is the HTTP code returned for type AutoscaleWorkerPoolServiceUnavailable
 const AutoscaleWorkerPoolServiceUnavailableCode int = 503
 
-// AutoscaleWorkerPoolServiceUnavailable The broker or the result backend is unavailable
+// AutoscaleWorkerPoolServiceUnavailable The broker, the result backend or the task store (PostgreSQL) is unavailable
 //
 // swagger:response autoscaleWorkerPoolServiceUnavailable
 type AutoscaleWorkerPoolServiceUnavailable struct {

@@ -258,7 +258,7 @@ func (o *CancelConsumerRequestEntityTooLarge) WriteResponse(rw http.ResponseWrit
 // CancelConsumerServiceUnavailableCode is the HTTP code returned for type CancelConsumerServiceUnavailable
 const CancelConsumerServiceUnavailableCode int = 503
 
-// CancelConsumerServiceUnavailable The broker or the result backend is unavailable
+// CancelConsumerServiceUnavailable The broker, the result backend or the task store (PostgreSQL) is unavailable
 //
 // swagger:response cancelConsumerServiceUnavailable
 type CancelConsumerServiceUnavailable struct {

@@ -258,7 +258,7 @@ func (o *GrowWorkerPoolRequestEntityTooLarge) WriteResponse(rw http.ResponseWrit
 // GrowWorkerPoolServiceUnavailableCode is the HTTP code returned for type GrowWorkerPoolServiceUnavailable
 const GrowWorkerPoolServiceUnavailableCode int = 503
 
-// GrowWorkerPoolServiceUnavailable The broker or the result backend is unavailable
+// GrowWorkerPoolServiceUnavailable The broker, the result backend or the task store (PostgreSQL) is unavailable
 //
 // swagger:response growWorkerPoolServiceUnavailable
 type GrowWorkerPoolServiceUnavailable struct {

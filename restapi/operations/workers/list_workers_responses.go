@@ -206,7 +206,7 @@ func (o *ListWorkersNotFound) WriteResponse(rw http.ResponseWriter, producer run
 // ListWorkersServiceUnavailableCode is the HTTP code returned for type ListWorkersServiceUnavailable
 const ListWorkersServiceUnavailableCode int = 503
 
-// ListWorkersServiceUnavailable The broker or the result backend is unavailable
+// ListWorkersServiceUnavailable The broker, the result backend or the task store (PostgreSQL) is unavailable
 //
 // swagger:response listWorkersServiceUnavailable
 type ListWorkersServiceUnavailable struct {

@@ -258,7 +258,7 @@ func (o *RestartWorkerPoolRequestEntityTooLarge) WriteResponse(rw http.ResponseW
 // RestartWorkerPoolServiceUnavailableCode is the HTTP code returned for type RestartWorkerPoolServiceUnavailable
 const RestartWorkerPoolServiceUnavailableCode int = 503
 
-// RestartWorkerPoolServiceUnavailable The broker or the result backend is unavailable
+// RestartWorkerPoolServiceUnavailable The broker, the result backend or the task store (PostgreSQL) is unavailable
 //
 // swagger:response restartWorkerPoolServiceUnavailable
 type RestartWorkerPoolServiceUnavailable struct {

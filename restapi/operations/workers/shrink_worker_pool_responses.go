@@ -258,7 +258,7 @@ func (o *ShrinkWorkerPoolRequestEntityTooLarge) WriteResponse(rw http.ResponseWr
 // ShrinkWorkerPoolServiceUnavailableCode is the HTTP code returned for type ShrinkWorkerPoolServiceUnavailable
 const ShrinkWorkerPoolServiceUnavailableCode int = 503
 
-// ShrinkWorkerPoolServiceUnavailable The broker or the result backend is unavailable
+// ShrinkWorkerPoolServiceUnavailable The broker, the result backend or the task store (PostgreSQL) is unavailable
 //
 // swagger:response shrinkWorkerPoolServiceUnavailable
 type ShrinkWorkerPoolServiceUnavailable struct {

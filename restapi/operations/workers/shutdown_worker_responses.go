@@ -258,7 +258,7 @@ func (o *ShutdownWorkerRequestEntityTooLarge) WriteResponse(rw http.ResponseWrit
 // ShutdownWorkerServiceUnavailableCode is the HTTP code returned for type ShutdownWorkerServiceUnavailable
 const ShutdownWorkerServiceUnavailableCode int = 503
 
-// ShutdownWorkerServiceUnavailable The broker or the result backend is unavailable
+// ShutdownWorkerServiceUnavailable The broker, the result backend or the task store (PostgreSQL) is unavailable
 //
 // swagger:response shutdownWorkerServiceUnavailable
 type ShutdownWorkerServiceUnavailable struct {

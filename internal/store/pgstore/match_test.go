@@ -1,0 +1,146 @@
+package pgstore_test
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"testing"
+	"time"
+
+	gocmp "github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
+
+	"github.com/stamen-dev/stamen/internal/state"
+)
+
+// failureSet adds failed tasks to st: three task names and one without a
+// name, exception reprs that ExceptionType folds together (spaces before
+// the parenthesis, Unicode spaces, none at all), groups of more than
+// FailureExamples, failures at the same time (ties go by id), some without
+// a traceback, some received long before the others.
+func failureSet(t testing.TB, st *state.State) {
+	t.Helper()
+	excs := []string{"ValueError('a')", " ValueError ('b')", "ValueError", "mod.Error()", "", "\u00a0(x)", "KeyError('k (1)')", "\u2003OSError\t(2)"}
+	for i := range 60 {
+		id := fmt.Sprintf("f%07d-0000-4000-8000-%012x", i, i)
+		w := fmt.Sprintf("w%d@h", i%2)
+		// Every 4 tasks fail at the same second, and some received at 500.
+		ts := 3000 + float64(i/4)
+		recv := ts - 1
+		if i%9 == 0 {
+			recv = 500
+		}
+		failed := map[string]any{"exception": excs[i%len(excs)]}
+		if i%5 != 0 {
+			failed["traceback"] = fmt.Sprintf("Traceback %d", i)
+		}
+		if i%11 == 10 {
+			// Never received: no name.
+			st.Apply(taskEv(t, "failed", id, w, ts, failed))
+			continue
+		}
+		st.Apply(taskEv(t, "received", id, w, recv, map[string]any{"name": []string{"proj.a", "Proj.B", "proj.c"}[i%3], "args": "()", "kwargs": "{}"}))
+		st.Apply(taskEv(t, "failed", id, w, ts, failed))
+	}
+}
+
+func sortGroups(gs []state.FailureGroup) {
+	slices.SortFunc(gs, func(a, b state.FailureGroup) int {
+		return cmp.Or(cmp.Compare(a.Name, b.Name), cmp.Compare(a.ExceptionType, b.ExceptionType))
+	})
+}
+
+// TestFailuresMatchState: GET /api/failures's groups, for each filter it
+// takes, are the same from PostgreSQL as from the in-memory state holding
+// the same events: names, exception types, counts, times, the examples in
+// their order and the traceback.
+func TestFailuresMatchState(t *testing.T) {
+	s := openStore(t, newDB(t))
+	st := state.New(state.Config{MaxTasks: 1000, TrackChanges: true})
+	dataset(t, st, 120)
+	failureSet(t, st)
+	drainTo(t, st, s)
+	at := func(sec int64) *time.Time { x := time.Unix(sec, 0); return &x }
+	for _, q := range []state.Query{
+		{State: "FAILURE"},
+		{State: "FAILURE", TaskName: "proj.b"},
+		{State: "FAILURE", TaskName: "nope"},
+		{State: "FAILURE", ReceivedStart: at(1000)},
+		{State: "FAILURE", ReceivedEnd: at(1000)},
+		{State: "FAILURE", ReceivedStart: at(2900), ReceivedEnd: at(3005)},
+		{State: "FAILURE", Worker: "w1@h", Limit: 3, Offset: 2, SortBy: "name"},
+	} {
+		t.Run(fmt.Sprintf("%+v", q), func(t *testing.T) {
+			want, err := st.Failures(q)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, err := s.Failures(context.Background(), q)
+			if err != nil {
+				t.Fatal(err)
+			}
+			sortGroups(want)
+			sortGroups(got)
+			if len(want) == 0 && q.TaskName != "nope" {
+				t.Fatal("the state has no failures: the test compares nothing")
+			}
+			if diff := gocmp.Diff(want, got); diff != "" {
+				t.Fatalf("groups (-state +postgres):\n%s", diff)
+			}
+		})
+	}
+}
+
+// TestMatchTasksMatchesState: the selection of the bulk operations, the
+// first max ids and whether more match, is the same from PostgreSQL as
+// from the in-memory state, for each filter and search and a max under,
+// at and over the number of matches.
+func TestMatchTasksMatchesState(t *testing.T) {
+	s := openStore(t, newDB(t))
+	st := state.New(state.Config{MaxTasks: 1000, TrackChanges: true})
+	dataset(t, st, 300)
+	failureSet(t, st)
+	drainTo(t, st, s)
+	at := func(sec int64) *time.Time { x := time.Unix(sec, 0); return &x }
+	for _, q := range []state.Query{
+		{},
+		{State: "FAILURE"},
+		{State: "failure", TaskName: "PROJ.A"},
+		{Worker: "w1@h", State: "STARTED"},
+		{ReceivedStart: at(1100), ReceivedEnd: at(1200)},
+		{ReceivedStart: at(1100)},
+		{Search: "state:retry"},
+		{Search: `name:sleep args:"x3'"`},
+		{State: "NOPE"},
+	} {
+		all, _, err := st.Match(q, 10_000)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, max := range []int{1, max(len(all)-1, 1), max(len(all), 1), len(all) + 1} {
+			t.Run(fmt.Sprintf("%+v max %d", q, max), func(t *testing.T) {
+				wantIDs, wantMore, err := st.Match(q, max)
+				if err != nil {
+					t.Fatal(err)
+				}
+				gotIDs, gotMore, err := s.MatchTasks(context.Background(), q, max)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if diff := gocmp.Diff(wantIDs, gotIDs, cmpopts.EquateEmpty()); diff != "" || gotMore != wantMore {
+					t.Fatalf("more %v, want %v; ids (-state +postgres):\n%s", gotMore, wantMore, diff)
+				}
+				if wantMore != (len(all) > max) {
+					t.Fatalf("the state says more=%v with %d matches over max %d", wantMore, len(all), max)
+				}
+			})
+		}
+	}
+	// A search the store refuses is the state's error type (400).
+	var se *state.SearchError
+	if _, _, err := s.MatchTasks(context.Background(), state.Query{Search: "kwargs:k=1"}, 5); !errors.As(err, &se) {
+		t.Errorf("untranslatable search: %v, want a *state.SearchError", err)
+	}
+}
