@@ -19,8 +19,8 @@ type block struct {
 	slots []uint32
 }
 
-func newBlock(capacity int) block {
-	return block{keys: make([]float64, 0, capacity), slots: make([]uint32, 0, capacity)}
+func newBlock(capacity int) *block {
+	return &block{keys: make([]float64, 0, capacity), slots: make([]uint32, 0, capacity)}
 }
 
 func (b *block) len() int      { return len(b.keys) }
@@ -40,8 +40,15 @@ func (b *block) deleteAt(i int) {
 // makes nearly every insert an append to the last block, and the items
 // hold no pointers, so a million of them cost the garbage collector
 // nothing to scan.
+//
+// The list holds the blocks by pointer, and the oldest block goes by
+// reslicing: splitting or dropping a block shifts the list under the
+// state's write lock, and at a million tasks (thousands of blocks an
+// index) shifting two slice headers a block, with a write barrier each
+// while the collector marks, was half of ingestion's time when evictions
+// and inserts met old blocks (issue 18: the readers wait for that lock).
 type index struct {
-	blocks []block
+	blocks []*block
 	n      int
 }
 
@@ -51,7 +58,7 @@ type lessFunc func(a, b item) bool
 // find returns the block that holds, or would hold, it.
 func (x *index) find(it item, less lessFunc) int {
 	// The first block whose last item is not before it.
-	i, _ := slices.BinarySearchFunc(x.blocks, it, func(b block, t item) int {
+	i, _ := slices.BinarySearchFunc(x.blocks, it, func(b *block, t item) int {
 		if less(b.last(), t) {
 			return -1
 		}
@@ -85,7 +92,7 @@ func (x *index) insert(it item, less lessFunc) {
 		return
 	}
 	bi := x.find(it, less)
-	b := &x.blocks[bi]
+	b := x.blocks[bi]
 	pos := b.position(it, less)
 	if b.len() < blockSize {
 		b.insertAt(pos, it)
@@ -118,7 +125,7 @@ func (x *index) remove(it item, less lessFunc) bool {
 		return false
 	}
 	bi := x.find(it, less)
-	b := &x.blocks[bi]
+	b := x.blocks[bi]
 	pos := b.position(it, less)
 	if pos == b.len() || b.at(pos) != it {
 		return false
@@ -126,7 +133,7 @@ func (x *index) remove(it item, less lessFunc) bool {
 	x.n--
 	b.deleteAt(pos)
 	if b.len() == 0 {
-		x.blocks = slices.Delete(x.blocks, bi, bi+1)
+		x.dropBlock(bi)
 		return true
 	}
 	// A block that fits in a neighbour joins it, so blocks stay full
@@ -142,9 +149,27 @@ func (x *index) remove(it item, less lessFunc) bool {
 
 // merge appends block bi+1 to block bi.
 func (x *index) merge(bi int) {
-	b, next := &x.blocks[bi], x.blocks[bi+1]
+	b, next := x.blocks[bi], x.blocks[bi+1]
+	if bi == 0 && b.len() < next.len() {
+		// The oldest block, emptied by evictions: into the next one, so
+		// that it is the first block that goes, without a shift.
+		next.keys, next.slots = slices.Insert(next.keys, 0, b.keys...), slices.Insert(next.slots, 0, b.slots...)
+		x.dropBlock(0)
+		return
+	}
 	b.keys, b.slots = append(b.keys, next.keys...), append(b.slots, next.slots...)
-	x.blocks = slices.Delete(x.blocks, bi+1, bi+2)
+	x.dropBlock(bi + 1)
+}
+
+// dropBlock takes block bi out of the list; the first one without moving
+// the others.
+func (x *index) dropBlock(bi int) {
+	if bi == 0 {
+		x.blocks[0] = nil // for the collector: the array keeps the slot
+		x.blocks = x.blocks[1:]
+		return
+	}
+	x.blocks = slices.Delete(x.blocks, bi, bi+1)
 }
 
 // cursor walks an index from the newest item to the oldest.
@@ -187,7 +212,7 @@ type pos struct{ bi, i int }
 // (after false) or greater than key (after true), ids aside.
 func (x *index) bound(key float64, after bool) pos {
 	below := func(k float64) bool { return k < key || after && k == key }
-	bi, _ := slices.BinarySearchFunc(x.blocks, key, func(b block, _ float64) int {
+	bi, _ := slices.BinarySearchFunc(x.blocks, key, func(b *block, _ float64) int {
 		if below(b.keys[len(b.keys)-1]) {
 			return -1
 		}
