@@ -102,7 +102,8 @@ func checkInvariants(t *testing.T, s *State) {
 		for k, x := range s.dimension(d) {
 			count := 0
 			var prev *item
-			for _, b := range x.blocks {
+			for _, h := range x.blocks {
+				b := x.pool[h]
 				if b.len() == 0 {
 					t.Fatalf("dimension %d index %d has an empty block", d, k)
 				}
