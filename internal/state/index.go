@@ -19,8 +19,8 @@ type block struct {
 	slots []uint32
 }
 
-func newBlock(capacity int) block {
-	return block{keys: make([]float64, 0, capacity), slots: make([]uint32, 0, capacity)}
+func newBlock(capacity int) *block {
+	return &block{keys: make([]float64, 0, capacity), slots: make([]uint32, 0, capacity)}
 }
 
 func (b *block) len() int      { return len(b.keys) }
@@ -40,9 +40,47 @@ func (b *block) deleteAt(i int) {
 // makes nearly every insert an append to the last block, and the items
 // hold no pointers, so a million of them cost the garbage collector
 // nothing to scan.
+//
+// The list holds the blocks by number (into pool), and the oldest block
+// goes by reslicing: splitting or dropping a block shifts the list under
+// the state's write lock, and at a million tasks (thousands of blocks an
+// index) shifting two slice headers a block, with a write barrier each
+// while the collector marks, was half of ingestion's time when evictions
+// and inserts met old blocks (issue 18: the readers wait for that lock).
+// Numbers shift as plain memory, four bytes a block.
 type index struct {
-	blocks []block
+	blocks []uint32 // in key order
+	pool   []*block // by number; nil when free
+	free   []uint32 // numbers of pool to reuse
+	spare  []*block // emptied full-size blocks, to reuse
 	n      int
+}
+
+// maxSpare bounds the emptied blocks an index keeps for reuse.
+const maxSpare = 8
+
+func (x *index) blk(bi int) *block { return x.pool[x.blocks[bi]] }
+
+// number puts b in the pool and returns its number.
+func (x *index) number(b *block) uint32 {
+	if n := len(x.free); n > 0 {
+		h := x.free[n-1]
+		x.free = x.free[:n-1]
+		x.pool[h] = b
+		return h
+	}
+	x.pool = append(x.pool, b)
+	return uint32(len(x.pool) - 1)
+}
+
+// newBlock is an empty block of that capacity, a spare one when it fits.
+func (x *index) newBlock(capacity int) *block {
+	if n := len(x.spare); n > 0 && capacity == blockSize {
+		b := x.spare[n-1]
+		x.spare = x.spare[:n-1]
+		return b
+	}
+	return newBlock(capacity)
 }
 
 // less orders two items; ties on the key go by task id.
@@ -51,8 +89,8 @@ type lessFunc func(a, b item) bool
 // find returns the block that holds, or would hold, it.
 func (x *index) find(it item, less lessFunc) int {
 	// The first block whose last item is not before it.
-	i, _ := slices.BinarySearchFunc(x.blocks, it, func(b block, t item) int {
-		if less(b.last(), t) {
+	i, _ := slices.BinarySearchFunc(x.blocks, it, func(h uint32, t item) int {
+		if less(x.pool[h].last(), t) {
 			return -1
 		}
 		return 1
@@ -79,13 +117,13 @@ func (x *index) insert(it item, less lessFunc) {
 	if len(x.blocks) == 0 {
 		// Small at first: the indexes of passing states (RECEIVED,
 		// STARTED) empty and refill all the time.
-		b := newBlock(4)
+		b := x.newBlock(4)
 		b.add(it)
-		x.blocks = append(x.blocks, b)
+		x.blocks = append(x.blocks, x.number(b))
 		return
 	}
 	bi := x.find(it, less)
-	b := &x.blocks[bi]
+	b := x.blk(bi)
 	pos := b.position(it, less)
 	if b.len() < blockSize {
 		b.insertAt(pos, it)
@@ -94,13 +132,13 @@ func (x *index) insert(it item, less lessFunc) {
 	if pos == b.len() && bi == len(x.blocks)-1 {
 		// The common case, a task newer than all: a fresh block keeps the
 		// full one full.
-		nb := newBlock(blockSize)
+		nb := x.newBlock(blockSize)
 		nb.add(it)
-		x.blocks = append(x.blocks, nb)
+		x.blocks = append(x.blocks, x.number(nb))
 		return
 	}
 	// Split the full block in two halves, then insert in the right one.
-	right := newBlock(blockSize)
+	right := x.newBlock(blockSize)
 	right.keys = append(right.keys, b.keys[blockSize/2:]...)
 	right.slots = append(right.slots, b.slots[blockSize/2:]...)
 	b.keys, b.slots = b.keys[:blockSize/2], b.slots[:blockSize/2]
@@ -109,7 +147,7 @@ func (x *index) insert(it item, less lessFunc) {
 	} else {
 		right.insertAt(pos-b.len(), it)
 	}
-	x.blocks = slices.Insert(x.blocks, bi+1, right)
+	x.blocks = slices.Insert(x.blocks, bi+1, x.number(right))
 }
 
 // remove takes it out; it must be in the index with exactly that key.
@@ -118,7 +156,7 @@ func (x *index) remove(it item, less lessFunc) bool {
 		return false
 	}
 	bi := x.find(it, less)
-	b := &x.blocks[bi]
+	b := x.blk(bi)
 	pos := b.position(it, less)
 	if pos == b.len() || b.at(pos) != it {
 		return false
@@ -126,15 +164,15 @@ func (x *index) remove(it item, less lessFunc) bool {
 	x.n--
 	b.deleteAt(pos)
 	if b.len() == 0 {
-		x.blocks = slices.Delete(x.blocks, bi, bi+1)
+		x.dropBlock(bi)
 		return true
 	}
 	// A block that fits in a neighbour joins it, so blocks stay full
 	// although every event moves its task out of the newest blocks.
-	if bi+1 < len(x.blocks) && x.blocks[bi].len()+x.blocks[bi+1].len() <= blockSize {
+	if bi+1 < len(x.blocks) && x.blk(bi).len()+x.blk(bi+1).len() <= blockSize {
 		x.merge(bi)
 	}
-	if bi > 0 && x.blocks[bi-1].len()+x.blocks[bi].len() <= blockSize {
+	if bi > 0 && x.blk(bi-1).len()+x.blk(bi).len() <= blockSize {
 		x.merge(bi - 1)
 	}
 	return true
@@ -142,9 +180,33 @@ func (x *index) remove(it item, less lessFunc) bool {
 
 // merge appends block bi+1 to block bi.
 func (x *index) merge(bi int) {
-	b, next := &x.blocks[bi], x.blocks[bi+1]
+	b, next := x.blk(bi), x.blk(bi+1)
+	if bi == 0 && b.len() < next.len() {
+		// The oldest block, emptied by evictions: into the next one, so
+		// that it is the first block that goes, without a shift.
+		next.keys, next.slots = slices.Insert(next.keys, 0, b.keys...), slices.Insert(next.slots, 0, b.slots...)
+		x.dropBlock(0)
+		return
+	}
 	b.keys, b.slots = append(b.keys, next.keys...), append(b.slots, next.slots...)
-	x.blocks = slices.Delete(x.blocks, bi+1, bi+2)
+	x.dropBlock(bi + 1)
+}
+
+// dropBlock takes block bi out of the list; the first one without moving
+// the others.
+func (x *index) dropBlock(bi int) {
+	h := x.blocks[bi]
+	if b := x.pool[h]; cap(b.keys) == blockSize && len(x.spare) < maxSpare {
+		b.keys, b.slots = b.keys[:0], b.slots[:0]
+		x.spare = append(x.spare, b)
+	}
+	x.pool[h] = nil
+	x.free = append(x.free, h)
+	if bi == 0 {
+		x.blocks = x.blocks[1:]
+		return
+	}
+	x.blocks = slices.Delete(x.blocks, bi, bi+1)
 }
 
 // cursor walks an index from the newest item to the oldest.
@@ -156,7 +218,7 @@ type cursor struct {
 func (x *index) newest() cursor {
 	c := cursor{x: x, bi: len(x.blocks) - 1}
 	if c.bi >= 0 {
-		c.i = x.blocks[c.bi].len() - 1
+		c.i = x.blk(c.bi).len() - 1
 	}
 	return c
 }
@@ -166,7 +228,7 @@ func (c *cursor) peek() (item, bool) {
 	if c.bi < 0 {
 		return item{}, false
 	}
-	return c.x.blocks[c.bi].at(c.i), true
+	return c.x.blk(c.bi).at(c.i), true
 }
 
 func (c *cursor) next() {
@@ -174,7 +236,7 @@ func (c *cursor) next() {
 	if c.i < 0 {
 		c.bi--
 		if c.bi >= 0 {
-			c.i = c.x.blocks[c.bi].len() - 1
+			c.i = c.x.blk(c.bi).len() - 1
 		}
 	}
 }
@@ -187,8 +249,8 @@ type pos struct{ bi, i int }
 // (after false) or greater than key (after true), ids aside.
 func (x *index) bound(key float64, after bool) pos {
 	below := func(k float64) bool { return k < key || after && k == key }
-	bi, _ := slices.BinarySearchFunc(x.blocks, key, func(b block, _ float64) int {
-		if below(b.keys[len(b.keys)-1]) {
+	bi, _ := slices.BinarySearchFunc(x.blocks, key, func(h uint32, _ float64) int {
+		if b := x.pool[h]; below(b.keys[len(b.keys)-1]) {
 			return -1
 		}
 		return 1
@@ -196,7 +258,7 @@ func (x *index) bound(key float64, after bool) pos {
 	if bi == len(x.blocks) {
 		return pos{bi, 0}
 	}
-	i, _ := slices.BinarySearchFunc(x.blocks[bi].keys, key, func(k, _ float64) int {
+	i, _ := slices.BinarySearchFunc(x.blk(bi).keys, key, func(k, _ float64) int {
 		if below(k) {
 			return -1
 		}
@@ -213,9 +275,9 @@ func (x *index) count(p, q pos) int {
 	case p.bi == q.bi:
 		return max(q.i-p.i, 0)
 	}
-	n := x.blocks[p.bi].len() - p.i
+	n := x.blk(p.bi).len() - p.i
 	for bi := p.bi + 1; bi < q.bi && bi < len(x.blocks); bi++ {
-		n += x.blocks[bi].len()
+		n += x.blk(bi).len()
 	}
 	return n + q.i
 }
@@ -225,11 +287,11 @@ func (x *index) count(p, q pos) int {
 func (x *index) walk(p, q pos, backward bool, fn func(item) bool) {
 	if !backward {
 		for bi, i := p.bi, p.i; bi < q.bi || bi == q.bi && i < q.i; {
-			if i >= x.blocks[bi].len() {
+			if i >= x.blk(bi).len() {
 				bi, i = bi+1, 0
 				continue
 			}
-			if !fn(x.blocks[bi].at(i)) {
+			if !fn(x.blk(bi).at(i)) {
 				return
 			}
 			i++
@@ -241,11 +303,11 @@ func (x *index) walk(p, q pos, backward bool, fn func(item) bool) {
 		if i < 0 {
 			bi--
 			if bi >= 0 {
-				i = x.blocks[bi].len() - 1
+				i = x.blk(bi).len() - 1
 			}
 			continue
 		}
-		if !fn(x.blocks[bi].at(i)) {
+		if !fn(x.blk(bi).at(i)) {
 			return
 		}
 		i--

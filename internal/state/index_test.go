@@ -62,7 +62,8 @@ func TestIndexAgainstModel(t *testing.T) {
 				if diff := cmp.Diff(model, got, cmp.AllowUnexported(item{})); diff != "" || x.n != len(model) {
 					t.Fatalf("step %d: n %d, model %d (-want +got):\n%s", step, x.n, len(model), diff)
 				}
-				for _, b := range x.blocks {
+				for _, h := range x.blocks {
+					b := x.pool[h]
 					if b.len() == 0 || b.len() > blockSize || len(b.slots) != b.len() {
 						t.Fatalf("step %d: block of %d items", step, b.len())
 					}

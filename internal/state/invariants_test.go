@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"slices"
 	"testing"
+	"time"
 
 	gocmp "github.com/google/go-cmp/cmp"
 
@@ -102,7 +103,8 @@ func checkInvariants(t *testing.T, s *State) {
 		for k, x := range s.dimension(d) {
 			count := 0
 			var prev *item
-			for _, b := range x.blocks {
+			for _, h := range x.blocks {
+				b := x.pool[h]
 				if b.len() == 0 {
 					t.Fatalf("dimension %d index %d has an empty block", d, k)
 				}
@@ -165,9 +167,20 @@ func checkInvariants(t *testing.T, s *State) {
 }
 
 // TestBatchesApplyAsSingleEvents: a batch is applied holding a task's
-// record across its consecutive events; the state must come out exactly as
-// when every event is applied on its own.
+// record across its consecutive events, and letting readers in (releasing
+// that record first) when it has held the write lock too long; the state
+// must come out exactly as when every event is applied on its own.
 func TestBatchesApplyAsSingleEvents(t *testing.T) {
+	for _, hold := range []time.Duration{maxWriteHold, 0} {
+		t.Run(fmt.Sprintf("max hold %s", hold), func(t *testing.T) {
+			defer func(was time.Duration) { maxWriteHold = was }(maxWriteHold)
+			maxWriteHold = hold
+			batchesApplyAsSingleEvents(t)
+		})
+	}
+}
+
+func batchesApplyAsSingleEvents(t *testing.T) {
 	kinds := []string{"sent", "received", "started", "succeeded", "failed", "retried", "revoked", "rejected", "progress"}
 	for seed := range uint64(20) {
 		rng := rand.New(rand.NewPCG(seed, 7))
@@ -176,7 +189,7 @@ func TestBatchesApplyAsSingleEvents(t *testing.T) {
 		id := randomID(rng)
 		for range 200 {
 			var batch []celery.Event
-			for range 1 + rng.IntN(8) {
+			for range 1 + rng.IntN(4*yieldCheck) {
 				if rng.IntN(3) == 0 {
 					id = randomID(rng) // else the same task again, as workers batch them
 				}

@@ -9,6 +9,7 @@ package state
 // written as it is then.
 type TaskList struct {
 	s    *State
+	p    *plan // until the first Next selects the tasks
 	seqs []uint64
 	next int
 	v    view
@@ -23,7 +24,11 @@ type TaskList struct {
 }
 
 // List returns the tasks q selects, in the order and with the errors of
-// Tasks, to be read with Next.
+// Tasks, to be read with Next. The selection is made by the first Next,
+// under the read lock of its chunk: one lock for a page (a limit of up to
+// a chunk) rather than two. Under ingestion each read lock may wait
+// behind a writer, and that wait, not the work, was the task list's tail
+// at a million tasks (issue 18).
 func (s *State) List(q Query) (*TaskList, error) {
 	p, err := newPlan(q)
 	if err != nil {
@@ -36,15 +41,28 @@ func (s *State) List(q Query) (*TaskList, error) {
 		l.search, p.f.search = p.f.search, nil
 		l.skip, p.offset = p.offset, 0
 	}
-	s.mu.RLock()
-	defer s.mu.RUnlock()
-	l.seqs = s.plan(p)
+	l.p = p
 	return l, nil
+}
+
+// selectLocked makes the selection, once; the caller holds the read lock.
+func (l *TaskList) selectLocked() {
+	if l.p != nil {
+		l.seqs = l.s.plan(l.p)
+		l.p = nil
+	}
 }
 
 // Len is the number of tasks the list selected (some may be gone since),
 // or, with a search, of candidates for it.
-func (l *TaskList) Len() int { return len(l.seqs) }
+func (l *TaskList) Len() int {
+	if l.p != nil {
+		l.s.mu.RLock()
+		l.selectLocked()
+		l.s.mu.RUnlock()
+	}
+	return len(l.seqs)
+}
 
 // Next calls fn with each of the next n tasks of the list that are still
 // in the state, in order, under the state's read lock. The task and its
@@ -54,6 +72,7 @@ func (l *TaskList) Next(n int, fn func(t *Task)) bool {
 	s := l.s
 	s.mu.RLock()
 	defer s.mu.RUnlock()
+	l.selectLocked()
 	end := min(l.next+n, len(l.seqs))
 	for ; l.next < end; l.next++ {
 		i, ok := s.liveSlot(l.seqs[l.next])

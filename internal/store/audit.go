@@ -104,18 +104,12 @@ func (s *Store) PruneAudit(ctx context.Context, before time.Time, maxRecords int
 		if maxRecords > 0 {
 			excess = b.Stats().KeyN - maxRecords
 		}
-		c := b.Cursor()
-		for k, _ := c.First(); k != nil; k, _ = c.First() {
+		var err error
+		deleted, err = deleteFront(b, func(k, _ []byte) (bool, error) {
 			old := !before.IsZero() && len(k) == 16 && auditTime(k).Before(before)
-			if !old && deleted >= excess {
-				return nil
-			}
-			if err := c.Delete(); err != nil {
-				return err
-			}
-			deleted++
-		}
-		return nil
+			return old || deleted < excess, nil
+		})
+		return err
 	})
 	return deleted, err
 }

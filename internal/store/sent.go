@@ -57,26 +57,23 @@ func (s *Store) PutSent(id string, at time.Time, data []byte, lim SentLimits) er
 // (bucket statistics would walk every page). An entry whose id was put
 // again since points to a newer record: only the entry goes.
 func pruneSent(sent, order *bolt.Bucket, last uint64, now time.Time, lim SentLimits) error {
-	c := order.Cursor()
-	for k, id := c.First(); k != nil; k, id = c.First() {
+	_, err := deleteFront(order, func(k, id []byte) (bool, error) {
 		seq := binary.BigEndian.Uint64(k)
 		val := sent.Get(id)
 		current := len(val) >= sentHeader && binary.BigEndian.Uint64(val[8:]) == seq
 		tooMany := lim.Max > 0 && last-seq+1 > uint64(lim.Max)
 		tooOld := lim.MaxAge > 0 && current && now.Sub(time.Unix(0, int64(binary.BigEndian.Uint64(val)))) > lim.MaxAge
 		if current && !tooMany && !tooOld {
-			return nil
+			return false, nil
 		}
 		if current {
 			if err := sent.Delete(id); err != nil {
-				return err
+				return false, err
 			}
 		}
-		if err := c.Delete(); err != nil {
-			return err
-		}
-	}
-	return nil
+		return true, nil
+	})
+	return err
 }
 
 // Sent returns the data PutSent kept for task id, and whether there is any.

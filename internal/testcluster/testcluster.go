@@ -40,6 +40,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/stamen-dev/stamen/internal/redact"
 )
 
 // Python is the interpreter the workers run with: Debian's, for which the
@@ -500,7 +502,7 @@ func StartWorker(t testing.TB, opts WorkerOptions) *Worker {
 		t.Fatalf("testcluster: worker %s: %v\n%s", node, err, w.tail(logTailLines))
 	}
 	t.Logf("testcluster: %s ready after %s (Celery %s, pid %d, broker %s, backend %s)",
-		node, time.Since(start).Round(10*time.Millisecond), release, cmd.Process.Pid, opts.Broker, opts.Backend)
+		node, time.Since(start).Round(10*time.Millisecond), release, cmd.Process.Pid, redact.String(opts.Broker), redact.String(opts.Backend))
 	return w
 }
 
