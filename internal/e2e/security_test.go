@@ -36,7 +36,8 @@ type authCase struct {
 	operatorOK int
 }
 
-// allOperations lists each of the 20 operations once, with parameters an
+// allOperations lists each of Flower's 20 operations once (stamen's own are
+// covered by the audit and read-only cases), with parameters an
 // operator's call succeeds with on the cluster (shutdown targets an unknown
 // worker, so that nobody is shut down: passing the auth check is what counts).
 func allOperations(c *cluster, taskID string) []authCase {
