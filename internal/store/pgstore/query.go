@@ -192,14 +192,24 @@ func buildList(q state.Query) (sqlText string, args []any, empty bool, err error
 		// PostgreSQL does not walk the newest-first index arm by arm.
 		// With another filter the arms read the rows they test: the same
 		// work as one scan, and still only the page's rows read whole.
-		and := ""
+		//
+		// Alone, the range arm is read newest received first: received and
+		// ts go together (ts is a task's latest event), so the sort's bound
+		// of a page is reached at once and most entries are then rejected
+		// at one comparison, where oldest first each would displace the
+		// bound (24 ms a read against 17, 100,000 entries). With another
+		// filter the arm may come from another index, which the ORDER BY
+		// would make PostgreSQL sort.
+		and, newest := "", ""
 		if len(where) > 0 {
 			and = " AND " + strings.Join(where, " AND ")
+		} else {
+			newest = " ORDER BY t.received DESC NULLS LAST, t.id DESC"
 		}
 		const arm = "SELECT t.id, coalesce(t.ts, 0) + 0 AS o FROM stamen_tasks t WHERE "
-		sb.WriteString("SELECT " + selectColumns + " FROM (SELECT k.id, k.o FROM (" +
-			arm + "t.received IS NULL" + and + " UNION ALL " + arm + window + and +
-			") AS k ORDER BY k.o DESC, k.id DESC")
+		sb.WriteString("SELECT " + selectColumns + " FROM (SELECT k.id, k.o FROM ((" +
+			arm + "t.received IS NULL" + and + ") UNION ALL (" + arm + window + and + newest +
+			")) AS k ORDER BY k.o DESC, k.id DESC")
 		page()
 		sb.WriteString(") AS k JOIN stamen_tasks t ON t.id = k.id ORDER BY k.o DESC, k.id DESC")
 		return sb.String(), b.args, false, nil
