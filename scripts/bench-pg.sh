@@ -46,7 +46,8 @@ pgver=$(psql --version 2>/dev/null | awk '{print $3}')
   echo "and migrates the schema, and is stopped. The table is then **bulk-loaded by SQL**"
   echo "(\`INSERT … SELECT … FROM generate_series\`, 1,000,000 rows a statement) with all but the"
   echo "$((2 * ingest)) tasks ingested next, the same tasks the driver would have published (3 names, 4"
-  echo "workers, a tenth failed, received times spread over 1,000 minutes), rather than ingesting ten"
+  echo "workers, a tenth failed, received times spread over 1,000 minutes; ids shaped as Celery's uuid4,"
+  echo "random hex drawn from md5 of the task's number so that the SQL and the driver agree), rather than ingesting ten"
   echo "million tasks' events: the secondary indexes are dropped first and recreated from their own"
   echo "definitions (\`pg_indexes\`), then \`VACUUM (ANALYZE)\`. On that table one replica, then two,"
   echo "ingest $ingest tasks' events each (received, started, succeeded or failed, one kombu envelope a"
@@ -55,7 +56,8 @@ pgver=$(psql --version 2>/dev/null | awk '{print $3}')
   echo "state, per second, from the first publish to the last row. The same two replicas then serve"
   echo "the reads: each a vegeta attack of 5 s at max rate with 2 concurrent requests on replica 1 (one"
   echo "on replica 2), and each replica's VmRSS is read after them. Ingestion and reads hold"
-  echo "\`$lock\` (the integration tests' lock); the bulk load does not."
+  echo "\`$lock\` (the integration tests' lock); the bulk load does not. stamen's connections plan no"
+  echo "parallel workers (pgstore sets \`max_parallel_workers_per_gather = 0\` on them)."
   echo
   echo '```'
   cat "$load"

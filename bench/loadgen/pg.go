@@ -25,6 +25,8 @@ package main
 
 import (
 	"context"
+	"crypto/md5"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"net/url"
@@ -196,7 +198,7 @@ func runPG(ctx context.Context, c config, pc pgConfig) (err error) {
 		for i := range payloads {
 			payloads[i] = envelope(from+i, start, step)
 		}
-		took, err := feedPG(ctx, rdb, channel, fleet, conn, payloads, from)
+		took, err := feedPG(ctx, rdb, channel, fleet, conn, payloads, from, start, step)
 		if err != nil {
 			return err
 		}
@@ -235,7 +237,7 @@ func runPG(ctx context.Context, c config, pc pgConfig) (err error) {
 			return err
 		}
 	}
-	if err := attack(ctx, c, r2.base, target{"pg_info_replica2", "/api/task/info/" + taskID(int(rows)/3)}, int(rows)); err != nil {
+	if err := attack(ctx, c, r2.base, target{"pg_info_replica2", "/api/task/info/" + pgTaskID(int(rows)/3)}, int(rows)); err != nil {
 		return err
 	}
 	for i, s := range []*stamen{r1, r2} {
@@ -252,22 +254,39 @@ func runPG(ctx context.Context, c config, pc pgConfig) (err error) {
 // pgTargets are the loadgen's reads, plus the sorts Postgres serves by
 // index, and an info of a task the bulk load wrote.
 func pgTargets(epoch time.Time, n int) []target {
-	ts := targets(epoch, n)
+	ts := targets(epoch, n, pgTaskID)
 	ts = append(ts,
 		target{"sort_name", "/api/tasks?limit=100&sort_by=name"},
 		target{"sort_received", "/api/tasks?limit=100&sort_by=-received"},
 		target{"deep_offset", "/api/tasks?limit=100&offset=10000&state=FAILURE"},
-		target{"info_ingested", "/api/task/info/" + taskID(7)},
+		target{"info_ingested", "/api/task/info/" + pgTaskID(7)},
 	)
 	return ts
 }
+
+// pgTaskID is task i's id in the PostgreSQL run: shaped as the uuid4 Celery
+// gives a task (random hex, version 4, variant 8-b), drawn from md5 of i so
+// that the driver and the bulk load's SQL (pgTaskIDSQL) agree. Sequential
+// ids would share most of their trigrams, which makes pg_trgm's index
+// useless for an id fragment where real ids make it selective.
+func pgTaskID(i int) string {
+	sum := md5.Sum([]byte(strconv.Itoa(i)))
+	h := hex.EncodeToString(sum[:])
+	v := "89ab"[sum[8]>>4&3]
+	return h[0:8] + "-" + h[8:12] + "-4" + h[13:16] + "-" + string(v) + h[17:20] + "-" + h[20:32]
+}
+
+// pgTaskIDSQL is pgTaskID in SQL, of the bigint i.
+const pgTaskIDSQL = `(SELECT substr(h, 1, 8) || '-' || substr(h, 9, 4) || '-4' || substr(h, 14, 3) || '-' ||
+		substr('89ab', (('x' || substr(h, 17, 1))::bit(4)::int & 3) + 1, 1) || substr(h, 18, 3) || '-' || substr(h, 21, 12)
+	FROM md5(i::text) AS h)`
 
 func failed(i int) bool { return (i/12)%10 == 0 }
 
 // envelope is task i's received, started and succeeded (or failed) events,
 // stamped as the bulk load stamps row i.
 func envelope(i int, start, step float64) []byte {
-	return taskEnvelope(taskID(i), taskNames[i%len(taskNames)], workers[i%len(workers)], i, start+float64(i)*step, failed(i))
+	return taskEnvelope(pgTaskID(i), taskNames[i%len(taskNames)], workers[i%len(workers)], i, start+float64(i)*step, failed(i))
 }
 
 // waitSubscribers returns once n subscribers receive what is published
@@ -293,13 +312,16 @@ func waitSubscribers(ctx context.Context, rdb *goredis.Client, db, n int) error 
 // what a replica holds unwritten under its --max_tasks: a replica drops the
 // records of tasks evicted from its hot set before they were written (see
 // bench/RESULTS.md), and this measures the rate it sustains without loss.
-func feedPG(ctx context.Context, rdb *goredis.Client, channel string, fleet []*stamen, conn *pgx.Conn, payloads [][]byte, from int) (time.Duration, error) {
+func feedPG(ctx context.Context, rdb *goredis.Client, channel string, fleet []*stamen, conn *pgx.Conn, payloads [][]byte, from int, start, step float64) (time.Duration, error) {
 	began := time.Now()
-	lo, hi := taskID(from), taskID(from+len(payloads)-1)
+	// The tasks are told apart from the bulk load's by their timestamps
+	// (the ids are random), through the default order's index; half a
+	// step either side absorbs a float's rounding.
+	lo, hi := start+(float64(from)-0.5)*step, start+(float64(from+len(payloads))-0.5)*step
 	moved, last := time.Now(), int64(-1)
 	landed := func() (int64, error) {
 		var rows int64
-		err := conn.QueryRow(ctx, `SELECT count(*) FROM stamen_tasks WHERE id BETWEEN $1 AND $2 AND state IN ('SUCCESS', 'FAILURE')`, lo, hi).Scan(&rows)
+		err := conn.QueryRow(ctx, `SELECT count(*) FROM stamen_tasks WHERE coalesce(ts, 0) BETWEEN $1 AND $2 AND state IN ('SUCCESS', 'FAILURE')`, lo, hi).Scan(&rows)
 		if err != nil {
 			return 0, err
 		}
@@ -377,7 +399,7 @@ func bulkLoad(ctx context.Context, conn *pgx.Conn, from, to, chunk int, start, s
 	// Everything a task's three events set, as the state machine sets it.
 	const insert = `INSERT INTO stamen_tasks (id, state, name, received, started, succeeded, failed,
 		args, kwargs, retries, worker, result, exception, traceback, ts, runtime, clock)
-	SELECT '00000000-0000-4000-8000-' || lpad(i::text, 12, '0'),
+	SELECT ` + pgTaskIDSQL + `,
 		CASE WHEN f THEN 'FAILURE' ELSE 'SUCCESS' END,
 		(ARRAY['bench.add', 'bench.mul', 'bench.div'])[i % 3 + 1],
 		at, at, CASE WHEN f THEN NULL ELSE at END, CASE WHEN f THEN at END,

@@ -46,10 +46,11 @@ func (s *Store) MatchTasks(ctx context.Context, q state.Query, max int) (ids []s
 // aggregated.
 func (s *Store) Failures(ctx context.Context, q state.Query) ([]state.FailureGroup, error) {
 	b := &builder{}
-	where, _, err := b.filters(q)
+	where, window, err := b.filters(q)
 	if err != nil {
 		return nil, err
 	}
+	where = withWindow(where, window)
 	cond := ""
 	if len(where) > 0 {
 		cond = " WHERE " + strings.Join(where, " AND ")

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/jackc/pgx/v5"
 
 	"github.com/stamen-dev/stamen/internal/celery"
 	"github.com/stamen-dev/stamen/internal/state"
@@ -110,6 +111,42 @@ func dataset(t testing.TB, st *state.State, n int) {
 	}
 }
 
+// ties adds tasks whose timestamp is another's (task 120 of dataset is
+// received at 1120), received or never received, so that the default
+// order's ties by id are read inside and outside a received window.
+func ties(t testing.TB, st *state.State) {
+	t.Helper()
+	for _, id := range []string{"tie-b", "tie-A", "tie-c", "tie-a"} {
+		st.Apply(taskEv(t, "received", id, "w0@h", 1120, map[string]any{"name": "proj.add", "args": "()", "kwargs": "{}"}))
+	}
+	for _, id := range []string{"tie-sent-2", "tie-sent-1"} {
+		st.Apply(taskEv(t, "sent", id, "client@h", 1120, map[string]any{"name": "proj.add", "args": "()", "kwargs": "{}"}))
+	}
+}
+
+// windowQueries are received windows in the default order, narrow ones
+// (read in two steps through the received index) and wider ones: pages,
+// offsets past the end, the never received tasks the window lets through,
+// ties, and the other filters and the search inside a window.
+func windowQueries(at func(int64) *time.Time) []state.Query {
+	return []state.Query{
+		{Limit: 10, ReceivedStart: at(1100), ReceivedEnd: at(1200)},
+		{Limit: 10, Offset: 45, ReceivedStart: at(1100), ReceivedEnd: at(1200)},
+		{Limit: 12, Offset: 60, ReceivedStart: at(1110), ReceivedEnd: at(1130)},
+		{Limit: 3, Offset: 65, ReceivedStart: at(1120), ReceivedEnd: at(1120)},
+		{Limit: state.NoLimit, ReceivedStart: at(1115), ReceivedEnd: at(1125)},
+		{Limit: state.NoLimit, Offset: 50, ReceivedStart: at(1115), ReceivedEnd: at(1125)},
+		{Limit: 5, Offset: 1000, ReceivedStart: at(1100), ReceivedEnd: at(1200)},
+		{Limit: 10, ReceivedStart: at(1200), ReceivedEnd: at(1100)},
+		{Limit: 10, Offset: 2, ReceivedStart: at(1100), ReceivedEnd: at(1200), TaskName: "proj.add"},
+		{Limit: state.NoLimit, ReceivedStart: at(1100), ReceivedEnd: at(1200), Worker: "w0@h", State: "received"},
+		{Limit: 10, ReceivedStart: at(1100), ReceivedEnd: at(1200), Search: "tie"},
+		{Limit: 10, Offset: 5, ReceivedStart: at(1000), ReceivedEnd: at(1000 + 24*3600)},
+		{Limit: 10, Offset: 5, ReceivedStart: at(1000), ReceivedEnd: at(1001 + 24*3600)},
+		{Limit: 10, ReceivedStart: at(1100), ReceivedEnd: at(1200), SortBy: "-received"},
+	}
+}
+
 // listPG reads a List of the store as the handler writes it.
 func listPG(t testing.TB, s *pgstore.Store, q state.Query) (ids, bodies []string, err error) {
 	t.Helper()
@@ -148,6 +185,7 @@ func TestListMatchesState(t *testing.T) {
 	s := openStore(t, newDB(t))
 	st := state.New(state.Config{MaxTasks: 1000, TrackChanges: true})
 	dataset(t, st, 300)
+	ties(t, st)
 	drainTo(t, st, s)
 	at := func(sec int64) *time.Time { x := time.Unix(sec, 0); return &x }
 	queries := []state.Query{
@@ -189,6 +227,7 @@ func TestListMatchesState(t *testing.T) {
 		{Limit: state.NoLimit, Search: "100%"},
 		{Limit: state.NoLimit, Search: "w_@"},
 	}
+	queries = append(queries, windowQueries(at)...)
 	for _, q := range queries {
 		t.Run(fmt.Sprintf("%+v", q), func(t *testing.T) {
 			wantIDs, wantBodies, err := listMem(t, st, q)
@@ -271,7 +310,111 @@ func TestMigrateConcurrentAndIdempotent(t *testing.T) {
 	}
 	again := openStore(t, url)
 	v, err := again.SchemaVersion(context.Background())
-	if err != nil || v != 2 {
-		t.Fatalf("schema version %d, %v; want 2 (the last migration)", v, err)
+	if err != nil || v != 3 {
+		t.Fatalf("schema version %d, %v; want 3 (the last migration)", v, err)
+	}
+}
+
+// TestMigrateFromVersion2: a database an older stamen left at version 2,
+// holding tasks, is migrated to 3 when a replica opens it: the received
+// index is replaced by the one holding ts, built over the rows already
+// there, and the lists read through it match the state.
+func TestMigrateFromVersion2(t *testing.T) {
+	ctx := context.Background()
+	url := newDB(t)
+	old, err := pgstore.OpenAtVersion(ctx, pgstore.Config{URL: url}, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := state.New(state.Config{MaxTasks: 1000, TrackChanges: true})
+	dataset(t, st, 300)
+	ties(t, st)
+	drainTo(t, st, old)
+	if v, err := old.SchemaVersion(ctx); err != nil || v != 2 {
+		t.Fatalf("schema version %d, %v; want 2", v, err)
+	}
+	indexes := func() map[string]string {
+		t.Helper()
+		conn, err := pgx.Connect(ctx, url)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Close(ctx)
+		rows, err := conn.Query(ctx, `SELECT c.relname, pg_get_indexdef(i.indexrelid) FROM pg_index i
+			JOIN pg_class c ON c.oid = i.indexrelid
+			WHERE i.indrelid = 'stamen_tasks'::regclass AND i.indisvalid AND c.relname LIKE 'stamen_tasks_received%'`)
+		if err != nil {
+			t.Fatal(err)
+		}
+		m := map[string]string{}
+		for rows.Next() {
+			var n, d string
+			if err := rows.Scan(&n, &d); err != nil {
+				t.Fatal(err)
+			}
+			m[n] = d
+		}
+		if err := rows.Err(); err != nil {
+			t.Fatal(err)
+		}
+		return m
+	}
+	if got := indexes(); len(got) != 1 || got["stamen_tasks_received"] == "" {
+		t.Fatalf("received indexes at version 2: %v", got)
+	}
+	_ = old.Close()
+
+	s := openStore(t, url)
+	if v, err := s.SchemaVersion(ctx); err != nil || v != 3 {
+		t.Fatalf("schema version %d, %v; want 3", v, err)
+	}
+	got := indexes()
+	if len(got) != 1 || !strings.Contains(got["stamen_tasks_received_ts"], "(received NULLS FIRST, id) INCLUDE (ts)") {
+		t.Fatalf("received indexes at version 3: %v", got)
+	}
+	at := func(sec int64) *time.Time { x := time.Unix(sec, 0); return &x }
+	for _, q := range append(windowQueries(at), state.Query{Limit: 20, SortBy: "received", Offset: 3}) {
+		wantIDs, wantBodies, err := listMem(t, st, q)
+		if err != nil {
+			t.Fatal(err)
+		}
+		gotIDs, gotBodies, err := listPG(t, s, q)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if diff := cmp.Diff(wantIDs, gotIDs); diff != "" {
+			t.Fatalf("%+v: ids (-state +postgres):\n%s", q, diff)
+		}
+		if diff := cmp.Diff(wantBodies, gotBodies); diff != "" {
+			t.Fatalf("%+v: bodies (-state +postgres):\n%s", q, diff)
+		}
+	}
+}
+
+// TestParallelWorkersOff: the store's connections plan no parallel workers
+// for its reads, unless the URL sets the parameter.
+func TestParallelWorkersOff(t *testing.T) {
+	ctx := context.Background()
+	url := newDB(t)
+	for _, c := range []struct{ url, want string }{
+		{url, "0"},
+		{url + "&max_parallel_workers_per_gather=3", "3"},
+	} {
+		s := openStore(t, c.url)
+		// Concurrent reads, on several of the pool's connections.
+		var wg sync.WaitGroup
+		got := make([]string, 4)
+		errs := make([]error, 4)
+		for i := range got {
+			wg.Go(func() {
+				got[i], errs[i] = s.Setting(ctx, "max_parallel_workers_per_gather")
+			})
+		}
+		wg.Wait()
+		for i := range got {
+			if errs[i] != nil || got[i] != c.want {
+				t.Errorf("%s: max_parallel_workers_per_gather = %q, %v; want %q", c.url, got[i], errs[i], c.want)
+			}
+		}
 	}
 }
