@@ -58,7 +58,8 @@ var failureWindow = 10_000
 // the window by the window's oldest timestamp plus the group's greatest
 // failure-time-minus-timestamp. The groups not proven (rare or old ones)
 // are ordered as before, reading only their rows; then the tracebacks of
-// the newest examples by primary key. All in one read-only snapshot.
+// the newest examples by primary key. All in one read-only snapshot. A
+// bounded received window (at most narrowWindow) is sorted whole instead.
 func (s *Store) Failures(ctx context.Context, q state.Query) ([]state.FailureGroup, error) {
 	b := &builder{}
 	where, narrow, err := b.filters(q)
@@ -73,39 +74,24 @@ func (s *Store) Failures(ctx context.Context, q state.Query) ([]state.FailureGro
 	// of what strings.TrimSpace trims, "unknown" when nothing is left.
 	exc := "coalesce(nullif(btrim(split_part(coalesce(t.exception, ''), '(', 1), " + b.arg(state.Spaces) + "), ''), 'unknown')"
 	cols := `t.id, coalesce(t.name, '') AS name, ` + exc + ` AS exc, coalesce(t.failed, t.ts, 0) AS at, coalesce(t.ts, 0) AS ts`
-	// The list's default order, as buildSelect spells it.
-	order := "coalesce(t.ts, 0) DESC, t.id DESC"
-	if narrow {
-		order = "coalesce(t.ts, 0) + 0 DESC, t.id DESC"
-	}
 	nEx := b.arg(int64(state.FailureExamples))
 	// The statement of the open groups takes the arguments up to here.
 	openArgs := b.args
-	window := b.arg(int64(failureWindow))
-	// Ties of the failure time go in the state's list order: newest
-	// timestamp, then greatest id, first. A failure outside the window has
-	// at <= ts + skew <= edge + skew; the 1 s margin covers the rounding
-	// of those float sums, and timestamps beyond 1e12 s (or not finite)
-	// prove nothing.
-	groupsSQL := `WITH w AS (
-	SELECT ` + cols + ` FROM stamen_tasks t` + cond + ` ORDER BY ` + order + ` LIMIT ` + window + `
-), wb AS (
-	SELECT count(*) AS k, min(ts) AS edge FROM w
-), we AS (
-	SELECT name, exc, count(*) AS wn,
-		(array_agg(id ORDER BY at DESC, ts DESC, id DESC))[1:` + nEx + `] AS examples,
-		(array_agg(at ORDER BY at DESC, ts DESC, id DESC))[` + nEx + `] AS nth
-	FROM w GROUP BY name, exc
-), g AS (
-	SELECT coalesce(t.name, '') AS name, ` + exc + ` AS exc, count(*) AS n,
-		min(coalesce(t.failed, t.ts, 0)) AS first, max(coalesce(t.failed, t.ts, 0)) AS last,
-		max(coalesce(t.failed, t.ts, 0) - coalesce(t.ts, 0)) AS skew
-	FROM stamen_tasks t` + cond + ` GROUP BY 1, 2
+	var groupsSQL string
+	if narrow {
+		// A bounded received window (buildSelect) is read once through
+		// the received index and sorted whole: reading its rows a second
+		// time for the newest failures costs more than the sort.
+		groupsSQL = `WITH f AS (
+	SELECT ` + cols + ` FROM stamen_tasks t` + cond + `
+), r AS (
+	SELECT f.*, row_number() OVER (PARTITION BY name, exc ORDER BY at DESC, ts DESC, id DESC) AS rn FROM f
 )
-SELECT g.name, g.exc, g.n, g.first, g.last, coalesce(we.examples, '{}'),
-	coalesce(wb.k < ` + window + ` OR we.wn = g.n OR (we.wn >= ` + nEx + ` AND abs(g.skew) < 1e12 AND abs(wb.edge) < 1e12
-		AND wb.edge + g.skew + 1 < we.nth), false)
-FROM g LEFT JOIN we ON we.name = g.name AND we.exc = g.exc CROSS JOIN wb`
+SELECT name, exc, count(*), min(at), max(at), array_agg(id ORDER BY rn) FILTER (WHERE rn <= ` + nEx + `), true
+FROM r GROUP BY name, exc`
+	} else {
+		groupsSQL = newestSQL(cols, exc, cond, nEx, b.arg(int64(failureWindow)))
+	}
 	var out []state.FailureGroup
 	err = s.read(ctx, func(ctx context.Context) error {
 		out = nil
@@ -155,6 +141,37 @@ FROM g LEFT JOIN we ON we.name = g.name AND we.exc = g.exc CROSS JOIN wb`
 		return nil, err
 	}
 	return out, nil
+}
+
+// newestSQL is the statement of the groups (their counts and times), of
+// the examples the newest failures give, and of whether those settle
+// them; cols, exc and cond are Failures', nEx and window the placeholders
+// of state.FailureExamples and failureWindow.
+func newestSQL(cols, exc, cond, nEx, window string) string {
+	// Ties of the failure time go in the state's list order: newest
+	// timestamp, then greatest id, first. A failure outside the window has
+	// at <= ts + skew <= edge + skew; the 1 s margin covers the rounding
+	// of those float sums, and timestamps beyond 1e12 s (or not finite)
+	// prove nothing.
+	return `WITH w AS (
+	SELECT ` + cols + ` FROM stamen_tasks t` + cond + ` ORDER BY coalesce(t.ts, 0) DESC, t.id DESC LIMIT ` + window + `
+), wb AS (
+	SELECT count(*) AS k, min(ts) AS edge FROM w
+), we AS (
+	SELECT name, exc, count(*) AS wn,
+		(array_agg(id ORDER BY at DESC, ts DESC, id DESC))[1:` + nEx + `] AS examples,
+		(array_agg(at ORDER BY at DESC, ts DESC, id DESC))[` + nEx + `] AS nth
+	FROM w GROUP BY name, exc
+), g AS (
+	SELECT coalesce(t.name, '') AS name, ` + exc + ` AS exc, count(*) AS n,
+		min(coalesce(t.failed, t.ts, 0)) AS first, max(coalesce(t.failed, t.ts, 0)) AS last,
+		max(coalesce(t.failed, t.ts, 0) - coalesce(t.ts, 0)) AS skew
+	FROM stamen_tasks t` + cond + ` GROUP BY 1, 2
+)
+SELECT g.name, g.exc, g.n, g.first, g.last, coalesce(we.examples, '{}'),
+	coalesce(wb.k < ` + window + ` OR we.wn = g.n OR (we.wn >= ` + nEx + ` AND abs(g.skew) < 1e12 AND abs(wb.edge) < 1e12
+		AND wb.edge + g.skew + 1 < we.nth), false)
+FROM g LEFT JOIN we ON we.name = g.name AND we.exc = g.exc CROSS JOIN wb`
 }
 
 // openExamples orders the failures of the groups (names[i], excs[i]) that
