@@ -2,6 +2,7 @@ package pgstore
 
 import (
 	"context"
+	"math"
 	"strconv"
 	"strings"
 
@@ -87,7 +88,7 @@ func (s *Store) Failures(ctx context.Context, q state.Query) ([]state.FailureGro
 ), r AS (
 	SELECT f.*, row_number() OVER (PARTITION BY name, exc ORDER BY at DESC, ts DESC, id DESC) AS rn FROM f
 )
-SELECT name, exc, count(*), min(at), max(at), array_agg(id ORDER BY rn) FILTER (WHERE rn <= ` + nEx + `), true
+SELECT name, exc, count(*), min(at), max(at), array_agg(id ORDER BY rn) FILTER (WHERE rn <= ` + nEx + `), true, min(ts)
 FROM r GROUP BY name, exc`
 	} else {
 		groupsSQL = newestSQL(cols, exc, cond, nEx, b.arg(int64(failureWindow)))
@@ -108,26 +109,32 @@ FROM r GROUP BY name, exc`
 				return err
 			}
 			var settled []bool
+			var oldest []float64
 			out, err = pgx.CollectRows(rows, func(row pgx.CollectableRow) (state.FailureGroup, error) {
 				var g state.FailureGroup
 				var ok bool
-				err := row.Scan(&g.Name, &g.ExceptionType, &g.Count, &g.First, &g.Last, &g.Examples, &ok)
-				settled = append(settled, ok)
+				var from float64
+				err := row.Scan(&g.Name, &g.ExceptionType, &g.Count, &g.First, &g.Last, &g.Examples, &ok, &from)
+				settled, oldest = append(settled, ok), append(oldest, from)
 				return g, err
 			})
 			if err != nil {
 				return err
 			}
 			var names, excs []string
+			var from float64
 			open := map[[2]string]int{}
 			for i, g := range out {
 				if !settled[i] {
 					open[[2]string{g.Name, g.ExceptionType}] = i
+					if len(names) == 0 || oldest[i] < from {
+						from = oldest[i]
+					}
 					names, excs = append(names, g.Name), append(excs, g.ExceptionType)
 				}
 			}
 			if len(names) > 0 {
-				err := openExamples(ctx, tx, openArgs, cols, cond, nEx, names, excs, func(name, exc string, ids []string) {
+				err := openExamples(ctx, tx, openArgs, cols, cond, nEx, names, excs, from, func(name, exc string, ids []string) {
 					out[open[[2]string{name, exc}]].Examples = ids
 				})
 				if err != nil {
@@ -165,12 +172,12 @@ func newestSQL(cols, exc, cond, nEx, window string) string {
 ), g AS (
 	SELECT coalesce(t.name, '') AS name, ` + exc + ` AS exc, count(*) AS n,
 		min(coalesce(t.failed, t.ts, 0)) AS first, max(coalesce(t.failed, t.ts, 0)) AS last,
-		max(coalesce(t.failed, t.ts, 0) - coalesce(t.ts, 0)) AS skew
+		max(coalesce(t.failed, t.ts, 0) - coalesce(t.ts, 0)) AS skew, min(coalesce(t.ts, 0)) AS oldest
 	FROM stamen_tasks t` + cond + ` GROUP BY 1, 2
 )
 SELECT g.name, g.exc, g.n, g.first, g.last, coalesce(we.examples, '{}'),
 	coalesce(wb.k < ` + window + ` OR we.wn = g.n OR (we.wn >= ` + nEx + ` AND abs(g.skew) < 1e12 AND abs(wb.edge) < 1e12
-		AND wb.edge + g.skew + 1 < we.nth), false)
+		AND wb.edge + g.skew + 1 < we.nth), false), g.oldest
 FROM g LEFT JOIN we ON we.name = g.name AND we.exc = g.exc CROSS JOIN wb`
 }
 
@@ -178,9 +185,20 @@ FROM g LEFT JOIN we ON we.name = g.name AND we.exc = g.exc CROSS JOIN wb`
 // the window did not settle, newest failure first, and passes each
 // group's first examples to fn: the whole-history way, over their rows
 // only.
-func openExamples(ctx context.Context, tx pgx.Tx, args []any, cols, cond, nEx string, names, excs []string, fn func(name, exc string, ids []string)) error {
+func openExamples(ctx context.Context, tx pgx.Tx, args []any, cols, cond, nEx string, names, excs []string, from float64, fn func(name, exc string, ids []string)) error {
 	args = append(args[:len(args):len(args)], names, excs)
 	groups := "$" + strconv.Itoa(len(args)-1) + "::text[], $" + strconv.Itoa(len(args)) + "::text[]"
+	// No row of these groups is stamped before the oldest of them: a
+	// bound the state or name index can start from (a NaN bounds nothing).
+	if !math.IsNaN(from) {
+		args = append(args, from)
+		bound := "coalesce(t.ts, 0) >= $" + strconv.Itoa(len(args))
+		if cond == "" {
+			cond = " WHERE " + bound
+		} else {
+			cond += " AND " + bound
+		}
+	}
 	sqlText := `WITH f AS (
 	SELECT ` + cols + ` FROM stamen_tasks t` + cond + `
 ), r AS (
