@@ -14,3 +14,11 @@ func (s *Store) Setting(ctx context.Context, name string) (string, error) {
 	err := s.pool.QueryRow(ctx, "SELECT current_setting($1)", name).Scan(&v)
 	return v, err
 }
+
+// SetFailureWindow sets how many of the newest failures Failures reads for
+// the examples, and returns the function that restores it.
+func SetFailureWindow(n int) (restore func()) {
+	old := failureWindow
+	failureWindow = n
+	return func() { failureWindow = old }
+}

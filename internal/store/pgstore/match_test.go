@@ -13,6 +13,7 @@ import (
 	"github.com/google/go-cmp/cmp/cmpopts"
 
 	"github.com/stamen-dev/stamen/internal/state"
+	"github.com/stamen-dev/stamen/internal/store/pgstore"
 )
 
 // failureSet adds failed tasks to st: three task names and one without a
@@ -44,6 +45,38 @@ func failureSet(t testing.TB, st *state.State) {
 		st.Apply(taskEv(t, "received", id, w, recv, map[string]any{"name": []string{"proj.a", "Proj.B", "proj.c"}[i%3], "args": "()", "kwargs": "{}"}))
 		st.Apply(taskEv(t, "failed", id, w, ts, failed))
 	}
+	// Failures whose timestamp is not their failure time: a task-started
+	// that comes after the task-failed is copied in, timestamp included.
+	// One failed last but stamped long before, so newest of its group
+	// though far down the newest-first list, in a group whose other
+	// failures are the newest of all and one that has just a few; one
+	// stamped after every other failure though it failed first; a rare
+	// group of three.
+	late := []struct {
+		name, exc     string
+		failed, stamp float64
+	}{
+		{"proj.d", "LateError()", 3300, 3300},
+		{"proj.d", "LateError()", 3301, 3301},
+		{"proj.d", "LateError()", 3302, 3302},
+		{"proj.d", "LateError()", 3303, 3303},
+		{"proj.d", "LateError()", 3304, 3304},
+		{"proj.d", "LateError()", 3305, 3305},
+		{"proj.d", "LateError()", 3400, 11},
+		{"proj.a", "ValueError('late')", 3100, 10},
+		{"proj.a", "ValueError('early')", 1, 3200},
+		{"proj.c", "RareError()", 2990, 2990},
+		{"proj.c", "RareError()", 2995, 2995},
+		{"proj.c", "RareError()", 2995, 2995},
+	}
+	for i, l := range late {
+		id := fmt.Sprintf("l%07d-0000-4000-8000-%012x", i, i)
+		st.Apply(taskEv(t, "received", id, "w0@h", l.failed-1, map[string]any{"name": l.name, "args": "()", "kwargs": "{}"}))
+		st.Apply(taskEv(t, "failed", id, "w0@h", l.failed, map[string]any{"exception": l.exc, "traceback": "late " + l.exc}))
+		if l.stamp != l.failed {
+			st.Apply(taskEv(t, "started", id, "w0@h", l.stamp, nil))
+		}
+	}
 }
 
 func sortGroups(gs []state.FailureGroup) {
@@ -63,9 +96,22 @@ func TestFailuresMatchState(t *testing.T) {
 	failureSet(t, st)
 	drainTo(t, st, s)
 	at := func(sec int64) *time.Time { x := time.Unix(sec, 0); return &x }
+	// The store reads the newest failures for the examples, and orders a
+	// group's failures when they do not settle its examples: windows that
+	// hold every failure, some, and hardly any.
+	for _, window := range []int{10_000, 30, 7, 1} {
+		t.Run(fmt.Sprintf("window %d", window), func(t *testing.T) {
+			defer pgstore.SetFailureWindow(window)()
+			failuresMatch(t, s, st, at)
+		})
+	}
+}
+
+func failuresMatch(t *testing.T, s *pgstore.Store, st *state.State, at func(int64) *time.Time) {
 	for _, q := range []state.Query{
 		{State: "FAILURE"},
 		{State: "FAILURE", TaskName: "proj.b"},
+		{State: "FAILURE", TaskName: "proj.a"},
 		{State: "FAILURE", TaskName: "nope"},
 		{State: "FAILURE", ReceivedStart: at(1000)},
 		{State: "FAILURE", ReceivedEnd: at(1000)},
