@@ -107,7 +107,11 @@ func (s *Store) PruneAudit(ctx context.Context, before time.Time, maxRecords int
 		var err error
 		deleted, err = deleteFront(b, func(k, _ []byte) (bool, error) {
 			old := !before.IsZero() && len(k) == 16 && auditTime(k).Before(before)
-			return old || deleted < excess, nil
+			if !old && excess <= 0 {
+				return false, nil
+			}
+			excess-- // an old record deleted also counts against the cap
+			return true, nil
 		})
 		return err
 	})
