@@ -88,7 +88,7 @@ func (s *Store) Failures(ctx context.Context, q state.Query) ([]state.FailureGro
 		groupsSQL = `WITH f AS (
 	SELECT ` + cols + ` FROM stamen_tasks t` + cond + `
 ), r AS (
-	SELECT f.*, row_number() OVER (PARTITION BY name, exc ORDER BY at DESC, ts DESC, id DESC) AS rn FROM f
+	SELECT f.*, row_number() OVER (PARTITION BY name, exc ORDER BY ` + exampleOrder + `) AS rn FROM f
 )
 SELECT name, exc, count(*), min(at), max(at), array_agg(id ORDER BY rn) FILTER (WHERE rn <= ` + nEx + `), true, min(ts)
 FROM r GROUP BY name, exc`
@@ -152,6 +152,11 @@ FROM r GROUP BY name, exc`
 	return out, nil
 }
 
+// exampleOrder is the order of a group's examples over Failures' cols:
+// newest failure first, ties as the state's list (newest timestamp, then
+// greatest id, first), as state.Failures orders them.
+const exampleOrder = "at DESC, ts DESC, id DESC"
+
 // newestSQL is the statement of the groups (their counts and times), of
 // the examples the newest failures give, and of whether those settle
 // them; cols, exc and cond are Failures', nEx and window the placeholders
@@ -168,8 +173,8 @@ func newestSQL(cols, exc, cond, nEx, window string) string {
 	SELECT count(*) AS k, min(ts) AS edge FROM w
 ), we AS (
 	SELECT name, exc, count(*) AS wn,
-		(array_agg(id ORDER BY at DESC, ts DESC, id DESC))[1:` + nEx + `] AS examples,
-		(array_agg(at ORDER BY at DESC, ts DESC, id DESC))[` + nEx + `] AS nth
+		(array_agg(id ORDER BY ` + exampleOrder + `))[1:` + nEx + `] AS examples,
+		(array_agg(at ORDER BY ` + exampleOrder + `))[` + nEx + `] AS nth
 	FROM w GROUP BY name, exc
 ), g AS (
 	SELECT coalesce(t.name, '') AS name, ` + exc + ` AS exc, count(*) AS n,
@@ -204,7 +209,7 @@ func openExamples(ctx context.Context, tx pgx.Tx, args []any, cols, cond, nEx st
 	sqlText := `WITH f AS (
 	SELECT ` + cols + ` FROM stamen_tasks t` + cond + `
 ), r AS (
-	SELECT f.*, row_number() OVER (PARTITION BY name, exc ORDER BY at DESC, ts DESC, id DESC) AS rn
+	SELECT f.*, row_number() OVER (PARTITION BY name, exc ORDER BY ` + exampleOrder + `) AS rn
 	FROM f WHERE (name, exc) IN (SELECT * FROM unnest(` + groups + `))
 )
 SELECT name, exc, array_agg(id ORDER BY rn) FROM r WHERE rn <= ` + nEx + ` GROUP BY name, exc`
