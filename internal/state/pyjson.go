@@ -2,6 +2,7 @@ package state
 
 import (
 	"math"
+	"math/bits"
 	"strconv"
 	"unicode/utf16"
 	"unicode/utf8"
@@ -84,9 +85,12 @@ func appendPyFloat(b []byte, f float64) []byte {
 	case math.IsInf(f, -1):
 		return append(b, "-Infinity"...)
 	}
+	if out, ok := appendEpochFloat(b, f); ok {
+		return out
+	}
 	var scratch [32]byte
 	sci := strconv.AppendFloat(scratch[:0], f, 'e', -1, 64)
-	// AppendFloat's 'e' form always ends in e±dd or e±ddd.
+	// AppendFloat's 'e' form is [-]d[.ddd]e±dd or e±ddd.
 	exp, i := 0, len(sci)-1
 	for mul := 1; sci[i] >= '0' && sci[i] <= '9'; i-- {
 		exp += int(sci[i]-'0') * mul
@@ -98,12 +102,99 @@ func appendPyFloat(b []byte, f float64) []byte {
 	if exp < -4 || exp >= 16 {
 		return append(b, sci...)
 	}
-	start := len(b)
-	b = strconv.AppendFloat(b, f, 'f', -1, 64)
-	for _, c := range b[start:] {
-		if c == '.' {
-			return b
+	// Positional: the same shortest digits, the point moved. (Formatting
+	// again with 'f' would run the shortest-digits search twice, and this
+	// function was half the CPU of rendering a task list.)
+	mant := sci[:i-1] // i is at the exponent's sign, after the 'e'
+	if mant[0] == '-' {
+		b = append(b, '-')
+		mant = mant[1:]
+	}
+	var buf [24]byte
+	digits := append(buf[:0], mant[0])
+	if len(mant) > 2 {
+		digits = append(digits, mant[2:]...)
+	}
+	switch point := exp + 1; {
+	case point <= 0:
+		b = append(b, '0', '.')
+		for range -point {
+			b = append(b, '0')
+		}
+		return append(b, digits...)
+	case point >= len(digits):
+		b = append(b, digits...)
+		for range point - len(digits) {
+			b = append(b, '0')
+		}
+		return append(b, '.', '0')
+	default:
+		b = append(b, digits[:point]...)
+		b = append(b, '.')
+		return append(b, digits[point:]...)
+	}
+}
+
+// epochMin and epochMax bound the floats appendEpochFloat formats: Unix
+// times from 2004 to 2242, which every Celery timestamp (time.time()) of a
+// task list is. In that range a float64 is M/2^k with k from 20 to 22, so
+// its rounding interval is narrower than 10^-6 and its shortest repr has at
+// most 7 fraction digits.
+const (
+	epochMin = 1 << 30
+	epochMax = 1 << 33
+)
+
+var pow10 = [...]uint64{1, 10, 100, 1000, 10000, 100000, 1000000, 10000000}
+
+// appendEpochFloat appends f's shortest repr, as appendPyFloat does, for f
+// in [epochMin, epochMax), by exact integer arithmetic instead of a general
+// shortest-digits search (about a fifth of its cost): for d = 0, 1, ... 7
+// fraction digits it takes the d-digit decimal nearest f, and the first that
+// lies strictly inside f's rounding interval is the shortest, and the
+// nearest of its length, which is what Python's repr and strconv print. It
+// reports false, and appends nothing, where ties or an interval's edge would
+// need rounding rules (strconv decides those), and outside the range.
+func appendEpochFloat(b []byte, f float64) ([]byte, bool) {
+	if !(f >= epochMin && f < epochMax) {
+		return b, false
+	}
+	fb := math.Float64bits(f)
+	m := fb&(1<<52-1) | 1<<52 // f = m / 2^k
+	k := uint(1075 - fb>>52&0x7ff)
+	if m == 1<<52 {
+		// A power of two: the interval below it is half as wide.
+		return b, false
+	}
+	half := uint64(1) << (k - 1)
+	for d, p := range pow10 {
+		// m·10^d = q·2^k + rem: fits in 77 bits, so q in 57.
+		hi, lo := bits.Mul64(m, p)
+		q := hi<<(64-k) | lo>>k
+		rem := lo & (1<<k - 1)
+		n, dist := q, rem
+		switch {
+		case rem == half:
+			return b, false
+		case rem > half:
+			n, dist = q+1, 1<<k-rem
+		}
+		// |n/10^d - f| < 2^-(k+1), half the spacing of floats here.
+		if 2*dist < p {
+			b = strconv.AppendUint(b, n/p, 10)
+			b = append(b, '.')
+			if d == 0 {
+				return append(b, '0'), true
+			}
+			frac := n % p
+			for z := p / 10; z > frac && z > 1; z /= 10 {
+				b = append(b, '0')
+			}
+			return strconv.AppendUint(b, frac, 10), true
+		}
+		if 2*dist == p {
+			return b, false
 		}
 	}
-	return append(b, '.', '0')
+	return b, false
 }
