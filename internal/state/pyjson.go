@@ -149,12 +149,12 @@ var pow10 = [...]uint64{1, 10, 100, 1000, 10000, 100000, 1000000, 10000000}
 
 // appendEpochFloat appends f's shortest repr, as appendPyFloat does, for f
 // in [epochMin, epochMax), by exact integer arithmetic instead of a general
-// shortest-digits search (about a fifth of its cost): for d = 0, 1, ... 7
-// fraction digits it takes the d-digit decimal nearest f, and the first that
-// lies strictly inside f's rounding interval is the shortest, and the
-// nearest of its length, which is what Python's repr and strconv print. It
-// reports false, and appends nothing, where ties or an interval's edge would
-// need rounding rules (strconv decides those), and outside the range.
+// shortest-digits search: of the d-digit decimals nearest f (d = 0 ... 7
+// fraction digits), the one with the fewest digits that lies strictly inside
+// f's rounding interval is the shortest, and the nearest of its length,
+// which is what Python's repr and strconv print. It reports false, and
+// appends nothing, where a tie or an interval's edge would need rounding
+// rules (strconv decides those), and outside the range.
 func appendEpochFloat(b []byte, f float64) ([]byte, bool) {
 	if !(f >= epochMin && f < epochMax) {
 		return b, false
@@ -166,35 +166,49 @@ func appendEpochFloat(b []byte, f float64) ([]byte, bool) {
 		// A power of two: the interval below it is half as wide.
 		return b, false
 	}
-	half := uint64(1) << (k - 1)
-	for d, p := range pow10 {
-		// m·10^d = q·2^k + rem: fits in 77 bits, so q in 57.
-		hi, lo := bits.Mul64(m, p)
-		q := hi<<(64-k) | lo>>k
-		rem := lo & (1<<k - 1)
-		n, dist := q, rem
-		switch {
-		case rem == half:
-			return b, false
-		case rem > half:
-			n, dist = q+1, 1<<k-rem
-		}
-		// |n/10^d - f| < 2^-(k+1), half the spacing of floats here.
-		if 2*dist < p {
-			b = strconv.AppendUint(b, n/p, 10)
-			b = append(b, '.')
-			if d == 0 {
-				return append(b, '0'), true
-			}
-			frac := n % p
-			for z := p / 10; z > frac && z > 1; z /= 10 {
-				b = append(b, '0')
-			}
-			return strconv.AppendUint(b, frac, 10), true
-		}
-		if 2*dist == p {
-			return b, false
+	// Being within half a spacing of f only gets easier with more digits
+	// (a d-digit decimal is also a (d+1)-digit one), so the fewest digits
+	// are found by bisection. With 7 the nearest is always inside: its
+	// distance, under 10^-7/2, is under 2^-(k+1).
+	lo, hi := 0, len(pow10)-1
+	for lo < hi {
+		mid := (lo + hi) / 2
+		if _, twice, _ := nearestDecimal(m, k, mid); twice <= pow10[mid] {
+			hi = mid
+		} else {
+			lo = mid + 1
 		}
 	}
-	return b, false
+	d := lo
+	n, twice, tie := nearestDecimal(m, k, d)
+	if tie || twice == pow10[d] {
+		return b, false
+	}
+	b = strconv.AppendUint(b, n, 10)
+	if d == 0 {
+		return append(b, '.', '0'), true
+	}
+	// n = f·10^d has at least 10 + d digits: the point goes before its
+	// last d.
+	b = append(b, 0)
+	point := len(b) - 1 - d
+	copy(b[point+1:], b[point:len(b)-1])
+	b[point] = '.'
+	return b, true
+}
+
+// nearestDecimal is n, the nearest d-digit decimal n/10^d to f = m/2^k,
+// and twice its distance from f in units of 10^-d·2^-k: n/10^d lies within
+// half f's spacing, 2^-(k+1), when twice < 10^d, on its edge when equal.
+// tie reports f halfway between two such decimals.
+func nearestDecimal(m uint64, k uint, d int) (n, twice uint64, tie bool) {
+	// m·10^d = q·2^k + rem: fits in 77 bits, so q in 57.
+	hi, lo := bits.Mul64(m, pow10[d])
+	q := hi<<(64-k) | lo>>k
+	rem := lo & (1<<k - 1)
+	half := uint64(1) << (k - 1)
+	if rem > half {
+		return q + 1, 2 * (1<<k - rem), false
+	}
+	return q, 2 * rem, rem == half
 }
