@@ -287,7 +287,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 		fs.IntVar(&o.auditMaxRecords, n, e.int("AUDIT_MAX_RECORDS", app.DefaultAuditMaxRecords), "keep at most this many audit records, the newest")
 	})
 	str(&o.debugAddr, "debug_addr", envString("DEBUG_ADDR"),
-		"serve Go's profiling endpoints (/debug/pprof/, but cmdline) on this host:port, apart from the API and without authentication: keep it on loopback; empty: off")
+		"serve Go's profiling endpoints (/debug/pprof/; not cmdline, which may show passwords) on this host:port, apart from the API and without authentication: keep it on loopback; empty: off")
 	str(&o.logLevel, "logging", orDefault(envString("LOGGING"), "info"), "log level: debug, info, warn, error")
 	if err := fs.Parse(args); err != nil {
 		return o, err
