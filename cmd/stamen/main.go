@@ -72,6 +72,8 @@ type options struct {
 	readOnly            bool
 	auditMaxAge         time.Duration
 	auditMaxRecords     int
+
+	debugAddr string
 }
 
 // defaultPurgeOfflineWorkers is --purge_offline_workers' default, in
@@ -284,6 +286,8 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	both("audit_max_records", func(n string) {
 		fs.IntVar(&o.auditMaxRecords, n, e.int("AUDIT_MAX_RECORDS", app.DefaultAuditMaxRecords), "keep at most this many audit records, the newest")
 	})
+	str(&o.debugAddr, "debug_addr", envString("DEBUG_ADDR"),
+		"serve Go's profiling endpoints (/debug/pprof/; not cmdline, which may show passwords) on this host:port, apart from the API and without authentication: keep it on loopback; empty: off")
 	str(&o.logLevel, "logging", orDefault(envString("LOGGING"), "info"), "log level: debug, info, warn, error")
 	if err := fs.Parse(args); err != nil {
 		return o, err
@@ -322,6 +326,11 @@ func (o options) validate() error {
 	}
 	if o.reconcileAfter <= 0 || o.reconcileInterval <= 0 {
 		return errors.New("--reconcile_after and --reconcile_interval: want a positive duration")
+	}
+	if o.debugAddr != "" {
+		if _, _, err := net.SplitHostPort(o.debugAddr); err != nil {
+			return fmt.Errorf("--debug_addr: want host:port: %w", err)
+		}
 	}
 	return nil
 }
@@ -465,6 +474,17 @@ func run(args []string, stderr io.Writer) int {
 	if err != nil {
 		log.Error("cannot listen", slog.String("address", addr), slog.Any("err", err))
 		return 1
+	}
+	if o.debugAddr != "" {
+		dsrv, err := startDebug(o.debugAddr, log)
+		if err != nil {
+			ln.Close()
+			log.Error("cannot start the profiling endpoints", slog.Any("err", err))
+			return 1
+		}
+		// Closed, not shut down: a profile being taken is cut at exit
+		// rather than waited for.
+		defer dsrv.Close()
 	}
 	srv := newServer(a.Handler)
 	// Shutdown waits for active requests; event streams are ended first.
