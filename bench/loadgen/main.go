@@ -24,6 +24,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -58,6 +59,8 @@ const (
 	// tasks a second, and rarely enough that the reads of /metrics
 	// (uncompressed) cost stamen little next to what is measured.
 	pollEvery = 5 * time.Millisecond
+	// paceTick is how often a paced feed publishes what has fallen due.
+	paceTick = 2 * time.Millisecond
 	// span is how far back the tasks' timestamps reach, evenly spread, so
 	// that a 10-minute received window selects 1% of them.
 	span = 1000 * time.Minute
@@ -101,6 +104,7 @@ func main() {
 	flag.DurationVar(&c.readFor, "read-duration", 10*time.Second, "length of each attack under -readers clients")
 	flag.IntVar(&c.mixed, "mixed", 300_000, "tasks ingested at -tasks tasks alone, then as many again under -readers readers of /api/tasks?limit=100")
 	flag.IntVar(&c.mixedRate, "mixed-rate", 50_000, "events a second of the mixed phase's second, paced run (0: none)")
+	flag.BoolVar(&useVegeta, "vegeta", false, "measure reads with vegeta's attacker, as before 2026-11-24, instead of the driver's own closed-loop reader")
 	env := flag.String("stamen-env", "", "space-separated NAME=VALUE pairs added to stamen's environment (GOGC=100 GOMEMLIMIT=...)")
 	var pc pgConfig
 	flag.StringVar(&pc.admin, "pg", "", "PostgreSQL URL of a database to create "+benchDB+" from: run the Postgres fleet benchmark instead")
@@ -302,7 +306,7 @@ func run(ctx context.Context, c config) (err error) {
 func readers(ctx context.Context, c config, s *stamen, epoch time.Time, n int) error {
 	for _, t := range targets(epoch, n, taskID)[:2] {
 		t.label += "_r" + strconv.Itoa(c.readers)
-		if _, err := attackWith(ctx, s, t, n, c.readers, c.readFor); err != nil {
+		if err := attackWith(ctx, s, t, n, c.readers, c.readFor); err != nil {
 			return err
 		}
 	}
@@ -356,7 +360,7 @@ func mixedAt(ctx context.Context, c config, rdb *goredis.Client, channel string,
 		<-started
 		during, ferr = feedFrom(ctx, rdb, channel, s, payloads, second, second+n, rate)
 	}()
-	if _, err := attackUntil(actx, ctx, s, t, c.tasks, c.readers, started, 0); err != nil {
+	if err := attackUntil(actx, ctx, s, t, c.tasks, c.readers, started, 0); err != nil {
 		return err
 	}
 	if ferr != nil {
@@ -471,13 +475,17 @@ func feedBase(ctx context.Context, rdb *goredis.Client, channel string, s *stame
 		}
 		step := batch
 		if rate > 0 {
-			// Paced: what is due by now, in batches of a tenth of a
-			// second's tasks at most.
-			step = min(batch, max(int(rate/10), 1))
-			if due := from + int(rate*time.Since(began).Seconds()); i >= due {
-				time.Sleep(time.Duration(float64(i+1-due) / rate * float64(time.Second)))
+			// Paced: the tasks due by now, looked at every paceTick, so
+			// that the events arrive as a stream, as from a cluster's
+			// many workers. (Until 2026-11-24 a whole batch of 500 tasks
+			// went as soon as one was due: bursts of 1,500 events every
+			// 30 ms at 50,000 events/s.)
+			due := from + int(rate*time.Since(began).Seconds())
+			if i >= due {
+				time.Sleep(paceTick)
 				continue
 			}
+			step = min(batch, due-i)
 		}
 		j := min(i+step, to)
 		pipe := rdb.Pipeline()
@@ -515,27 +523,24 @@ func waitSubscribed(ctx context.Context, rdb *goredis.Client, db int) error {
 	return errors.New("stamen did not subscribe to the events within 10 s")
 }
 
-// attack runs vegeta at max rate with c.clients concurrent requests
-// against one path for c.duration and prints the figures.
+// attack reads one path at max rate, closed loop, with c.clients
+// concurrent requests for c.duration and prints the figures.
 func attack(ctx context.Context, c config, base string, t target, tasks int) error {
-	_, err := attackWith(ctx, &stamen{base: base}, t, tasks, c.clients, c.duration)
-	return err
+	return attackWith(ctx, &stamen{base: base}, t, tasks, c.clients, c.duration)
 }
 
-func attackWith(ctx context.Context, s *stamen, t target, tasks, clients int, d time.Duration) (vegeta.Metrics, error) {
+func attackWith(ctx context.Context, s *stamen, t target, tasks, clients int, d time.Duration) error {
 	return attackUntil(ctx, ctx, s, t, tasks, clients, nil, d)
 }
 
-// attackUntil runs vegeta at max rate, closed loop, with clients concurrent
-// requests against one path for d, or until stop is done when d is 0,
-// closes started (when not nil) once the attack is on, and prints the
-// figures: an "http" line, and how many collections stamen ran a second
-// meanwhile.
-func attackUntil(stop, ctx context.Context, s *stamen, t target, tasks, clients int, started chan struct{}, d time.Duration) (vegeta.Metrics, error) {
-	var m vegeta.Metrics
+// attackUntil reads one path at max rate, closed loop, with clients
+// concurrent requests for d, or until stop is done when d is 0, closes
+// started (when not nil) once the reads are on, and prints the figures: an
+// "http" line, and how many collections stamen ran a second meanwhile.
+func attackUntil(stop, ctx context.Context, s *stamen, t target, tasks, clients int, started chan struct{}, d time.Duration) error {
 	returned, err := count(s.base + t.path)
 	if err != nil && !tolerateFailures {
-		return m, fmt.Errorf("%s: %w", t.path, err)
+		return fmt.Errorf("%s: %w", t.path, err)
 	}
 	if err != nil {
 		returned = -1 // it did not answer 200
@@ -543,39 +548,76 @@ func attackUntil(stop, ctx context.Context, s *stamen, t target, tasks, clients 
 	progress("attack %s at %d tasks, %d clients", t.label, tasks, clients)
 	gc0, err := s.metric("go_gc_duration_seconds_count")
 	if err != nil {
-		return m, err
+		return err
 	}
-	began := time.Now()
-	a := vegeta.NewAttacker(vegeta.Workers(uint64(clients)), vegeta.MaxWorkers(uint64(clients)), vegeta.Timeout(30*time.Second))
-	halt := context.AfterFunc(stop, func() { a.Stop() })
-	defer halt()
-	results := a.Attack(vegeta.NewStaticTargeter(vegeta.Target{Method: http.MethodGet, URL: s.base + t.path}), vegeta.Rate{}, d, t.label)
-	if started != nil {
-		close(started)
+	began, cpu0 := time.Now(), selfCPU()
+	var r *reads
+	if useVegeta {
+		r = vegetaRead(stop, s.base+t.path, t.label, clients, d, started)
+	} else {
+		r = readClosedLoop(stop, s.base+t.path, clients, d, started)
 	}
-	for r := range results {
-		m.Add(r)
-	}
-	m.Close()
 	if err := ctx.Err(); err != nil {
-		return m, err
+		return err
 	}
-	took := time.Since(began)
-	if m.Success < 1 && tolerateFailures {
+	took, cpu := time.Since(began), selfCPU()-cpu0
+	if r.failed > 0 && tolerateFailures {
 		// The line is printed all the same, its figures those of every
 		// request, and the failures on a line of their own.
-		fmt.Printf("http_failed %s %.1f%% succeeded; status codes %v\n", t.label, 100*m.Success, m.StatusCodes)
-	} else if m.Success < 1 {
-		return m, fmt.Errorf("%s: %.1f%% of %d requests succeeded; status codes %v, errors %v", t.path, 100*m.Success, m.Requests, m.StatusCodes, m.Errors)
+		fmt.Printf("http_failed %s %.1f%% succeeded; status codes %v\n", t.label,
+			100*(1-float64(r.failed)/float64(max(len(r.latencies), 1))), r.statuses)
+	} else if r.failed > 0 {
+		return fmt.Errorf("%s: %d of %d requests failed; status codes %v, first error: %v",
+			t.path, r.failed, len(r.latencies), r.statuses, r.firstErr)
 	}
 	gc1, err := s.metric("go_gc_duration_seconds_count")
 	if err != nil {
-		return m, err
+		return err
 	}
-	fmt.Printf("http %s %d %.1f %.2f %.2f %.2f %d %s\n", t.label, tasks, m.Throughput,
-		ms(m.Latencies.P50), ms(m.Latencies.P99), ms(m.Latencies.Max), returned, t.path)
+	fmt.Printf("http %s %d %.1f %.2f %.2f %.2f %d %s\n", t.label, tasks, r.perSecond(),
+		ms(r.quantile(0.50)), ms(r.quantile(0.99)), ms(r.quantile(1)), returned, t.path)
 	fmt.Printf("gc_per_s %s %d %.1f\n", t.label, tasks, (gc1-gc0)/took.Seconds())
-	return m, nil
+	// The driver shares the machine with stamen: the CPUs it used while
+	// reading (and feeding, in the mixed phases) were not stamen's.
+	fmt.Printf("driver_cpus %s %d %.2f\n", t.label, tasks, cpu.Seconds()/took.Seconds())
+	return nil
+}
+
+// selfCPU is the CPU time the driver has used, user and system.
+func selfCPU() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// useVegeta (-vegeta) measures with vegeta's attacker, as every figure in
+// bench/RESULTS.md before 2026-11-24 was, instead of readClosedLoop.
+var useVegeta bool
+
+// vegetaRead is readClosedLoop by vegeta's attacker.
+func vegetaRead(stop context.Context, url, label string, clients int, d time.Duration, started chan struct{}) *reads {
+	a := vegeta.NewAttacker(vegeta.Workers(uint64(clients)), vegeta.MaxWorkers(uint64(clients)), vegeta.Timeout(30*time.Second))
+	halt := context.AfterFunc(stop, func() { a.Stop() })
+	defer halt()
+	began := time.Now()
+	results := a.Attack(vegeta.NewStaticTargeter(vegeta.Target{Method: http.MethodGet, URL: url}), vegeta.Rate{}, d, label)
+	if started != nil {
+		close(started)
+	}
+	r := &reads{statuses: map[int]int{}}
+	for res := range results {
+		r.latencies = append(r.latencies, res.Latency)
+		r.statuses[int(res.Code)]++
+		if res.Code != http.StatusOK {
+			r.failed++
+			r.firstErr = firstOf(r.firstErr, fmt.Errorf("GET %s: %d %s", url, res.Code, res.Error))
+		}
+	}
+	r.took = time.Since(began)
+	slices.Sort(r.latencies)
+	return r
 }
 
 // tolerateFailures (the Postgres run) reports a read that does not always
