@@ -174,6 +174,9 @@ type App struct {
 	// record per live task (MaxTasks), one event per worker, and the new
 	// task types: what the next batch would hold anyway.
 	unsaved *store.Batch
+	// drainBuf is the buffer the last flush encoded its records in, once
+	// they are written: the next flush encodes into it (State.DrainInto).
+	drainBuf []byte
 	// workerEvents holds each worker's latest event until the next flush.
 	workerMu     sync.Mutex
 	workerEvents map[string][]byte
@@ -637,7 +640,8 @@ func (a *App) openStore() error {
 // flush writes what changed since the last flush to the store. When the
 // write fails the batch is kept and written with the next one.
 func (a *App) flush() error {
-	c := a.State.Drain()
+	c := a.State.DrainInto(a.drainBuf)
+	a.drainBuf = nil
 	a.workerMu.Lock()
 	workers := a.workerEvents
 	a.workerEvents = map[string][]byte{}
@@ -679,8 +683,17 @@ func (a *App) flush() error {
 		a.unsaved = &b
 		return fmt.Errorf("%w (%d task records kept for the next flush)", err, len(b.Tasks))
 	}
+	// Written: nothing refers to the records any more. A buffer grown by a
+	// burst is let go rather than kept for good.
+	if cap(c.Buf) <= maxDrainBuf {
+		a.drainBuf = c.Buf
+	}
 	return nil
 }
+
+// maxDrainBuf is the largest flush buffer kept for the next flush: a
+// second's changes at 50,000 events a second take a few megabytes.
+const maxDrainBuf = 16 << 20
 
 // mergeBatches is older then newer as one batch: newer's records win,
 // and older's records of tasks evicted since (below newer.FirstSeq) go.

@@ -32,6 +32,8 @@ type Changes struct {
 	// ForgottenWorkers are the workers the state no longer keeps (purged,
 	// or the oldest beyond MaxWorkers), unless one came back since.
 	ForgottenWorkers []string
+	// Buf is the buffer the records were encoded in (see DrainInto).
+	Buf []byte
 }
 
 // seqOf is the sequence number of the task in slot i: the ring gives slot
@@ -49,7 +51,15 @@ const drainChunk = 256
 // Drain returns the changes since the previous call and forgets them, the
 // records in sequence order (the order a B+tree appends fastest). It
 // returns no records unless Config.TrackChanges was set.
-func (s *State) Drain() Changes {
+func (s *State) Drain() Changes { return s.DrainInto(nil) }
+
+// DrainInto is Drain encoding the records into buf, from its start;
+// Changes.Buf gives it back, grown as needed. A caller that passes it to
+// the next DrainInto once no record of these Changes is referred to any
+// more spares each flush allocating a second's records anew, growing a
+// buffer by doubling: at 50,000 events a second under reads that was 18% of
+// the bytes stamen allocated, and so of its collections (issue 18).
+func (s *State) DrainInto(buf []byte) Changes {
 	// Swap the change set under the write lock, then encode under the read
 	// lock: readers are not held up by the encoding, and a task changed in
 	// between is simply in the next set too.
@@ -80,7 +90,7 @@ func (s *State) Drain() Changes {
 	}
 	c.Tasks = make([]Record, 0, len(dirty)+len(evicted))
 	c.Tasks = append(c.Tasks, evicted...)
-	var buf []byte
+	buf = buf[:0]
 	n := 0
 	for i := range dirty {
 		if n++; n%drainChunk == 0 {
@@ -104,6 +114,7 @@ func (s *State) Drain() Changes {
 	}
 	s.mu.RUnlock()
 	slices.SortFunc(c.Tasks, func(a, b Record) int { return cmp.Compare(a.Seq, b.Seq) })
+	c.Buf = buf
 	return c
 }
 

@@ -16,8 +16,16 @@ import (
 // TestDrainRestoreRoundTrip keeps a model store up to date from Drain
 // while random events stream in, then restores a new state from it: the
 // two states must list the same records, in the same order, with the
-// same children and task types.
+// same children and task types. It does so twice: with Drain, and with
+// DrainInto handed back each drain's buffer, as a flush does, which must
+// encode into that buffer and leave every record as Drain writes it.
 func TestDrainRestoreRoundTrip(t *testing.T) {
+	for _, reuse := range []bool{false, true} {
+		t.Run(fmt.Sprintf("reuse=%t", reuse), func(t *testing.T) { drainRestoreRoundTrip(t, reuse) })
+	}
+}
+
+func drainRestoreRoundTrip(t *testing.T, reuse bool) {
 	kinds := []string{"sent", "received", "started", "succeeded", "failed", "retried", "revoked", "custom"}
 	for seed := range uint64(6) {
 		rng := rand.New(rand.NewPCG(seed, 5))
@@ -25,8 +33,22 @@ func TestDrainRestoreRoundTrip(t *testing.T) {
 		s := New(Config{MaxTasks: max, TrackChanges: true})
 		store := map[uint64][]byte{}
 		var types []string
+		var buf []byte
+		reused := 0
 		drain := func() {
-			c := s.Drain()
+			var c Changes
+			if !reuse {
+				c = s.Drain()
+			} else {
+				c = s.DrainInto(buf)
+				if cap(buf) >= cap(c.Buf) && cap(buf) > 0 {
+					if &buf[:1][0] != &c.Buf[:1][0] {
+						t.Fatalf("seed %d: DrainInto did not encode into the buffer it was given", seed)
+					}
+					reused++
+				}
+				buf = c.Buf
+			}
 			for _, r := range c.Tasks {
 				store[r.Seq] = slices.Clone(r.Data)
 			}
@@ -60,6 +82,9 @@ func TestDrainRestoreRoundTrip(t *testing.T) {
 			}
 		}
 		drain()
+		if reuse && reused == 0 {
+			t.Fatalf("seed %d: no drain had room in the buffer it was given", seed)
+		}
 		if len(store) != s.Len() {
 			t.Fatalf("seed %d: store holds %d records, state %d tasks", seed, len(store), s.Len())
 		}
