@@ -114,7 +114,6 @@ func (b taskListBody) WriteResponse(rw http.ResponseWriter, _ runtime.Producer) 
 	// status is sent an error can only cut the body short.
 	defer b.list.Close()
 	rw.Header().Set("Content-Type", "application/json")
-	rw.WriteHeader(http.StatusOK)
 	pooled := listBufs.Get().(*[]byte)
 	buf := (*pooled)[:0]
 	defer func() {
@@ -135,13 +134,24 @@ func (b taskListBody) WriteResponse(rw http.ResponseWriter, _ runtime.Producer) 
 		buf = append(buf, ": "...)
 		buf = t.AppendListJSON(buf)
 	}
-	for more := true; more; {
+	for more, sent := true, false; more; {
 		more = b.list.Next(taskListChunk, write)
 		if !more {
 			buf = append(buf, '}')
 		}
 		if b.ctx.Err() != nil {
 			return
+		}
+		if !sent {
+			if !more {
+				// The whole body is in hand (a page, or any list of one
+				// chunk): with its length net/http sends it in one piece
+				// instead of chunked, a write fewer, and clients read it
+				// without decoding chunks (issue 18).
+				rw.Header().Set("Content-Length", strconv.Itoa(len(buf)))
+			}
+			rw.WriteHeader(http.StatusOK)
+			sent = true
 		}
 		if len(buf) == 0 {
 			continue // a chunk that the search left empty

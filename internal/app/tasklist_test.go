@@ -17,6 +17,7 @@ import (
 	"os"
 	"runtime"
 	"runtime/metrics"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"syscall"
@@ -587,3 +588,45 @@ func (w countingWriter) Write(p []byte) (int, error) {
 }
 
 func (w countingWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+// TestTaskListContentLength: a task list that fits in one chunk of the
+// state (a page) is sent with its length, in one piece; a longer one is
+// streamed chunked. Both are whole.
+func TestTaskListContentLength(t *testing.T) {
+	a, srv := newTaskListApp(t, 1000)
+	fill(a.State, lifeTemplate(t), 0, 300) // more than a chunk (taskListChunk)
+	tests := []struct {
+		query   string
+		tasks   int
+		chunked bool
+	}{
+		{"limit=100", 100, false},
+		{"limit=1&offset=299", 1, false},
+		{"state=NONE", 0, false},
+		{"", 300, true},
+	}
+	for _, tc := range tests {
+		t.Run(tc.query, func(t *testing.T) {
+			resp, err := http.Get(srv.URL + "/api/tasks?" + tc.query)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer resp.Body.Close()
+			body, err := io.ReadAll(resp.Body)
+			if err != nil || resp.StatusCode != http.StatusOK {
+				t.Fatalf("%d %v %s", resp.StatusCode, err, body)
+			}
+			var m map[string]json.RawMessage
+			if err := json.Unmarshal(body, &m); err != nil || len(m) != tc.tasks {
+				t.Fatalf("%d tasks (%v), want %d", len(m), err, tc.tasks)
+			}
+			chunked := slices.Contains(resp.TransferEncoding, "chunked")
+			if chunked != tc.chunked {
+				t.Errorf("chunked %t, want %t (Content-Length %d)", chunked, tc.chunked, resp.ContentLength)
+			}
+			if !tc.chunked && resp.ContentLength != int64(len(body)) {
+				t.Errorf("Content-Length %d, body %d bytes", resp.ContentLength, len(body))
+			}
+		})
+	}
+}
