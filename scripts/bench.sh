@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # make bench: runs the Go benchmarks against a real Redis, then the load
-# driver (bench/loadgen: vegeta against the built binary), then the control-plane
+# driver (bench/loadgen: closed-loop readers against the built binary), then the control-plane
 # benchmarks (scripts/bench-control.sh: bench/control), and writes the
 # figures to bench/RESULTS.md (machine, date, commands, figures, targets).
 #
@@ -106,7 +106,7 @@ small=$(fig tasks_small)
   echo "the RSS before any event. Once every event is ingested stamen gets SIGTERM, commits what it"
   echo "has not written yet and exits: ingestion into the store ends there (killed after 2 minutes"
   echo "if it has not). It is then restarted from the store, given again any task the store lacked,"
-  echo "and the reads at $tasks tasks run on that process. Each read is a vegeta attack of 5 s at"
+  echo "and the reads at $tasks tasks run on that process. Each read is the driver's closed-loop reader (until 2026-11-24 vegeta) for 5 s at"
   echo "max rate with 2 concurrent requests, driver and binary sharing the machine's cores."
   echo "Issue 18's reads (labels ending _r4) run 10 s each under 4 concurrent readers, closed loop,"
   echo "at $small tasks, at $(fig tasks_mid) tasks (a middle phase before the large one) and at $tasks"
@@ -117,7 +117,8 @@ small=$(fig tasks_small)
   echo "driver's publisher, Redis and stamen's ingestion then hold both cores, and the readers get"
   echo "what is left), then paced at $(fig mixed_rate) events a second (issue 6's sustained rate), ten"
   echo "seconds alone and ten under the readers (none_r4_ingesting_$(fig mixed_rate)). gc_per_s is stamen's collections a second during each attack (its"
-  echo "go_gc_duration_seconds_count). The numbers are from a 2-core machine shared with other"
+  echo "go_gc_duration_seconds_count), and driver_cpus the CPUs the driver itself used meanwhile"
+  echo "(paced events are published every 2 ms, what has fallen due). The numbers are from a 2-core machine shared with other"
   echo "work: driver, Redis and stamen compete for the same 2 cores."
   echo
   echo '```'
@@ -169,7 +170,7 @@ small=$(fig tasks_small)
   echo "| ids chosen to collide ingest at the speed of random ids: ratio <= 1.5 (issue 14) | $flood ns/id colliding, $spread ns/id random (BenchmarkIngestIDs, 80,000 ids each): ratio $(awk "BEGIN{printf \"%.2f\", $flood/$spread}") | $(yes_if "$flood <= 1.5 * $spread") |"
   echo "| store size on disk per task reported (issue 6) | $(fig store_bytes_per_task) bytes/task ($(fig store_mb) MB holding $(fig restored_tasks) tasks) | reported |"
   for f in info none; do
-    echo "| \`GET $(http "$f" "$small" 9)\` at $small tasks under vegeta reported (issue 8) | $(http "$f" "$small" 4) req/s, p50 $(http "$f" "$small" 5) ms, p99 $(http "$f" "$small" 6) ms, max $(http "$f" "$small" 7) ms | reported |"
+    echo "| \`GET $(http "$f" "$small" 9)\` at $small tasks reported (issue 8) | $(http "$f" "$small" 4) req/s, p50 $(http "$f" "$small" 5) ms, p99 $(http "$f" "$small" 6) ms, max $(http "$f" "$small" 7) ms | reported |"
   done
   echo "| memory per tracked task reported (issue 8) | $(fig rss_bytes_per_task_small) bytes/task at $small tasks, $(fig rss_bytes_per_task_large) at $tasks (VmRSS) | reported |"
   # Issue 18. today_bpt is rss_bytes_per_task_large measured with this same

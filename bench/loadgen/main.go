@@ -1,7 +1,7 @@
 // Command loadgen benchmarks the built stamen binary as an operator runs
 // it (make bench): cold start, ingestion of Celery events from Redis pub/sub
 // into the state and the --persistent store, resident memory, store size on
-// disk, restart from the store, and the read API under vegeta, at a small
+// disk, restart from the store, and the read API under closed-loop readers, at a small
 // number of tasks and then at a large one (on the restarted process).
 //
 // Figures go to stdout, one per line: "<name> <value>", and for each attack
