@@ -37,67 +37,36 @@ func (r *reads) quantile(q float64) time.Duration {
 
 func (r *reads) perSecond() float64 { return float64(len(r.latencies)) / r.took.Seconds() }
 
-// readClosedLoop keeps clients requests to url in flight, each on its own
-// kept-alive connection, for d or, when d is 0, until stop is done, and
-// closes started (when not nil) once they are. Each answer's body is read
-// to its end into a reused buffer and dropped.
-//
-// It replaces vegeta's attacker, which keeps every answer's body (a task
-// list is about 60 KB) and several allocations per result: with stamen and
-// the driver on the same two cores, the driver's own CPU is part of what a
-// tail measures. The first reads of a run, while the driver's heap first
-// grew past the events it had generated, cost the driver 1.5-1.8 CPUs under
-// vegeta (stamen got 0.4-0.9), which is why the task list read slower at
-// 10,000 tasks than at 100,000 (bench/RESULTS.md, issue 18).
-func readClosedLoop(stop context.Context, url string, clients int, d time.Duration, started chan struct{}) *reads {
+// clientReads is what one client of a closed-loop read recorded.
+type clientReads struct {
+	lat      []time.Duration
+	failed   int
+	statuses map[int]int
+	err      error
+}
+
+func (p *clientReads) fail(err error) {
+	p.failed++
+	p.err = firstOf(p.err, err)
+}
+
+// closedLoop runs read on clients goroutines, each keeping one request in
+// flight, for d or, when d is 0, until stop is done, closes started (when
+// not nil) once they run, and gathers what they recorded.
+func closedLoop(stop context.Context, clients int, d time.Duration, started chan struct{}, read func(stop context.Context, p *clientReads)) *reads {
 	if d > 0 {
 		var cancel context.CancelFunc
 		stop, cancel = context.WithTimeout(stop, d)
 		defer cancel()
 	}
-	tr := &http.Transport{DisableCompression: true, MaxIdleConnsPerHost: clients}
-	defer tr.CloseIdleConnections()
-	hc := &http.Client{Transport: tr, Timeout: 30 * time.Second}
-	type part struct {
-		lat      []time.Duration
-		failed   int
-		statuses map[int]int
-		err      error
-	}
-	parts := make([]part, clients)
+	parts := make([]clientReads, clients)
 	var wg sync.WaitGroup
 	began := time.Now()
 	for i := range parts {
 		p := &parts[i]
 		p.lat = make([]time.Duration, 0, 1<<16)
 		p.statuses = map[int]int{}
-		wg.Go(func() {
-			req, err := http.NewRequest(http.MethodGet, url, nil)
-			if err != nil {
-				p.failed, p.err = 1, err
-				return
-			}
-			buf := make([]byte, 64<<10)
-			for stop.Err() == nil {
-				t0 := time.Now()
-				resp, err := hc.Do(req)
-				if err != nil {
-					if stop.Err() == nil {
-						p.failed++
-						p.err = firstOf(p.err, err)
-					}
-					continue
-				}
-				err = drain(resp.Body, buf)
-				resp.Body.Close()
-				p.lat = append(p.lat, time.Since(t0))
-				p.statuses[resp.StatusCode]++
-				if err != nil || resp.StatusCode != http.StatusOK {
-					p.failed++
-					p.err = firstOf(p.err, fmt.Errorf("GET %s: %s: %v", url, resp.Status, err))
-				}
-			}
-		})
+		wg.Go(func() { read(stop, p) })
 	}
 	if started != nil {
 		close(started)
@@ -114,6 +83,48 @@ func readClosedLoop(stop context.Context, url string, clients int, d time.Durati
 	}
 	slices.Sort(r.latencies)
 	return r
+}
+
+// readClosedLoop reads url with closedLoop, each client on its own
+// kept-alive connection of net/http's client, and each answer's body read
+// to its end into a reused buffer and dropped.
+//
+// It replaces vegeta's attacker, which keeps every answer's body (a task
+// list is about 80 KB) and several allocations per result: with stamen and
+// the driver on the same two cores, the driver's own CPU is part of what a
+// tail measures. Under vegeta the first reads of a run, while the driver's
+// heap first grew past the events it had generated, cost the driver 1.21
+// CPUs, which is why the task list read slower at 10,000 tasks than at
+// 100,000 (bench/RESULTS.md, issue 18).
+func readClosedLoop(stop context.Context, url string, clients int, d time.Duration, started chan struct{}) *reads {
+	tr := &http.Transport{DisableCompression: true, MaxIdleConnsPerHost: clients}
+	defer tr.CloseIdleConnections()
+	hc := &http.Client{Transport: tr, Timeout: 30 * time.Second}
+	return closedLoop(stop, clients, d, started, func(stop context.Context, p *clientReads) {
+		req, err := http.NewRequest(http.MethodGet, url, nil)
+		if err != nil {
+			p.fail(err)
+			return
+		}
+		buf := make([]byte, 64<<10)
+		for stop.Err() == nil {
+			t0 := time.Now()
+			resp, err := hc.Do(req)
+			if err != nil {
+				if stop.Err() == nil {
+					p.fail(err)
+				}
+				continue
+			}
+			err = drain(resp.Body, buf)
+			resp.Body.Close()
+			p.lat = append(p.lat, time.Since(t0))
+			p.statuses[resp.StatusCode]++
+			if err != nil || resp.StatusCode != http.StatusOK {
+				p.fail(fmt.Errorf("GET %s: %s: %v", url, resp.Status, err))
+			}
+		}
+	})
 }
 
 // drain reads r to its end into buf, over and over.
@@ -142,76 +153,40 @@ func firstOf(a, b error) error {
 // wrk's): it writes the request, reads the status line and headers, and
 // skips a body of the Content-Length given. net/http's client hands every
 // request and answer between its caller's, its reading and its writing
-// goroutines, which on two cores shared with stamen is scheduling that
-// stamen waits behind. It reads only answers with a Content-Length, which
-// is every read the driver makes.
+// goroutines, scheduling that stamen waits behind on two shared cores. It
+// reads only answers with a Content-Length, which every read the driver
+// makes has.
 func readRaw(stop context.Context, url string, clients int, d time.Duration, started chan struct{}) *reads {
-	if d > 0 {
-		var cancel context.CancelFunc
-		stop, cancel = context.WithTimeout(stop, d)
-		defer cancel()
-	}
 	hostPath := strings.TrimPrefix(url, "http://")
 	slash := strings.IndexByte(hostPath, '/')
 	host, path := hostPath[:slash], hostPath[slash:]
 	req := []byte("GET " + path + " HTTP/1.1\r\nHost: " + host + "\r\n\r\n")
-	type part struct {
-		lat      []time.Duration
-		failed   int
-		statuses map[int]int
-		err      error
-	}
-	parts := make([]part, clients)
-	var wg sync.WaitGroup
-	began := time.Now()
-	for i := range parts {
-		p := &parts[i]
-		p.lat = make([]time.Duration, 0, 1<<16)
-		p.statuses = map[int]int{}
-		wg.Go(func() {
-			conn, err := net.DialTimeout("tcp", host, 5*time.Second)
-			if err != nil {
-				p.failed, p.err = 1, err
-				return
-			}
-			defer conn.Close()
-			stopped := context.AfterFunc(stop, func() { conn.SetDeadline(time.Now()) })
-			defer stopped()
-			br := bufio.NewReaderSize(conn, 64<<10)
-			for stop.Err() == nil {
-				t0 := time.Now()
-				code, err := roundTrip(conn, br, req)
-				if err != nil {
-					if stop.Err() == nil {
-						p.failed++
-						p.err = firstOf(p.err, err)
-					}
-					return // the connection is in an unknown state
-				}
-				p.lat = append(p.lat, time.Since(t0))
-				p.statuses[code]++
-				if code != http.StatusOK {
-					p.failed++
-					p.err = firstOf(p.err, fmt.Errorf("GET %s: %d", url, code))
-				}
-			}
-		})
-	}
-	if started != nil {
-		close(started)
-	}
-	wg.Wait()
-	r := &reads{took: time.Since(began), statuses: map[int]int{}}
-	for _, p := range parts {
-		r.latencies = append(r.latencies, p.lat...)
-		r.failed += p.failed
-		for s, n := range p.statuses {
-			r.statuses[s] += n
+	return closedLoop(stop, clients, d, started, func(stop context.Context, p *clientReads) {
+		conn, err := net.DialTimeout("tcp", host, 5*time.Second)
+		if err != nil {
+			p.fail(err)
+			return
 		}
-		r.firstErr = firstOf(r.firstErr, p.err)
-	}
-	slices.Sort(r.latencies)
-	return r
+		defer conn.Close()
+		stopped := context.AfterFunc(stop, func() { conn.SetDeadline(time.Now()) })
+		defer stopped()
+		br := bufio.NewReaderSize(conn, 64<<10)
+		for stop.Err() == nil {
+			t0 := time.Now()
+			code, err := roundTrip(conn, br, req)
+			if err != nil {
+				if stop.Err() == nil {
+					p.fail(err)
+				}
+				return // the connection is in an unknown state
+			}
+			p.lat = append(p.lat, time.Since(t0))
+			p.statuses[code]++
+			if code != http.StatusOK {
+				p.fail(fmt.Errorf("GET %s: %d", url, code))
+			}
+		}
+	})
 }
 
 // roundTrip writes req and reads one answer to its end, returning its
