@@ -13,11 +13,8 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
-
-	"github.com/stamen-dev/stamen/internal/testcluster"
 )
 
 // TestDebugAddrFlag: --debug_addr (both spellings) falls back to
@@ -63,59 +60,6 @@ func TestDebugAddrFlag(t *testing.T) {
 			}
 		})
 	}
-}
-
-// runStamen starts bin on the embedded broker with args, its log in logs,
-// and waits until the API answers. It returns the API's base URL and a
-// stop function: SIGTERM, then the exit error (nil for status 0).
-func runStamen(t *testing.T, bin string, args ...string) (base string, logs *lockedBuffer, stop func() error) {
-	t.Helper()
-	port := freePort(t)
-	cmd := exec.Command(bin, append([]string{"--port", fmt.Sprint(port),
-		"--embedded_broker_address", fmt.Sprintf("127.0.0.1:%d", freePort(t)),
-		"--db", filepath.Join(t.TempDir(), "stamen.db")}, args...)...)
-	logs = &lockedBuffer{}
-	cmd.Stderr = logs
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	exited := make(chan struct{})
-	var waitErr error
-	go func() { waitErr = cmd.Wait(); close(exited) }()
-	t.Cleanup(func() {
-		select {
-		case <-exited:
-		default:
-			_ = cmd.Process.Kill()
-			<-exited
-		}
-	})
-	base = fmt.Sprintf("http://127.0.0.1:%d", port)
-	testcluster.Eventually(t, 15*time.Second, "stamen answers /healthcheck", func() bool {
-		select {
-		case <-exited:
-			t.Fatalf("stamen exited: %v\n%s", waitErr, logs.String())
-		default:
-		}
-		resp, err := http.Get(base + "/healthcheck")
-		if err != nil {
-			return false
-		}
-		resp.Body.Close()
-		return resp.StatusCode == http.StatusOK
-	})
-	stop = func() error {
-		if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
-			return err
-		}
-		select {
-		case <-exited:
-			return waitErr
-		case <-time.After(7 * time.Second):
-			return errors.New("still running 7 s after SIGTERM")
-		}
-	}
-	return base, logs, stop
 }
 
 func get(t *testing.T, url string) (int, []byte) {

@@ -218,12 +218,46 @@ func (l *lockedBuffer) String() string {
 func TestShutdownEndsEventStreams(t *testing.T) {
 	testcluster.SkipIfShort(t, "builds and runs the binary")
 	bin := buildBinary(t)
+	base, logs, stop := runStamen(t, bin)
+	resp, err := http.Get(base + "/api/events")
+	if err != nil {
+		t.Fatalf("/api/events: %v\n%s", err, logs.String())
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("/api/events: %d", resp.StatusCode)
+	}
+	// The stream's opening comment proves the handler is running.
+	first := make([]byte, 64)
+	if n, err := resp.Body.Read(first); err != nil || !strings.Contains(string(first[:n]), "stamen event stream") {
+		t.Fatalf("stream opening: %q, %v", first[:n], err)
+	}
+
+	// stop gives it 7 s, well before the server's 10 s shutdown timeout,
+	// which a stream that does not end runs out.
+	if err := stop(); err != nil {
+		t.Fatalf("SIGTERM with a stream open: %v\n%s", err, logs.String())
+	}
+	// The stream ended rather than being cut mid-event.
+	if rest, err := io.ReadAll(resp.Body); err != nil {
+		t.Errorf("reading the rest of the stream: %v (%q)", err, rest)
+	}
+	if l := logs.String(); strings.Contains(l, "msg=shutdown") || strings.Contains(l, "level=WARN") || strings.Contains(l, "level=ERROR") {
+		t.Errorf("the log holds a shutdown error:\n%s", l)
+	}
+}
+
+// runStamen starts bin on the embedded broker with args, its log in logs,
+// and waits until the API answers. It returns the API's base URL and a
+// stop function: SIGTERM, then the exit error (nil for status 0).
+func runStamen(t *testing.T, bin string, args ...string) (base string, logs *lockedBuffer, stop func() error) {
+	t.Helper()
 	port := freePort(t)
-	cmd := exec.Command(bin, "--port", fmt.Sprint(port),
+	cmd := exec.Command(bin, append([]string{"--port", fmt.Sprint(port),
 		"--embedded_broker_address", fmt.Sprintf("127.0.0.1:%d", freePort(t)),
-		"--db", filepath.Join(t.TempDir(), "stamen.db"))
-	var logs lockedBuffer
-	cmd.Stderr = &logs
+		"--db", filepath.Join(t.TempDir(), "stamen.db")}, args...)...)
+	logs = &lockedBuffer{}
+	cmd.Stderr = logs
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -238,47 +272,30 @@ func TestShutdownEndsEventStreams(t *testing.T) {
 			<-exited
 		}
 	})
-	base := fmt.Sprintf("http://127.0.0.1:%d", port)
-	var resp *http.Response
-	deadline := time.Now().Add(15 * time.Second)
-	for {
-		var err error
-		if resp, err = http.Get(base + "/api/events"); err == nil {
-			break
+	base = fmt.Sprintf("http://127.0.0.1:%d", port)
+	testcluster.Eventually(t, 15*time.Second, "stamen answers /healthcheck", func() bool {
+		select {
+		case <-exited:
+			t.Fatalf("stamen exited: %v\n%s", waitErr, logs.String())
+		default:
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("stamen did not answer /api/events: %v\n%s", err, logs.String())
+		resp, err := http.Get(base + "/healthcheck")
+		if err != nil {
+			return false
 		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		t.Fatalf("/api/events: %d", resp.StatusCode)
-	}
-	// The stream's opening comment proves the handler is running.
-	first := make([]byte, 64)
-	if n, err := resp.Body.Read(first); err != nil || !strings.Contains(string(first[:n]), "stamen event stream") {
-		t.Fatalf("stream opening: %q, %v", first[:n], err)
-	}
-
-	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
-		t.Fatal(err)
-	}
-	// Well before the server's 10 s shutdown timeout, which a stream that
-	// does not end runs out.
-	select {
-	case <-exited:
-		if waitErr != nil {
-			t.Errorf("exit: %v\n%s", waitErr, logs.String())
+		resp.Body.Close()
+		return resp.StatusCode == http.StatusOK
+	})
+	stop = func() error {
+		if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+			return err
 		}
-	case <-time.After(7 * time.Second):
-		t.Fatalf("still running 7 s after SIGTERM with a stream open\n%s", logs.String())
+		select {
+		case <-exited:
+			return waitErr
+		case <-time.After(7 * time.Second):
+			return errors.New("still running 7 s after SIGTERM")
+		}
 	}
-	// The stream ended rather than being cut mid-event.
-	if rest, err := io.ReadAll(resp.Body); err != nil {
-		t.Errorf("reading the rest of the stream: %v (%q)", err, rest)
-	}
-	if l := logs.String(); strings.Contains(l, "msg=shutdown") || strings.Contains(l, "level=WARN") || strings.Contains(l, "level=ERROR") {
-		t.Errorf("the log holds a shutdown error:\n%s", l)
-	}
+	return base, logs, stop
 }
