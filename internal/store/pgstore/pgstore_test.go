@@ -163,6 +163,26 @@ func listPG(t testing.TB, s *pgstore.Store, q state.Query) (ids, bodies []string
 	return ids, bodies, c.Err()
 }
 
+// sameList fails t unless the store lists for q the ids and bodies the
+// in-memory state lists.
+func sameList(t testing.TB, st *state.State, s *pgstore.Store, q state.Query) {
+	t.Helper()
+	wantIDs, wantBodies, err := listMem(t, st, q)
+	if err != nil {
+		t.Fatal(err)
+	}
+	gotIDs, gotBodies, err := listPG(t, s, q)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(wantIDs, gotIDs); diff != "" {
+		t.Fatalf("%+v: ids (-state +postgres):\n%s", q, diff)
+	}
+	if diff := cmp.Diff(wantBodies, gotBodies); diff != "" {
+		t.Fatalf("%+v: bodies (-state +postgres):\n%s", q, diff)
+	}
+}
+
 func listMem(t testing.TB, st *state.State, q state.Query) (ids, bodies []string, err error) {
 	t.Helper()
 	l, err := st.List(q)
@@ -229,22 +249,7 @@ func TestListMatchesState(t *testing.T) {
 	}
 	queries = append(queries, windowQueries(at)...)
 	for _, q := range queries {
-		t.Run(fmt.Sprintf("%+v", q), func(t *testing.T) {
-			wantIDs, wantBodies, err := listMem(t, st, q)
-			if err != nil {
-				t.Fatal(err)
-			}
-			gotIDs, gotBodies, err := listPG(t, s, q)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if diff := cmp.Diff(wantIDs, gotIDs); diff != "" {
-				t.Fatalf("ids (-state +postgres):\n%s", diff)
-			}
-			if diff := cmp.Diff(wantBodies, gotBodies); diff != "" {
-				t.Fatalf("bodies (-state +postgres):\n%s", diff)
-			}
-		})
+		t.Run(fmt.Sprintf("%+v", q), func(t *testing.T) { sameList(t, st, s, q) })
 	}
 	// Task info, and the types.
 	for _, id := range []string{"00000000-0000-4000-8000-000000000000", "text-6", "00000000-0000-4000-8000-000000000009"} {
@@ -374,20 +379,7 @@ func TestMigrateFromVersion2(t *testing.T) {
 	}
 	at := func(sec int64) *time.Time { x := time.Unix(sec, 0); return &x }
 	for _, q := range append(windowQueries(at), state.Query{Limit: 20, SortBy: "received", Offset: 3}) {
-		wantIDs, wantBodies, err := listMem(t, st, q)
-		if err != nil {
-			t.Fatal(err)
-		}
-		gotIDs, gotBodies, err := listPG(t, s, q)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if diff := cmp.Diff(wantIDs, gotIDs); diff != "" {
-			t.Fatalf("%+v: ids (-state +postgres):\n%s", q, diff)
-		}
-		if diff := cmp.Diff(wantBodies, gotBodies); diff != "" {
-			t.Fatalf("%+v: bodies (-state +postgres):\n%s", q, diff)
-		}
+		sameList(t, st, s, q)
 	}
 }
 
