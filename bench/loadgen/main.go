@@ -104,7 +104,7 @@ func main() {
 	flag.DurationVar(&c.readFor, "read-duration", 10*time.Second, "length of each attack under -readers clients")
 	flag.IntVar(&c.mixed, "mixed", 300_000, "tasks ingested at -tasks tasks alone, then as many again under -readers readers of /api/tasks?limit=100")
 	flag.IntVar(&c.mixedRate, "mixed-rate", 50_000, "events a second of the mixed phase's second, paced run (0: none)")
-	flag.StringVar(&reader, "reader", "go", "what reads: go (net/http's client), raw (HTTP/1.1 written and read by the driver, as wrk does), vegeta (its attacker, as before 2026-11-24)")
+	flag.StringVar(&reader, "reader", "go", "what reads: go (net/http's client), vegeta (its attacker, as before 2026-11-24)")
 	env := flag.String("stamen-env", "", "space-separated NAME=VALUE pairs added to stamen's environment (GOGC=100 GOMEMLIMIT=...)")
 	var pc pgConfig
 	flag.StringVar(&pc.admin, "pg", "", "PostgreSQL URL of a database to create "+benchDB+" from: run the Postgres fleet benchmark instead")
@@ -115,8 +115,8 @@ func main() {
 	flag.StringVar(&benchDB, "pg-db", benchDB, "the database the Postgres run creates and drops (-pg)")
 	flag.BoolVar(&pc.keep, "pg-keep", false, "keep "+benchDB+" afterwards (-pg)")
 	flag.Parse()
-	if reader != "go" && reader != "raw" && reader != "vegeta" {
-		fmt.Fprintln(os.Stderr, "loadgen: -reader is go, raw or vegeta")
+	if reader != "go" && reader != "vegeta" {
+		fmt.Fprintln(os.Stderr, "loadgen: -reader is go or vegeta")
 		os.Exit(2)
 	}
 	if pc.admin != "" {
@@ -559,8 +559,6 @@ func attackUntil(stop, ctx context.Context, s *stamen, t target, tasks, clients 
 	switch reader {
 	case "vegeta":
 		r = vegetaRead(stop, s.base+t.path, t.label, clients, d, started)
-	case "raw":
-		r = readRaw(stop, s.base+t.path, clients, d, started)
 	default:
 		r = readClosedLoop(stop, s.base+t.path, clients, d, started)
 	}
@@ -600,8 +598,8 @@ func selfCPU() time.Duration {
 }
 
 // reader (-reader) is what the reads are made with: "go", readClosedLoop;
-// "raw", readRaw; "vegeta", vegeta's attacker, as every figure in
-// bench/RESULTS.md before 2026-11-24 was.
+// "vegeta", vegeta's attacker, as every figure in bench/RESULTS.md before
+// 2026-11-24 was.
 var reader string
 
 // vegetaRead is readClosedLoop by vegeta's attacker.

@@ -1,17 +1,11 @@
 package main
 
 import (
-	"bufio"
-	"bytes"
 	"context"
-	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"slices"
-	"strconv"
-	"strings"
 	"sync"
 	"time"
 )
@@ -146,90 +140,4 @@ func firstOf(a, b error) error {
 		return a
 	}
 	return b
-}
-
-// readRaw is readClosedLoop speaking HTTP/1.1 itself on one kept-alive
-// connection per client, as wrk does (the figures at filing were
-// wrk's): it writes the request, reads the status line and headers, and
-// skips a body of the Content-Length given. net/http's client hands every
-// request and answer between its caller's, its reading and its writing
-// goroutines, scheduling that stamen waits behind on two shared cores. It
-// reads only answers with a Content-Length, which every read the driver
-// makes has.
-func readRaw(stop context.Context, url string, clients int, d time.Duration, started chan struct{}) *reads {
-	hostPath := strings.TrimPrefix(url, "http://")
-	slash := strings.IndexByte(hostPath, '/')
-	host, path := hostPath[:slash], hostPath[slash:]
-	req := []byte("GET " + path + " HTTP/1.1\r\nHost: " + host + "\r\n\r\n")
-	return closedLoop(stop, clients, d, started, func(stop context.Context, p *clientReads) {
-		conn, err := net.DialTimeout("tcp", host, 5*time.Second)
-		if err != nil {
-			p.fail(err)
-			return
-		}
-		defer conn.Close()
-		stopped := context.AfterFunc(stop, func() { conn.SetDeadline(time.Now()) })
-		defer stopped()
-		br := bufio.NewReaderSize(conn, 64<<10)
-		for stop.Err() == nil {
-			t0 := time.Now()
-			code, err := roundTrip(conn, br, req)
-			if err != nil {
-				if stop.Err() == nil {
-					p.fail(err)
-				}
-				return // the connection is in an unknown state
-			}
-			p.lat = append(p.lat, time.Since(t0))
-			p.statuses[code]++
-			if code != http.StatusOK {
-				p.fail(fmt.Errorf("GET %s: %d", url, code))
-			}
-		}
-	})
-}
-
-// roundTrip writes req and reads one answer to its end, returning its
-// status code.
-func roundTrip(conn net.Conn, br *bufio.Reader, req []byte) (int, error) {
-	if _, err := conn.Write(req); err != nil {
-		return 0, err
-	}
-	line, err := br.ReadSlice('\n')
-	if err != nil {
-		return 0, err
-	}
-	// "HTTP/1.1 200 OK\r\n"
-	if len(line) < 12 {
-		return 0, fmt.Errorf("status line %q", line)
-	}
-	code, err := strconv.Atoi(string(line[9:12]))
-	if err != nil {
-		return 0, fmt.Errorf("status line %q", line)
-	}
-	length := -1
-	for {
-		h, err := br.ReadSlice('\n')
-		if err != nil {
-			return 0, err
-		}
-		if len(h) <= 2 {
-			break // the blank line after the headers
-		}
-		if k, v, ok := bytes.Cut(h, []byte(":")); ok {
-			switch {
-			case bytes.EqualFold(k, []byte("Content-Length")):
-				if length, err = strconv.Atoi(string(bytes.TrimSpace(v))); err != nil {
-					return 0, fmt.Errorf("header %q", h)
-				}
-			case bytes.EqualFold(k, []byte("Transfer-Encoding")):
-				return 0, fmt.Errorf("answer sent %s: only answers with a Content-Length are read", bytes.TrimSpace(v))
-			}
-		}
-	}
-	if length < 0 {
-		return 0, errors.New("answer without a Content-Length")
-	}
-	_, err = br.Discard(length)
-	return code, err
 }
