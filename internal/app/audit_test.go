@@ -10,6 +10,10 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
+
+	"github.com/stamen-dev/stamen/internal/auth"
 	"github.com/stamen-dev/stamen/internal/testcluster"
 )
 
@@ -70,5 +74,104 @@ func TestAuditSurvivesRestart(t *testing.T) {
 	}
 	if got := strings.Join(paths, ","); got != "/api/queues/purge/q4,/api/queues/purge/q3,/api/queues/purge/q2" {
 		t.Errorf("audit after restart: %s, want the 3 newest purges", got)
+	}
+}
+
+// TestAuditRecordsRefusedWrites: a write call refused before it is routed
+// (a viewer's, or one whose body is over --max_body_bytes) is in the audit
+// log with its caller, operation and status, and without its body; a call
+// without valid credentials is not, so that nobody without them can push
+// real records out of the bounded log.
+func TestAuditRecordsRefusedWrites(t *testing.T) {
+	testcluster.RequireRedis(t)
+	testcluster.FlushRedisDB(t, auditDB)
+	var authn auth.Authenticator
+	for _, err := range []error{
+		authn.AddBasic("alice:alice-secret-pw", auth.Operator),
+		authn.AddBasic("vera:vera-secret-pw", auth.Viewer),
+	} {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	const maxBody = 4 << 10
+	a, err := New(context.Background(), Config{BrokerURL: testcluster.RedisURL(auditDB), Auth: &authn, MaxBodyBytes: maxBody})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	srv := httptest.NewServer(a.Handler)
+	defer srv.Close()
+
+	const secret = "kw-sekr1t-value"
+	secretBody := `{"kwargs": {"api_token": "` + secret + `"}}`
+	type record struct {
+		User, Role, Operation, Path string
+		Status                      int
+		Params                      map[string]any
+	}
+	tests := []struct {
+		name, user, pass, path, body string
+		status                       int
+		want                         *record // nil: not recorded
+	}{
+		{"viewer revokes", "vera", "vera-secret-pw", "/api/task/revoke/t-1?terminate=true", "", 403,
+			&record{User: "vera", Role: "viewer", Operation: "revokeTask", Path: "/api/task/revoke/t-1", Status: 403,
+				Params: map[string]any{"taskid": "t-1", "terminate": "true"}}},
+		{"viewer applies with a secret", "vera", "vera-secret-pw", "/api/task/async-apply/refused.echo", secretBody, 403,
+			&record{User: "vera", Role: "viewer", Operation: "asyncApplyTask", Path: "/api/task/async-apply/refused.echo", Status: 403,
+				Params: map[string]any{"taskname": "refused.echo"}}},
+		{"operator's body too large", "alice", "alice-secret-pw", "/api/task/async-apply/big.echo", `{"args": ["` + strings.Repeat("x", maxBody) + `"]}`, 413,
+			&record{User: "alice", Role: "operator", Operation: "asyncApplyTask", Path: "/api/task/async-apply/big.echo", Status: 413,
+				Params: map[string]any{"taskname": "big.echo"}}},
+		{"wrong password", "alice", "wrong-pw", "/api/task/revoke/t-2", "", 401, nil},
+		{"no credentials", "", "", "/api/task/revoke/t-3", "", 401, nil},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			req, err := http.NewRequest("POST", srv.URL+tc.path, strings.NewReader(tc.body))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if tc.user != "" {
+				req.SetBasicAuth(tc.user, tc.pass)
+			}
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+			if resp.StatusCode != tc.status {
+				t.Fatalf("status %d, want %d", resp.StatusCode, tc.status)
+			}
+			req, _ = http.NewRequest("GET", srv.URL+"/api/audit?limit=1000", nil)
+			req.SetBasicAuth("alice", "alice-secret-pw")
+			resp, err = http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			body, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if strings.Contains(string(body), secret) {
+				t.Errorf("the audit log shows the refused call's secret: %s", body)
+			}
+			var log struct{ Records []record }
+			if err := json.Unmarshal(body, &log); err != nil {
+				t.Fatalf("%v: %s", err, body)
+			}
+			var got []record
+			for _, r := range log.Records {
+				if strings.HasPrefix(tc.path, r.Path) {
+					got = append(got, r)
+				}
+			}
+			var want []record
+			if tc.want != nil {
+				want = []record{*tc.want}
+			}
+			if diff := cmp.Diff(want, got, cmpopts.EquateEmpty()); diff != "" {
+				t.Errorf("audit records of %s (-want +got):\n%s", tc.path, diff)
+			}
+		})
 	}
 }

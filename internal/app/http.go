@@ -122,10 +122,32 @@ func newHTTPHandler(h *handlers.Handlers, m *metrics.Metrics, log *audit.Log, cf
 		})
 	}))
 
+	// refuse answers a call refused before routing: a viewer's write call,
+	// or a body over --max_body_bytes. A write call of a known caller is
+	// recorded in the audit log, without its body, as the calls that run
+	// are. Calls without valid credentials are not: anyone could fill the
+	// bounded log with them and push out the records of real calls.
+	refuse := func(w http.ResponseWriter, r *http.Request, status int, msg string) {
+		handlers.WriteError(w, status, msg)
+		if log == nil || !auth.IsWrite(r.Method) || auth.RoleFrom(r.Context()) == auth.None {
+			return
+		}
+		op := "unknown"
+		route, ok := api.Context().LookupRoute(r)
+		if ok && route.Operation != nil {
+			op = route.Operation.ID
+		} else {
+			route = nil
+		}
+		rec := auditRecord(r, op, route, 0)
+		rec.Status = status
+		log.Record(r.Context(), rec)
+	}
+
 	var next http.Handler = mux
 	next = handlers.FlowerParams(cfg.MaxBodyBytes, next)
-	next = limitBody(cfg.MaxBodyBytes, next)
-	next = cfg.Auth.Middleware(handlers.WriteError, next)
+	next = limitBody(cfg.MaxBodyBytes, refuse, next)
+	next = cfg.Auth.Middleware(refuse, next)
 	next = recoverPanics(cfg.Logger, next)
 	return withPrefix(cfg.URLPrefix, next), nil
 }
@@ -134,10 +156,10 @@ func newHTTPHandler(h *handlers.Handlers, m *metrics.Metrics, log *audit.Log, cf
 // POST operations read one, so only they answer 413 to a Content-Length over
 // the cap (the spec declares it there); a GET's body is ignored, as Flower
 // ignores it.
-func limitBody(max int64, next http.Handler) http.Handler {
+func limitBody(max int64, refuse func(w http.ResponseWriter, r *http.Request, status int, msg string), next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Method == http.MethodPost && r.ContentLength > max {
-			handlers.WriteError(w, http.StatusRequestEntityTooLarge, "request body too large")
+			refuse(w, r, http.StatusRequestEntityTooLarge, "request body too large")
 			return
 		}
 		if r.Body == http.NoBody {
@@ -208,7 +230,7 @@ func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 // auditRecord is what the audit log keeps of a write call before it runs:
 // who, from where, which operation and its parameters (masked by
 // audit.Params). The body is read from the buffer FlowerParams left (task
-// bodies) and put back for the handler.
+// bodies) and put back for the handler; with maxBody 0 it is not read.
 func auditRecord(r *http.Request, op string, route *middleware.MatchedRoute, maxBody int64) audit.Record {
 	p := auth.PrincipalFrom(r.Context())
 	name := p.Name
@@ -222,7 +244,7 @@ func auditRecord(r *http.Request, op string, route *middleware.MatchedRoute, max
 		}
 	}
 	var body []byte
-	if r.Body != nil && r.ContentLength != 0 {
+	if maxBody > 0 && r.Body != nil && r.ContentLength != 0 {
 		b, err := io.ReadAll(io.LimitReader(r.Body, maxBody))
 		if err == nil {
 			body = b

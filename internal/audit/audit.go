@@ -1,5 +1,5 @@
 // Package audit records who called which write operation: a record per
-// call, kept in a Store (bbolt through internal/store, or memory without
+// call, refused calls of known callers included, kept in a Store (bbolt through internal/store, or memory without
 // --persistent; a Postgres store can implement the same interface) and
 // logged as one slog line. Parameters are masked by internal/redact before
 // a record leaves the request.

@@ -31,7 +31,8 @@ func newTestAuth(t *testing.T) *Authenticator {
 
 func TestMiddleware(t *testing.T) {
 	a := newTestAuth(t)
-	h := a.Middleware(func(w http.ResponseWriter, status int, msg string) {
+	h := a.Middleware(func(w http.ResponseWriter, r *http.Request, status int, msg string) {
+		w.Header().Set("X-Role", RoleFrom(r.Context()).String())
 		http.Error(w, msg, status)
 	}, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("X-Role", RoleFrom(r.Context()).String())
@@ -42,7 +43,9 @@ func TestMiddleware(t *testing.T) {
 		name, method, path string
 		auth               func(r *http.Request)
 		want               int
-		// role is what the next handler sees (RoleFrom) when it runs.
+		// role is what the next handler sees (RoleFrom) when it runs,
+		// or deny when the call is refused: the caller of valid
+		// credentials (for the audit log), none without.
 		role Role
 	}{
 		{"no credentials", "GET", "/api/tasks", nil, 401, None},
@@ -50,11 +53,11 @@ func TestMiddleware(t *testing.T) {
 		{"unknown user", "GET", "/api/tasks", basic("who", "op-pw"), 401, None},
 		{"password of another user", "GET", "/api/tasks", basic("view", "op-pw"), 401, None},
 		{"viewer reads", "GET", "/api/tasks", basic("view", "view-pw"), 200, Viewer},
-		{"viewer writes", "POST", "/api/task/revoke/x", basic("view", "view-pw"), 403, None},
+		{"viewer writes", "POST", "/api/task/revoke/x", basic("view", "view-pw"), 403, Viewer},
 		{"operator writes", "POST", "/api/task/revoke/x", basic("op", "op-pw"), 200, Operator},
-		{"viewer retries", "POST", "/api/task/retry/x", basic("view", "view-pw"), 403, None},
-		{"viewer bulk revokes", "POST", "/api/tasks/revoke", basic("view", "view-pw"), 403, None},
-		{"viewer bulk retries", "POST", "/api/tasks/retry", basic("view", "view-pw"), 403, None},
+		{"viewer retries", "POST", "/api/task/retry/x", basic("view", "view-pw"), 403, Viewer},
+		{"viewer bulk revokes", "POST", "/api/tasks/revoke", basic("view", "view-pw"), 403, Viewer},
+		{"viewer bulk retries", "POST", "/api/tasks/retry", basic("view", "view-pw"), 403, Viewer},
 		{"viewer reads failures", "GET", "/api/failures", basic("view", "view-pw"), 200, Viewer},
 		{"operator retries", "POST", "/api/task/retry/x", basic("op", "op-pw"), 200, Operator},
 		{"operator bulk revokes", "POST", "/api/tasks/revoke", basic("op", "op-pw"), 200, Operator},
@@ -62,10 +65,10 @@ func TestMiddleware(t *testing.T) {
 		{"bcrypt wrong", "GET", "/api/tasks", basic("hasher", "op-pw"), 401, None},
 		{"operator token", "POST", "/api/task/revoke/x", bearer("operator-token-0123456789"), 200, Operator},
 		{"viewer token reads", "GET", "/api/workers", bearer("viewer-token-0123456789"), 200, Viewer},
-		{"viewer token writes", "POST", "/api/task/revoke/x", bearer("viewer-token-0123456789"), 403, None},
+		{"viewer token writes", "POST", "/api/task/revoke/x", bearer("viewer-token-0123456789"), 403, Viewer},
 		{"wrong token", "GET", "/api/workers", bearer("operator-token-012345678X"), 401, None},
-		{"viewer reads the audit log", "GET", "/api/audit", basic("view", "view-pw"), 403, None},
-		{"viewer token reads the audit log", "GET", "/api/audit", bearer("viewer-token-0123456789"), 403, None},
+		{"viewer reads the audit log", "GET", "/api/audit", basic("view", "view-pw"), 403, Viewer},
+		{"viewer token reads the audit log", "GET", "/api/audit", bearer("viewer-token-0123456789"), 403, Viewer},
 		{"operator reads the audit log", "GET", "/api/audit", basic("op", "op-pw"), 200, Operator},
 		{"healthcheck is public", "GET", "/healthcheck", nil, 200, None},
 		{"metrics are public", "GET", "/metrics", nil, 200, None},
@@ -83,8 +86,8 @@ func TestMiddleware(t *testing.T) {
 			if w.Code != tc.want {
 				t.Fatalf("status %d, want %d", w.Code, tc.want)
 			}
-			if w.Code == 200 && w.Header().Get("X-Role") != tc.role.String() {
-				t.Errorf("next handler saw role %q, want %q", w.Header().Get("X-Role"), tc.role)
+			if w.Header().Get("X-Role") != tc.role.String() {
+				t.Errorf("next handler or deny saw role %q, want %q", w.Header().Get("X-Role"), tc.role)
 			}
 			if w.Code == 200 && tc.role != None {
 				// The credential's name, for the audit log: the user, or

@@ -194,7 +194,7 @@ func TestPasswordChecksAreBounded(t *testing.T) {
 	for range k {
 		a.slots <- struct{}{} // every slot taken
 	}
-	h := a.Middleware(func(w http.ResponseWriter, status int, msg string) { http.Error(w, msg, status) },
+	h := a.Middleware(func(w http.ResponseWriter, _ *http.Request, status int, msg string) { http.Error(w, msg, status) },
 		http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { t.Error("the next handler ran") }))
 	w := httptest.NewRecorder()
 	r := httptest.NewRequest("GET", "/api/tasks", nil)

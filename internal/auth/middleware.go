@@ -55,8 +55,10 @@ func withPrincipal(r *http.Request, p Principal) *http.Request {
 // Middleware enforces the roles on every non-public path and hands the
 // caller on in the request's context (RoleFrom, PrincipalFrom). With no credentials
 // configured every caller is an operator (stamen then listens on loopback
-// only, which cmd/stamen enforces). deny writes the error answer.
-func (a *Authenticator) Middleware(deny func(w http.ResponseWriter, status int, msg string), next http.Handler) http.Handler {
+// only, which cmd/stamen enforces). deny writes the error answer; its
+// request carries the caller (PrincipalFrom) when the credentials were
+// valid and the role too low, and no caller otherwise.
+func (a *Authenticator) Middleware(deny func(w http.ResponseWriter, r *http.Request, status int, msg string), next http.Handler) http.Handler {
 	if !a.Enabled() {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			next.ServeHTTP(w, withPrincipal(r, Principal{Name: Anonymous, Role: Operator}))
@@ -74,13 +76,13 @@ func (a *Authenticator) Middleware(deny func(w http.ResponseWriter, status int, 
 			// Fail fast: a queue of bcrypt checks would grow without bound
 			// under a flood of wrong passwords.
 			w.Header().Set("Retry-After", "1")
-			deny(w, http.StatusServiceUnavailable, "too many password checks in progress; retry shortly")
+			deny(w, r, http.StatusServiceUnavailable, "too many password checks in progress; retry shortly")
 		case role == None:
 			w.Header().Set("WWW-Authenticate", `Basic realm="stamen", charset="UTF-8"`)
 			w.Header().Add("WWW-Authenticate", `Bearer realm="stamen"`)
-			deny(w, http.StatusUnauthorized, "authentication required")
+			deny(w, r, http.StatusUnauthorized, "authentication required")
 		case needsOperator(r) && role < Operator:
-			deny(w, http.StatusForbidden, "the viewer role may not call this operation")
+			deny(w, withPrincipal(r, p), http.StatusForbidden, "the viewer role may not call this operation")
 		default:
 			next.ServeHTTP(w, withPrincipal(r, p))
 		}
