@@ -44,12 +44,12 @@ func (h *Handlers) knownQueue(ctx context.Context, q string) bool {
 	if h.sentQueue(q) {
 		return true
 	}
-	if _, ok := h.Inspector.Queue(q); ok {
+	if _, ok := h.Inspector.QueueDeclaration(q); ok {
 		return true
 	}
 	if len(h.Inspector.QueueNames()) == 0 {
 		_ = h.Inspector.Refresh(ctx, "")
-		_, ok := h.Inspector.Queue(q)
+		_, ok := h.Inspector.QueueDeclaration(q)
 		return ok
 	}
 	return false

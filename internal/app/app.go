@@ -256,7 +256,7 @@ func New(ctx context.Context, cfg Config) (*App, error) {
 	if b, ok := a.broker.(*amqp.Broker); ok {
 		// Native delayed delivery needs the queues as the workers declared
 		// them.
-		b.SetQueueLookup(a.Inspector.Queue)
+		b.SetQueueLookup(a.Inspector.QueueDeclaration)
 	}
 	a.reconciler = a.newReconciler(results)
 	a.Metrics = metrics.New(a.gauges()...)

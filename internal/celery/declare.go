@@ -54,6 +54,12 @@ type activeQueue struct {
 	MaxPriority      *float64       `json:"max_priority"`
 }
 
+// Quorum reports whether the queue is a RabbitMQ quorum queue.
+func (d *QueueDeclaration) Quorum() bool {
+	t, _ := d.Arguments["x-queue-type"].(string)
+	return t == "quorum"
+}
+
 // QueueDeclarations parses an inspect active_queues reply into the
 // declarations of its queues, keyed by name. Entries that do not parse
 // are left out.

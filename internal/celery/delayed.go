@@ -28,24 +28,6 @@ const (
 	delayedSlack = 250 * time.Millisecond
 )
 
-// WorkerQueue is a queue as a worker consumes it: one entry of its
-// active_queues reply (kombu's Queue.as_dict).
-type WorkerQueue struct {
-	Name     string `json:"name"`
-	Exchange struct {
-		Name string `json:"name"`
-		Type string `json:"type"`
-	} `json:"exchange"`
-	RoutingKey string         `json:"routing_key"`
-	Arguments  map[string]any `json:"queue_arguments"`
-}
-
-// Quorum reports whether the queue is a RabbitMQ quorum queue.
-func (q WorkerQueue) Quorum() bool {
-	t, _ := q.Arguments["x-queue-type"].(string)
-	return t == "quorum"
-}
-
 // DelayedRoutingKey is the routing key of a message delayed by countdown
 // whole seconds on its way to routingKey: the countdown as 28 binary
 // digits, most significant first, each followed by a dot, then routingKey
@@ -80,8 +62,8 @@ func DelayedRoutingKey(countdown int64, routingKey string) (key string, ok bool)
 // quorum queue, its exchange is direct (the workers do not bind direct
 // exchanges to the cascade, so the message would be lost), or the delay
 // does not fit the cascade.
-func DelayedRoute(q WorkerQueue, countdown time.Duration) (exchange, routingKey string, ok bool) {
-	if !q.Quorum() || q.Exchange.Name == "" || q.Exchange.Type == "" || q.Exchange.Type == "direct" {
+func DelayedRoute(q *QueueDeclaration, countdown time.Duration) (exchange, routingKey string, ok bool) {
+	if !q.Quorum() || q.Exchange == "" || q.ExchangeType == "direct" {
 		return "", "", false
 	}
 	// Whole seconds, truncated as Celery's int(countdown), after adding

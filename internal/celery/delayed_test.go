@@ -48,10 +48,10 @@ func TestDelayedRoute(t *testing.T) {
 	// task_default_queue_type="quorum" and a topic exchange reports it.
 	const quorumTopic = `{"name": "celery", "exchange": {"name": "celery", "type": "topic", "durable": true},
 		"routing_key": "celery", "queue_arguments": {"x-queue-type": "quorum"}, "durable": true}`
-	decode := func(s string) WorkerQueue {
-		var q WorkerQueue
-		if err := json.Unmarshal([]byte(s), &q); err != nil {
-			t.Fatal(err)
+	decode := func(s string) *QueueDeclaration {
+		q, ok := QueueDeclarations(json.RawMessage("[" + s + "]"))["celery"]
+		if !ok {
+			t.Fatalf("no queue celery in %s", s)
 		}
 		return q
 	}
@@ -75,7 +75,7 @@ func TestDelayedRoute(t *testing.T) {
 		}
 	}
 	for name, tc := range map[string]struct {
-		q         WorkerQueue
+		q         *QueueDeclaration
 		countdown time.Duration
 	}{
 		"classic queue":   {decode(`{"name": "celery", "exchange": {"name": "celery", "type": "topic"}, "routing_key": "celery", "queue_arguments": null}`), 10 * time.Second},

@@ -357,16 +357,8 @@ func (in *Inspector) QueueNames() []string {
 	defer in.mu.RUnlock()
 	set := map[string]struct{}{}
 	for _, w := range in.workers {
-		var qs []struct {
-			Name string `json:"name"`
-		}
-		if json.Unmarshal(w.replies["active_queues"], &qs) != nil {
-			continue
-		}
-		for _, q := range qs {
-			if q.Name != "" {
-				set[q.Name] = struct{}{}
-			}
+		for name := range celery.QueueDeclarations(w.replies["active_queues"]) {
+			set[name] = struct{}{}
 		}
 	}
 	names := make([]string, 0, len(set))
@@ -395,26 +387,6 @@ func (in *Inspector) QueueDeclaration(queue string) (*celery.QueueDeclaration, b
 		}
 	}
 	return nil, false
-}
-
-// Queue returns the queue named name as a cached worker consumes it (its
-// active_queues entry): its exchange, routing key and arguments. Workers
-// that share a queue declare it alike, or RabbitMQ refuses the second one.
-func (in *Inspector) Queue(name string) (celery.WorkerQueue, bool) {
-	in.mu.RLock()
-	defer in.mu.RUnlock()
-	for _, w := range in.workers {
-		var qs []celery.WorkerQueue
-		if json.Unmarshal(w.replies["active_queues"], &qs) != nil {
-			continue
-		}
-		for _, q := range qs {
-			if q.Name == name {
-				return q, true
-			}
-		}
-	}
-	return celery.WorkerQueue{}, false
 }
 
 // WorkerJSON returns the cached info of one worker as a JSON object in

@@ -29,20 +29,23 @@ func TestQueueFromActiveQueues(t *testing.T) {
 		"durable": true, "no_declare": null}, {"name": "other", "exchange": {"name": "other", "type": "direct"},
 		"routing_key": "other", "queue_arguments": null}]`}
 	in := New(w, time.Second, slog.New(slog.DiscardHandler))
-	if _, ok := in.Queue("celery"); ok {
+	if _, ok := in.QueueDeclaration("celery"); ok {
 		t.Fatal("a queue is known before any worker answered")
 	}
 	if err := in.Refresh(t.Context(), ""); err != nil {
 		t.Fatal(err)
 	}
-	q, ok := in.Queue("celery")
-	if !ok || !q.Quorum() || q.Exchange.Name != "celery" || q.Exchange.Type != "topic" || q.RoutingKey != "celery" {
-		t.Errorf("Queue(celery) = %+v, %v", q, ok)
+	q, ok := in.QueueDeclaration("celery")
+	if !ok || !q.Quorum() || q.Exchange != "celery" || q.ExchangeType != "topic" || q.RoutingKey != "celery" {
+		t.Errorf("QueueDeclaration(celery) = %+v, %v", q, ok)
 	}
-	if q, ok := in.Queue("other"); !ok || q.Quorum() || q.Exchange.Type != "direct" {
-		t.Errorf("Queue(other) = %+v, %v", q, ok)
+	if q, ok := in.QueueDeclaration("other"); !ok || q.Quorum() || q.ExchangeType != "direct" {
+		t.Errorf("QueueDeclaration(other) = %+v, %v", q, ok)
 	}
-	if _, ok := in.Queue("nobody"); ok {
+	if got := in.QueueNames(); len(got) != 2 || got[0] != "celery" || got[1] != "other" {
+		t.Errorf("QueueNames() = %v", got)
+	}
+	if _, ok := in.QueueDeclaration("nobody"); ok {
 		t.Error("a queue no worker consumes is known")
 	}
 }

@@ -29,17 +29,16 @@ func TestPublishDelayedRoute(t *testing.T) {
 		}
 	}
 	// What the workers' active_queues say about them.
-	lookup := func(name string) (celery.WorkerQueue, bool) {
-		var q celery.WorkerQueue
-		q.Name, q.Exchange.Name, q.RoutingKey = name, name, name
-		q.Arguments = map[string]any{"x-queue-type": "quorum"}
+	lookup := func(name string) (*celery.QueueDeclaration, bool) {
+		q := &celery.QueueDeclaration{Name: name, Exchange: name, RoutingKey: name,
+			Arguments: map[string]any{"x-queue-type": "quorum"}}
 		switch name {
 		case quorum:
-			q.Exchange.Type = "topic"
+			q.ExchangeType = "topic"
 		case direct:
-			q.Exchange.Type = "direct"
+			q.ExchangeType = "direct"
 		default:
-			return q, false
+			return nil, false
 		}
 		return q, true
 	}
