@@ -3,10 +3,12 @@ package app
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -81,7 +83,8 @@ func TestAuditSurvivesRestart(t *testing.T) {
 // (a viewer's, or one whose body is over --max_body_bytes) is in the audit
 // log with its caller, operation and status, and without its body; a call
 // without valid credentials is not, so that nobody without them can push
-// real records out of the bounded log.
+// real records out of the bounded log. Every refusal, 401s included, is
+// counted in stamen_http_request_duration_seconds by operation and status.
 func TestAuditRecordsRefusedWrites(t *testing.T) {
 	testcluster.RequireRedis(t)
 	testcluster.FlushRedisDB(t, auditDB)
@@ -114,21 +117,28 @@ func TestAuditRecordsRefusedWrites(t *testing.T) {
 		name, user, pass, path, body string
 		status                       int
 		want                         *record // nil: not recorded
+		op                           string  // the metric's operation label
 	}{
 		{"viewer revokes", "vera", "vera-secret-pw", "/api/task/revoke/t-1?terminate=true", "", 403,
 			&record{User: "vera", Role: "viewer", Operation: "revokeTask", Path: "/api/task/revoke/t-1", Status: 403,
-				Params: map[string]any{"taskid": "t-1", "terminate": "true"}}},
+				Params: map[string]any{"taskid": "t-1", "terminate": "true"}}, "revokeTask"},
 		{"viewer applies with a secret", "vera", "vera-secret-pw", "/api/task/async-apply/refused.echo", secretBody, 403,
 			&record{User: "vera", Role: "viewer", Operation: "asyncApplyTask", Path: "/api/task/async-apply/refused.echo", Status: 403,
-				Params: map[string]any{"taskname": "refused.echo"}}},
+				Params: map[string]any{"taskname": "refused.echo"}}, "asyncApplyTask"},
 		{"operator's body too large", "alice", "alice-secret-pw", "/api/task/async-apply/big.echo", `{"args": ["` + strings.Repeat("x", maxBody) + `"]}`, 413,
 			&record{User: "alice", Role: "operator", Operation: "asyncApplyTask", Path: "/api/task/async-apply/big.echo", Status: 413,
-				Params: map[string]any{"taskname": "big.echo"}}},
-		{"wrong password", "alice", "wrong-pw", "/api/task/revoke/t-2", "", 401, nil},
-		{"no credentials", "", "", "/api/task/revoke/t-3", "", 401, nil},
+				Params: map[string]any{"taskname": "big.echo"}}, "asyncApplyTask"},
+		// The control: a write call that runs is recorded and measured alike.
+		{"operator purges", "alice", "alice-secret-pw", "/api/queues/purge/refusals-q?force=true", "", 200,
+			&record{User: "alice", Role: "operator", Operation: "purgeQueue", Path: "/api/queues/purge/refusals-q", Status: 200,
+				Params: map[string]any{"queue": "refusals-q", "force": "true"}}, "purgeQueue"},
+		{"wrong password", "alice", "wrong-pw", "/api/task/revoke/t-2", "", 401, nil, "revokeTask"},
+		{"no credentials", "", "", "/api/task/revoke/t-3", "", 401, nil, "revokeTask"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
+			series := fmt.Sprintf(`stamen_http_request_duration_seconds_count{code="%d",operation="%s"}`, tc.status, tc.op)
+			before := metricValue(t, srv.URL, series)
 			req, err := http.NewRequest("POST", srv.URL+tc.path, strings.NewReader(tc.body))
 			if err != nil {
 				t.Fatal(err)
@@ -143,6 +153,9 @@ func TestAuditRecordsRefusedWrites(t *testing.T) {
 			resp.Body.Close()
 			if resp.StatusCode != tc.status {
 				t.Fatalf("status %d, want %d", resp.StatusCode, tc.status)
+			}
+			if after := metricValue(t, srv.URL, series); after != before+1 {
+				t.Errorf("%s went from %v to %v, want one more", series, before, after)
 			}
 			req, _ = http.NewRequest("GET", srv.URL+"/api/audit?limit=1000", nil)
 			req.SetBasicAuth("alice", "alice-secret-pw")
@@ -174,4 +187,28 @@ func TestAuditRecordsRefusedWrites(t *testing.T) {
 			}
 		})
 	}
+}
+
+// metricValue is the value of one series on base's /metrics, 0 when absent.
+func metricValue(t *testing.T, base, series string) float64 {
+	t.Helper()
+	resp, err := http.Get(base + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for line := range strings.Lines(string(body)) {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(line), series+" "); ok {
+			f, err := strconv.ParseFloat(v, 64)
+			if err != nil {
+				t.Fatalf("%s: %v", line, err)
+			}
+			return f
+		}
+	}
+	return 0
 }

@@ -91,13 +91,13 @@ func newHTTPHandler(h *handlers.Handlers, m *metrics.Metrics, log *audit.Log, cf
 	mux.Handle("/", api.Serve(func(next http.Handler) http.Handler {
 		// Runs after routing, so the operation is known.
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			start := time.Now()
-			sw := &statusWriter{ResponseWriter: w, status: http.StatusOK}
+			sw := w.(*statusWriter) // observed's, which measures the call
 			op := "unknown"
 			var route *middleware.MatchedRoute
 			if rt, _, ok := api.Context().RouteInfo(r); ok && rt != nil && rt.Operation != nil {
 				route, op = rt, rt.Operation.ID
 			}
+			sw.op = op
 			write := auth.IsWrite(r.Method)
 			var rec audit.Record
 			var count func() *int64
@@ -118,7 +118,6 @@ func newHTTPHandler(h *handlers.Handlers, m *metrics.Metrics, log *audit.Log, cf
 				rec.Status, rec.Count = sw.status, count()
 				log.Record(r.Context(), rec)
 			}
-			m.ObserveHTTP(op, sw.status, time.Since(start))
 		})
 	}))
 
@@ -127,17 +126,21 @@ func newHTTPHandler(h *handlers.Handlers, m *metrics.Metrics, log *audit.Log, cf
 	// recorded in the audit log, without its body, as the calls that run
 	// are. Calls without valid credentials are not: anyone could fill the
 	// bounded log with them and push out the records of real calls.
+	//
+	// Every refusal is measured (observed), 401s included: a rise in them
+	// is what an operator alerts on.
 	refuse := func(w http.ResponseWriter, r *http.Request, status int, msg string) {
 		handlers.WriteError(w, status, msg)
-		if log == nil || !auth.IsWrite(r.Method) || auth.RoleFrom(r.Context()) == auth.None {
-			return
-		}
 		op := "unknown"
 		route, ok := api.Context().LookupRoute(r)
 		if ok && route.Operation != nil {
 			op = route.Operation.ID
 		} else {
 			route = nil
+		}
+		w.(*statusWriter).op = op
+		if log == nil || !auth.IsWrite(r.Method) || auth.RoleFrom(r.Context()) == auth.None {
+			return
 		}
 		rec := auditRecord(r, op, route, 0)
 		rec.Status = status
@@ -148,6 +151,7 @@ func newHTTPHandler(h *handlers.Handlers, m *metrics.Metrics, log *audit.Log, cf
 	next = handlers.FlowerParams(cfg.MaxBodyBytes, next)
 	next = limitBody(cfg.MaxBodyBytes, refuse, next)
 	next = cfg.Auth.Middleware(refuse, next)
+	next = observed(m, next)
 	next = recoverPanics(cfg.Logger, next)
 	return withPrefix(cfg.URLPrefix, next), nil
 }
@@ -213,11 +217,28 @@ func withPrefix(prefix string, next http.Handler) http.Handler {
 	})
 }
 
-// statusWriter remembers the status code for the metrics; Unwrap keeps
+// observed measures every call of an API operation, refused ones included,
+// by operation and status. The handlers below it name the operation on
+// the statusWriter they are given; paths that are not operations (health
+// check, metrics, spec, docs) name none and are not measured.
+func observed(m *metrics.Metrics, next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		start := time.Now()
+		sw := &statusWriter{ResponseWriter: w, status: http.StatusOK}
+		next.ServeHTTP(sw, r)
+		if sw.op != "" {
+			m.ObserveHTTP(sw.op, sw.status, time.Since(start))
+		}
+	})
+}
+
+// statusWriter remembers the status code, and the operation its handler
+// names, for the metrics and the audit log; Unwrap keeps
 // http.ResponseController (flushing the event stream) working.
 type statusWriter struct {
 	http.ResponseWriter
 	status int
+	op     string
 }
 
 func (w *statusWriter) WriteHeader(code int) {
