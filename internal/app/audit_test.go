@@ -3,8 +3,8 @@ package app
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
@@ -14,6 +14,8 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
 
 	"github.com/stamen-dev/stamen/internal/auth"
 	"github.com/stamen-dev/stamen/internal/testcluster"
@@ -137,8 +139,8 @@ func TestAuditRecordsRefusedWrites(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			series := fmt.Sprintf(`stamen_http_request_duration_seconds_count{code="%d",operation="%s"}`, tc.status, tc.op)
-			before := metricValue(t, srv.URL, series)
+			labels := map[string]string{"operation": tc.op, "code": strconv.Itoa(tc.status)}
+			before := requestCount(t, srv.URL, labels)
 			req, err := http.NewRequest("POST", srv.URL+tc.path, strings.NewReader(tc.body))
 			if err != nil {
 				t.Fatal(err)
@@ -154,8 +156,8 @@ func TestAuditRecordsRefusedWrites(t *testing.T) {
 			if resp.StatusCode != tc.status {
 				t.Fatalf("status %d, want %d", resp.StatusCode, tc.status)
 			}
-			if after := metricValue(t, srv.URL, series); after != before+1 {
-				t.Errorf("%s went from %v to %v, want one more", series, before, after)
+			if after := requestCount(t, srv.URL, labels); after != before+1 {
+				t.Errorf("stamen_http_request_duration_seconds count of %v went from %d to %d, want one more", labels, before, after)
 			}
 			req, _ = http.NewRequest("GET", srv.URL+"/api/audit?limit=1000", nil)
 			req.SetBasicAuth("alice", "alice-secret-pw")
@@ -189,25 +191,27 @@ func TestAuditRecordsRefusedWrites(t *testing.T) {
 	}
 }
 
-// metricValue is the value of one series on base's /metrics, 0 when absent.
-func metricValue(t *testing.T, base, series string) float64 {
+// requestCount is how many requests with labels base's /metrics counts in
+// stamen_http_request_duration_seconds; 0 when it has no such series.
+func requestCount(t *testing.T, base string, labels map[string]string) uint64 {
 	t.Helper()
 	resp, err := http.Get(base + "/metrics")
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer resp.Body.Close()
-	body, err := io.ReadAll(resp.Body)
+	parser := expfmt.NewTextParser(model.UTF8Validation)
+	families, err := parser.TextToMetricFamilies(resp.Body)
 	if err != nil {
 		t.Fatal(err)
 	}
-	for line := range strings.Lines(string(body)) {
-		if v, ok := strings.CutPrefix(strings.TrimSpace(line), series+" "); ok {
-			f, err := strconv.ParseFloat(v, 64)
-			if err != nil {
-				t.Fatalf("%s: %v", line, err)
-			}
-			return f
+	for _, m := range families["stamen_http_request_duration_seconds"].GetMetric() {
+		got := map[string]string{}
+		for _, l := range m.GetLabel() {
+			got[l.GetName()] = l.GetValue()
+		}
+		if maps.Equal(got, labels) {
+			return m.GetHistogram().GetSampleCount()
 		}
 	}
 	return 0
