@@ -2,6 +2,7 @@ package state
 
 import (
 	"cmp"
+	"runtime"
 	"slices"
 	"strings"
 	"time"
@@ -102,6 +103,10 @@ func (s *State) DrainInto(buf []byte) Changes {
 			// skipped below, and one created in its slot is encoded as it
 			// now is, with its own sequence number, at or above FirstSeq.
 			s.mu.RUnlock()
+			// The flush runs beside the request handlers on as many Ps
+			// as cores: let those queued on this P run before the next
+			// chunk (see store's yieldEvery).
+			runtime.Gosched()
 			s.mu.RLock()
 		}
 		if !s.slots.at(i).live() {

@@ -15,6 +15,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"runtime"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
@@ -104,7 +105,8 @@ func (s *Store) Write(b Batch) error {
 		// Keys come in creation order: full pages, as an append-only
 		// B+tree fills them.
 		tasks.FillPercent = 1
-		for _, t := range b.Tasks {
+		for i, t := range b.Tasks {
+			yieldEvery(i)
 			if err := tasks.Put(seqKey(t.Seq), t.Data); err != nil {
 				return err
 			}
@@ -225,6 +227,24 @@ func seqKey(seq uint64) []byte {
 // cost n² and was half the CPU of a flush evicting tens of thousands of
 // tasks a second (issue 18). Cursor.Next after Delete is not used because
 // it skips the record that moved into the deleted one's place.
+// yieldRecords is how many records a write puts or deletes between two
+// yields of its processor.
+const yieldRecords = 256
+
+// yieldEvery lets other goroutines run once every yieldRecords records.
+// A flush puts and deletes a second's records, tens of thousands at
+// 50,000 events a second: about 15 ms of CPU in one goroutine. Go
+// preempts a goroutine only after 10 ms, so on a 2-core machine (2 Ps)
+// the request handlers queued behind the flush on its P waited that
+// long: most of the task list's slowest answers while ingesting came
+// during flushes (bench/RESULTS.md, issue 18). A yield every few hundred
+// records costs nothing measurable.
+func yieldEvery(i int) {
+	if i%yieldRecords == yieldRecords-1 {
+		runtime.Gosched()
+	}
+}
+
 func deleteFront(b *bolt.Bucket, del func(k, v []byte) (bool, error)) (int, error) {
 	c := b.Cursor()
 	n := 0
@@ -235,6 +255,7 @@ func deleteFront(b *bolt.Bucket, del func(k, v []byte) (bool, error)) (int, erro
 			return n, err
 		}
 		key = append(key[:0], k...)
+		yieldEvery(n)
 		if err := c.Delete(); err != nil {
 			return n, err
 		}
