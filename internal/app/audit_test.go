@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"io"
-	"maps"
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
@@ -14,8 +13,6 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
-	"github.com/prometheus/common/expfmt"
-	"github.com/prometheus/common/model"
 
 	"github.com/stamen-dev/stamen/internal/auth"
 	"github.com/stamen-dev/stamen/internal/testcluster"
@@ -200,19 +197,5 @@ func requestCount(t *testing.T, base string, labels map[string]string) uint64 {
 		t.Fatal(err)
 	}
 	defer resp.Body.Close()
-	parser := expfmt.NewTextParser(model.UTF8Validation)
-	families, err := parser.TextToMetricFamilies(resp.Body)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, m := range families["stamen_http_request_duration_seconds"].GetMetric() {
-		got := map[string]string{}
-		for _, l := range m.GetLabel() {
-			got[l.GetName()] = l.GetValue()
-		}
-		if maps.Equal(got, labels) {
-			return m.GetHistogram().GetSampleCount()
-		}
-	}
-	return 0
+	return uint64(testcluster.ParseMetrics(t, resp.Body).Sum("stamen_http_request_duration_seconds", labels))
 }

@@ -4,40 +4,12 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
-	"fmt"
 	"net/http"
 	"regexp"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
 )
-
-// metricValue sums the samples of a metric whose labels contain all of
-// the given label pairs.
-func metricValue(body, name string, labels ...string) float64 {
-	var sum float64
-	for _, line := range strings.Split(body, "\n") {
-		if !strings.HasPrefix(line, name+"{") {
-			continue
-		}
-		ok := true
-		for _, l := range labels {
-			if !strings.Contains(line, l) {
-				ok = false
-			}
-		}
-		if !ok {
-			continue
-		}
-		f := strings.Fields(line)
-		v, err := strconv.ParseFloat(f[len(f)-1], 64)
-		if err == nil {
-			sum += v
-		}
-	}
-	return sum
-}
 
 var eventLine = regexp.MustCompile(`^event: (.+)$`)
 
@@ -87,15 +59,7 @@ func observeCases() []suiteCase {
 			t.Fatalf("stream ended (%v) before task-succeeded of %s; saw %v", sc.Err(), id, seen)
 		}},
 		{"metrics count the events sent", func(t *testing.T, c *cluster) {
-			scrape := func() string {
-				r := c.api.get("/metrics", nil)
-				if r.Status != 200 {
-					t.Fatalf("metrics: %d", r.Status)
-				}
-				return string(r.Body)
-			}
-			label := `task="stamen.add"`
-			before := scrape()
+			before := scrape(t, c)
 			const n = 3
 			var ids []string
 			for i := range n {
@@ -105,18 +69,19 @@ func observeCases() []suiteCase {
 				taskInfo(t, c, id, "SUCCESS")
 			}
 			for _, typ := range []string{"task-received", "task-started", "task-succeeded"} {
-				want := metricValue(before, "flower_events_total", label, fmt.Sprintf("type=%q", typ)) + n
+				labels := map[string]string{"task": "stamen.add", "type": typ}
+				want := before.Sum("flower_events_total", labels) + n
 				eventually(t, 10*time.Second, "flower_events_total for "+typ, func() bool {
-					return metricValue(scrape(), "flower_events_total", label, fmt.Sprintf("type=%q", typ)) == want
+					return scrape(t, c).Sum("flower_events_total", labels) == want
 				})
 			}
-			after := scrape()
-			for _, name := range []string{"flower_worker_online", "flower_task_runtime_seconds_count", "stamen_events_ingested_total", "stamen_http_request_duration_seconds_count"} {
-				if !strings.Contains(after, name) {
+			after := scrape(t, c)
+			for _, name := range []string{"flower_worker_online", "flower_task_runtime_seconds", "stamen_events_ingested_total", "stamen_http_request_duration_seconds"} {
+				if after[name] == nil {
 					t.Errorf("metrics lack %s", name)
 				}
 			}
-			if metricValue(after, "flower_worker_online", fmt.Sprintf("worker=%q", c.w1.Name)) != 1 {
+			if after.Sum("flower_worker_online", map[string]string{"worker": c.w1.Name}) != 1 {
 				t.Errorf("%s not online in metrics", c.w1.Name)
 			}
 		}},

@@ -142,13 +142,13 @@ func tasksRun(t *testing.T, c *cluster, worker, name string) float64 {
 	return n
 }
 
-func scrape(t *testing.T, c *cluster) string {
+func scrape(t *testing.T, c *cluster) testcluster.Metrics {
 	t.Helper()
 	r := c.api.get("/metrics", nil)
 	if r.Status != 200 {
 		t.Fatalf("/metrics: %d", r.Status)
 	}
-	return string(r.Body)
+	return testcluster.ParseMetrics(t, bytes.NewReader(r.Body))
 }
 
 // writeOperations are the write operations the audit and read-only cases
@@ -196,7 +196,7 @@ func opsCases() []suiteCase {
 				t.Fatalf("queue %s: %v messages, want %d", queue, n, parked)
 			}
 			eventually(t, 10*time.Second, "stamen_queue_length to show the backlog", func() bool {
-				return metricValue(scrape(t, c), "stamen_queue_length", `queue="`+queue+`"`) == parked
+				return scrape(t, c).Sum("stamen_queue_length", map[string]string{"queue": queue}) == parked
 			})
 
 			// A queue nobody consumes and stamen never sent to: refused.
@@ -217,7 +217,7 @@ func opsCases() []suiteCase {
 				t.Errorf("queue %s after purge: %v messages", queue, n)
 			}
 			eventually(t, 10*time.Second, "stamen_queue_length to drop to 0", func() bool {
-				return metricValue(scrape(t, c), "stamen_queue_length", `queue="`+queue+`"`) == 0
+				return scrape(t, c).Sum("stamen_queue_length", map[string]string{"queue": queue}) == 0
 			})
 
 			// A worker that starts consuming now runs only the task sent
@@ -239,11 +239,11 @@ func opsCases() []suiteCase {
 			c.api.mustOK(c.api.post("/api/worker/queue/cancel-consumer/"+pathEscape(c.w1.Name), q("queue", queue), nil))
 		}},
 		{"failed tasks count by exception type", func(t *testing.T, c *cluster) {
-			before := metricValue(scrape(t, c), "stamen_task_failures_total", `exception="ValueError"`)
+			before := scrape(t, c).Sum("stamen_task_failures_total", map[string]string{"exception": "ValueError"})
 			id := runTask(t, c, "stamen.fail", map[string]any{"args": []any{"metered"}})
 			taskInfo(t, c, id, "FAILURE")
 			eventually(t, 10*time.Second, "stamen_task_failures_total{exception=ValueError} to grow", func() bool {
-				return metricValue(scrape(t, c), "stamen_task_failures_total", `exception="ValueError"`) >= before+1
+				return scrape(t, c).Sum("stamen_task_failures_total", map[string]string{"exception": "ValueError"}) >= before+1
 			})
 		}},
 		{"audit: every write operation by two operators, secrets masked, viewers refused", func(t *testing.T, c *cluster) {
