@@ -2,6 +2,7 @@ package state
 
 import (
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"runtime"
 	"slices"
@@ -362,6 +363,61 @@ func BenchmarkListWhileApplying(b *testing.B) {
 				b.ReportMetric(float64(all[len(all)*99/100].Microseconds()), "p99-µs")
 				b.ReportMetric(float64(all[len(all)-1].Microseconds()), "max-µs")
 			}
+		})
+	}
+}
+
+// BenchmarkApplyWhileSorting is ingestion while another goroutine lists
+// the first 100 tasks by name of a million, over and over: the sort reads
+// every task, and each Apply waits for the read lock it holds. It reports
+// the p50, p99 and maximum of an Apply, and the pages listed a second,
+// with the selection in chunks (the default) and under one lock, where
+// every Apply waits for most of a page (about 36 ms): run it with
+// -benchtime 1000x, not for a second.
+func BenchmarkApplyWhileSorting(b *testing.B) {
+	if testing.Short() {
+		b.Skip("builds a million tasks")
+	}
+	s, stream, _ := million(b)
+	for _, mode := range []struct {
+		name  string
+		chunk int
+	}{{"chunks", selectChunk}, {"one-lock", math.MaxInt}} {
+		b.Run(mode.name, func(b *testing.B) {
+			defer func(was int) { selectChunk = was }(selectChunk)
+			selectChunk = mode.chunk
+			stop := make(chan struct{})
+			var wg sync.WaitGroup
+			pages := 0
+			wg.Go(func() {
+				for {
+					select {
+					case <-stop:
+						return
+					default:
+					}
+					if _, err := s.Tasks(Query{Limit: 100, SortBy: "name"}); err != nil {
+						b.Error(err)
+						return
+					}
+					pages++
+				}
+			})
+			lat := make([]time.Duration, 0, b.N)
+			b.ResetTimer()
+			for range b.N {
+				began := time.Now()
+				stream(1)
+				lat = append(lat, time.Since(began))
+			}
+			b.StopTimer()
+			close(stop)
+			wg.Wait()
+			slices.Sort(lat)
+			b.ReportMetric(float64(lat[len(lat)/2].Microseconds()), "p50-µs")
+			b.ReportMetric(float64(lat[len(lat)*99/100].Microseconds()), "p99-µs")
+			b.ReportMetric(float64(lat[len(lat)-1].Microseconds()), "max-µs")
+			b.ReportMetric(float64(pages)/b.Elapsed().Seconds(), "pages/s")
 		})
 	}
 }

@@ -14,8 +14,19 @@ import (
 // TestQueriesAgainstScan checks every way Tasks can answer (an index
 // walk, the received-time index, sorting) against a plain scan of all the
 // records that applies Flower's rules literally, over random states and
-// random queries.
+// random queries. Sorted pages are selected in chunks of a few tasks as
+// well as under one lock.
 func TestQueriesAgainstScan(t *testing.T) {
+	for _, chunk := range []int{selectChunk, 7} {
+		t.Run(fmt.Sprintf("chunk=%d", chunk), func(t *testing.T) {
+			defer func(was int) { selectChunk = was }(selectChunk)
+			selectChunk = chunk
+			queriesAgainstScan(t)
+		})
+	}
+}
+
+func queriesAgainstScan(t *testing.T) {
 	kinds := []string{"sent", "received", "started", "succeeded", "failed", "retried", "revoked"}
 	for seed := range uint64(8) {
 		rng := rand.New(rand.NewPCG(seed, 99))
@@ -60,7 +71,8 @@ func TestQueriesAgainstScan(t *testing.T) {
 				}
 				q.ReceivedEnd = &end
 			}
-			q.SortBy = []string{"", "", "received", "-received", "name", "-started"}[rng.IntN(6)]
+			sorts := []string{"", "", "received", "-received", "name", "-name", "started", "-started", "state", "-state"}
+			q.SortBy = sorts[rng.IntN(len(sorts))]
 			got, err := s.Tasks(q)
 			if err != nil {
 				t.Fatal(err)
@@ -107,6 +119,8 @@ func scanTasks(s *State, q Query) []string {
 			return t.Has(FieldStarted), t.Started, ""
 		case "name":
 			return t.Has(FieldName), 0, fold(t.Name)
+		case "state":
+			return true, 0, fold(t.State)
 		}
 		return true, orderKey(t), ""
 	}

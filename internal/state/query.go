@@ -265,6 +265,9 @@ type plan struct {
 	spec          sortSpec
 	f             *filter
 	offset, limit int
+	// oneLock makes a sorted page select under one lock, as it does
+	// after a chunked selection could not stand (see sortedInChunks).
+	oneLock bool
 }
 
 func newPlan(q Query) (*plan, error) {
@@ -280,7 +283,8 @@ func newPlan(q Query) (*plan, error) {
 }
 
 // plan returns the sequence numbers of the tasks p selects, in order; the
-// caller holds the lock.
+// caller holds the read lock, which a sorted page over many tasks releases
+// between chunks (see sortedInChunks).
 //
 // The default order walks the smallest index that holds every match,
 // newest first, and stops after offset+limit matches, so the usual
@@ -331,6 +335,13 @@ func (s *State) plan(p *plan) []uint64 {
 		return out
 	}
 
+	if limit != NoLimit && offset+limit <= maxChunkedPage && total > selectChunk && !p.oneLock {
+		if seqs, ok := s.sortedInChunks(p); ok {
+			return seqs
+		}
+		p.oneLock = true
+		return s.plan(p)
+	}
 	order := func(a, b sortKey) int {
 		if spec.desc {
 			return s.compareKeys(b, a)
@@ -351,7 +362,7 @@ func (s *State) plan(p *plan) []uint64 {
 		// Only the first offset+limit are listed: keep those in a heap
 		// whose root is the last of them, so a million matches cost a
 		// pass and no million-entry sort.
-		top := &keyHeap{order: order, max: offset + limit}
+		top := &keyHeap[sortKey]{order: order, max: offset + limit}
 		s.newestFirst(xs, func(i uint32) bool {
 			if s.match(f, i) {
 				top.offer(s.keyOf(i, spec.field, &f.v))
@@ -376,23 +387,23 @@ func (s *State) plan(p *plan) []uint64 {
 
 // keyHeap keeps the max first keys in order: a heap with the greatest
 // kept key at the root.
-type keyHeap struct {
-	keys  []sortKey
-	order func(a, b sortKey) int
+type keyHeap[K any] struct {
+	keys  []K
+	order func(a, b K) int
 	max   int
 }
 
-func (h *keyHeap) Len() int           { return len(h.keys) }
-func (h *keyHeap) Less(i, j int) bool { return h.order(h.keys[i], h.keys[j]) > 0 }
-func (h *keyHeap) Swap(i, j int)      { h.keys[i], h.keys[j] = h.keys[j], h.keys[i] }
-func (h *keyHeap) Push(x any)         { h.keys = append(h.keys, x.(sortKey)) }
-func (h *keyHeap) Pop() any {
+func (h *keyHeap[K]) Len() int           { return len(h.keys) }
+func (h *keyHeap[K]) Less(i, j int) bool { return h.order(h.keys[i], h.keys[j]) > 0 }
+func (h *keyHeap[K]) Swap(i, j int)      { h.keys[i], h.keys[j] = h.keys[j], h.keys[i] }
+func (h *keyHeap[K]) Push(x any)         { h.keys = append(h.keys, x.(K)) }
+func (h *keyHeap[K]) Pop() any {
 	k := h.keys[len(h.keys)-1]
 	h.keys = h.keys[:len(h.keys)-1]
 	return k
 }
 
-func (h *keyHeap) offer(k sortKey) {
+func (h *keyHeap[K]) offer(k K) {
 	switch {
 	case len(h.keys) < h.max:
 		heap.Push(h, k)
@@ -402,7 +413,7 @@ func (h *keyHeap) offer(k sortKey) {
 	}
 }
 
-func (h *keyHeap) sorted() []sortKey {
+func (h *keyHeap[K]) sorted() []K {
 	slices.SortFunc(h.keys, h.order)
 	return h.keys
 }

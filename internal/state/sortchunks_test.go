@@ -1,0 +1,183 @@
+package state
+
+import (
+	"cmp"
+	"fmt"
+	"slices"
+	"sync"
+	"testing"
+
+	gocmp "github.com/google/go-cmp/cmp"
+)
+
+// chunkID is the id of the n-th task of a chunk test: ids order as n.
+func chunkID(n int) string { return fmt.Sprintf("%08x-0000-4000-8000-000000000000", n) }
+
+// addChunkTask adds task n, named n%04d, received, and started unless
+// receivedOnly is set.
+func addChunkTask(t testing.TB, s *State, n int, receivedOnly bool) {
+	t.Helper()
+	ts := float64(1000 + n)
+	s.Apply(taskEv(t, "received", chunkID(n), "w1@h", ts, map[string]any{"name": fmt.Sprintf("n%04d", n)}))
+	if !receivedOnly {
+		s.Apply(taskEv(t, "started", chunkID(n), "w1@h", ts+0.1, nil))
+	}
+}
+
+// TestSortedPageBetweenChunks changes the state while a sorted page is
+// being selected in chunks, and checks that the lock is free between
+// chunks and that the page is the one a selection under one lock gives
+// after the change.
+func TestSortedPageBetweenChunks(t *testing.T) {
+	defer func(was int) { selectChunk = was }(selectChunk)
+	selectChunk = 7
+	defer func() { chunkGap = nil }()
+
+	for _, tc := range []struct {
+		name string
+		// received lists the tasks left RECEIVED; the others are STARTED.
+		received []int
+		q        Query
+		// gap changes s in the first gap; want is the page's ids.
+		gap  func(t *testing.T, s *State)
+		want func(s *State, q Query) []string
+	}{{
+		name: "lock free in the gap",
+		q:    Query{Limit: 5, SortBy: "-name"},
+		gap: func(t *testing.T, s *State) {
+			if !s.mu.TryLock() {
+				t.Error("the state's lock is held between chunks")
+				return
+			}
+			s.mu.Unlock()
+		},
+		want: scanTasks,
+	}, {
+		// n0099 is kept from the first chunk; once it no longer matches,
+		// n0094 belongs on the page, and only a new selection finds it.
+		name: "listed task stops matching",
+		q:    Query{Limit: 5, SortBy: "-name", State: "STARTED"},
+		gap: func(t *testing.T, s *State) {
+			s.Apply(taskEv(t, "succeeded", chunkID(99), "w1@h", 2000, nil))
+		},
+		want: scanTasks,
+	}, {
+		// The newest five are RECEIVED, first by state; once n0099 is
+		// STARTED it sorts after n0000, which only a new selection finds.
+		name:     "listed task moves later",
+		received: []int{95, 96, 97, 98, 99},
+		q:        Query{Limit: 5, SortBy: "state"},
+		gap: func(t *testing.T, s *State) {
+			s.Apply(taskEv(t, "started", chunkID(99), "w1@h", 2000, nil))
+		},
+		want: scanTasks,
+	}, {
+		// n0098 SUCCESS sorts first descending: it stays, re-sorted.
+		name: "listed task moves earlier",
+		q:    Query{Limit: 5, SortBy: "-state"},
+		gap: func(t *testing.T, s *State) {
+			s.Apply(taskEv(t, "succeeded", chunkID(98), "w1@h", 2000, nil))
+		},
+		want: scanTasks,
+	}, {
+		// Three new tasks, first by name, evict n0000-n0002 before their
+		// chunk is read.
+		name: "evicted and added in a gap",
+		q:    Query{Limit: 5, SortBy: "name"},
+		gap: func(t *testing.T, s *State) {
+			for n := 100; n < 103; n++ {
+				s.Apply(taskEv(t, "received", chunkID(n), "w1@h", float64(1000+n), map[string]any{"name": "a"}))
+			}
+		},
+		want: func(*State, Query) []string {
+			return []string{chunkID(100), chunkID(101), chunkID(102), chunkID(3), chunkID(4)}
+		},
+	}} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := New(Config{MaxTasks: 100})
+			for n := range 100 {
+				addChunkTask(t, s, n, slices.Contains(tc.received, n))
+			}
+			gaps := 0
+			chunkGap = func() {
+				if gaps++; gaps == 1 {
+					tc.gap(t, s)
+				}
+			}
+			got, err := s.Tasks(tc.q)
+			chunkGap = nil
+			if err != nil {
+				t.Fatal(err)
+			}
+			if gaps == 0 {
+				t.Fatal("the page was selected under one lock")
+			}
+			if diff := gocmp.Diff(tc.want(s, tc.q), ids(got)); diff != "" {
+				t.Errorf("page (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// TestSortedPagesWhileApplying selects sorted pages in chunks of a few
+// tasks while another goroutine adds tasks and evicts the oldest (the
+// race detector checks the locking), and checks every page: full, all
+// matching, in order.
+func TestSortedPagesWhileApplying(t *testing.T) {
+	defer func(was int) { selectChunk = was }(selectChunk)
+	selectChunk = 5
+	s := New(Config{MaxTasks: 200})
+	for n := range 200 {
+		addChunkTask(t, s, n, n%3 == 0)
+	}
+	applied := make(chan struct{})
+	var feed []func()
+	for n := 200; n < 2200; n++ {
+		received := taskEv(t, "received", chunkID(n), "w1@h", float64(1000+n), map[string]any{"name": fmt.Sprintf("n%04d", n%300)})
+		started := taskEv(t, "started", chunkID(n), "w1@h", float64(1000+n)+0.1, nil)
+		feed = append(feed, func() { s.Apply(received); s.Apply(started) })
+	}
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		defer close(applied)
+		for _, f := range feed {
+			f()
+		}
+	})
+	pages := 0
+	for done := false; !done; pages++ {
+		select {
+		case <-applied:
+			done = true
+		default:
+		}
+		for _, sortBy := range []string{"name", "-name"} {
+			got, err := s.Tasks(Query{Limit: 20, SortBy: sortBy, State: "STARTED"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(got) != 20 {
+				t.Fatalf("page of %d tasks, want 20", len(got))
+			}
+			for _, task := range got {
+				if task.State != "STARTED" {
+					t.Fatalf("%s is %s, want STARTED", task.UUID, task.State)
+				}
+			}
+			sorted := slices.IsSortedFunc(got, func(a, b Task) int {
+				c := cmp.Or(cmp.Compare(a.Name, b.Name), cmp.Compare(a.UUID, b.UUID))
+				if sortBy[0] == '-' {
+					return -c
+				}
+				return c
+			})
+			if !sorted {
+				t.Fatalf("sort_by=%s page out of order: %v", sortBy, ids(got))
+			}
+		}
+	}
+	wg.Wait()
+	if pages < 2 {
+		t.Fatalf("only %d pages ran while applying", pages)
+	}
+}
