@@ -2,7 +2,6 @@ package state
 
 import (
 	"fmt"
-	"math"
 	"math/rand/v2"
 	"runtime"
 	"slices"
@@ -160,6 +159,9 @@ func BenchmarkTasksMillion(b *testing.B) {
 		{"taskname=unknown", Query{TaskName: "nope"}, 0},
 		{"sort_by=-received", Query{SortBy: "-received"}, 100},
 		{"sort_by=name", Query{SortBy: "name"}, 100},
+		{"sort_by=name+state=FAILURE", Query{SortBy: "name", State: "FAILURE"}, 100},
+		{"sort_by=-started+workername", Query{SortBy: "-started", Worker: "w3@host"}, 100},
+		{"sort_by=state+taskname+workername", Query{SortBy: "state", TaskName: "proj.add", Worker: "w2@host"}, 100},
 		{"search", Query{Search: "kwargs:user=u7"}, 100},
 	} {
 		b.Run(tc.name, func(b *testing.B) {
@@ -376,7 +378,7 @@ func BenchmarkApplyWhileSorting(b *testing.B) {
 	for _, mode := range []struct {
 		name  string
 		chunk int
-	}{{"chunks", selectChunk}, {"one-lock", math.MaxInt}} {
+	}{{"chunks", selectChunk}, {"one-lock", 1 << 32}} {
 		b.Run(mode.name, func(b *testing.B) {
 			defer func(was int) { selectChunk = was }(selectChunk)
 			selectChunk = mode.chunk

@@ -335,7 +335,7 @@ func (s *State) plan(p *plan) []uint64 {
 		return out
 	}
 
-	if limit != NoLimit && offset+limit <= maxChunkedPage && total > selectChunk && !p.oneLock {
+	if limit != NoLimit && offset+limit <= maxChunkedPage && total > minChunkedChunks*selectChunk && !p.oneLock {
 		if seqs, ok := s.sortedInChunks(p); ok {
 			return seqs
 		}
