@@ -9,7 +9,7 @@ import (
 
 // selectChunk is how many tasks a sorted page examines per read lock. A
 // page sorted by name, state or started has to look at every match; at a
-// million tasks that held one read lock for about 25 ms, which ingestion,
+// million tasks that held one read lock for about 28 ms, which ingestion,
 // and every reader queued behind its waiting write lock, waited for.
 // 16,384 tasks take about half a millisecond. A variable so that tests
 // can make chunks of a few tasks.
@@ -24,8 +24,8 @@ var chunkGap func()
 // chunks. Under one lock a page reads only its candidates, in chunks it
 // reads every task: at a million tasks, a page of the 100,000 failures
 // took 2.2 ms under one lock and 9.2 ms in chunks (BenchmarkTasksMillion,
-// sort_by=name+state=FAILURE), and 131,072 candidates hold one lock for
-// about 3 ms.
+// sort_by=name+state=FAILURE); at that rate 131,072 candidates hold one
+// lock for about 3 ms.
 const minChunkedChunks = 8
 
 // maxChunkedPage bounds offset+limit for a chunked selection: it keeps
