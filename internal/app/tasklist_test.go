@@ -355,18 +355,19 @@ func (c *bodyCounter) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
-// streamUnpaged asks for every task of a with n tasks, reads the first
-// bytes, then, with the response still incomplete, applies more tasks and
-// waits until the state holds them, then reads the rest. It returns the
-// peak heap growth over the request and the body's counts.
-func streamUnpaged(t testing.TB, a *App, srvURL string, n, more int) (growth uint64, c *bodyCounter, elapsed time.Duration) {
+// streamUnpaged asks for every task of a with n tasks (GET /api/tasks
+// with query, "" or "?sort_by=..."), reads the first bytes, then, with the
+// response still incomplete, applies more tasks and waits until the state
+// holds them, then reads the rest. It returns the peak heap growth over
+// the request and the body's counts.
+func streamUnpaged(t testing.TB, a *App, srvURL, query string, n, more int) (growth uint64, c *bodyCounter, elapsed time.Duration) {
 	t.Helper()
 	tmpl := lifeTemplate(t)
 	runtime.GC()
 	base := heapObjects()
 	stop := peakHeap()
 	start := time.Now()
-	resp, err := http.Get(srvURL + "/api/tasks")
+	resp, err := http.Get(srvURL + "/api/tasks" + query)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -405,48 +406,68 @@ func streamUnpaged(t testing.TB, a *App, srvURL string, n, more int) (growth uin
 	return growth, c, elapsed
 }
 
+// unpagedLists are the unpaged lists the memory test and benchmark ask
+// for. Every task has the same name, so by name descending the newest id
+// comes first, as in the default order.
+var unpagedLists = []struct{ name, query string }{
+	{"default", ""},
+	{"sort_by=-name", "?sort_by=-name"},
+}
+
 // TestUnpagedTaskListBoundedMemory asks for every one of 200,000 tasks
-// without a limit, as Flower's default allows, and holds the process's
-// peak heap growth under 64 MiB while ingestion goes on during the answer.
+// without a limit, as Flower's default allows, in the default order and
+// sorted by name, and holds the process's peak heap growth under
+// 64 MiB while ingestion goes on during the answer.
 // BenchmarkUnpagedTaskListMillion does the same at a million tasks.
 func TestUnpagedTaskListBoundedMemory(t *testing.T) {
-	const n, more = 200000, 2000
-	a, srv := newTaskListApp(t, n+more)
-	fill(a.State, lifeTemplate(t), 0, n)
-	growth, c, elapsed := streamUnpaged(t, a, srv.URL, n, more)
-	t.Logf("%d tasks, %d bytes in %v, peak heap growth %.1f MiB", c.records, c.bytes, elapsed, float64(growth)/(1<<20))
-	if c.records != n {
-		t.Errorf("body holds %d records, want the %d tasks there were when it was asked for", c.records, n)
-	}
-	if !bytes.HasPrefix(c.head, []byte(`{"`+bigID(n-1)+`": {"uuid": `)) || !bytes.HasSuffix(c.tail, []byte(`"big@h"}}`)) {
-		t.Errorf("body starts %q and ends %q", c.head, c.tail)
-	}
-	if growth > 64<<20 {
-		t.Errorf("peak heap growth %.1f MiB, want under 64 MiB", float64(growth)/(1<<20))
+	for _, list := range unpagedLists {
+		query := list.query
+		t.Run(list.name, func(t *testing.T) {
+			const n, more = 200000, 2000
+			a, srv := newTaskListApp(t, n+more)
+			fill(a.State, lifeTemplate(t), 0, n)
+			growth, c, elapsed := streamUnpaged(t, a, srv.URL, query, n, more)
+			t.Logf("%d tasks, %d bytes in %v, peak heap growth %.1f MiB", c.records, c.bytes, elapsed, float64(growth)/(1<<20))
+			if c.records != n {
+				t.Errorf("body holds %d records, want the %d tasks there were when it was asked for", c.records, n)
+			}
+			if !bytes.HasPrefix(c.head, []byte(`{"`+bigID(n-1)+`": {"uuid": `)) || !bytes.HasSuffix(c.tail, []byte(`"big@h"}}`)) {
+				t.Errorf("body starts %q and ends %q", c.head, c.tail)
+			}
+			if growth > 64<<20 {
+				t.Errorf("peak heap growth %.1f MiB, want under 64 MiB", float64(growth)/(1<<20))
+			}
+		})
 	}
 }
 
 // BenchmarkUnpagedTaskListMillion is an unpaged GET /api/tasks at a
-// million tasks through the HTTP stack, with 10,000 tasks applied during
-// it: the peak heap growth of the process and the time to read the body.
+// million tasks through the HTTP stack, in the default order and sorted by
+// name, with 10,000 tasks applied during it: the peak heap growth of the
+// process and the time to read the body.
 func BenchmarkUnpagedTaskListMillion(b *testing.B) {
-	const n, more = 1000000, 10000
-	a, srv := newTaskListApp(b, n+more*b.N)
-	tmpl := lifeTemplate(b)
-	fill(a.State, tmpl, 0, n)
-	var worst uint64
-	var bodyBytes int64
-	b.ResetTimer()
-	for i := range b.N {
-		growth, c, _ := streamUnpaged(b, a, srv.URL, n+i*more, more)
-		if c.records != n+i*more {
-			b.Fatalf("body holds %d records, want %d", c.records, n+i*more)
-		}
-		worst, bodyBytes = max(worst, growth), c.bytes
+	for _, list := range unpagedLists {
+		query := list.query
+		b.Run(list.name, func(b *testing.B) {
+			const n, more = 1000000, 10000
+			a, srv := newTaskListApp(b, n+more*b.N)
+			tmpl := lifeTemplate(b)
+			fill(a.State, tmpl, 0, n)
+			var worst uint64
+			var bodyBytes int64
+			b.ResetTimer()
+			for i := range b.N {
+				growth, c, _ := streamUnpaged(b, a, srv.URL, query, n+i*more, more)
+				if c.records != n+i*more {
+					b.Fatalf("body holds %d records, want %d", c.records, n+i*more)
+				}
+				worst, bodyBytes = max(worst, growth), c.bytes
+			}
+			b.ReportMetric(float64(worst)/(1<<20), "peak-heap-growth-MiB")
+			b.ReportMetric(b.Elapsed().Seconds()/float64(b.N), "s/list")
+			b.ReportMetric(float64(bodyBytes)/(1<<20), "body-MiB")
+		})
 	}
-	b.ReportMetric(float64(worst)/(1<<20), "peak-heap-growth-MiB")
-	b.ReportMetric(b.Elapsed().Seconds()/float64(b.N), "s/list")
-	b.ReportMetric(float64(bodyBytes)/(1<<20), "body-MiB")
 }
 
 // slowClient reads through a small socket receive buffer, so that the

@@ -193,8 +193,8 @@ func parseSort(s string) (sortSpec, error) {
 	return sortSpec{}, fmt.Errorf("invalid sort_by %q: want name, state, received or started, optionally prefixed with -", s)
 }
 
-// sortKey is Flower's (has value, value, id) sort key, in 16 bytes: an
-// unpaged sort holds one per match.
+// sortKey is Flower's (has value, value, id) sort key, in 16 bytes: a
+// sorted page's heap holds one per task it keeps.
 type sortKey struct {
 	num  float64 // the value of a time field
 	slot uint32
@@ -255,7 +255,10 @@ func (s *State) Tasks(q Query) ([]Task, error) {
 	seqs := s.plan(p)
 	out := make([]Task, 0, len(seqs))
 	for _, seq := range seqs {
-		out = append(out, s.snapshot(s.slotOf(seq)))
+		// A sorted selection may release the lock (sortDetached).
+		if i, ok := s.liveSlot(seq); ok {
+			out = append(out, s.snapshot(i))
+		}
 	}
 	return out, nil
 }
@@ -283,8 +286,9 @@ func newPlan(q Query) (*plan, error) {
 }
 
 // plan returns the sequence numbers of the tasks p selects, in order; the
-// caller holds the read lock, which a sorted page over many tasks releases
-// between chunks (see sortedInChunks).
+// caller holds the read lock, which a sorted selection may release and
+// take again: a page over many tasks between chunks (sortedInChunks), an
+// unpaged list for its sort (sortDetached).
 //
 // The default order walks the smallest index that holds every match,
 // newest first, and stops after offset+limit matches, so the usual
@@ -306,6 +310,9 @@ func (s *State) plan(p *plan) []uint64 {
 	total := 0
 	for _, x := range xs {
 		total += x.n
+	}
+	if limit == NoLimit && spec.field != "" && spec.field != "received" {
+		return s.sortDetached(p, xs, total)
 	}
 	bound := max(total-offset, 0)
 	if limit != NoLimit {
@@ -335,7 +342,7 @@ func (s *State) plan(p *plan) []uint64 {
 		return out
 	}
 
-	if limit != NoLimit && offset+limit <= maxChunkedPage && total > minChunkedChunks*selectChunk && !p.oneLock {
+	if offset+limit <= maxChunkedPage && total > minChunkedChunks*selectChunk && !p.oneLock {
 		if seqs, ok := s.sortedInChunks(p); ok {
 			return seqs
 		}
@@ -348,36 +355,22 @@ func (s *State) plan(p *plan) []uint64 {
 		}
 		return s.compareKeys(a, b)
 	}
-	var keys []sortKey
-	if limit == NoLimit {
-		keys = make([]sortKey, 0, total)
-		s.newestFirst(xs, func(i uint32) bool {
-			if s.match(f, i) {
-				keys = append(keys, s.keyOf(i, spec.field, &f.v))
-			}
-			return true
-		})
-		slices.SortFunc(keys, order)
-	} else {
-		// Only the first offset+limit are listed: keep those in a heap
-		// whose root is the last of them, so a million matches cost a
-		// pass and no million-entry sort.
-		top := &keyHeap[sortKey]{order: order, max: offset + limit}
-		s.newestFirst(xs, func(i uint32) bool {
-			if s.match(f, i) {
-				top.offer(s.keyOf(i, spec.field, &f.v))
-			}
-			return true
-		})
-		keys = top.sorted()
-	}
+	// Only the first offset+limit are listed: keep those in a heap whose
+	// root is the last of them, so a million matches cost a pass and no
+	// million-entry sort.
+	top := &keyHeap[sortKey]{order: order, max: offset + limit}
+	s.newestFirst(xs, func(i uint32) bool {
+		if s.match(f, i) {
+			top.offer(s.keyOf(i, spec.field, &f.v))
+		}
+		return true
+	})
+	keys := top.sorted()
 	if offset >= len(keys) {
 		return out
 	}
 	keys = keys[offset:]
-	if limit != NoLimit && limit < len(keys) {
-		keys = keys[:limit]
-	}
+	keys = keys[:min(limit, len(keys))]
 	out = slices.Grow(out, len(keys))
 	for _, k := range keys {
 		out = append(out, s.seqOf(k.slot))

@@ -128,29 +128,13 @@ func (s *State) sortedInChunks(p *plan) ([]uint64, bool) {
 			top.offer(s.stableKeyOf(i, field, &f.v))
 		}
 	}
-	gap := func() {
-		s.mu.RUnlock()
-		if chunkGap != nil {
-			chunkGap()
-		}
-		runtime.Gosched()
-		s.mu.RLock()
-	}
-	oldest := func() uint64 { return s.created - min(s.created, uint64(s.maxTasks)) }
-
 	began := s.created
-	for hi := began; hi > oldest(); {
-		from := hi - min(hi-oldest(), uint64(selectChunk))
-		examine(from, hi)
-		if hi = from; hi > oldest() {
-			gap()
-		}
-	}
+	s.chunksDown(began, examine)
 	// A chunk that finds no task created since its lock was taken ends
 	// the selection under that lock.
 	for next := began; next < s.created; {
-		gap()
-		next = max(next, oldest())
+		s.unlocked(runtime.Gosched)
+		next = max(next, s.oldest())
 		to := min(s.created, next+uint64(selectChunk))
 		examine(next, to)
 		next = to
@@ -187,4 +171,31 @@ func (s *State) sortedInChunks(p *plan) ([]uint64, bool) {
 		out = append(out, k.seq)
 	}
 	return out, true
+}
+
+// oldest is the sequence number of the oldest task the ring can hold.
+func (s *State) oldest() uint64 { return s.created - min(s.created, uint64(s.maxTasks)) }
+
+// chunksDown calls examine for the tasks numbered below began, newest
+// first, selectChunk of them at a time, and releases the read lock
+// between two calls; the caller holds it, and holds it again on return.
+func (s *State) chunksDown(began uint64, examine func(from, to uint64)) {
+	for hi := began; hi > s.oldest(); {
+		from := hi - min(hi-s.oldest(), uint64(selectChunk))
+		examine(from, hi)
+		if hi = from; hi > s.oldest() {
+			s.unlocked(runtime.Gosched)
+		}
+	}
+}
+
+// unlocked runs fn with the read lock released; the caller holds it, and
+// holds it again on return.
+func (s *State) unlocked(fn func()) {
+	s.mu.RUnlock()
+	defer s.mu.RLock()
+	if chunkGap != nil {
+		chunkGap()
+	}
+	fn()
 }

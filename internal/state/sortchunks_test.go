@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 
@@ -119,10 +120,10 @@ func TestSortedPageBetweenChunks(t *testing.T) {
 	}
 }
 
-// TestSortedPagesWhileApplying selects sorted pages in chunks of a few
-// tasks while another goroutine adds tasks and evicts the oldest (the
-// race detector checks the locking), and checks every page: full, all
-// matching, in order.
+// TestSortedPagesWhileApplying selects sorted pages, and an unpaged
+// sorted list, in chunks of a few tasks while another goroutine adds
+// tasks and evicts the oldest (the race detector checks the locking), and
+// checks every answer: full, all matching, in order.
 func TestSortedPagesWhileApplying(t *testing.T) {
 	defer func(was int) { selectChunk = was }(selectChunk)
 	selectChunk = 5
@@ -151,13 +152,20 @@ func TestSortedPagesWhileApplying(t *testing.T) {
 			done = true
 		default:
 		}
-		for _, sortBy := range []string{"name", "-name"} {
-			got, err := s.Tasks(Query{Limit: 20, SortBy: sortBy, State: "STARTED"})
+		for _, q := range []Query{
+			{Limit: 20, SortBy: "name", State: "STARTED"},
+			{Limit: 20, SortBy: "-name", State: "STARTED"},
+			{Limit: NoLimit, SortBy: "-name", State: "STARTED"},
+		} {
+			sortBy := q.SortBy
+			got, err := s.Tasks(q)
 			if err != nil {
 				t.Fatal(err)
 			}
-			if len(got) != 20 {
-				t.Fatalf("page of %d tasks, want 20", len(got))
+			// An unpaged list leaves out the tasks evicted while it is
+			// selected, which here may be all of them.
+			if q.Limit != NoLimit && len(got) != 20 {
+				t.Fatalf("%+v: %d tasks", q, len(got))
 			}
 			for _, task := range got {
 				if task.State != "STARTED" {
@@ -179,5 +187,118 @@ func TestSortedPagesWhileApplying(t *testing.T) {
 	wg.Wait()
 	if pages < 2 {
 		t.Fatalf("only %d pages ran while applying", pages)
+	}
+}
+
+// TestUnpagedSortBetweenChunks changes the state while an unpaged list
+// sorted by name or state is being selected, and checks the lock is free
+// in the gaps and the answer is the list's contract: the tasks there
+// were when it began, each placed as it was when its chunk was read,
+// written as it is then, left out if evicted before it is written.
+func TestUnpagedSortBetweenChunks(t *testing.T) {
+	defer func() { chunkGap = nil }()
+	upTo := func(from, to int) []string {
+		var out []string
+		for n := from; n < to; n++ {
+			out = append(out, chunkID(n))
+		}
+		return out
+	}
+	for _, tc := range []struct {
+		name  string
+		chunk int
+		q     Query
+		// gap changes s in gap number at (or checks the state's lock).
+		at        int
+		gap       func(t *testing.T, s *State)
+		wantGaps  int
+		want      []string
+		wantState map[string]string // states written, by id
+	}{{
+		// Under the threshold the matches are gathered under one lock;
+		// the only gap is the sort's.
+		name:     "sorted with the lock free",
+		chunk:    selectChunk,
+		q:        Query{Limit: NoLimit, SortBy: "-name"},
+		at:       1,
+		wantGaps: 1,
+		gap: func(t *testing.T, s *State) {
+			if !s.mu.TryLock() {
+				t.Error("the state's lock is held while the list is sorted")
+				return
+			}
+			s.mu.Unlock()
+		},
+		want: func() []string { ids := upTo(0, 100); slices.Reverse(ids); return ids }(),
+	}, {
+		// n0093-n0099 were read in the first chunk (after the gap in
+		// which the keys are allocated); three new tasks evict
+		// n0000-n0002 before theirs is read. The new ones are not
+		// listed: they came after the list began.
+		name:     "evicted and added in a gap",
+		chunk:    7,
+		q:        Query{Limit: NoLimit, SortBy: "name"},
+		at:       2,
+		wantGaps: 15, // the keys' allocation, 14 chunks of 97 tasks, the sort
+		gap: func(t *testing.T, s *State) {
+			for n := 100; n < 103; n++ {
+				s.Apply(taskEv(t, "received", chunkID(n), "w1@h", float64(1000+n), map[string]any{"name": "a"}))
+			}
+		},
+		want: upTo(3, 100),
+	}, {
+		// n0099 was read STARTED; its failure, after that chunk, does
+		// not move it ahead of the STARTED tasks, but it is written
+		// FAILURE.
+		name:     "changed after its chunk was read",
+		chunk:    7,
+		q:        Query{Limit: NoLimit, SortBy: "state"},
+		at:       2,
+		wantGaps: 16, // the keys' allocation, 15 chunks of 100 tasks, the sort
+		gap: func(t *testing.T, s *State) {
+			s.Apply(taskEv(t, "failed", chunkID(99), "w1@h", 2000, nil))
+		},
+		want:      upTo(0, 100),
+		wantState: map[string]string{chunkID(98): "STARTED", chunkID(99): "FAILURE"},
+	}} {
+		t.Run(tc.name, func(t *testing.T) {
+			defer func(was int) { selectChunk = was }(selectChunk)
+			selectChunk = tc.chunk
+			s := New(Config{MaxTasks: 100})
+			for n := range 100 {
+				addChunkTask(t, s, n, false)
+			}
+			gaps := 0
+			chunkGap = func() {
+				if gaps++; gaps == tc.at {
+					tc.gap(t, s)
+				}
+			}
+			l, err := s.List(tc.q)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got []string
+			states := map[string]string{}
+			for l.Next(10, func(task *Task) {
+				// The task's strings are valid only during the call.
+				id := strings.Clone(task.UUID)
+				got = append(got, id)
+				states[id] = strings.Clone(task.State)
+			}) {
+			}
+			chunkGap = nil
+			if gaps != tc.wantGaps {
+				t.Errorf("%d gaps, want %d", gaps, tc.wantGaps)
+			}
+			if diff := gocmp.Diff(tc.want, got); diff != "" {
+				t.Errorf("list (-want +got):\n%s", diff)
+			}
+			for id, want := range tc.wantState {
+				if states[id] != want {
+					t.Errorf("%s written %s, want %s", id, states[id], want)
+				}
+			}
+		})
 	}
 }
