@@ -302,3 +302,31 @@ func TestUnpagedSortBetweenChunks(t *testing.T) {
 		})
 	}
 }
+
+// TestTasksSkipsTasksGoneWhileSorting: Tasks, which copies a selection
+// out, leaves out the tasks evicted while an unpaged list is sorted with
+// the lock released, rather than copying the new tasks in their slots.
+func TestTasksSkipsTasksGoneWhileSorting(t *testing.T) {
+	defer func() { chunkGap = nil }()
+	s := New(Config{MaxTasks: 100})
+	for n := range 100 {
+		addChunkTask(t, s, n, false)
+	}
+	chunkGap = func() {
+		chunkGap = nil
+		for n := 100; n < 103; n++ {
+			s.Apply(taskEv(t, "received", chunkID(n), "w1@h", float64(1000+n), map[string]any{"name": "a"}))
+		}
+	}
+	got, err := s.Tasks(Query{Limit: NoLimit, SortBy: "name"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var want []string
+	for n := 3; n < 100; n++ {
+		want = append(want, chunkID(n))
+	}
+	if diff := gocmp.Diff(want, ids(got)); diff != "" {
+		t.Errorf("tasks (-want +got):\n%s", diff)
+	}
+}
