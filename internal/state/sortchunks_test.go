@@ -14,6 +14,24 @@ import (
 // chunkID is the id of the n-th task of a chunk test: ids order as n.
 func chunkID(n int) string { return fmt.Sprintf("%08x-0000-4000-8000-000000000000", n) }
 
+// addNamedA adds tasks 100 to 102, received and named "a", first by
+// name: in a state of 100 tasks they evict tasks 0 to 2.
+func addNamedA(t testing.TB, s *State) {
+	t.Helper()
+	for n := 100; n < 103; n++ {
+		s.Apply(taskEv(t, "received", chunkID(n), "w1@h", float64(1000+n), map[string]any{"name": "a"}))
+	}
+}
+
+// chunkIDs are the ids of tasks from to to-1, in order.
+func chunkIDs(from, to int) []string {
+	var out []string
+	for n := from; n < to; n++ {
+		out = append(out, chunkID(n))
+	}
+	return out
+}
+
 // addChunkTask adds task n, named n%04d, received, and started unless
 // receivedOnly is set.
 func addChunkTask(t testing.TB, s *State, n int, receivedOnly bool) {
@@ -86,9 +104,7 @@ func TestSortedPageBetweenChunks(t *testing.T) {
 		name: "evicted and added in a gap",
 		q:    Query{Limit: 5, SortBy: "name"},
 		gap: func(t *testing.T, s *State) {
-			for n := 100; n < 103; n++ {
-				s.Apply(taskEv(t, "received", chunkID(n), "w1@h", float64(1000+n), map[string]any{"name": "a"}))
-			}
+			addNamedA(t, s)
 		},
 		want: func(*State, Query) []string {
 			return []string{chunkID(100), chunkID(101), chunkID(102), chunkID(3), chunkID(4)}
@@ -197,13 +213,6 @@ func TestSortedPagesWhileApplying(t *testing.T) {
 // written as it is then, left out if evicted before it is written.
 func TestUnpagedSortBetweenChunks(t *testing.T) {
 	defer func() { chunkGap = nil }()
-	upTo := func(from, to int) []string {
-		var out []string
-		for n := from; n < to; n++ {
-			out = append(out, chunkID(n))
-		}
-		return out
-	}
 	for _, tc := range []struct {
 		name  string
 		chunk int
@@ -229,7 +238,7 @@ func TestUnpagedSortBetweenChunks(t *testing.T) {
 			}
 			s.mu.Unlock()
 		},
-		want: func() []string { ids := upTo(0, 100); slices.Reverse(ids); return ids }(),
+		want: func() []string { ids := chunkIDs(0, 100); slices.Reverse(ids); return ids }(),
 	}, {
 		// n0093-n0099 were read in the first chunk (after the gap in
 		// which the keys are allocated); three new tasks evict
@@ -241,11 +250,9 @@ func TestUnpagedSortBetweenChunks(t *testing.T) {
 		at:       2,
 		wantGaps: 15, // the keys' allocation, 14 chunks of 97 tasks, the sort
 		gap: func(t *testing.T, s *State) {
-			for n := 100; n < 103; n++ {
-				s.Apply(taskEv(t, "received", chunkID(n), "w1@h", float64(1000+n), map[string]any{"name": "a"}))
-			}
+			addNamedA(t, s)
 		},
-		want: upTo(3, 100),
+		want: chunkIDs(3, 100),
 	}, {
 		// n0099 was read STARTED; its failure, after that chunk, does
 		// not move it ahead of the STARTED tasks, but it is written
@@ -258,7 +265,7 @@ func TestUnpagedSortBetweenChunks(t *testing.T) {
 		gap: func(t *testing.T, s *State) {
 			s.Apply(taskEv(t, "failed", chunkID(99), "w1@h", 2000, nil))
 		},
-		want:      upTo(0, 100),
+		want:      chunkIDs(0, 100),
 		wantState: map[string]string{chunkID(98): "STARTED", chunkID(99): "FAILURE"},
 	}} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -314,19 +321,13 @@ func TestTasksSkipsTasksGoneWhileSorting(t *testing.T) {
 	}
 	chunkGap = func() {
 		chunkGap = nil
-		for n := 100; n < 103; n++ {
-			s.Apply(taskEv(t, "received", chunkID(n), "w1@h", float64(1000+n), map[string]any{"name": "a"}))
-		}
+		addNamedA(t, s)
 	}
 	got, err := s.Tasks(Query{Limit: NoLimit, SortBy: "name"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	var want []string
-	for n := 3; n < 100; n++ {
-		want = append(want, chunkID(n))
-	}
-	if diff := gocmp.Diff(want, ids(got)); diff != "" {
+	if diff := gocmp.Diff(chunkIDs(3, 100), ids(got)); diff != "" {
 		t.Errorf("tasks (-want +got):\n%s", diff)
 	}
 }
