@@ -25,28 +25,12 @@ import (
 // flock /tmp/stamen-it.lock go test -run '^$' -bench BenchmarkListKwargsPair -benchtime 5x ./internal/store/pgstore/
 func BenchmarkListKwargsPair(b *testing.B) {
 	const n = 1_000_000
-	url := newDB(b)
 	ctx := context.Background()
-	s, err := pgstore.Open(ctx, pgstore.Config{URL: url, ReadTimeout: time.Minute})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer s.Close()
-	conn, err := pgx.Connect(ctx, url)
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer conn.Close(ctx)
-	if _, err := conn.Exec(ctx, `INSERT INTO stamen_tasks (id, state, name, received, started, succeeded, args, kwargs, worker, result, ts, runtime, clock)
+	s := loadTasks(b, time.Minute, `INSERT INTO stamen_tasks (id, state, name, received, started, succeeded, args, kwargs, worker, result, ts, runtime, clock)
 		SELECT lpad(to_hex(i), 8, '0') || '-0000-4000-8000-' || lpad(to_hex(i), 12, '0'), 'SUCCESS', 'proj.add',
 			1e9 + i, 1e9 + i, 1e9 + i, '()', format('{''user_id'': %s, ''region'': ''eu-%s''}', i % 100000, i % 7),
 			'w@h', '3', 1e9 + i, 0.001, i
-		FROM generate_series(0, $1::bigint - 1) AS i`, n); err != nil {
-		b.Fatal(err)
-	}
-	if _, err := conn.Exec(ctx, "VACUUM (ANALYZE) stamen_tasks"); err != nil {
-		b.Fatal(err)
-	}
+		FROM generate_series(0, $1::bigint - 1) AS i`, n)
 	for _, c := range []struct {
 		search string
 		want   int
@@ -73,4 +57,30 @@ func BenchmarkListKwargsPair(b *testing.B) {
 			}
 		})
 	}
+}
+
+// loadTasks opens a store on a new database with readTimeout, fills it
+// with insert (SQL with one argument, n), and analyzes the table.
+func loadTasks(tb testing.TB, readTimeout time.Duration, insert string, n int) *pgstore.Store {
+	tb.Helper()
+	url := newDB(tb)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	s, err := pgstore.Open(ctx, pgstore.Config{URL: url, ReadTimeout: readTimeout})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { _ = s.Close() })
+	conn, err := pgx.Connect(ctx, url)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	if _, err := conn.Exec(ctx, insert, n); err != nil {
+		tb.Fatal(err)
+	}
+	if _, err := conn.Exec(ctx, "VACUUM (ANALYZE) stamen_tasks"); err != nil {
+		tb.Fatal(err)
+	}
+	return s
 }

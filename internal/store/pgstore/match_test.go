@@ -12,7 +12,6 @@ import (
 
 	gocmp "github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
-	"github.com/jackc/pgx/v5"
 
 	"github.com/stamen-dev/stamen/internal/state"
 	"github.com/stamen-dev/stamen/internal/store"
@@ -205,26 +204,9 @@ func TestMatchTasksMatchesState(t *testing.T) {
 // the same timeout.
 func TestListKwargsPairTooBroad(t *testing.T) {
 	const n = 250_000 // checking them takes several times the timeout
-	url := newDB(t)
-	ctx := context.Background()
-	s, err := pgstore.Open(ctx, pgstore.Config{URL: url, ReadTimeout: 300 * time.Millisecond})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	conn, err := pgx.Connect(ctx, url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close(ctx)
-	if _, err := conn.Exec(ctx, `INSERT INTO stamen_tasks (id, state, name, kwargs, ts)
+	s := loadTasks(t, 300*time.Millisecond, `INSERT INTO stamen_tasks (id, state, name, kwargs, ts)
 		SELECT format('t-%s', i), 'SUCCESS', 'proj.add', format('{''region'': ''eu-%s''}', i % 7), i
-		FROM generate_series(1, $1::bigint) AS i`, n); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := conn.Exec(ctx, "ANALYZE stamen_tasks"); err != nil {
-		t.Fatal(err)
-	}
+		FROM generate_series(1, $1::bigint) AS i`, n)
 	ids, _, err := listPG(t, s, state.Query{Limit: 100, Search: "kwargs:region=eu-3"})
 	if err != nil || len(ids) != 100 {
 		t.Fatalf("kwargs:region=eu-3: %d tasks, %v; want 100", len(ids), err)
