@@ -2,6 +2,7 @@ package handlers
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -67,5 +68,74 @@ func TestReadsAnswer503WhenTheStoreIsDown(t *testing.T) {
 		if rec.Code != c.code || !strings.HasPrefix(rec.Body.String(), `{"error":`) {
 			t.Errorf("%s: %d %s, want %d JSON", c.name, rec.Code, rec.Body, c.code)
 		}
+	}
+}
+
+// failingReader lists n tasks, then fails as a store whose connection
+// breaks mid-list.
+type failingReader struct {
+	downReader
+	n int
+}
+
+func (r failingReader) ListTasks(context.Context, state.Query) (TaskCursor, error) {
+	return &failingCursor{left: r.n}, nil
+}
+
+type failingCursor struct {
+	left int
+	err  error
+}
+
+func (c *failingCursor) Next(n int, fn func(t *state.Task)) bool {
+	for range n {
+		if c.left == 0 {
+			c.err = errDown
+			return false
+		}
+		c.left--
+		t := state.Task{UUID: fmt.Sprintf("t%d", c.left), State: "SUCCESS"}
+		fn(&t)
+	}
+	return true
+}
+func (c *failingCursor) Err() error { return c.err }
+func (c *failingCursor) Close()     {}
+
+// TestTaskListCutShortByTheStore: a list the store fails to finish is not
+// passed off as whole. Failing within the first chunk, before the status
+// is sent, it answers 503 JSON; failing later, the body that was sent is
+// not closed, so that no JSON client takes it for the complete list.
+func TestTaskListCutShortByTheStore(t *testing.T) {
+	for _, c := range []struct {
+		name     string
+		n        int
+		wantCode int
+	}{
+		{"in the first chunk", 3, http.StatusServiceUnavailable},
+		{"after the first chunk", taskListChunk + 10, http.StatusOK},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			h := New(Config{Tasks: failingReader{n: c.n}})
+			req := httptest.NewRequest("GET", "/api/tasks", nil)
+			rec := httptest.NewRecorder()
+			h.listTasks(tasks.ListTasksParams{HTTPRequest: req}, nil).WriteResponse(rec, runtime.JSONProducer())
+			body := rec.Body.String()
+			if rec.Code != c.wantCode {
+				t.Fatalf("status %d, want %d: %.200s", rec.Code, c.wantCode, body)
+			}
+			if c.wantCode != http.StatusOK {
+				if !strings.HasPrefix(body, `{"error":`) || !strings.Contains(body, "unavailable") {
+					t.Errorf("body %s, want the store's error", body)
+				}
+				return
+			}
+			if json.Valid(rec.Body.Bytes()) || !json.Valid(append(rec.Body.Bytes(), '}')) {
+				t.Errorf("the list cut short is not the sent tasks without the closing brace (%d bytes, ends %q)", len(body), body[max(0, len(body)-20):])
+			}
+			if n := strings.Count(body, `"uuid"`); n != c.n {
+				t.Errorf("%d tasks written, want the %d listed before the failure", n, c.n)
+			}
+		})
 	}
 }

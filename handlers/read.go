@@ -70,7 +70,7 @@ func (h *Handlers) listTasks(p tasks.ListTasksParams, _ any) middleware.Responde
 	if err != nil {
 		return h.readError("tasks", err)
 	}
-	return taskListBody{list: list, ctx: p.HTTPRequest.Context()}
+	return taskListBody{list: list, ctx: p.HTTPRequest.Context(), failed: h.readError}
 }
 
 // readError answers a failed selection of tasks: 503 when the task store
@@ -97,9 +97,15 @@ const taskListChunk = 256
 // chunk takes a few hundred kilobytes whatever the count; the bytes are
 // also Flower's own (key order, separators, escapes), which encoding a
 // model would not give. The work stops when the client goes away.
+//
+// A list that a store's error ends early is not passed off as whole: before
+// the status is sent it is answered as the error (503), after it the body
+// is cut short of its closing brace, so that no client takes it for the
+// complete list.
 type taskListBody struct {
-	list TaskCursor
-	ctx  context.Context
+	list   TaskCursor
+	ctx    context.Context
+	failed func(op string, err error) middleware.Responder
 }
 
 // listBufs are the task lists' write buffers, 64 KiB each: made per
@@ -109,7 +115,7 @@ var listBufs = sync.Pool{New: func() any { b := make([]byte, 0, listBufSize); re
 
 const listBufSize = 64 << 10
 
-func (b taskListBody) WriteResponse(rw http.ResponseWriter, _ runtime.Producer) {
+func (b taskListBody) WriteResponse(rw http.ResponseWriter, producer runtime.Producer) {
 	// A store's list fails, if at all, at its first rows: after the
 	// status is sent an error can only cut the body short.
 	defer b.list.Close()
@@ -136,11 +142,21 @@ func (b taskListBody) WriteResponse(rw http.ResponseWriter, _ runtime.Producer) 
 	}
 	for more, sent := true, false; more; {
 		more = b.list.Next(taskListChunk, write)
-		if !more {
-			buf = append(buf, '}')
-		}
 		if b.ctx.Err() != nil {
 			return
+		}
+		if !more {
+			if err := b.list.Err(); err != nil {
+				if !sent {
+					b.failed("tasks", err).WriteResponse(rw, producer)
+					return
+				}
+				if len(buf) > 0 {
+					_, _ = rw.Write(buf)
+				}
+				return
+			}
+			buf = append(buf, '}')
 		}
 		if !sent {
 			if !more {

@@ -134,6 +134,11 @@ func TestFleetSameAnswers(t *testing.T) {
 		send(b, "stamen.add", i, 2)
 	}
 	send(b, "stamen.fail", "through b")
+	// A task called with kwargs, which a kwargs:key=value search finds
+	// from PostgreSQL (the pair checked on each row its words select).
+	b.api.t = t
+	kwID := fmt.Sprint(b.api.mustOK(b.api.post("/api/task/async-apply/stamen.add", nil, map[string]any{"kwargs": map[string]any{"x": 7, "y": 30}}))["task-id"])
+	want[kwID], names[kwID] = "SUCCESS", "stamen.add"
 	out := testcluster.RunClient(t, testcluster.ClientOptions{Broker: broker, Backend: backend}, clientTasks, "4")
 	for i, id := range strings.Fields(string(out)) {
 		want[id], names[id] = "SUCCESS", "stamen.add"
@@ -141,8 +146,8 @@ func TestFleetSameAnswers(t *testing.T) {
 			want[id], names[id] = "FAILURE", "stamen.fail"
 		}
 	}
-	if len(want) != 16 {
-		t.Fatalf("%d task ids, want 16: client printed %q", len(want), out)
+	if len(want) != 17 {
+		t.Fatalf("%d task ids, want 17: client printed %q", len(want), out)
 	}
 
 	// Every task final, in both, before the filters are compared.
@@ -222,6 +227,8 @@ func TestFleetSameAnswers(t *testing.T) {
 		{"received range and state", with(window, "state", "FAILURE"), expect(0, func(id string) bool { return want[id] == "FAILURE" })},
 		{"search id fragment", q("search", frag), expect(0, func(id string) bool { return strings.Contains(id, frag) })},
 		{"search state", q("search", "state:FAILURE"), expect(0, func(id string) bool { return want[id] == "FAILURE" })},
+		{"search kwargs pair", q("search", "kwargs:y=30"), expect(0, func(id string) bool { return id == kwID })},
+		{"search kwargs pair, none", q("search", "kwargs:y=3"), expect(0, func(string) bool { return false })},
 		{"sort_by name", q("sort_by", "name"), expect(len(want), nil)},
 		{"sort_by -received", q("sort_by", "-received"), expect(len(want), nil)},
 		{"sort_by started", q("sort_by", "started"), expect(len(want), nil)},
@@ -269,6 +276,14 @@ func TestFleetSameAnswers(t *testing.T) {
 		}
 		return ""
 	})
+	// The bulk operations' selection takes the pair too.
+	for _, r := range rs {
+		r.api.t = t
+		got := r.api.mustOK(r.api.post("/api/tasks/revoke", q("search", "kwargs:y=30", "max", "10", "dry_run", "true"), nil))
+		if got["matched"] != float64(1) {
+			t.Errorf("%s: dry run of a revoke of kwargs:y=30: %v, want 1 matched", r.name, got)
+		}
+	}
 	fleetOperations(t, rs, want, names, early)
 }
 

@@ -62,6 +62,38 @@ func nodeOf(e expr) *SearchNode {
 	panic("state: unknown search expression")
 }
 
+// PairWords are the parts of a SearchNode's Pair that every kwargs repr
+// holding the pair contains, case-folded ("" for a part that may be
+// written otherwise): a store can select a superset of the matches by
+// them, and check each with a Search.
+func PairWords(pair string) [2]string { return pairWords(pair) }
+
+// Search is a compiled search query, to check tasks a store selected by a
+// superset of it (the kwargs:key=value pairs, which need the repr parsed).
+// It is not safe for concurrent use.
+type Search struct {
+	e expr
+	m matcher
+}
+
+// CompileSearch compiles query with the rules and errors of Query.Search.
+func CompileSearch(query string) (*Search, error) {
+	e, err := parseSearch(query)
+	if err != nil {
+		return nil, err
+	}
+	return &Search{e: e}, nil
+}
+
+// Match reports whether t matches the search, as List would select it.
+func (s *Search) Match(t *Task) bool {
+	if s.e == nil {
+		return true
+	}
+	s.m.reset(t)
+	return s.e.match(&s.m)
+}
+
 // ParseSort parses Query.SortBy: field is "" (newest first), name, state,
 // received or started; the error is the one List gives.
 func ParseSort(sortBy string) (field string, desc bool, err error) {

@@ -412,17 +412,29 @@ func (tm term) match(m *matcher) bool {
 	return false
 }
 
-// possiblePair is a cheap test before parsing a kwargs repr: a key or value
-// made only of letters, digits and underscores is written verbatim in the
-// repr Celery sends, so if it is not in the text the pair cannot match.
+// possiblePair is a cheap test before parsing a kwargs repr: see pairWords.
 func (tm term) possiblePair(kwargs string) bool {
-	k, v, _ := strings.Cut(tm.pair, "=")
-	for _, part := range [2]string{k, v} {
-		if part != "" && isWord(part) && !containsFold(kwargs, part) {
+	for _, w := range pairWords(tm.pair) {
+		if w != "" && !containsFold(kwargs, w) {
 			return false
 		}
 	}
 	return true
+}
+
+// pairWords are the parts of a kwargs:key=value pair ("" for the others)
+// that a kwargs repr holding the pair contains verbatim, up to case: a key
+// or value made only of letters, digits and underscores is written as it
+// is in the repr Celery sends.
+func pairWords(pair string) [2]string {
+	k, v, _ := strings.Cut(pair, "=")
+	words := [2]string{k, v}
+	for i, w := range words {
+		if !isWord(w) {
+			words[i] = ""
+		}
+	}
+	return words
 }
 
 func isWord(s string) bool {

@@ -17,12 +17,21 @@ import (
 // list's indexes, never counting every match, under the read timeout.
 func (s *Store) MatchTasks(ctx context.Context, q state.Query, max int) (ids []string, more bool, err error) {
 	q.Limit, q.Offset = max+1, 0
-	sqlText, args, empty, err := buildSelect("t.id", q)
-	if err != nil || empty {
+	sel, err := buildSelect("t.id", q)
+	if err != nil || sel.empty {
 		return nil, false, err
 	}
+	if sel.match != nil {
+		// The rows are checked (selection): read them whole.
+		if sel, err = buildSelect(selectColumns, q); err != nil {
+			return nil, false, err
+		}
+	}
+	if sel.match != nil {
+		return s.matchSuperset(ctx, sel, max)
+	}
 	err = s.read(ctx, func(ctx context.Context) error {
-		rows, err := s.pool.Query(ctx, sqlText, args...)
+		rows, err := s.pool.Query(ctx, sel.sql, sel.args...)
 		if err != nil {
 			return err
 		}
@@ -30,6 +39,24 @@ func (s *Store) MatchTasks(ctx context.Context, q state.Query, max int) (ids []s
 		return err
 	})
 	if err != nil {
+		return nil, false, err
+	}
+	if len(ids) > max {
+		return ids[:max], true, nil
+	}
+	return ids, false, nil
+}
+
+// matchSuperset is MatchTasks over a selection checked row by row.
+func (s *Store) matchSuperset(ctx context.Context, sel selection, max int) (ids []string, more bool, err error) {
+	ctx, cancel := context.WithTimeout(ctx, s.cfg.ReadTimeout)
+	c, err := s.open(ctx, cancel, sel)
+	if err != nil {
+		return nil, false, err
+	}
+	for c.Next(fetchSize, func(t *state.Task) { ids = append(ids, t.UUID) }) {
+	}
+	if err := c.Err(); err != nil {
 		return nil, false, err
 	}
 	if len(ids) > max {
@@ -66,6 +93,9 @@ func (s *Store) Failures(ctx context.Context, q state.Query) ([]state.FailureGro
 	where, window, err := b.filters(q)
 	if err != nil {
 		return nil, err
+	}
+	if b.superset {
+		return nil, &state.SearchError{Message: "Search terms kwargs:key=value are not supported by /api/failures with the PostgreSQL store; search kwargs:<text> instead", Position: -1}
 	}
 	narrow := window != ""
 	where = withWindow(where, window)

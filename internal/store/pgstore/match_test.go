@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -13,6 +14,7 @@ import (
 	"github.com/google/go-cmp/cmp/cmpopts"
 
 	"github.com/stamen-dev/stamen/internal/state"
+	"github.com/stamen-dev/stamen/internal/store"
 	"github.com/stamen-dev/stamen/internal/store/pgstore"
 )
 
@@ -160,6 +162,8 @@ func TestMatchTasksMatchesState(t *testing.T) {
 		{Search: "state:retry"},
 		{Search: `name:sleep args:"x3'"`},
 		{State: "NOPE"},
+		{Search: "kwargs:k=1"},
+		{Search: "kwargs:f=1.5 OR state:retry"},
 	} {
 		all, _, err := st.Match(q, 10_000)
 		if err != nil {
@@ -184,9 +188,32 @@ func TestMatchTasksMatchesState(t *testing.T) {
 			})
 		}
 	}
-	// A search the store refuses is the state's error type (400).
+	// Failures refuses a kwargs:key=value search with the state's error
+	// type (400): its groups are counted in SQL, where the pair cannot be
+	// checked.
 	var se *state.SearchError
-	if _, _, err := s.MatchTasks(context.Background(), state.Query{Search: "kwargs:k=1"}, 5); !errors.As(err, &se) {
-		t.Errorf("untranslatable search: %v, want a *state.SearchError", err)
+	if _, err := s.Failures(context.Background(), state.Query{Search: "kwargs:k=1"}); !errors.As(err, &se) {
+		t.Errorf("failures with a kwargs pair: %v, want a *state.SearchError", err)
+	}
+}
+
+// TestListKwargsPairTooBroad: a kwargs:key=value search whose words are in
+// every task while the pair is in none reads and checks every row; past
+// the read timeout it is a 400 that says why (*state.SearchError), not a
+// 503 as for an outage. A pair that fills its page early answers within
+// the same timeout.
+func TestListKwargsPairTooBroad(t *testing.T) {
+	const n = 250_000 // checking them takes several times the timeout
+	s := loadTasks(t, 300*time.Millisecond, `INSERT INTO stamen_tasks (id, state, name, kwargs, ts)
+		SELECT format('t-%s', i), 'SUCCESS', 'proj.add', format('{''region'': ''eu-%s''}', i % 7), i
+		FROM generate_series(1, $1::bigint) AS i`, n)
+	ids, _, err := listPG(t, s, state.Query{Limit: 100, Search: "kwargs:region=eu-3"})
+	if err != nil || len(ids) != 100 {
+		t.Fatalf("kwargs:region=eu-3: %d tasks, %v; want 100", len(ids), err)
+	}
+	_, _, err = listPG(t, s, state.Query{Limit: 100, Search: "kwargs:region=eu"})
+	var se *state.SearchError
+	if !errors.As(err, &se) || errors.Is(err, store.ErrUnavailable) || !strings.Contains(err.Error(), "checked") {
+		t.Fatalf("kwargs:region=eu over %d tasks: %v, want a *state.SearchError saying how many were checked", n, err)
 	}
 }

@@ -86,7 +86,7 @@ func dataset(t testing.TB, st *state.State, n int) {
 		}
 		w := fmt.Sprintf("w%d@h", i%2)
 		extra := map[string]any{"name": []string{"proj.add", "Proj.Mul", "proj.sleep"}[i%3], "args": fmt.Sprintf("(%d, 'x%d')", i, i%4),
-			"kwargs": fmt.Sprintf("{'k': %d}", i%5), "root_id": id}
+			"kwargs": fmt.Sprintf("{'k': %d, 'kk': %d, 'f': %.1f}", i%5, i%11, 1.5+float64(i%4)), "root_id": id}
 		if i%4 == 1 {
 			parent := fmt.Sprintf("%08x-0000-4000-8000-%012x", i-1, i-1)
 			extra["parent_id"], extra["root_id"] = parent, parent
@@ -246,6 +246,19 @@ func TestListMatchesState(t *testing.T) {
 		{Limit: 7, Search: "retry", SortBy: "-received"},
 		{Limit: state.NoLimit, Search: "100%"},
 		{Limit: state.NoLimit, Search: "w_@"},
+		// kwargs:key=value: a superset selected by the pair's words (here
+		// also the tasks whose 'kk' is 1 or 10), each row then checked and
+		// the matches paged; f=1.5 has one word, so its superset is every
+		// task, read in several FETCHes.
+		{Limit: state.NoLimit, Search: "kwargs:k=1"},
+		{Limit: 5, Offset: 3, Search: "kwargs:K=2"},
+		{Limit: state.NoLimit, Search: "kwargs:f=1.5"},
+		{Limit: 4, Offset: 70, Search: "kwargs:f=1.5", SortBy: "-name"},
+		{Limit: 10, Search: "kwargs:kk=10 OR name:sleep", SortBy: "started"},
+		{Limit: state.NoLimit, Search: "kwargs:k=3 state:failure", Worker: "w1@h"},
+		{Limit: 10, Offset: 2, ReceivedStart: at(1100), ReceivedEnd: at(1200), Search: "kwargs:k=4"},
+		{Limit: state.NoLimit, Search: "kwargs:k=9"},
+		{Limit: 0, Search: "kwargs:k=1"},
 	}
 	queries = append(queries, windowQueries(at)...)
 	for _, q := range queries {
@@ -282,7 +295,6 @@ func TestListRefusesUntranslatable(t *testing.T) {
 		q    state.Query
 		want string
 	}{
-		{state.Query{Limit: 1, Search: "kwargs:k=1"}, "kwargs:k=1"},
 		{state.Query{Limit: 1, Search: "ab"}, "at least 3"},
 		{state.Query{Limit: 1, SortBy: "bogus"}, "invalid sort_by"},
 	} {
