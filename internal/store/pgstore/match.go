@@ -95,7 +95,9 @@ func (s *Store) Failures(ctx context.Context, q state.Query) ([]state.FailureGro
 		return nil, err
 	}
 	if b.superset {
-		return nil, &state.SearchError{Message: "Search terms kwargs:key=value are not supported by /api/failures with the PostgreSQL store; search kwargs:<text> instead", Position: -1}
+		// /api/failures takes no search; a caller that passes one gets
+		// the groups of what SQL can select exactly, or this.
+		return nil, &state.SearchError{Message: "Search terms kwargs:key=value are not supported when grouping failures with the PostgreSQL store", Position: -1}
 	}
 	narrow := window != ""
 	where = withWindow(where, window)
