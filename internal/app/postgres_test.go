@@ -1,6 +1,7 @@
 package app
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -11,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/stamen-dev/stamen/internal/store"
@@ -201,5 +203,58 @@ func TestMergeKeep(t *testing.T) {
 		if fmt.Sprint(seqs) != c.want || lost != c.lost {
 			t.Errorf("max %d: %v lost %d, want %s lost %d", c.max, seqs, lost, c.want, c.lost)
 		}
+	}
+}
+
+// TestTaskListCutShortFromPostgres: an unpaged list that PostgreSQL stops
+// serving mid-body (its connection cut while a slow client reads) ends
+// without its closing brace, not as a shorter list that parses.
+func TestTaskListCutShortFromPostgres(t *testing.T) {
+	const n = 300_000 // more than the sockets between them buffer
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	proxy := testcluster.StartProxy(t, testcluster.PostgresAddr)
+	db := testcluster.PostgresDB(t)
+	a, err := New(ctx, Config{
+		EmbeddedAddr: fmt.Sprintf("127.0.0.1:%d", testcluster.FreePort(t)),
+		DBPath:       testcluster.PostgresURL(proxy.Addr(), db),
+		DBTimeout:    500 * time.Millisecond,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	conn, err := pgx.Connect(ctx, testcluster.PostgresURL(testcluster.PostgresAddr, db))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	if _, err := conn.Exec(ctx, `INSERT INTO stamen_tasks (id, state, name, kwargs, ts)
+		SELECT format('t-%s', i), 'SUCCESS', 'proj.add', '{}', i FROM generate_series(1, $1::bigint) AS i`, n); err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(a.Handler)
+	defer srv.Close()
+	resp, err := http.Get(srv.URL + "/api/tasks")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	head := make([]byte, 64<<10)
+	if _, err := io.ReadFull(resp.Body, head); err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("the list's first bytes: %d, %v", resp.StatusCode, err)
+	}
+	proxy.Cut()
+	rest, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatalf("reading the rest: %v", err)
+	}
+	body := append(head, rest...)
+	listed := bytes.Count(body, []byte(`"uuid"`))
+	if listed == n || json.Valid(body) {
+		t.Fatalf("%d of %d tasks listed, valid JSON %v: the cut went unnoticed", listed, n, json.Valid(body))
+	}
+	if !json.Valid(append(body, '}')) {
+		t.Errorf("the body is not the tasks listed before the cut (ends %q)", body[max(0, len(body)-40):])
 	}
 }
