@@ -54,7 +54,7 @@ func (s *Store) matchSuperset(ctx context.Context, sel selection, max int) (ids 
 	if err != nil {
 		return nil, false, err
 	}
-	for c.Next(fetchSize, func(t *state.Task) { ids = append(ids, t.UUID) }) {
+	for c.Next(firstFetch, func(t *state.Task) { ids = append(ids, t.UUID) }) {
 	}
 	if err := c.Err(); err != nil {
 		return nil, false, err

@@ -52,8 +52,8 @@ func (s *Store) open(ctx context.Context, cancel context.CancelFunc, sel selecti
 		}
 		c.rows = rows
 	} else {
-		// A superset is read through a server-side cursor, fetchSize
-		// rows at a time, so that the read stops once the page is
+		// A superset is read through a server-side cursor, some rows
+		// at a time (fetch), so that the read stops once the page is
 		// found: closing a query's rows early reads them to their end.
 		tx, err := s.pool.BeginTx(ctx, pgx.TxOptions{AccessMode: pgx.ReadOnly})
 		if err != nil {
@@ -85,8 +85,13 @@ func (s *Store) open(ctx context.Context, cancel context.CancelFunc, sel selecti
 // UnpagedTimeout bounds the query of a GET /api/tasks without limit.
 const UnpagedTimeout = 5 * time.Minute
 
-// fetchSize is how many rows of a superset one FETCH reads.
-const fetchSize = 256
+// A superset's FETCHes read firstFetch rows, then twice as many each
+// time up to maxFetch: a page found in the first rows reads few, and a
+// long read makes few round trips.
+const (
+	firstFetch = 256
+	maxFetch   = 8192
+)
 
 // Cursor is the answer of List, read in chunks with Next.
 type Cursor struct {
@@ -97,10 +102,12 @@ type Cursor struct {
 	t      state.Task
 	// ready is set when t holds a task not yet passed on.
 	ready bool
-	// A superset (selection) is read from tx's cursor, fetched counting
-	// the rows of the last FETCH; match checks each row (checked counts
-	// them), and skip and left page the matches (left NoLimit: all).
+	// A superset (selection) is read from tx's cursor, fetchN rows a
+	// FETCH, fetched counting the rows of the last; match checks each row
+	// (checked counts them), and skip and left page the matches (left
+	// NoLimit: all).
 	tx         pgx.Tx
+	fetchN     int
 	fetched    int
 	match      *state.Search
 	checked    int
@@ -136,7 +143,7 @@ func (c *Cursor) advance() bool {
 				c.fail(err)
 				return false
 			}
-			if c.tx == nil || c.fetched < fetchSize {
+			if c.tx == nil || c.fetched < c.fetchN {
 				return false
 			}
 			c.rows.Close()
@@ -174,7 +181,8 @@ func (c *Cursor) advance() bool {
 
 // fetch reads the next rows of tx's cursor.
 func (c *Cursor) fetch() bool {
-	rows, err := c.tx.Query(c.ctx, "FETCH "+strconv.Itoa(fetchSize)+" FROM stamen_list")
+	c.fetchN = min(max(2*c.fetchN, firstFetch), maxFetch)
+	rows, err := c.tx.Query(c.ctx, "FETCH "+strconv.Itoa(c.fetchN)+" FROM stamen_list")
 	if err != nil {
 		c.fail(err)
 		return false
