@@ -99,9 +99,9 @@ const taskListChunk = 256
 // model would not give. The work stops when the client goes away.
 //
 // A list that a store's error ends early is not passed off as whole: before
-// the status is sent it is answered as the error (503), after it the body
-// is cut short of its closing brace, so that no client takes it for the
-// complete list.
+// the status is sent it is answered as the error (503, or 400 for a search
+// too broad to check in time), after it the body is cut short of its
+// closing brace, so that no client takes it for the complete list.
 type taskListBody struct {
 	list   TaskCursor
 	ctx    context.Context
@@ -116,8 +116,6 @@ var listBufs = sync.Pool{New: func() any { b := make([]byte, 0, listBufSize); re
 const listBufSize = 64 << 10
 
 func (b taskListBody) WriteResponse(rw http.ResponseWriter, producer runtime.Producer) {
-	// A store's list fails, if at all, at its first rows: after the
-	// status is sent an error can only cut the body short.
 	defer b.list.Close()
 	rw.Header().Set("Content-Type", "application/json")
 	pooled := listBufs.Get().(*[]byte)

@@ -26,8 +26,6 @@ func (s *Store) MatchTasks(ctx context.Context, q state.Query, max int) (ids []s
 		if sel, err = buildSelect(selectColumns, q); err != nil {
 			return nil, false, err
 		}
-	}
-	if sel.match != nil {
 		return s.matchSuperset(ctx, sel, max)
 	}
 	err = s.read(ctx, func(ctx context.Context) error {
