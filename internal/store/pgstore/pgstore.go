@@ -186,10 +186,7 @@ func (s *Store) migrate(ctx context.Context, to int) error {
 	if _, err := conn.Exec(ctx, `SELECT pg_advisory_lock($1)`, migrateLock); err != nil {
 		return fmt.Errorf("take the migration lock: %w", err)
 	}
-	defer func() {
-		// On a broken connection the lock went with the session.
-		_, _ = conn.Exec(context.WithoutCancel(ctx), `SELECT pg_advisory_unlock($1)`, migrateLock)
-	}()
+	defer unlock(ctx, conn, migrateLock, s.cfg.WriteTimeout)
 	if _, err := conn.Exec(ctx, `CREATE TABLE IF NOT EXISTS stamen_schema_version (version int NOT NULL)`); err != nil {
 		return err
 	}
@@ -222,6 +219,21 @@ func (s *Store) migrate(ctx context.Context, to int) error {
 		s.log.Info("PostgreSQL schema migrated", slog.Int("version", v+1), slog.Duration("took", time.Since(began)))
 	}
 	return nil
+}
+
+// unlock releases the session advisory lock key taken on conn, within
+// timeout even when ctx has ended (the caller's end does not end the
+// session, nor its lock). A connection that cannot release it is closed:
+// the lock goes with its session, and a pooled connection left holding it
+// would keep every replica out.
+func unlock(ctx context.Context, conn *pgxpool.Conn, key int64, timeout time.Duration) {
+	uctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), timeout)
+	defer cancel()
+	if _, err := conn.Exec(uctx, `SELECT pg_advisory_unlock($1)`, key); err != nil {
+		// Close writes its goodbye within uctx and closes the socket
+		// whatever happens.
+		_ = conn.Conn().Close(uctx)
+	}
 }
 
 // SchemaVersion returns the schema version the database is at.

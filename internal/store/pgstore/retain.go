@@ -57,15 +57,7 @@ func (s *Store) Retain(ctx context.Context, r Retention, now time.Time) (int64, 
 	if !got {
 		return 0, nil
 	}
-	defer func() {
-		uctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.cfg.WriteTimeout)
-		defer cancel()
-		if _, err := conn.Exec(uctx, `SELECT pg_advisory_unlock($1)`, retainLock); err != nil {
-			// The lock is the session's: a connection left holding it
-			// would keep every replica's retention out.
-			_ = conn.Conn().Close(context.Background())
-		}
-	}()
+	defer unlock(ctx, conn, retainLock, s.cfg.WriteTimeout)
 
 	var total int64
 	if r.MaxAge > 0 {
