@@ -398,7 +398,7 @@ func (a *App) openBroker(ctx context.Context) (brokerConn, handlers.ResultBacken
 	first, _, _ := strings.Cut(a.BrokerURL, ";")
 	u, err := url.Parse(strings.TrimSpace(first))
 	if err != nil {
-		return nil, nil, fmt.Errorf("invalid broker URL %s: %w", redact.URL(a.BrokerURL), errors.Unwrap(err))
+		return nil, nil, fmt.Errorf("invalid broker URL %s: %w", redact.URL(a.BrokerURL), redact.ParseError(err))
 	}
 	brokerOpts, err := redis.ParseTransportOptions(a.cfg.BrokerTransportOptions)
 	if err != nil {
