@@ -2,6 +2,7 @@ package app
 
 import (
 	"context"
+	"net/http/httptest"
 	"strings"
 	"testing"
 )
@@ -23,5 +24,14 @@ func TestInvalidBrokerURLHidesPassword(t *testing.T) {
 		if strings.Contains(err.Error(), "s3cret") {
 			t.Errorf("New(%q): error reveals the password: %v", raw, err)
 		}
+	}
+}
+
+// TestAuditRecordPathHidesPassword: a record keeps its path as the log line
+// shows it, a URL's password masked, as its parameters are.
+func TestAuditRecordPathHidesPassword(t *testing.T) {
+	r := httptest.NewRequest("POST", "/api/task/async-apply/redis:%2F%2F:s3cret@h", nil)
+	if rec := auditRecord(r, "asyncApplyTask", nil, 0); strings.Contains(rec.Path, "s3cret") {
+		t.Errorf("the record's path shows the password: %s", rec.Path)
 	}
 }
