@@ -238,6 +238,9 @@ func New(ctx context.Context, cfg Config) (*App, error) {
 	})
 	var reader handlers.TaskReader
 	switch {
+	case pgstore.IsSettings(cfg.DBPath):
+		a.Close()
+		return nil, errors.New("--db holds PostgreSQL's key=value settings (not shown: they may hold a password); PostgreSQL is selected by a URL, postgres://user:password@host:5432/dbname")
 	case pgstore.IsURL(cfg.DBPath):
 		if err := a.openPostgres(ctx); err != nil {
 			a.Close()

@@ -96,6 +96,24 @@ func IsURL(db string) bool {
 	return strings.HasPrefix(db, "postgres://") || strings.HasPrefix(db, "postgresql://")
 }
 
+// IsSettings reports whether db is PostgreSQL's other form of connection
+// settings, key=value words (host=... dbname=... password=...). stamen
+// takes only the URL form, the one whose password it masks wherever the
+// URL is shown; the other would otherwise name a store file, and be
+// logged whole with its password.
+func IsSettings(db string) bool {
+	for _, word := range strings.Fields(db) {
+		if key, _, ok := strings.Cut(word, "="); ok && slices.Contains(settingKeys, key) {
+			return true
+		}
+	}
+	return false
+}
+
+// settingKeys are the keys of libpq's connection settings that a store
+// file's name would not hold.
+var settingKeys = []string{"host", "hostaddr", "port", "dbname", "user", "password", "passfile", "sslmode", "service"}
+
 // Open connects, then creates or migrates the schema under an advisory
 // lock. The URL's password never reaches an error.
 func Open(ctx context.Context, cfg Config) (*Store, error) {
