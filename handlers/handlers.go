@@ -134,7 +134,7 @@ func New(cfg Config) *Handlers {
 		cfg.SSEHeartbeat = 15 * time.Second
 	}
 	if cfg.Events == nil {
-		cfg.Events = stream.NewHub()
+		cfg.Events = stream.NewHub(0)
 	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now

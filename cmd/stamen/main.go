@@ -72,6 +72,7 @@ type options struct {
 	readOnly            bool
 	auditMaxAge         time.Duration
 	auditMaxRecords     int
+	maxEventStreams     int
 
 	debugAddr string
 }
@@ -305,6 +306,9 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	both("audit_max_records", func(n string) {
 		fs.IntVar(&o.auditMaxRecords, n, e.int("AUDIT_MAX_RECORDS", app.DefaultAuditMaxRecords), "keep at most this many audit records, the newest")
 	})
+	both("max_event_streams", func(n string) {
+		fs.IntVar(&o.maxEventStreams, n, e.int("MAX_EVENT_STREAMS", app.DefaultMaxEventStreams), "/api/events streams served at once; one more answers 503")
+	})
 	str(&o.debugAddr, "debug_addr", envString("DEBUG_ADDR"),
 		"serve Go's profiling endpoints (/debug/pprof/; not cmdline, which may show passwords) on this host:port, apart from the API and without authentication: keep it on loopback; empty: off")
 	str(&o.logLevel, "logging", orDefault(envString("LOGGING"), "info"), "log level: debug, info, warn, error")
@@ -483,6 +487,7 @@ func run(args []string, stderr io.Writer) int {
 		ReadOnly:            o.readOnly,
 		AuditMaxAge:         o.auditMaxAge,
 		AuditMaxRecords:     o.auditMaxRecords,
+		MaxEventStreams:     o.maxEventStreams,
 	})
 	if err != nil {
 		log.Error("cannot start", slog.Any("err", err))

@@ -79,6 +79,9 @@ type Config struct {
 	URLPrefix           string
 	MaxBodyBytes        int64
 	SSEHeartbeat        time.Duration
+	// MaxEventStreams bounds the /api/events streams served at once
+	// (0: DefaultMaxEventStreams).
+	MaxEventStreams int
 	// DBPath, when set, keeps the history in a store there and restores it
 	// at start (Flower's --persistent with --db). A postgres:// or
 	// postgresql:// URL selects PostgreSQL instead (pgstore): the history
@@ -263,7 +266,7 @@ func New(ctx context.Context, cfg Config) (*App, error) {
 	}
 	a.reconciler = a.newReconciler(results)
 	a.Metrics = metrics.New(a.gauges()...)
-	a.Events = stream.NewHub()
+	a.Events = stream.NewHub(cfg.MaxEventStreams)
 	var sent handlers.SentLog
 	switch {
 	case a.Postgres != nil:
