@@ -16,7 +16,6 @@ import (
 	"net/url"
 	"os"
 	"runtime/debug"
-	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -704,20 +703,30 @@ const maxDrainBuf = 16 << 20
 // mergeBatches is older then newer as one batch: newer's records win,
 // and older's records of tasks evicted since (below newer.FirstSeq) go.
 func mergeBatches(older, newer store.Batch) store.Batch {
-	out := store.Batch{FirstSeq: newer.FirstSeq, Workers: newer.Workers, Types: newer.Types}
+	out := store.Batch{FirstSeq: newer.FirstSeq, Workers: newer.Workers}
 	if out.Workers == nil {
 		out.Workers = map[string][]byte{}
 	}
+	// A store deletes the forgotten workers before it puts the kept ones,
+	// and puts the kept task names before it deletes the forgotten ones:
+	// what newer forgot must leave older's kept, and what newer keeps
+	// must leave older's forgotten names.
+	forgot := func(names []string) map[string]bool {
+		m := make(map[string]bool, len(names))
+		for _, n := range names {
+			m[n] = true
+		}
+		return m
+	}
+	gone := forgot(newer.ForgottenWorkers)
 	for w, e := range older.Workers {
-		if _, ok := out.Workers[w]; !ok {
+		if _, ok := out.Workers[w]; !ok && !gone[w] {
 			out.Workers[w] = e
 		}
 	}
-	for _, name := range older.Types {
-		if !slices.Contains(out.Types, name) {
-			out.Types = append(out.Types, name)
-		}
-	}
+	out.ForgottenWorkers = union(older.ForgottenWorkers, newer.ForgottenWorkers, nil)
+	out.Types = union(newer.Types, older.Types, forgot(newer.ForgottenTypes))
+	out.ForgottenTypes = union(older.ForgottenTypes, newer.ForgottenTypes, forgot(newer.Types))
 	out.Tasks = make([]store.Task, 0, len(older.Tasks)+len(newer.Tasks))
 	i, j := 0, 0
 	for i < len(older.Tasks) || j < len(newer.Tasks) {
@@ -734,6 +743,21 @@ func mergeBatches(older, newer store.Batch) store.Batch {
 			out.Tasks = append(out.Tasks, newer.Tasks[j])
 			i++
 			j++
+		}
+	}
+	return out
+}
+
+// union is a then b without repeats, leaving out the names in except.
+func union(a, b []string, except map[string]bool) []string {
+	seen := make(map[string]bool, len(a)+len(b))
+	var out []string
+	for _, l := range [][]string{a, b} {
+		for _, n := range l {
+			if !seen[n] && !except[n] {
+				seen[n] = true
+				out = append(out, n)
+			}
 		}
 	}
 	return out
