@@ -3,7 +3,9 @@ package redis
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"strings"
 
 	goredis "github.com/redis/go-redis/v9"
 
@@ -44,9 +46,18 @@ func (b *Broker) Publish(ctx context.Context, msg *celery.TaskMessage) error {
 		return nil
 	})
 	if err != nil {
+		if isWrongType(err) {
+			return fmt.Errorf("publish %s: queue %q: %w", msg.ID, celery.QueueName(msg), celery.ErrNotAQueue)
+		}
 		return wrap(ctx, "publish "+msg.ID, err)
 	}
 	return nil
+}
+
+// isWrongType reports Redis's WRONGTYPE reply: the key exists and holds
+// another type than the command works on.
+func isWrongType(err error) bool {
+	return err != nil && strings.HasPrefix(err.Error(), "WRONGTYPE")
 }
 
 // QueueLengths sums LLEN over each queue's priority lists in one round
@@ -94,13 +105,41 @@ func (b *Broker) Purge(ctx context.Context, queue string) (int64, error) {
 	defer cancel()
 	keys := b.keys.Queues(queue)
 	lens := make([]*goredis.IntCmd, 0, len(keys))
-	_, err := b.client.TxPipelined(octx, func(p goredis.Pipeliner) error {
+	// DEL deletes whatever a key holds, and in a MULTI a command that fails
+	// (LLEN of a hash: WRONGTYPE) does not stop the others: without this
+	// check, purging "unacked" or "_kombu.binding.celery" would delete
+	// kombu's unacknowledged messages or its bindings. WATCH makes the
+	// check and the DEL one: a key whose type changes in between fails the
+	// transaction, and the purge is tried again.
+	purge := func(tx *goredis.Tx) error {
 		for _, key := range keys {
-			lens = append(lens, p.LLen(octx, key))
+			typ, err := tx.Type(octx, key).Result()
+			if err != nil {
+				return err
+			}
+			if typ != "none" && typ != "list" {
+				return fmt.Errorf("purge %s: key %q holds a %s: %w", queue, key, typ, celery.ErrNotAQueue)
+			}
 		}
-		p.Del(octx, keys...)
-		return nil
-	})
+		lens = lens[:0]
+		_, err := tx.TxPipelined(octx, func(p goredis.Pipeliner) error {
+			for _, key := range keys {
+				lens = append(lens, p.LLen(octx, key))
+			}
+			p.Del(octx, keys...)
+			return nil
+		})
+		return err
+	}
+	var err error
+	for range 3 {
+		if err = b.client.Watch(octx, purge, keys...); !errors.Is(err, goredis.TxFailedErr) {
+			break
+		}
+	}
+	if errors.Is(err, celery.ErrNotAQueue) {
+		return 0, err
+	}
 	if err != nil {
 		return 0, wrap(ctx, "purge "+queue, err)
 	}
