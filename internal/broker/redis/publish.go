@@ -118,7 +118,7 @@ func (b *Broker) Purge(ctx context.Context, queue string) (int64, error) {
 				return err
 			}
 			if typ != "none" && typ != "list" {
-				return fmt.Errorf("purge %s: key %q holds a %s: %w", queue, key, typ, celery.ErrNotAQueue)
+				return fmt.Errorf("key %q holds a %s: %w", key, typ, celery.ErrNotAQueue)
 			}
 		}
 		lens = lens[:0]
