@@ -39,6 +39,11 @@ func (b *Broker) Publish(ctx context.Context, msg *celery.TaskMessage) error {
 			return fmt.Errorf("publish %s: exchange %q with routing key %q: %w", msg.ID, exchange, routingKey, celery.ErrNoRoute)
 		}
 	}
+	for _, q := range queues {
+		if kombuKey(q) {
+			return fmt.Errorf("publish %s: queue %q: %w", msg.ID, q, celery.ErrNotAQueue)
+		}
+	}
 	_, err = b.client.TxPipelined(octx, func(p goredis.Pipeliner) error {
 		for _, q := range queues {
 			p.LPush(octx, b.keys.Queue(q, msg.Priority), data)
@@ -52,6 +57,19 @@ func (b *Broker) Publish(ctx context.Context, msg *celery.TaskMessage) error {
 		return wrap(ctx, "publish "+msg.ID, err)
 	}
 	return nil
+}
+
+// kombuKey reports whether a queue's list would be a key kombu's Redis
+// transport keeps for itself (under the same global_keyprefix): its hash
+// of unacknowledged messages, that hash's index and lock, an exchange's
+// binding set. A list made there, even where the key is absent for now,
+// breaks the workers' next write to it.
+func kombuKey(queue string) bool {
+	switch queue {
+	case "unacked", "unacked_index", "unacked_mutex":
+		return true
+	}
+	return strings.HasPrefix(queue, "_kombu.binding.")
 }
 
 // isWrongType reports Redis's WRONGTYPE reply: the key exists and holds
@@ -101,6 +119,9 @@ func (b *Broker) QueueLengths(ctx context.Context, queues []string) (map[string]
 // Messages workers have already fetched (kombu's unacked hash) are not
 // touched, as kombu's own purge leaves them.
 func (b *Broker) Purge(ctx context.Context, queue string) (int64, error) {
+	if kombuKey(queue) {
+		return 0, fmt.Errorf("queue %q: %w", queue, celery.ErrNotAQueue)
+	}
 	octx, cancel := b.opContext(ctx)
 	defer cancel()
 	keys := b.keys.Queues(queue)
