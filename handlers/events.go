@@ -25,12 +25,17 @@ func (h *Handlers) streamEvents(p evops.StreamEventsParams, _ any) middleware.Re
 			f.Types = append(f.Types, t)
 		}
 	}
+	sub, err := h.Events.Subscribe(f, sseBuffer)
+	if err != nil {
+		return apiError(http.StatusServiceUnavailable, "%d event streams are open, the most stamen serves at once (--max_event_streams)", h.Events.Max())
+	}
 	return middleware.ResponderFunc(func(rw http.ResponseWriter, _ runtime.Producer) {
-		h.serveSSE(rw, p.HTTPRequest, f)
+		defer h.Events.Unsubscribe(sub)
+		h.serveSSE(rw, p.HTTPRequest, sub)
 	})
 }
 
-func (h *Handlers) serveSSE(rw http.ResponseWriter, r *http.Request, f stream.Filter) {
+func (h *Handlers) serveSSE(rw http.ResponseWriter, r *http.Request, sub *stream.Subscription) {
 	rc := http.NewResponseController(rw)
 	hdr := rw.Header()
 	hdr.Set("Content-Type", "text/event-stream")
@@ -38,9 +43,6 @@ func (h *Handlers) serveSSE(rw http.ResponseWriter, r *http.Request, f stream.Fi
 	// Tell nginx-style proxies not to buffer the stream.
 	hdr.Set("X-Accel-Buffering", "no")
 	rw.WriteHeader(http.StatusOK)
-
-	sub := h.Events.Subscribe(f, sseBuffer)
-	defer h.Events.Unsubscribe(sub)
 
 	w := bufio.NewWriter(rw)
 	flush := func() bool {

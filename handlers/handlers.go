@@ -5,13 +5,18 @@
 package handlers
 
 import (
+	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
+	"reflect"
 	"sort"
+	"strings"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/go-openapi/runtime"
 
@@ -134,7 +139,7 @@ func New(cfg Config) *Handlers {
 		cfg.SSEHeartbeat = 15 * time.Second
 	}
 	if cfg.Events == nil {
-		cfg.Events = stream.NewHub()
+		cfg.Events = stream.NewHub(0)
 	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now
@@ -159,13 +164,65 @@ func New(cfg Config) *Handlers {
 // not have, as the spec's additionalProperties: false says: the task body
 // is the only one, and an apply_async option stamen dropped silently would
 // run the task otherwise than asked. The 400 names the key.
+//
+// Three more things encoding/json lets through are refused: bytes that are
+// not UTF-8 (decoded as U+FFFD, so a task would get other arguments or
+// another id than sent; Flower cannot decode them either), data after the
+// JSON value (`{"args":[1]} {"args":[2]}`, which Python's json.loads
+// refuses), and a key that matches a field only without regard to case
+// (`{"ARGS": [2]}` would set args, where Flower hands ARGS to apply_async
+// as an option).
 func strictJSON() runtime.Consumer {
 	return runtime.ConsumerFunc(func(r io.Reader, v any) error {
-		dec := json.NewDecoder(r)
+		data, err := io.ReadAll(r)
+		if err != nil {
+			return err
+		}
+		if !utf8.Valid(data) {
+			return errors.New("the body is not valid UTF-8")
+		}
+		dec := json.NewDecoder(bytes.NewReader(data))
 		dec.UseNumber()
 		dec.DisallowUnknownFields()
-		return dec.Decode(v)
+		if err := dec.Decode(v); err != nil {
+			return err
+		}
+		if _, err := dec.Token(); err != io.EOF {
+			return errors.New("invalid JSON: data after the JSON value")
+		}
+		return exactKeys(data, v)
 	})
+}
+
+// exactKeys refuses an object key that is not, byte for byte, the JSON name
+// of a field of the struct v points to (encoding/json matches names
+// without regard to case).
+func exactKeys(data []byte, v any) error {
+	rt := reflect.TypeOf(v)
+	for rt != nil && rt.Kind() == reflect.Pointer {
+		rt = rt.Elem()
+	}
+	if rt == nil || rt.Kind() != reflect.Struct {
+		return nil
+	}
+	var obj map[string]json.RawMessage
+	if err := json.Unmarshal(data, &obj); err != nil || obj == nil {
+		return nil // not an object: Decode has already said so, or it is null
+	}
+	names := make(map[string]bool, rt.NumField())
+	for i := range rt.NumField() {
+		name, _, _ := strings.Cut(rt.Field(i).Tag.Get("json"), ",")
+		if name == "" {
+			name = rt.Field(i).Name
+		}
+		names[name] = true
+	}
+	for k := range obj {
+		if !names[k] {
+			return fmt.Errorf("json: unknown field %q", k)
+		}
+	}
+	return nil
 }
 
 // Register installs every operation's handler and stamen's error writer on

@@ -8,6 +8,7 @@ import (
 	"mime"
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
 )
 
@@ -161,38 +162,47 @@ func dropBody(r *http.Request) {
 // 400 for both, and so does stamen, but only where the operation takes the
 // parameter: Flower ignores the ones an operation does not read.
 // TestTypedParamsFollowTheSpec keeps this table equal to swagger.yaml's.
+// On the operations marked once, stamen's own that act on many tasks or a
+// whole queue, such a parameter given twice is refused: Flower's rule, the
+// last value counts, would make dry_run=true&dry_run=false revoke.
 var typedParams = []struct {
 	path           string
 	bools, numbers []string
+	once           bool
 }{
-	{"/api/tasks", nil, []string{"limit", "offset"}},
-	{"/api/workers", []string{"refresh", "status"}, nil},
-	{"/api/task/apply/", nil, []string{"timeout"}},
-	{"/api/task/result/", nil, []string{"timeout"}},
-	{"/api/task/timeout/", nil, []string{"soft", "hard"}},
-	{"/api/task/revoke/", []string{"terminate"}, nil},
-	{"/api/tasks/revoke", []string{"dry_run", "terminate"}, []string{"max"}},
-	{"/api/tasks/retry", []string{"dry_run"}, []string{"max"}},
-	{"/api/worker/pool/grow/", nil, []string{"n"}},
-	{"/api/worker/pool/shrink/", nil, []string{"n"}},
-	{"/api/worker/pool/autoscale/", nil, []string{"min", "max"}},
-	{"/api/queues/purge/", []string{"force"}, nil},
-	{"/api/audit", nil, []string{"limit", "offset"}},
+	{"/api/tasks", nil, []string{"limit", "offset"}, false},
+	{"/api/workers", []string{"refresh", "status"}, nil, false},
+	{"/api/task/apply/", nil, []string{"timeout"}, false},
+	{"/api/task/result/", nil, []string{"timeout"}, false},
+	{"/api/task/timeout/", nil, []string{"soft", "hard"}, false},
+	{"/api/task/revoke/", []string{"terminate"}, nil, false},
+	{"/api/tasks/revoke", []string{"dry_run", "terminate"}, []string{"max"}, true},
+	{"/api/tasks/retry", []string{"dry_run"}, []string{"max"}, true},
+	{"/api/worker/pool/grow/", nil, []string{"n"}, false},
+	{"/api/worker/pool/shrink/", nil, []string{"n"}, false},
+	{"/api/worker/pool/autoscale/", nil, []string{"min", "max"}, false},
+	{"/api/queues/purge/", []string{"force"}, nil, true},
+	{"/api/audit", nil, []string{"limit", "offset"}, false},
 }
 
 // paramTypes returns the boolean and number query parameters the operation
-// at path takes.
-func paramTypes(path string) (bools, numbers []string) {
+// at path takes, and whether each may be given only once.
+func paramTypes(path string) (bools, numbers []string, once bool) {
 	for _, tp := range typedParams {
 		if path == tp.path || (strings.HasSuffix(tp.path, "/") && strings.HasPrefix(path, tp.path)) {
-			return tp.bools, tp.numbers
+			return tp.bools, tp.numbers, tp.once
 		}
 	}
-	return nil, nil
+	return nil, nil, false
 }
 
 func strictParams(path string, q url.Values) error {
-	bools, numbers := paramTypes(path)
+	bools, numbers, once := paramTypes(path)
+	for _, name := range slices.Concat(bools, numbers) {
+		if once && len(q[name]) > 1 {
+			return fmt.Errorf("%s is given %d times: give it once", name, len(q[name]))
+		}
+	}
 	for _, name := range bools {
 		for _, v := range q[name] {
 			if _, ok := parseFlowerBool(v); !ok {

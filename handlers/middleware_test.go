@@ -1,6 +1,7 @@
 package handlers
 
 import (
+	"net/url"
 	"slices"
 	"strings"
 	"testing"
@@ -42,7 +43,7 @@ func TestTypedParamsFollowTheSpec(t *testing.T) {
 					wantNumbers = append(wantNumbers, p.Name)
 				}
 			}
-			bools, numbers := paramTypes(concrete)
+			bools, numbers, _ := paramTypes(concrete)
 			slices.Sort(wantBools)
 			slices.Sort(wantNumbers)
 			bools, numbers = slices.Sorted(slices.Values(bools)), slices.Sorted(slices.Values(numbers))
@@ -50,6 +51,31 @@ func TestTypedParamsFollowTheSpec(t *testing.T) {
 				t.Errorf("%s (%s): typedParams has booleans %v and numbers %v, the spec %v and %v",
 					op.ID, path, bools, numbers, wantBools, wantNumbers)
 			}
+		}
+	}
+}
+
+// TestParamsGivenOnce: on stamen's bulk operations and purge a typed
+// parameter given twice is refused; elsewhere the last value counts, as in
+// Flower.
+func TestParamsGivenOnce(t *testing.T) {
+	for _, c := range []struct {
+		path, query string
+		refused     bool
+	}{
+		{"/api/tasks/revoke", "max=10&dry_run=true&dry_run=false", true},
+		{"/api/tasks/retry", "max=10&max=20", true},
+		{"/api/queues/purge/celery", "force=false&force=true", true},
+		{"/api/tasks/revoke", "max=10&dry_run=true&state=A&state=B", false},
+		{"/api/task/revoke/x", "terminate=false&terminate=true", false},
+		{"/api/tasks", "limit=1&limit=2", false},
+	} {
+		q, err := url.ParseQuery(c.query)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := strictParams(c.path, q); (err != nil) != c.refused {
+			t.Errorf("%s?%s: %v, want refused %v", c.path, c.query, err, c.refused)
 		}
 	}
 }

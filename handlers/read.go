@@ -182,6 +182,9 @@ func (h *Handlers) listTaskTypes(p tasks.ListTaskTypesParams, _ any) middleware.
 	if err != nil {
 		return h.storeError("task types", err)
 	}
+	if types == nil {
+		types = []string{} // Flower's sorted(set()) is [], never null
+	}
 	return tasks.NewListTaskTypesOK().WithPayload(&models.TaskTypes{TaskTypes: types})
 }
 
@@ -309,9 +312,11 @@ func deref[T any](p *T) T {
 }
 
 // validName rejects names that cannot be Celery task or node names before
-// they reach a broker: control characters and white space.
+// they reach a broker: control characters, white space, and bytes that are
+// not UTF-8 (a %FF in the path would otherwise reach the broker, and the
+// answer, as U+FFFD: another name than the client gave).
 func validName(s string) bool {
-	if s == "" {
+	if s == "" || !utf8.ValidString(s) {
 		return false
 	}
 	return !strings.ContainsFunc(s, func(r rune) bool { return r < 0x20 || r == 0x7f || r == ' ' })

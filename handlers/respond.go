@@ -82,6 +82,10 @@ func (h *Handlers) brokerError(op string, err error) middleware.Responder {
 		// stamen will not create a queue unlike the workers would: the
 		// client names a queue that no worker consumes yet.
 		return apiError(http.StatusBadRequest, "%s: %v (start a worker consuming it, or add a consumer for it, first)", op, err)
+	case errors.Is(err, celery.ErrNotAQueue):
+		// The client named a key of kombu's (unacked, a binding set) or
+		// another non-list key: nothing was written or deleted.
+		return apiError(http.StatusBadRequest, "%s: %v", op, err)
 	case errors.Is(err, celery.ErrNoRoute):
 		// A route given in the request leads nowhere: the client's to fix.
 		return apiError(http.StatusBadRequest, "%s: %v", op, err)

@@ -153,6 +153,9 @@ func init() {
           },
           "401": {
             "$ref": "#/responses/Unauthorized"
+          },
+          "503": {
+            "$ref": "#/responses/Unavailable"
           }
         }
       }
@@ -2474,6 +2477,12 @@ func init() {
           },
           "401": {
             "description": "Credentials are missing or wrong",
+            "schema": {
+              "$ref": "#/definitions/Error"
+            }
+          },
+          "503": {
+            "description": "The broker, the result backend or the task store (PostgreSQL) is unavailable",
             "schema": {
               "$ref": "#/definitions/Error"
             }

@@ -72,6 +72,7 @@ type options struct {
 	readOnly            bool
 	auditMaxAge         time.Duration
 	auditMaxRecords     int
+	maxEventStreams     int
 
 	debugAddr string
 }
@@ -182,6 +183,19 @@ type redactedString string
 func (s *redactedString) String() string     { return redact.String(string(*s)) }
 func (s *redactedString) Set(v string) error { *s = redactedString(v); return nil }
 
+// hiddenString is a string flag whose value is a secret whole (credentials,
+// transport options holding the sentinels' password): --help shows its
+// default, read from the environment, as the mask.
+type hiddenString string
+
+func (s *hiddenString) String() string {
+	if s == nil || *s == "" {
+		return ""
+	}
+	return redact.Mask
+}
+func (s *hiddenString) Set(v string) error { *s = hiddenString(v); return nil }
+
 // parseFlags reads Flower's flag names (both max_tasks and max-tasks
 // spellings), falling back to the environment and then to defaults.
 func parseFlags(args []string, stderr io.Writer) (options, error) {
@@ -204,11 +218,17 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 		*p = def
 		both(name, func(n string) { fs.Var((*redactedString)(p), n, usage) })
 	}
+	// hidden is str for a value that is a secret whole: --help shows its
+	// default (from the environment) masked.
+	hidden := func(p *string, name, def, usage string) {
+		*p = def
+		both(name, func(n string) { fs.Var((*hiddenString)(p), n, usage) })
+	}
 	secret(&o.broker, "broker", envString("BROKER", "CELERY_BROKER_URL"), "broker URL: redis://[:password@]host:port/db, rediss://, sentinel://host:26379[;sentinel://...], amqp://user:pass@host:port/vhost, amqps://; empty starts the embedded broker")
 	secret(&o.resultBackend, "result_backend", envString("RESULT_BACKEND", "CELERY_RESULT_BACKEND"), "result backend URL: redis://... or rpc:// (default: rpc:// on AMQP, the broker on Redis)")
-	str(&o.brokerTransport, "broker_transport_options", envString("BROKER_TRANSPORT_OPTIONS"),
+	hidden(&o.brokerTransport, "broker_transport_options", envString("BROKER_TRANSPORT_OPTIONS"),
 		`Redis transport options as a JSON object, as Celery's broker_transport_options: global_keyprefix, master_name (sentinel://), sentinel_kwargs, sep, priority_steps`)
-	str(&o.resultTransport, "result_backend_transport_options", envString("RESULT_BACKEND_TRANSPORT_OPTIONS"),
+	hidden(&o.resultTransport, "result_backend_transport_options", envString("RESULT_BACKEND_TRANSPORT_OPTIONS"),
 		`the Redis result backend's options as a JSON object, as Celery's result_backend_transport_options (default: the broker's master_name and sentinel_kwargs)`)
 	str(&o.address, "address", orDefault(envString("ADDRESS"), "127.0.0.1"), "address to listen on")
 	both("port", func(n string) { fs.IntVar(&o.port, n, e.int("PORT", 5555), "port to listen on") })
@@ -233,16 +253,16 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	})
 	str(&o.urlPrefix, "url_prefix", envString("URL_PREFIX"), "serve everything under /<prefix>")
 	str(&o.embeddedAddr, "embedded_broker_address", orDefault(envString("EMBEDDED_BROKER_ADDRESS"), "127.0.0.1:6380"), "where the embedded broker listens when no broker is configured")
-	str(&o.embeddedPassword, "embedded_broker_password", envString("EMBEDDED_BROKER_PASSWORD"), "the password the embedded broker requires (default: generated at start and logged in the workers' URL); required on a non-loopback --embedded_broker_address")
+	hidden(&o.embeddedPassword, "embedded_broker_password", envString("EMBEDDED_BROKER_PASSWORD"), "the password the embedded broker requires (default: generated at start and logged in the workers' URL); required on a non-loopback --embedded_broker_address")
 	both("unauthenticated_api", func(n string) {
 		fs.BoolVar(&o.unauthenticated, n, e.bool("UNAUTHENTICATED_API"), "allow serving the API without credentials on a non-loopback address")
 	})
 	// Credentials are best given through the environment or a file, so
 	// that they do not show in ps.
-	str(&o.basicAuth, "basic_auth", envString("BASIC_AUTH"), "operators' HTTP basic credentials: user:password[,user:password] (password may be a bcrypt hash)")
-	str(&o.viewerBasicAuth, "viewer_basic_auth", envString("VIEWER_BASIC_AUTH"), "viewers' (read-only) HTTP basic credentials: user:password[,...]")
-	str(&o.authToken, "auth_token", envString("AUTH_TOKEN"), "operators' bearer tokens, comma-separated")
-	str(&o.viewerAuthToken, "viewer_auth_token", envString("VIEWER_AUTH_TOKEN"), "viewers' bearer tokens, comma-separated")
+	hidden(&o.basicAuth, "basic_auth", envString("BASIC_AUTH"), "operators' HTTP basic credentials: user:password[,user:password] (password may be a bcrypt hash)")
+	hidden(&o.viewerBasicAuth, "viewer_basic_auth", envString("VIEWER_BASIC_AUTH"), "viewers' (read-only) HTTP basic credentials: user:password[,...]")
+	hidden(&o.authToken, "auth_token", envString("AUTH_TOKEN"), "operators' bearer tokens, comma-separated")
+	hidden(&o.viewerAuthToken, "viewer_auth_token", envString("VIEWER_AUTH_TOKEN"), "viewers' bearer tokens, comma-separated")
 	str(&o.authFile, "auth_file", envString("AUTH_FILE"), "credentials file: lines '<viewer|operator> basic user:password' or '<viewer|operator> token <token>'")
 	both("persistent", func(n string) {
 		fs.BoolVar(&o.persistent, n, e.bool("PERSISTENT"), "keep the history in --db and restore it at start (always on with the embedded broker)")
@@ -286,6 +306,9 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	both("audit_max_records", func(n string) {
 		fs.IntVar(&o.auditMaxRecords, n, e.int("AUDIT_MAX_RECORDS", app.DefaultAuditMaxRecords), "keep at most this many audit records, the newest")
 	})
+	both("max_event_streams", func(n string) {
+		fs.IntVar(&o.maxEventStreams, n, e.int("MAX_EVENT_STREAMS", app.DefaultMaxEventStreams), "/api/events streams served at once; one more answers 503")
+	})
 	str(&o.debugAddr, "debug_addr", envString("DEBUG_ADDR"),
 		"serve Go's profiling endpoints (/debug/pprof/; not cmdline, which may show passwords) on this host:port, apart from the API and without authentication: keep it on loopback; empty: off")
 	str(&o.logLevel, "logging", orDefault(envString("LOGGING"), "info"), "log level: debug, info, warn, error")
@@ -296,7 +319,9 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 		return o, err
 	}
 	if fs.NArg() > 0 {
-		return o, fmt.Errorf("unexpected arguments: %v", fs.Args())
+		// Not echoed: a stray argument is often a flag's value cut off
+		// from it (--broker= redis://:password@host).
+		return o, fmt.Errorf("%d unexpected arguments after the flags (not shown: they may hold a password)", fs.NArg())
 	}
 	return o, o.validate()
 }
@@ -462,6 +487,7 @@ func run(args []string, stderr io.Writer) int {
 		ReadOnly:            o.readOnly,
 		AuditMaxAge:         o.auditMaxAge,
 		AuditMaxRecords:     o.auditMaxRecords,
+		MaxEventStreams:     o.maxEventStreams,
 	})
 	if err != nil {
 		log.Error("cannot start", slog.Any("err", err))

@@ -601,3 +601,33 @@ func TestRefusesBadTransportOptions(t *testing.T) {
 		})
 	}
 }
+
+// TestHelpHidesSecrets: --help (printed on any flag error too) shows each
+// flag's default, read from the environment, where STAMEN_BASIC_AUTH and
+// the rest are given precisely to keep them out of sight; and a stray
+// argument, often a flag's value cut off from it, is not echoed.
+func TestHelpHidesSecrets(t *testing.T) {
+	const secret = "Env-s3cret-0123456789"
+	for _, k := range []string{"STAMEN_BASIC_AUTH", "STAMEN_VIEWER_BASIC_AUTH"} {
+		t.Setenv(k, "admin:"+secret)
+	}
+	for _, k := range []string{"STAMEN_AUTH_TOKEN", "STAMEN_VIEWER_AUTH_TOKEN", "STAMEN_EMBEDDED_BROKER_PASSWORD"} {
+		t.Setenv(k, secret)
+	}
+	for _, k := range []string{"STAMEN_BROKER_TRANSPORT_OPTIONS", "STAMEN_RESULT_BACKEND_TRANSPORT_OPTIONS"} {
+		t.Setenv(k, `{"master_name": "m", "sentinel_kwargs": {"password": "`+secret+`"}}`)
+	}
+	t.Setenv("STAMEN_BROKER", "redis://:"+secret+"@h/0")
+	t.Setenv("STAMEN_DB", "postgres://u:"+secret+"@h/db")
+	for _, args := range [][]string{{"--help"}, {"--no-such-flag"}, {"--broker=", "redis://:" + secret + "@h/0"}} {
+		var out bytes.Buffer
+		_, err := parseFlags(args, &out)
+		if err == nil {
+			t.Errorf("parseFlags(%q) succeeded", args)
+			continue
+		}
+		if strings.Contains(out.String(), secret) || strings.Contains(err.Error(), secret) {
+			t.Errorf("parseFlags(%q) shows the secret: %v\n%s", args, err, out.String())
+		}
+	}
+}

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -298,4 +299,45 @@ func runStamen(t *testing.T, bin string, args ...string) (base string, logs *loc
 		}
 	}
 	return base, logs, stop
+}
+
+// TestEventStreamsBounded: with --max_event_streams 2, a third /api/events
+// client gets 503 JSON at once, and a stream can open again once a client
+// has gone.
+func TestEventStreamsBounded(t *testing.T) {
+	testcluster.SkipIfShort(t, "builds and runs the binary")
+	bin := buildBinary(t)
+	base, logs, _ := runStamen(t, bin, "--max_event_streams", "2")
+	open := func() *http.Response {
+		t.Helper()
+		resp, err := http.Get(base + "/api/events")
+		if err != nil {
+			t.Fatalf("/api/events: %v\n%s", err, logs.String())
+		}
+		return resp
+	}
+	var streams []*http.Response
+	for range 2 {
+		resp := open()
+		defer resp.Body.Close()
+		first := make([]byte, 64)
+		if n, err := resp.Body.Read(first); resp.StatusCode != http.StatusOK || !strings.Contains(string(first[:n]), "stamen event stream") {
+			t.Fatalf("stream %d: status %d, %q, %v", len(streams)+1, resp.StatusCode, first[:n], err)
+		}
+		streams = append(streams, resp)
+	}
+	third := open()
+	body, _ := io.ReadAll(third.Body)
+	third.Body.Close()
+	var e struct{ Error string }
+	if third.StatusCode != http.StatusServiceUnavailable || third.Header.Get("Content-Type") != "application/json" ||
+		json.Unmarshal(body, &e) != nil || !strings.Contains(e.Error, "--max_event_streams") {
+		t.Fatalf("a third stream: %d %q %s", third.StatusCode, third.Header.Get("Content-Type"), body)
+	}
+	streams[0].Body.Close()
+	testcluster.Eventually(t, 10*time.Second, "a stream opens once a client has gone", func() bool {
+		resp := open()
+		defer resp.Body.Close()
+		return resp.StatusCode == http.StatusOK
+	})
 }

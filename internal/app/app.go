@@ -16,7 +16,6 @@ import (
 	"net/url"
 	"os"
 	"runtime/debug"
-	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -79,6 +78,9 @@ type Config struct {
 	URLPrefix           string
 	MaxBodyBytes        int64
 	SSEHeartbeat        time.Duration
+	// MaxEventStreams bounds the /api/events streams served at once
+	// (0: DefaultMaxEventStreams).
+	MaxEventStreams int
 	// DBPath, when set, keeps the history in a store there and restores it
 	// at start (Flower's --persistent with --db). A postgres:// or
 	// postgresql:// URL selects PostgreSQL instead (pgstore): the history
@@ -238,6 +240,9 @@ func New(ctx context.Context, cfg Config) (*App, error) {
 	})
 	var reader handlers.TaskReader
 	switch {
+	case pgstore.IsSettings(cfg.DBPath):
+		a.Close()
+		return nil, errors.New("--db holds PostgreSQL's key=value settings (not shown: they may hold a password); PostgreSQL is selected by a URL, postgres://user:password@host:5432/dbname")
 	case pgstore.IsURL(cfg.DBPath):
 		if err := a.openPostgres(ctx); err != nil {
 			a.Close()
@@ -260,7 +265,7 @@ func New(ctx context.Context, cfg Config) (*App, error) {
 	}
 	a.reconciler = a.newReconciler(results)
 	a.Metrics = metrics.New(a.gauges()...)
-	a.Events = stream.NewHub()
+	a.Events = stream.NewHub(cfg.MaxEventStreams)
 	var sent handlers.SentLog
 	switch {
 	case a.Postgres != nil:
@@ -398,7 +403,7 @@ func (a *App) openBroker(ctx context.Context) (brokerConn, handlers.ResultBacken
 	first, _, _ := strings.Cut(a.BrokerURL, ";")
 	u, err := url.Parse(strings.TrimSpace(first))
 	if err != nil {
-		return nil, nil, fmt.Errorf("invalid broker URL %s: %w", redact.URL(a.BrokerURL), errors.Unwrap(err))
+		return nil, nil, fmt.Errorf("invalid broker URL %s: %w", redact.URL(a.BrokerURL), redact.ParseError(err))
 	}
 	brokerOpts, err := redis.ParseTransportOptions(a.cfg.BrokerTransportOptions)
 	if err != nil {
@@ -698,20 +703,30 @@ const maxDrainBuf = 16 << 20
 // mergeBatches is older then newer as one batch: newer's records win,
 // and older's records of tasks evicted since (below newer.FirstSeq) go.
 func mergeBatches(older, newer store.Batch) store.Batch {
-	out := store.Batch{FirstSeq: newer.FirstSeq, Workers: newer.Workers, Types: newer.Types}
+	out := store.Batch{FirstSeq: newer.FirstSeq, Workers: newer.Workers}
 	if out.Workers == nil {
 		out.Workers = map[string][]byte{}
 	}
+	// A store deletes the forgotten workers before it puts the kept ones,
+	// and puts the kept task names before it deletes the forgotten ones:
+	// what newer forgot must leave older's kept, and what newer keeps
+	// must leave older's forgotten names.
+	forgot := func(names []string) map[string]bool {
+		m := make(map[string]bool, len(names))
+		for _, n := range names {
+			m[n] = true
+		}
+		return m
+	}
+	gone := forgot(newer.ForgottenWorkers)
 	for w, e := range older.Workers {
-		if _, ok := out.Workers[w]; !ok {
+		if _, ok := out.Workers[w]; !ok && !gone[w] {
 			out.Workers[w] = e
 		}
 	}
-	for _, name := range older.Types {
-		if !slices.Contains(out.Types, name) {
-			out.Types = append(out.Types, name)
-		}
-	}
+	out.ForgottenWorkers = union(older.ForgottenWorkers, newer.ForgottenWorkers, nil)
+	out.Types = union(newer.Types, older.Types, forgot(newer.ForgottenTypes))
+	out.ForgottenTypes = union(older.ForgottenTypes, newer.ForgottenTypes, forgot(newer.Types))
 	out.Tasks = make([]store.Task, 0, len(older.Tasks)+len(newer.Tasks))
 	i, j := 0, 0
 	for i < len(older.Tasks) || j < len(newer.Tasks) {
@@ -728,6 +743,21 @@ func mergeBatches(older, newer store.Batch) store.Batch {
 			out.Tasks = append(out.Tasks, newer.Tasks[j])
 			i++
 			j++
+		}
+	}
+	return out
+}
+
+// union is a then b without repeats, leaving out the names in except.
+func union(a, b []string, except map[string]bool) []string {
+	seen := make(map[string]bool, len(a)+len(b))
+	var out []string
+	for _, l := range [][]string{a, b} {
+		for _, n := range l {
+			if !seen[n] && !except[n] {
+				seen[n] = true
+				out = append(out, n)
+			}
 		}
 	}
 	return out

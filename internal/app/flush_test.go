@@ -38,26 +38,10 @@ func TestFailedFlushLosesNothing(t *testing.T) {
 			a.Close()
 		}
 	}()
-	rdb := brokerClient(t, a)
-	defer rdb.Close()
 	payloads := eventPayloads(200)
-	// Publish until ingested: the subscription starts in the background.
 	ingest := func(from, to int) {
 		t.Helper()
-		deadline := time.Now().Add(20 * time.Second)
-		for a.State.Len() < to {
-			if time.Now().After(deadline) {
-				t.Fatalf("ingested %d of %d tasks", a.State.Len(), to)
-			}
-			for _, p := range payloads[from:to] {
-				if err := rdb.Publish(context.Background(), "/0.celeryev/task.multi", p).Err(); err != nil {
-					t.Fatal(err)
-				}
-			}
-			for end := time.Now().Add(time.Second); a.State.Len() < to && time.Now().Before(end); {
-				time.Sleep(10 * time.Millisecond)
-			}
-		}
+		publishUntil(t, a, payloads[from:to], func() bool { return a.State.Len() >= to })
 	}
 
 	ingest(0, 50)
@@ -102,13 +86,77 @@ func TestFailedFlushLosesNothing(t *testing.T) {
 	}
 }
 
+// TestFailedFlushKeepsForgetting: a worker whose event was noted while
+// writes failed, then forgotten (purged) before they worked again, is not
+// written back by the write that succeeds, and a restart does not bring
+// it back: the batch kept for that write had dropped what the state
+// forgot and kept the worker's event.
+func TestFailedFlushKeepsForgetting(t *testing.T) {
+	cfg := Config{
+		EmbeddedAddr: fmt.Sprintf("127.0.0.1:%d", testcluster.FreePort(t)),
+		DBPath:       filepath.Join(t.TempDir(), "stamen.db"),
+		SaveInterval: time.Hour, // the test flushes by hand
+	}
+	a, err := New(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		if a != nil {
+			a.Close()
+		}
+	}()
+	const gone, kept = "gone@h", "kept@h"
+	// gone beats every millisecond: it is not alive a few milliseconds
+	// after its last heartbeat, and the purge below forgets it. (A
+	// heartbeat, unlike a worker-offline, makes a worker again when
+	// restored.)
+	worker := func(host, typ string, clock int, freq float64) map[string]any {
+		return map[string]any{"type": typ, "hostname": host, "timestamp": float64(time.Now().UnixMicro()) / 1e6,
+			"clock": clock, "pid": 1, "utcoffset": 0, "freq": freq, "sw_ident": "py-celery", "sw_ver": "5.5.3", "sw_sys": "Linux"}
+	}
+	write := a.writeBatch
+	a.writeBatch = func(store.Batch) error { return errors.New("disk full") }
+	publishUntil(t, a, [][]byte{
+		testcluster.EventsEnvelope(gone, "1", worker(gone, "worker-online", 1, 0.001), worker(gone, "worker-heartbeat", 2, 0.001)),
+		testcluster.EventsEnvelope(kept, "2", worker(kept, "worker-online", 3, 60)),
+	}, func() bool { return a.State.KnowsWorker(gone) && a.State.KnowsWorker(kept) })
+	if err := a.flush(); err == nil {
+		t.Fatal("the failing write reported success")
+	}
+	testcluster.Eventually(t, 10*time.Second, gone+" purged", func() bool {
+		return fmt.Sprint(a.State.PurgeWorkers(time.Now().Add(time.Hour))) == "["+gone+"]"
+	})
+	a.writeBatch = write
+	if err := a.flush(); err != nil {
+		t.Fatalf("flush after the failure: %v", err)
+	}
+	a.Close()
+	a = nil
+
+	cfg.EmbeddedAddr = fmt.Sprintf("127.0.0.1:%d", testcluster.FreePort(t))
+	b, err := New(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	if !b.State.KnowsWorker(kept) || b.State.KnowsWorker(gone) {
+		t.Errorf("after the restart: %s known %v, %s known %v; want true, false",
+			kept, b.State.KnowsWorker(kept), gone, b.State.KnowsWorker(gone))
+	}
+}
+
 // TestMergeBatches: records of the same task keep the newer; records of
-// tasks evicted since go; workers and types are the union.
+// tasks evicted since go; workers and types are the union, but for what
+// the newer batch forgot, and what either forgot is still forgotten unless
+// the newer batch keeps it.
 func TestMergeBatches(t *testing.T) {
 	older := store.Batch{FirstSeq: 1, Tasks: []store.Task{{Seq: 1, Data: []byte("old1")}, {Seq: 3, Data: []byte("old3")}, {Seq: 5, Data: []byte("old5")}},
-		Workers: map[string][]byte{"a": []byte("a-old"), "b": []byte("b-old")}, Types: []string{"t1"}}
+		Workers: map[string][]byte{"a": []byte("a-old"), "b": []byte("b-old"), "c": []byte("c-old")}, ForgottenWorkers: []string{"d", "e"},
+		Types: []string{"t1", "t3"}, ForgottenTypes: []string{"t4", "t5"}}
 	newer := store.Batch{FirstSeq: 2, Tasks: []store.Task{{Seq: 3, Data: []byte("new3")}, {Seq: 4, Data: []byte("new4")}},
-		Workers: map[string][]byte{"b": []byte("b-new")}, Types: []string{"t2"}}
+		Workers: map[string][]byte{"b": []byte("b-new"), "d": []byte("d-new")}, ForgottenWorkers: []string{"c", "e"},
+		Types: []string{"t2", "t4"}, ForgottenTypes: []string{"t3"}}
 	got := mergeBatches(older, newer)
 	var seqs []string
 	for _, r := range got.Tasks {
@@ -117,8 +165,20 @@ func TestMergeBatches(t *testing.T) {
 	if want := "[3=new3 4=new4 5=old5]"; fmt.Sprint(seqs) != want {
 		t.Errorf("tasks %v, want %s", seqs, want)
 	}
-	if got.FirstSeq != 2 || string(got.Workers["a"]) != "a-old" || string(got.Workers["b"]) != "b-new" || fmt.Sprint(got.Types) != "[t2 t1]" {
-		t.Errorf("merged %+v", got)
+	workers := map[string]string{}
+	for w, e := range got.Workers {
+		workers[w] = string(e)
+	}
+	for _, c := range []struct{ what, got, want string }{
+		{"first seq", fmt.Sprint(got.FirstSeq), "2"},
+		{"workers", fmt.Sprint(workers), "map[a:a-old b:b-new d:d-new]"},
+		{"forgotten workers", fmt.Sprint(got.ForgottenWorkers), "[d e c]"},
+		{"types", fmt.Sprint(got.Types), "[t2 t4 t1]"},
+		{"forgotten types", fmt.Sprint(got.ForgottenTypes), "[t5 t3]"},
+	} {
+		if c.got != c.want {
+			t.Errorf("%s: %s, want %s", c.what, c.got, c.want)
+		}
 	}
 }
 

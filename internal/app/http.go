@@ -20,6 +20,7 @@ import (
 	"github.com/stamen-dev/stamen/internal/auth"
 	"github.com/stamen-dev/stamen/internal/docs"
 	"github.com/stamen-dev/stamen/internal/metrics"
+	"github.com/stamen-dev/stamen/internal/redact"
 	"github.com/stamen-dev/stamen/restapi"
 	"github.com/stamen-dev/stamen/restapi/operations"
 )
@@ -274,7 +275,7 @@ func auditRecord(r *http.Request, op string, route *middleware.MatchedRoute, max
 	}
 	return audit.Record{
 		Time: time.Now().UTC(), User: name, Role: p.Role.String(), Remote: r.RemoteAddr,
-		Operation: op, Method: r.Method, Path: r.URL.Path,
+		Operation: op, Method: r.Method, Path: redact.String(r.URL.Path),
 		Params: audit.Params(path, r.URL.Query(), body),
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"github.com/stamen-dev/stamen/internal/audit"
 	"github.com/stamen-dev/stamen/internal/metrics"
 	"github.com/stamen-dev/stamen/internal/store/pgstore"
+	"github.com/stamen-dev/stamen/internal/stream"
 )
 
 // Defaults of the audit log's bounds and of the queue-length refresh.
@@ -81,3 +82,7 @@ func (a *App) refreshQueueLengths(ctx context.Context) {
 	}
 	a.Metrics.SetQueueLengths(lengths)
 }
+
+// DefaultMaxEventStreams bounds the /api/events streams served at once
+// when Config.MaxEventStreams is 0.
+const DefaultMaxEventStreams = stream.DefaultMaxSubscribers

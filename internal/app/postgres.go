@@ -88,7 +88,6 @@ func mergeKeep(older, newer store.Batch) store.Batch {
 	n.FirstSeq = 0
 	b := mergeBatches(older, n)
 	b.FirstSeq = newer.FirstSeq
-	b.ForgottenWorkers = append(older.ForgottenWorkers, newer.ForgottenWorkers...)
 	return b
 }
 

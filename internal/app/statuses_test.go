@@ -29,6 +29,7 @@ import (
 	"github.com/stamen-dev/stamen/internal/metrics"
 	"github.com/stamen-dev/stamen/internal/state"
 	"github.com/stamen-dev/stamen/internal/store"
+	"github.com/stamen-dev/stamen/internal/stream"
 	"github.com/stamen-dev/stamen/internal/testcluster"
 	"github.com/stamen-dev/stamen/restapi"
 )
@@ -49,6 +50,8 @@ type fakeBroker struct {
 	// hang makes Publish wait for its context to end, as a broker that
 	// does not answer does.
 	hang bool
+	// events, when set, is the fake server's event hub.
+	events *stream.Hub
 }
 
 func (f *fakeBroker) fail(err, inspectErr error) {
@@ -260,7 +263,7 @@ func newFakeServerLogging(t *testing.T, fb *fakeBroker, log *slog.Logger) *httpt
 		State: st, Tasks: fakeTasks{StateReader: handlers.StateReader{State: st}, fb: fb},
 		Inspector: insp, Broker: fb, Results: fb, Logger: log,
 		ControlTimeout: time.Second, BrokerTimeout: time.Second, ApplyTimeout: time.Second,
-		Audit: auditLog,
+		Audit: auditLog, Events: fb.events,
 	})
 	handler, err = newHTTPHandler(h, metrics.New(), auditLog, Config{MaxBodyBytes: 1 << 20, Logger: log})
 	if err != nil {
@@ -302,6 +305,9 @@ type statusRequest struct {
 	chunked bool
 	// want, when set, is the only right answer.
 	want int
+	// full, when set, is an event hub the request is sent with every
+	// subscription taken.
+	full *stream.Hub
 }
 
 func (r statusRequest) String() string {
@@ -329,6 +335,15 @@ func (r statusRequest) do(t *testing.T, base string) (int, []byte, http.Header) 
 	if r.body != "" && !strings.HasPrefix(r.path, "/api/task/") {
 		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
 	}
+	if r.full != nil {
+		for {
+			sub, err := r.full.Subscribe(stream.Filter{}, 1)
+			if err != nil {
+				break
+			}
+			defer r.full.Unsubscribe(sub)
+		}
+	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatalf("%s: %v", r, err)
@@ -348,7 +363,7 @@ func (r statusRequest) do(t *testing.T, base string) (int, []byte, http.Header) 
 // 503 and 504 is answered by some request. (401 and 403 need credentials:
 // the security tests cover them.)
 func TestAnsweredStatusesAreDeclared(t *testing.T) {
-	fb := &fakeBroker{}
+	fb := &fakeBroker{events: stream.NewHub(64)}
 	srv := newFakeServer(t, fb)
 	declared := declaredStatuses(t)
 
@@ -386,6 +401,7 @@ func TestAnsweredStatusesAreDeclared(t *testing.T) {
 	addPost("purgeQueue", "/api/queues/purge/q?force=true", "/api/queues/purge/nosuchqueue",
 		"/api/queues/purge/a%20b", "/api/queues/purge/q?force=perhaps")
 	add("streamEvents", "GET", "/api/events", "/api/events?type="+strings.Repeat("x", 600))
+	reqs = append(reqs, statusRequest{op: "streamEvents", method: "GET", path: "/api/events", full: fb.events, want: 503})
 	for _, op := range []struct{ id, path string }{
 		{"applyTask", "/api/task/apply/"},
 		{"asyncApplyTask", "/api/task/async-apply/"},

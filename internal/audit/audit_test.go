@@ -40,6 +40,11 @@ func TestParamsMaskSecrets(t *testing.T) {
 	if p := Params(nil, nil, []byte("redis://:pw@h not json")); strings.Contains(fmt.Sprint(p), "pw@") {
 		t.Errorf("a non-JSON body keeps its URL password: %v", p)
 	}
+	// A JSON body cut short or mistyped does not decode: its secrets,
+	// found by their keys only once decoded, must not be kept either.
+	if p := Params(nil, nil, []byte(`{"kwargs": {"password": "p-secret"}`)); strings.Contains(fmt.Sprint(p), "p-secret") {
+		t.Errorf("a body that is not valid JSON keeps its password: %v", p)
+	}
 }
 
 func TestParamsAreBounded(t *testing.T) {

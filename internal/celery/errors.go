@@ -41,3 +41,8 @@ var ErrNoRoute = errors.New("no queue is bound to this exchange and routing key"
 // declared with other arguments than the workers' (x-max-priority,
 // x-queue-type) makes their own declaration fail, which kills them.
 var ErrNoQueue = errors.New("the queue does not exist and no worker declares it")
+
+// ErrNotAQueue means a queue's name is, on Redis, the key of something that
+// is not a queue's list (kombu's unacked hash, a binding set, any other
+// key): it is neither pushed to nor deleted.
+var ErrNotAQueue = errors.New("the name holds a Redis value that is not a queue's list")

@@ -172,7 +172,14 @@ func retryCases() []suiteCase {
 			if r := c.api.post("/api/tasks/revoke", with("max", "29"), nil); r.Status != http.StatusBadRequest {
 				t.Errorf("30 matches over max=29: status %d: %s", r.Status, r.Body)
 			}
-			// Neither the dry run nor the refusal revoked anything.
+			// dry_run twice, the last false: refused, where Flower's rule
+			// (the last value counts) would revoke.
+			twice := with("max", "30")
+			twice["dry_run"] = []string{"true", "false"}
+			if r := c.api.post("/api/tasks/revoke", twice, nil); r.Status != http.StatusBadRequest || !strings.Contains(string(r.Body), "dry_run is given 2 times") {
+				t.Errorf("dry_run=true&dry_run=false: status %d: %s", r.Status, r.Body)
+			}
+			// Neither the dry run nor the refusals revoked anything.
 			for _, w := range []string{c.w1.Name, c.w2.Name, c.w3.Name, c.w4.Name} {
 				revoked, _ := workerInfo(t, c, w)["revoked"].([]any)
 				for _, id := range rev {

@@ -5,9 +5,11 @@ package inspect
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"log/slog"
+	"slices"
 	"sort"
 	"strconv"
 	"sync"
@@ -275,6 +277,9 @@ func (in *Inspector) inspect(ctx context.Context, method string, dest, expect []
 		}
 		w := in.workers[r.Hostname]
 		if w == nil {
+			if len(in.workers) >= MaxWorkers {
+				in.evictOldest()
+			}
 			w = &workerInfo{replies: map[string]json.RawMessage{}}
 			in.workers[r.Hostname] = w
 		}
@@ -283,6 +288,30 @@ func (in *Inspector) inspect(ctx context.Context, method string, dest, expect []
 		answered[r.Hostname] = true
 	}
 	return answered, nil
+}
+
+// MaxWorkers bounds the workers cached, as the events state bounds its
+// own by default: without a purge age (--purge_offline_workers 0) nothing
+// else forgets a worker that answered once, and a reply names its worker
+// by whatever hostname its sender wrote.
+const MaxWorkers = 5000
+
+// evictOldest forgets the eighth of the cached workers that answered
+// longest ago, so that a stream of new names costs a sort per eighth of
+// the bound, not a scan per name. in.mu is held.
+func (in *Inspector) evictOldest() {
+	type aged struct {
+		name string
+		at   float64
+	}
+	all := make([]aged, 0, len(in.workers))
+	for name, w := range in.workers {
+		all = append(all, aged{name, w.timestamp})
+	}
+	slices.SortFunc(all, func(a, b aged) int { return cmp.Compare(a.at, b.at) })
+	for _, w := range all[:max(len(all)/8, 1)] {
+		delete(in.workers, w.name)
+	}
 }
 
 // Known reports whether the worker has answered an inspection.

@@ -43,6 +43,24 @@ const MaxTaskNames = 1000
 // OtherTask is the task label of the names beyond MaxTaskNames.
 const OtherTask = "other"
 
+// MaxEventTypes bounds the event types, beyond Celery's own, that label
+// flower_events_total; the events of further types count under
+// OtherEventType. An event's type is whatever its sender wrote (custom
+// task-* events, or anything at all), and every type costs a series per
+// worker and task name, which Retain never frees while both are kept.
+const MaxEventTypes = 100
+
+// OtherEventType is the type label of the types beyond MaxEventTypes.
+const OtherEventType = "other"
+
+// celeryTypes are the event types Celery sends: they always have series
+// of their own and take no slot of MaxEventTypes.
+var celeryTypes = map[string]bool{
+	"task-sent": true, "task-received": true, "task-started": true, "task-succeeded": true,
+	"task-failed": true, "task-retried": true, "task-revoked": true, "task-rejected": true,
+	"worker-online": true, "worker-heartbeat": true, "worker-offline": true,
+}
+
 type pending struct {
 	received float64
 	task     string
@@ -76,6 +94,9 @@ type Metrics struct {
 	workerSeries map[string]*workerSeries
 	// taskNames are the task names that have series of their own.
 	taskNames map[string]struct{}
+	// eventTypes are the types beyond Celery's that have series of their
+	// own, at most MaxEventTypes.
+	eventTypes map[string]struct{}
 }
 
 // taskSeries are one (worker, task)'s children, each made on first use
@@ -104,6 +125,7 @@ func New(gauges ...prometheus.Collector) *Metrics {
 		taskSeries:   map[[2]string]*taskSeries{},
 		workerSeries: map[string]*workerSeries{},
 		taskNames:    map[string]struct{}{},
+		eventTypes:   map[string]struct{}{},
 		events: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "flower_events_total", Help: "Number of task events.",
 		}, []string{"worker", "type", "task"}),
@@ -164,7 +186,7 @@ func (m *Metrics) Observe(e Event) {
 	ek := [3]string{e.Worker, e.Type, e.Task}
 	c, ok := m.eventSeries[ek]
 	if !ok {
-		ek[2] = m.taskLabel(e.Task)
+		ek[1], ek[2] = m.typeLabel(e.Type), m.taskLabel(e.Task)
 		if c, ok = m.eventSeries[ek]; !ok {
 			c = m.events.WithLabelValues(ek[:]...)
 			m.eventSeries[ek] = c
@@ -211,6 +233,23 @@ func (m *Metrics) taskLabel(name string) string {
 	}
 	m.taskNames[name] = struct{}{}
 	return name
+}
+
+// typeLabel is the label of an event type: Celery's own types, and the
+// first MaxEventTypes others, as they are; OtherEventType beyond. m.mu is
+// held.
+func (m *Metrics) typeLabel(typ string) string {
+	if celeryTypes[typ] {
+		return typ
+	}
+	if _, ok := m.eventTypes[typ]; ok {
+		return typ
+	}
+	if len(m.eventTypes) >= MaxEventTypes {
+		return OtherEventType
+	}
+	m.eventTypes[typ] = struct{}{}
+	return typ
 }
 
 // task returns (worker, task)'s children; m.mu is held. Only names with

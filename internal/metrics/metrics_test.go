@@ -127,3 +127,32 @@ func TestTaskNamesCappedAndForgotten(t *testing.T) {
 		t.Errorf("a new name after Retain has no series of its own: missing %q", want)
 	}
 }
+
+// TestEventTypesCapped: an event's type is whatever its sender wrote; past
+// MaxEventTypes types beyond Celery's share the OtherEventType series, so
+// that one worker and one task name sending ever new types cannot grow
+// flower_events_total (and memory) without bound.
+func TestEventTypesCapped(t *testing.T) {
+	m := New()
+	const capped = 100 // MaxEventTypes
+	const types = 20000
+	for i := range types {
+		m.Observe(Event{Type: fmt.Sprintf("task-custom%d", i), UUID: "1", Task: "t", Worker: "w"})
+	}
+	for _, typ := range []string{"task-received", "task-succeeded", "worker-whatever"} {
+		m.Observe(Event{Type: typ, UUID: "1", Task: "t", Worker: "w"})
+	}
+	// The capped types and other; received and succeeded; prefetched and
+	// prefetch of (w, t).
+	if got, max := m.Series(), capped+5; got > max {
+		t.Fatalf("%d series after %d event types, want at most %d", got, types, max)
+	}
+	body := scrape(t, m)
+	want := fmt.Sprintf(`flower_events_total{task="t",type="other",worker="w"} %d`, types-capped+1)
+	for _, w := range []string{want, `flower_events_total{task="t",type="task-received",worker="w"} 1`,
+		`flower_events_total{task="t",type="task-custom0",worker="w"} 1`} {
+		if !strings.Contains(body, w) {
+			t.Errorf("missing %q", w)
+		}
+	}
+}

@@ -5,6 +5,8 @@
 package redact
 
 import (
+	"errors"
+	"net/url"
 	"regexp"
 	"strings"
 )
@@ -120,6 +122,24 @@ func URL(raw string) string {
 		}
 	}
 	return strings.Join(parts, ";")
+}
+
+// ParseError is what an error message may tell of url.Parse's error about
+// a URL that may hold a password. url.Error repeats the whole URL, so only
+// its reason is kept; and a reason that quotes a piece of the URL is
+// replaced by one that quotes nothing: an unescaped '/', '?' or '#' in a
+// password ends the host early, and the password's start is then quoted
+// as the port (invalid port ":s3cret" after host), and an escape quotes
+// three of its bytes (invalid URL escape "%s3").
+func ParseError(err error) error {
+	var uerr *url.Error
+	if errors.As(err, &uerr) {
+		err = uerr.Err
+	}
+	if strings.ContainsRune(err.Error(), '"') {
+		return errors.New("malformed host, port or escape (a password holding '/', '?', '#' or '%' must be percent-encoded)")
+	}
+	return err
 }
 
 // Settings returns v, a JSON value as encoding/json decodes it into an

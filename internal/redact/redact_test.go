@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/url"
 	"strings"
 	"testing"
 
@@ -163,5 +164,30 @@ func TestHandlerShowsDisclosedValues(t *testing.T) {
 	out := buf.String()
 	if !strings.Contains(out, "broker_url=redis://:Sshown@h/0") || strings.Contains(out, "Shidden") {
 		t.Errorf("want the disclosed URL in clear and the other masked: %s", out)
+	}
+}
+
+func TestParseErrorQuotesNoPieceOfTheURL(t *testing.T) {
+	for _, raw := range []string{
+		"redis://:s3cret/x@h:6379/0", // invalid port ":s3cret" after host
+		"amqp://u:s3cret#x@h/",
+		"redis://:s3%cret@h/0", // invalid URL escape "%cr"
+		"redis://:s3cret@h:port/0",
+	} {
+		_, err := url.Parse(raw)
+		if err == nil {
+			t.Fatalf("url.Parse(%q) succeeded", raw)
+		}
+		if got := ParseError(err).Error(); strings.Contains(got, "s3") || strings.Contains(got, "cr") {
+			t.Errorf("ParseError(url.Parse(%q)) = %q: quotes the password", raw, got)
+		}
+	}
+	// A reason that quotes nothing is kept.
+	_, err := url.Parse("redis://:s3cret@h/0\x7f")
+	if err == nil {
+		t.Fatal("url.Parse succeeded")
+	}
+	if got, want := ParseError(err).Error(), "net/url: invalid control character in URL"; got != want {
+		t.Errorf("ParseError = %q, want %q", got, want)
 	}
 }

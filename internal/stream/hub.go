@@ -3,6 +3,7 @@
 package stream
 
 import (
+	"errors"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -61,24 +62,46 @@ func (s *Subscription) Dropped() int64 { return s.dropped.Swap(0) }
 type Hub struct {
 	mu     sync.RWMutex
 	subs   map[*Subscription]struct{}
+	max    int
 	closed bool
 }
 
-// NewHub returns an empty hub.
-func NewHub() *Hub { return &Hub{subs: map[*Subscription]struct{}{}} }
+// DefaultMaxSubscribers is NewHub's bound when it is given none.
+const DefaultMaxSubscribers = 256
 
-// Subscribe registers a subscriber with a buffer of buf messages. After
-// Close the subscription's channel is closed at once.
-func (h *Hub) Subscribe(f Filter, buf int) *Subscription {
-	s := &Subscription{C: make(chan Message, buf), filter: f}
+// ErrTooManySubscribers is Subscribe's answer past the hub's bound.
+var ErrTooManySubscribers = errors.New("too many subscribers")
+
+// NewHub returns an empty hub that takes at most max subscribers at once
+// (DefaultMaxSubscribers when max <= 0): each holds its buffer and is
+// offered every message, so their number is what a client could
+// otherwise grow without limit.
+func NewHub(max int) *Hub {
+	if max <= 0 {
+		max = DefaultMaxSubscribers
+	}
+	return &Hub{subs: map[*Subscription]struct{}{}, max: max}
+}
+
+// Max is the most subscribers the hub takes at once.
+func (h *Hub) Max() int { return h.max }
+
+// Subscribe registers a subscriber with a buffer of buf messages, or
+// answers ErrTooManySubscribers when the hub has its most. After Close the
+// subscription's channel is closed at once.
+func (h *Hub) Subscribe(f Filter, buf int) (*Subscription, error) {
 	h.mu.Lock()
+	defer h.mu.Unlock()
+	if !h.closed && len(h.subs) >= h.max {
+		return nil, ErrTooManySubscribers
+	}
+	s := &Subscription{C: make(chan Message, buf), filter: f}
 	if h.closed {
 		close(s.C)
 	} else {
 		h.subs[s] = struct{}{}
 	}
-	h.mu.Unlock()
-	return s
+	return s, nil
 }
 
 // Close ends every subscription (its channel is closed, so a stream

@@ -1,6 +1,7 @@
 package stream
 
 import (
+	"errors"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -30,9 +31,9 @@ func TestFilter(t *testing.T) {
 }
 
 func TestPublishNeverBlocks(t *testing.T) {
-	h := NewHub()
-	fast := h.Subscribe(Filter{}, 10)
-	slow := h.Subscribe(Filter{Types: []string{"task-*"}}, 1)
+	h := NewHub(0)
+	fast, _ := h.Subscribe(Filter{}, 10)
+	slow, _ := h.Subscribe(Filter{Types: []string{"task-*"}}, 1)
 	for _, typ := range []string{"task-sent", "worker-heartbeat", "task-received"} {
 		h.Publish(Message{Type: typ})
 	}
@@ -55,8 +56,8 @@ func TestPublishNeverBlocks(t *testing.T) {
 
 // TestCloseEndsSubscriptions: Close ends every stream, present and later.
 func TestCloseEndsSubscriptions(t *testing.T) {
-	h := NewHub()
-	s := h.Subscribe(Filter{}, 4)
+	h := NewHub(0)
+	s, _ := h.Subscribe(Filter{}, 4)
 	h.Publish(Message{Type: "task-sent"})
 	h.Close()
 	if m, ok := <-s.C; !ok || m.Type != "task-sent" {
@@ -66,12 +67,35 @@ func TestCloseEndsSubscriptions(t *testing.T) {
 		t.Error("subscription still open after Close")
 	}
 	h.Unsubscribe(s) // must not close twice
-	late := h.Subscribe(Filter{}, 4)
+	late, _ := h.Subscribe(Filter{}, 4)
 	if _, ok := <-late.C; ok {
 		t.Error("a subscription after Close is open")
 	}
 	h.Publish(Message{Type: "task-sent"})
 	if n := h.Subscribers(); n != 0 {
 		t.Errorf("%d subscribers after Close", n)
+	}
+}
+
+// TestSubscribersBounded: past its bound the hub refuses a subscriber, and
+// takes one again once another has gone.
+func TestSubscribersBounded(t *testing.T) {
+	h := NewHub(2)
+	a, err := h.Subscribe(Filter{}, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := h.Subscribe(Filter{}, 1); err != nil {
+		t.Fatal(err)
+	}
+	if s, err := h.Subscribe(Filter{}, 1); !errors.Is(err, ErrTooManySubscribers) || s != nil {
+		t.Fatalf("a third subscriber of 2: %v, %v", s, err)
+	}
+	if h.Subscribers() != 2 {
+		t.Errorf("%d subscribers, want 2", h.Subscribers())
+	}
+	h.Unsubscribe(a)
+	if _, err := h.Subscribe(Filter{}, 1); err != nil {
+		t.Errorf("after one left: %v", err)
 	}
 }

@@ -35,13 +35,19 @@ func TaskEnvelope(id, name, worker string, clock int, at float64, failed bool) [
 		done = common("task-succeeded")
 		done["result"], done["runtime"] = "3", 0.001
 	}
-	body, _ := json.Marshal([]map[string]any{received, common("task-started"), done})
+	return EventsEnvelope(worker, id, received, common("task-started"), done)
+}
+
+// EventsEnvelope is the kombu envelope a worker publishes on the
+// /<db>.celeryev/task.multi channel for a list of events, tagged tag.
+func EventsEnvelope(worker, tag string, events ...map[string]any) []byte {
+	body, _ := json.Marshal(events)
 	env, _ := json.Marshal(map[string]any{
 		"body": base64.StdEncoding.EncodeToString(body), "content-encoding": "utf-8", "content-type": "application/json",
 		"headers": map[string]any{"hostname": worker},
 		"properties": map[string]any{
 			"delivery_mode": 1, "delivery_info": map[string]any{"exchange": "celeryev", "routing_key": "task.multi"},
-			"priority": 0, "body_encoding": "base64", "delivery_tag": id,
+			"priority": 0, "body_encoding": "base64", "delivery_tag": tag,
 		},
 	})
 	return env

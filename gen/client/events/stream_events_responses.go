@@ -39,6 +39,12 @@ func (o *StreamEventsReader) ReadResponse(response runtime.ClientResponse, consu
 			return nil, err
 		}
 		return nil, result
+	case 503:
+		result := NewStreamEventsServiceUnavailable()
+		if err := result.readResponse(response, consumer, o.formats); err != nil {
+			return nil, err
+		}
+		return nil, result
 	default:
 		return nil, runtime.NewAPIError("[GET /api/events] streamEvents", response, response.Code())
 	}
@@ -235,6 +241,74 @@ func (o *StreamEventsUnauthorized) GetPayload() *models.Error {
 }
 
 func (o *StreamEventsUnauthorized) readResponse(response runtime.ClientResponse, consumer runtime.Consumer, formats strfmt.Registry) error {
+
+	o.Payload = new(models.Error)
+
+	// response payload
+	if err := consumer.Consume(response.Body(), o.Payload); err != nil && !stderrors.Is(err, io.EOF) {
+		return err
+	}
+
+	return nil
+}
+
+// NewStreamEventsServiceUnavailable creates a StreamEventsServiceUnavailable with default headers values
+func NewStreamEventsServiceUnavailable() *StreamEventsServiceUnavailable {
+	return &StreamEventsServiceUnavailable{}
+}
+
+// StreamEventsServiceUnavailable describes a response with status code 503, with default header values.
+//
+// The broker, the result backend or the task store (PostgreSQL) is unavailable
+type StreamEventsServiceUnavailable struct {
+	Payload *models.Error
+}
+
+// IsSuccess returns true when this stream events service unavailable response has a 2xx status code
+func (o *StreamEventsServiceUnavailable) IsSuccess() bool {
+	return false
+}
+
+// IsRedirect returns true when this stream events service unavailable response has a 3xx status code
+func (o *StreamEventsServiceUnavailable) IsRedirect() bool {
+	return false
+}
+
+// IsClientError returns true when this stream events service unavailable response has a 4xx status code
+func (o *StreamEventsServiceUnavailable) IsClientError() bool {
+	return false
+}
+
+// IsServerError returns true when this stream events service unavailable response has a 5xx status code
+func (o *StreamEventsServiceUnavailable) IsServerError() bool {
+	return true
+}
+
+// IsCode returns true when this stream events service unavailable response a status code equal to that given
+func (o *StreamEventsServiceUnavailable) IsCode(code int) bool {
+	return code == 503
+}
+
+// Code gets the status code for the stream events service unavailable response
+func (o *StreamEventsServiceUnavailable) Code() int {
+	return 503
+}
+
+func (o *StreamEventsServiceUnavailable) Error() string {
+	payload, _ := json.Marshal(o.Payload)
+	return fmt.Sprintf("[GET /api/events][%d] streamEventsServiceUnavailable %s", 503, payload)
+}
+
+func (o *StreamEventsServiceUnavailable) String() string {
+	payload, _ := json.Marshal(o.Payload)
+	return fmt.Sprintf("[GET /api/events][%d] streamEventsServiceUnavailable %s", 503, payload)
+}
+
+func (o *StreamEventsServiceUnavailable) GetPayload() *models.Error {
+	return o.Payload
+}
+
+func (o *StreamEventsServiceUnavailable) readResponse(response runtime.ClientResponse, consumer runtime.Consumer, formats strfmt.Registry) error {
 
 	o.Payload = new(models.Error)
 

@@ -230,12 +230,7 @@ func normalizeURLs(raw string) (dial, redacted []string, err error) {
 func normalizeURL(raw string) (dial, redacted string, err error) {
 	u, err := url.Parse(raw)
 	if err != nil {
-		// url.Error repeats the whole URL, password included.
-		var uerr *url.Error
-		if errors.As(err, &uerr) {
-			err = uerr.Err
-		}
-		return "", "", fmt.Errorf("invalid broker URL: %w", err)
+		return "", "", fmt.Errorf("invalid broker URL: %w", redact.ParseError(err))
 	}
 	switch u.Scheme {
 	case "amqp", "amqps":

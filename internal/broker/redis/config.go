@@ -153,12 +153,7 @@ func failoverOptions(raw string, topts TransportOptions, opTimeout time.Duration
 func options(raw string, opTimeout time.Duration, log *slog.Logger) (*goredis.Options, error) {
 	u, err := url.Parse(raw)
 	if err != nil {
-		// url.Error repeats the whole URL, password included.
-		var uerr *url.Error
-		if errors.As(err, &uerr) {
-			err = uerr.Err
-		}
-		return nil, fmt.Errorf("invalid Redis URL %s: %w", redact.URL(raw), err)
+		return nil, fmt.Errorf("invalid Redis URL %s: %w", redact.URL(raw), redact.ParseError(err))
 	}
 	if u.Scheme != "redis" && u.Scheme != "rediss" {
 		return nil, fmt.Errorf("invalid Redis URL %s: scheme must be redis or rediss", redact.URL(raw))

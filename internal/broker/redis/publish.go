@@ -3,7 +3,9 @@ package redis
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"strings"
 
 	goredis "github.com/redis/go-redis/v9"
 
@@ -37,6 +39,11 @@ func (b *Broker) Publish(ctx context.Context, msg *celery.TaskMessage) error {
 			return fmt.Errorf("publish %s: exchange %q with routing key %q: %w", msg.ID, exchange, routingKey, celery.ErrNoRoute)
 		}
 	}
+	for _, q := range queues {
+		if kombuKey(q) {
+			return fmt.Errorf("publish %s: queue %q: %w", msg.ID, q, celery.ErrNotAQueue)
+		}
+	}
 	_, err = b.client.TxPipelined(octx, func(p goredis.Pipeliner) error {
 		for _, q := range queues {
 			p.LPush(octx, b.keys.Queue(q, msg.Priority), data)
@@ -44,9 +51,31 @@ func (b *Broker) Publish(ctx context.Context, msg *celery.TaskMessage) error {
 		return nil
 	})
 	if err != nil {
+		if isWrongType(err) {
+			return fmt.Errorf("publish %s: queue %q: %w", msg.ID, celery.QueueName(msg), celery.ErrNotAQueue)
+		}
 		return wrap(ctx, "publish "+msg.ID, err)
 	}
 	return nil
+}
+
+// kombuKey reports whether a queue's list would be a key kombu's Redis
+// transport keeps for itself (under the same global_keyprefix): its hash
+// of unacknowledged messages, that hash's index and lock, an exchange's
+// binding set. A list made there, even where the key is absent for now,
+// breaks the workers' next write to it.
+func kombuKey(queue string) bool {
+	switch queue {
+	case "unacked", "unacked_index", "unacked_mutex":
+		return true
+	}
+	return strings.HasPrefix(queue, "_kombu.binding.")
+}
+
+// isWrongType reports Redis's WRONGTYPE reply: the key exists and holds
+// another type than the command works on.
+func isWrongType(err error) bool {
+	return err != nil && strings.HasPrefix(err.Error(), "WRONGTYPE")
 }
 
 // QueueLengths sums LLEN over each queue's priority lists in one round
@@ -90,17 +119,48 @@ func (b *Broker) QueueLengths(ctx context.Context, queues []string) (map[string]
 // Messages workers have already fetched (kombu's unacked hash) are not
 // touched, as kombu's own purge leaves them.
 func (b *Broker) Purge(ctx context.Context, queue string) (int64, error) {
+	if kombuKey(queue) {
+		return 0, fmt.Errorf("queue %q: %w", queue, celery.ErrNotAQueue)
+	}
 	octx, cancel := b.opContext(ctx)
 	defer cancel()
 	keys := b.keys.Queues(queue)
 	lens := make([]*goredis.IntCmd, 0, len(keys))
-	_, err := b.client.TxPipelined(octx, func(p goredis.Pipeliner) error {
+	// DEL deletes whatever a key holds, and in a MULTI a command that fails
+	// (LLEN of a hash: WRONGTYPE) does not stop the others: without this
+	// check, purging "unacked" or "_kombu.binding.celery" would delete
+	// kombu's unacknowledged messages or its bindings. WATCH makes the
+	// check and the DEL one: a key whose type changes in between fails the
+	// transaction, and the purge is tried again.
+	purge := func(tx *goredis.Tx) error {
 		for _, key := range keys {
-			lens = append(lens, p.LLen(octx, key))
+			typ, err := tx.Type(octx, key).Result()
+			if err != nil {
+				return err
+			}
+			if typ != "none" && typ != "list" {
+				return fmt.Errorf("key %q holds a %s: %w", key, typ, celery.ErrNotAQueue)
+			}
 		}
-		p.Del(octx, keys...)
-		return nil
-	})
+		lens = lens[:0]
+		_, err := tx.TxPipelined(octx, func(p goredis.Pipeliner) error {
+			for _, key := range keys {
+				lens = append(lens, p.LLen(octx, key))
+			}
+			p.Del(octx, keys...)
+			return nil
+		})
+		return err
+	}
+	var err error
+	for range 3 {
+		if err = b.client.Watch(octx, purge, keys...); !errors.Is(err, goredis.TxFailedErr) {
+			break
+		}
+	}
+	if errors.Is(err, celery.ErrNotAQueue) {
+		return 0, err
+	}
 	if err != nil {
 		return 0, wrap(ctx, "purge "+queue, err)
 	}

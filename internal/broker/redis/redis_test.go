@@ -150,6 +150,11 @@ func TestOptions(t *testing.T) {
 		"rediss://h/0?ssl_ca_certs=/nonexistent/ca.pem",
 		"redis://:s3cret@host:port:bad/0",
 		"redis://:s3cret@[::1/0",
+		// An unescaped '/', '#' or '?' in the password ends the host
+		// early: url.Parse then quotes the password's start as the port.
+		"redis://:s3cret/x@h:6379/0",
+		"redis://:s3cret#x@h:6379/0",
+		"redis://u:s3cret?x@h:6379/0",
 	} {
 		_, err := options(bad, time.Second, log)
 		if err == nil {

@@ -96,6 +96,24 @@ func IsURL(db string) bool {
 	return strings.HasPrefix(db, "postgres://") || strings.HasPrefix(db, "postgresql://")
 }
 
+// IsSettings reports whether db is PostgreSQL's other form of connection
+// settings, key=value words (host=... dbname=... password=...). stamen
+// takes only the URL form, the one whose password it masks wherever the
+// URL is shown; the other would otherwise name a store file, and be
+// logged whole with its password.
+func IsSettings(db string) bool {
+	for _, word := range strings.Fields(db) {
+		if key, _, ok := strings.Cut(word, "="); ok && slices.Contains(settingKeys, key) {
+			return true
+		}
+	}
+	return false
+}
+
+// settingKeys are the keys of libpq's connection settings that a store
+// file's name would not hold.
+var settingKeys = []string{"host", "hostaddr", "port", "dbname", "user", "password", "passfile", "sslmode", "service"}
+
 // Open connects, then creates or migrates the schema under an advisory
 // lock. The URL's password never reaches an error.
 func Open(ctx context.Context, cfg Config) (*Store, error) {
@@ -186,10 +204,7 @@ func (s *Store) migrate(ctx context.Context, to int) error {
 	if _, err := conn.Exec(ctx, `SELECT pg_advisory_lock($1)`, migrateLock); err != nil {
 		return fmt.Errorf("take the migration lock: %w", err)
 	}
-	defer func() {
-		// On a broken connection the lock went with the session.
-		_, _ = conn.Exec(context.WithoutCancel(ctx), `SELECT pg_advisory_unlock($1)`, migrateLock)
-	}()
+	defer unlock(ctx, conn, migrateLock, s.cfg.WriteTimeout)
 	if _, err := conn.Exec(ctx, `CREATE TABLE IF NOT EXISTS stamen_schema_version (version int NOT NULL)`); err != nil {
 		return err
 	}
@@ -222,6 +237,21 @@ func (s *Store) migrate(ctx context.Context, to int) error {
 		s.log.Info("PostgreSQL schema migrated", slog.Int("version", v+1), slog.Duration("took", time.Since(began)))
 	}
 	return nil
+}
+
+// unlock releases the session advisory lock key taken on conn, within
+// timeout even when ctx has ended (the caller's end does not end the
+// session, nor its lock). A connection that cannot release it is closed:
+// the lock goes with its session, and a pooled connection left holding it
+// would keep every replica out.
+func unlock(ctx context.Context, conn *pgxpool.Conn, key int64, timeout time.Duration) {
+	uctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), timeout)
+	defer cancel()
+	if _, err := conn.Exec(uctx, `SELECT pg_advisory_unlock($1)`, key); err != nil {
+		// Close writes its goodbye within uctx and closes the socket
+		// whatever happens.
+		_ = conn.Conn().Close(uctx)
+	}
 }
 
 // SchemaVersion returns the schema version the database is at.

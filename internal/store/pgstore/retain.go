@@ -24,24 +24,40 @@ type Retention struct {
 	Batch int
 }
 
+// RetainTimeout bounds each of the retention's queries and DELETEs (one
+// batch of DeleteBatch rows, the OFFSET that finds the --db_max_tasks
+// cut, the task types left without tasks): longer than a write, since
+// they read indexes of tens of millions of rows, but not for ever.
+const RetainTimeout = time.Minute
+
 // Retain deletes what the retention drops, DeleteBatch rows per statement,
 // each statement its own short transaction, oldest first. One replica at
 // a time does it: the others find the lock taken and return at once with
 // (0, nil). It returns how many tasks went.
+//
+// Every statement has its own deadline (the write timeout, RetainTimeout
+// for the DELETEs), so that a database that stops answering cannot hold
+// the retention, and the connection it took, for ever: pgxpool pings an
+// idle connection before handing it out, and without a deadline that ping
+// waits for a frozen server as long as the socket stays open.
 func (s *Store) Retain(ctx context.Context, r Retention, now time.Time) (int64, error) {
-	conn, err := s.pool.Acquire(ctx)
+	actx, cancel := context.WithTimeout(ctx, s.cfg.WriteTimeout)
+	conn, err := s.pool.Acquire(actx)
 	if err != nil {
+		cancel()
 		return 0, unavailable(err)
 	}
 	defer conn.Release()
 	var got bool
-	if err := conn.QueryRow(ctx, `SELECT pg_try_advisory_lock($1)`, retainLock).Scan(&got); err != nil {
+	err = conn.QueryRow(actx, `SELECT pg_try_advisory_lock($1)`, retainLock).Scan(&got)
+	cancel()
+	if err != nil {
 		return 0, unavailable(err)
 	}
 	if !got {
 		return 0, nil
 	}
-	defer func() { _, _ = conn.Exec(context.WithoutCancel(ctx), `SELECT pg_advisory_unlock($1)`, retainLock) }()
+	defer unlock(ctx, conn, retainLock, s.cfg.WriteTimeout)
 
 	var total int64
 	if r.MaxAge > 0 {
@@ -56,8 +72,10 @@ func (s *Store) Retain(ctx context.Context, r Retention, now time.Time) (int64, 
 		// the first one beyond them goes.
 		var ts float64
 		var id string
-		err := conn.QueryRow(ctx, `SELECT coalesce(ts, 0), id FROM stamen_tasks
+		qctx, cancel := context.WithTimeout(ctx, RetainTimeout)
+		err := conn.QueryRow(qctx, `SELECT coalesce(ts, 0), id FROM stamen_tasks
 			ORDER BY coalesce(ts, 0) DESC, id DESC OFFSET $1 LIMIT 1`, r.MaxTasks).Scan(&ts, &id)
+		cancel()
 		switch {
 		case errors.Is(err, pgx.ErrNoRows):
 		case err != nil:
@@ -72,8 +90,11 @@ func (s *Store) Retain(ctx context.Context, r Retention, now time.Time) (int64, 
 	}
 	if total > 0 {
 		// A task type goes with its last task, as in memory.
-		if _, err := conn.Exec(ctx, `DELETE FROM stamen_task_types y
-			WHERE NOT EXISTS (SELECT 1 FROM stamen_tasks t WHERE t.name = y.name)`); err != nil {
+		tctx, cancel := context.WithTimeout(ctx, RetainTimeout)
+		_, err := conn.Exec(tctx, `DELETE FROM stamen_task_types y
+			WHERE NOT EXISTS (SELECT 1 FROM stamen_tasks t WHERE t.name = y.name)`)
+		cancel()
+		if err != nil {
 			return total, unavailable(err)
 		}
 	}
@@ -92,8 +113,10 @@ func (s *Store) deleteOlder(ctx context.Context, conn *pgxpool.Conn, batch int, 
 	}
 	var total int64
 	for {
-		tag, err := conn.Exec(ctx, `DELETE FROM stamen_tasks WHERE id IN (
+		dctx, cancel := context.WithTimeout(ctx, RetainTimeout)
+		tag, err := conn.Exec(dctx, `DELETE FROM stamen_tasks WHERE id IN (
 			SELECT id FROM stamen_tasks WHERE `+cond+` ORDER BY coalesce(ts, 0), id LIMIT $2)`, args...)
+		cancel()
 		if err != nil {
 			return total, unavailable(err)
 		}

@@ -129,3 +129,44 @@ func (o *StreamEventsUnauthorized) WriteResponse(rw http.ResponseWriter, produce
 		}
 	}
 }
+
+// StreamEventsServiceUnavailableCode is the HTTP code returned for type StreamEventsServiceUnavailable
+const StreamEventsServiceUnavailableCode int = 503
+
+// StreamEventsServiceUnavailable The broker, the result backend or the task store (PostgreSQL) is unavailable
+//
+// swagger:response streamEventsServiceUnavailable
+type StreamEventsServiceUnavailable struct {
+
+	// In: Body
+	Payload *models.Error `json:"body,omitempty"`
+}
+
+// NewStreamEventsServiceUnavailable creates StreamEventsServiceUnavailable with default headers values
+func NewStreamEventsServiceUnavailable() *StreamEventsServiceUnavailable {
+
+	return &StreamEventsServiceUnavailable{}
+}
+
+// WithPayload adds the payload to the stream events service unavailable response
+func (o *StreamEventsServiceUnavailable) WithPayload(payload *models.Error) *StreamEventsServiceUnavailable {
+	o.Payload = payload
+	return o
+}
+
+// SetPayload sets the payload to the stream events service unavailable response
+func (o *StreamEventsServiceUnavailable) SetPayload(payload *models.Error) {
+	o.Payload = payload
+}
+
+// WriteResponse to the client
+func (o *StreamEventsServiceUnavailable) WriteResponse(rw http.ResponseWriter, producer runtime.Producer) {
+
+	rw.WriteHeader(503)
+	if o.Payload != nil {
+		payload := o.Payload
+		if err := producer.Produce(rw, payload); err != nil {
+			panic(err) // let the recovery middleware deal with this
+		}
+	}
+}

@@ -1,0 +1,57 @@
+package app
+
+import (
+	"context"
+	"net/http/httptest"
+	"os"
+	"strings"
+	"testing"
+)
+
+// TestInvalidBrokerURLHidesPassword: a password holding an unescaped '/',
+// '?' or '#' ends the URL's host early, and url.Parse's reason then quotes
+// the password's start as the port; the error must not.
+func TestInvalidBrokerURLHidesPassword(t *testing.T) {
+	for _, raw := range []string{
+		"redis://:s3cret/x@127.0.0.1:1/0",
+		"amqp://u:s3cret#x@127.0.0.1:1/",
+		"sentinel://:s3cret?x@127.0.0.1:1/0",
+	} {
+		a, err := New(context.Background(), Config{BrokerURL: raw})
+		if err == nil {
+			a.Close()
+			t.Fatalf("New(%q) succeeded", raw)
+		}
+		if strings.Contains(err.Error(), "s3cret") {
+			t.Errorf("New(%q): error reveals the password: %v", raw, err)
+		}
+	}
+}
+
+// TestAuditRecordPathHidesPassword: a record keeps its path as the log line
+// shows it, a URL's password masked, as its parameters are.
+func TestAuditRecordPathHidesPassword(t *testing.T) {
+	r := httptest.NewRequest("POST", "/api/task/async-apply/redis:%2F%2F:s3cret@h", nil)
+	if rec := auditRecord(r, "asyncApplyTask", nil, 0); strings.Contains(rec.Path, "s3cret") {
+		t.Errorf("the record's path shows the password: %s", rec.Path)
+	}
+}
+
+// TestDBSettingsRefused: --db in PostgreSQL's key=value form is refused
+// without being shown (it would otherwise name a store file, logged whole
+// with its password), and no file is made.
+func TestDBSettingsRefused(t *testing.T) {
+	dir := t.TempDir()
+	t.Chdir(dir)
+	a, err := New(context.Background(), Config{EmbeddedAddr: "127.0.0.1:0", DBPath: "host=127.0.0.1 dbname=x password=s3cret"})
+	if err == nil {
+		a.Close()
+		t.Fatal("New accepted key=value settings as --db")
+	}
+	if strings.Contains(err.Error(), "s3cret") {
+		t.Errorf("the error shows the password: %v", err)
+	}
+	if files, _ := os.ReadDir(dir); len(files) > 0 {
+		t.Errorf("a file was made: %s", files[0].Name())
+	}
+}
