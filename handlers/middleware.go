@@ -18,17 +18,19 @@ var taskBodyPrefixes = []string{"/api/task/apply/", "/api/task/async-apply/", "/
 
 // FlowerParams adapts requests the way Flower's clients send them to the
 // spec's parameters, before routing:
-//   - form-encoded POST bodies become query parameters (Flower reads
-//     query and form alike; the spec declares them in: query, and Swagger 2.0
-//     cannot declare both);
+//   - form-encoded bodies, of a POST or a GET, become query parameters
+//     (Flower reads query and form alike; the spec declares them in: query,
+//     and Swagger 2.0 cannot declare both);
 //   - the three task-execution operations get Content-Type application/json;
 //   - `ratelimit` (the name Flower's code reads) is accepted for `rateLimit`
 //     (the name in Flower's spec).
 func FlowerParams(maxBody int64, next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.Method == http.MethodPost {
+		// A GET may carry a form too: Flower (Tornado) reads form fields
+		// whatever the method, and go-openapi would refuse the body (415).
+		if r.Method == http.MethodPost || r.ContentLength != 0 {
 			var err error
-			if hasPrefix(r.URL.Path, taskBodyPrefixes) {
+			if r.Method == http.MethodPost && hasPrefix(r.URL.Path, taskBodyPrefixes) {
 				err = bufferBody(r, maxBody)
 				r.Header.Set("Content-Type", "application/json")
 			} else {

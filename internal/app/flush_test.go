@@ -66,15 +66,8 @@ func TestFailedFlushLosesNothing(t *testing.T) {
 	if failures != 1 {
 		t.Fatalf("%d failed writes, want 1", failures)
 	}
-	a.Close()
+	b := restart(t, a, cfg)
 	a = nil
-
-	cfg.EmbeddedAddr = fmt.Sprintf("127.0.0.1:%d", testcluster.FreePort(t))
-	b, err := New(context.Background(), cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer b.Close()
 	if n := b.State.Len(); n != 200 {
 		t.Errorf("restored %d of 200 tasks", n)
 	}
@@ -131,19 +124,26 @@ func TestFailedFlushKeepsForgetting(t *testing.T) {
 	if err := a.flush(); err != nil {
 		t.Fatalf("flush after the failure: %v", err)
 	}
-	a.Close()
+	b := restart(t, a, cfg)
 	a = nil
+	if !b.State.KnowsWorker(kept) || b.State.KnowsWorker(gone) {
+		t.Errorf("after the restart: %s known %v, %s known %v; want true, false",
+			kept, b.State.KnowsWorker(kept), gone, b.State.KnowsWorker(gone))
+	}
+}
 
+// restart closes a and opens an App again on cfg's store (on another
+// embedded broker port), closed at the test's end.
+func restart(t *testing.T, a *App, cfg Config) *App {
+	t.Helper()
+	a.Close()
 	cfg.EmbeddedAddr = fmt.Sprintf("127.0.0.1:%d", testcluster.FreePort(t))
 	b, err := New(context.Background(), cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer b.Close()
-	if !b.State.KnowsWorker(kept) || b.State.KnowsWorker(gone) {
-		t.Errorf("after the restart: %s known %v, %s known %v; want true, false",
-			kept, b.State.KnowsWorker(kept), gone, b.State.KnowsWorker(gone))
-	}
+	t.Cleanup(func() { b.Close() })
+	return b
 }
 
 // TestMergeBatches: records of the same task keep the newer; records of

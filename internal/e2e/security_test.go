@@ -327,6 +327,9 @@ func securityCases() []suiteCase {
 				{"POST", "/api/worker/queue/add-consumer/" + w1, "queue=" + url.QueryEscape("q\x00x"), form, 400, "invalid queue name", ""},
 				{"POST", "/api/worker/pool/autoscale/" + w1, `{"min": 1, "max": 2}`, "application/json", 400, "max in query is required", ""},
 				{"POST", "/api/task/revoke/" + url.PathEscape("id with spaces"), "", "", 400, "invalid task id", ""},
+				// A GET's form is read, as Flower (Tornado) reads it.
+				{"GET", "/api/workers", "workername=nobody", form, 404, "Unknown worker 'nobody'", ""},
+				{"GET", "/api/task/types", `{"a": 1}`, "application/json", 200, "", "task-types"},
 				{"PUT", "/api/tasks", "", "", 405, "method PUT is not allowed", ""},
 				{"DELETE", "/api/worker/shutdown/" + w1, "", "", 405, "method DELETE is not allowed", ""},
 			} {

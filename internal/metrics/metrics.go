@@ -225,14 +225,7 @@ func (m *Metrics) Observe(e Event) {
 // taskLabel is the label of a task name: the name while fewer than
 // MaxTaskNames have series, else OtherTask. m.mu is held.
 func (m *Metrics) taskLabel(name string) string {
-	if _, ok := m.taskNames[name]; ok {
-		return name
-	}
-	if len(m.taskNames) >= MaxTaskNames {
-		return OtherTask
-	}
-	m.taskNames[name] = struct{}{}
-	return name
+	return cappedLabel(m.taskNames, MaxTaskNames, name, OtherTask)
 }
 
 // typeLabel is the label of an event type: Celery's own types, and the
@@ -242,14 +235,20 @@ func (m *Metrics) typeLabel(typ string) string {
 	if celeryTypes[typ] {
 		return typ
 	}
-	if _, ok := m.eventTypes[typ]; ok {
-		return typ
+	return cappedLabel(m.eventTypes, MaxEventTypes, typ, OtherEventType)
+}
+
+// cappedLabel is value while it is one of the labels in own, or while own
+// has fewer than max (it then joins them), else other.
+func cappedLabel(own map[string]struct{}, max int, value, other string) string {
+	if _, ok := own[value]; ok {
+		return value
 	}
-	if len(m.eventTypes) >= MaxEventTypes {
-		return OtherEventType
+	if len(own) >= max {
+		return other
 	}
-	m.eventTypes[typ] = struct{}{}
-	return typ
+	own[value] = struct{}{}
+	return value
 }
 
 // task returns (worker, task)'s children; m.mu is held. Only names with
