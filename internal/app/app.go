@@ -196,6 +196,13 @@ type history interface {
 
 // New connects to the broker and starts ingesting events. Close stops it.
 func New(ctx context.Context, cfg Config) (*App, error) {
+	// From here on a server that repeats a password in its error (some
+	// answer an AUTH they do not know by quoting its arguments) has it
+	// masked in the logs, errors and bodies too.
+	redact.RegisterURLs(cfg.BrokerURL, cfg.ResultBackend, cfg.DBPath)
+	redact.RegisterSettings(cfg.BrokerTransportOptions)
+	redact.RegisterSettings(cfg.ResultBackendTransportOptions)
+	redact.Register(cfg.EmbeddedPassword)
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
