@@ -183,6 +183,7 @@ type App struct {
 	workerMu     sync.Mutex
 	workerEvents map[string][]byte
 	closers      []func() error
+	closed       sync.Once
 	cancel       context.CancelFunc
 	wg           sync.WaitGroup
 	embedded     *miniredis.Miniredis
@@ -877,8 +878,13 @@ func (a *App) gauges() []prometheus.Collector {
 // beyond what the API shows).
 func (a *App) Broker() handlers.Broker { return a.broker }
 
-// Close stops ingestion and closes the broker connections.
+// Close stops ingestion and closes the broker connections. Calls after
+// the first do nothing.
 func (a *App) Close() {
+	a.closed.Do(a.close)
+}
+
+func (a *App) close() {
 	if a.cancel != nil {
 		a.cancel()
 	}
