@@ -114,15 +114,15 @@ func TestFailedFlushKeepsForgetting(t *testing.T) {
 	}
 }
 
-// openApp opens an App on cfg, closed at the test's end (Close does nothing
-// the second time).
-func openApp(t *testing.T, cfg Config) *App {
-	t.Helper()
+// openApp opens an App on cfg, closed at the test's or benchmark's end
+// (Close does nothing the second time).
+func openApp(tb testing.TB, cfg Config) *App {
+	tb.Helper()
 	a, err := New(context.Background(), cfg)
 	if err != nil {
-		t.Fatal(err)
+		tb.Fatal(err)
 	}
-	t.Cleanup(a.Close)
+	tb.Cleanup(a.Close)
 	return a
 }
 
