@@ -185,13 +185,40 @@ func strictJSON() runtime.Consumer {
 		dec.UseNumber()
 		dec.DisallowUnknownFields()
 		if err := dec.Decode(v); err != nil {
-			return err
+			return typeError(err)
 		}
 		if _, err := dec.Token(); err != io.EOF {
 			return errors.New("invalid JSON: data after the JSON value")
 		}
 		return exactKeys(data, v)
 	})
+}
+
+// typeError says a value of the wrong JSON type in the client's terms
+// ("args must be a list, not number") instead of encoding/json's, which
+// names Go types (models.TaskApplyRequest, []interface {}).
+func typeError(err error) error {
+	var te *json.UnmarshalTypeError
+	if !errors.As(err, &te) {
+		return err
+	}
+	var want string
+	switch te.Type.Kind() {
+	case reflect.Slice, reflect.Array:
+		want = "a list"
+	case reflect.Map, reflect.Struct:
+		want = "an object"
+	case reflect.String:
+		want = "a string"
+	case reflect.Bool:
+		want = "true or false"
+	default:
+		want = "a number"
+	}
+	if te.Field == "" {
+		return fmt.Errorf("the body must be %s, not %s", want, te.Value)
+	}
+	return fmt.Errorf("%s must be %s, not %s", te.Field, want, te.Value)
 }
 
 // exactKeys refuses an object key that is not, byte for byte, the JSON name

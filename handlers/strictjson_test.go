@@ -66,3 +66,19 @@ func TestTaskTypesEmptyIsAList(t *testing.T) {
 		t.Errorf("body = %s, want {\"task-types\":[]}", got)
 	}
 }
+
+// TestTypeErrorsInTheClientsTerms: a value of the wrong JSON type is named
+// by its field and JSON types, not by Go's.
+func TestTypeErrorsInTheClientsTerms(t *testing.T) {
+	for body, want := range map[string]string{
+		`{"args": 5}`:     "args must be a list, not number",
+		`{"kwargs": [1]}`: "kwargs must be an object, not array",
+		`{"queue": 7}`:    "queue must be a string, not number",
+		`[1, 2]`:          "the body must be an object, not array",
+	} {
+		var v models.TaskApplyRequest
+		if err := strictJSON().Consume(strings.NewReader(body), &v); err == nil || err.Error() != want {
+			t.Errorf("%s: %v, want %q", body, err, want)
+		}
+	}
+}

@@ -183,6 +183,7 @@ type App struct {
 	workerMu     sync.Mutex
 	workerEvents map[string][]byte
 	closers      []func() error
+	closed       sync.Once
 	cancel       context.CancelFunc
 	wg           sync.WaitGroup
 	embedded     *miniredis.Miniredis
@@ -196,6 +197,13 @@ type history interface {
 
 // New connects to the broker and starts ingesting events. Close stops it.
 func New(ctx context.Context, cfg Config) (*App, error) {
+	// From here on a server that repeats a password in its error (some
+	// answer an AUTH they do not know by quoting its arguments) has it
+	// masked in the logs, errors and bodies too.
+	redact.RegisterURLs(cfg.BrokerURL, cfg.ResultBackend, cfg.DBPath)
+	redact.RegisterSettings(cfg.BrokerTransportOptions)
+	redact.RegisterSettings(cfg.ResultBackendTransportOptions)
+	redact.Register(cfg.EmbeddedPassword)
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -870,8 +878,13 @@ func (a *App) gauges() []prometheus.Collector {
 // beyond what the API shows).
 func (a *App) Broker() handlers.Broker { return a.broker }
 
-// Close stops ingestion and closes the broker connections.
+// Close stops ingestion and closes the broker connections. Calls after
+// the first do nothing.
 func (a *App) Close() {
+	a.closed.Do(a.close)
+}
+
+func (a *App) close() {
 	if a.cancel != nil {
 		a.cancel()
 	}

@@ -30,17 +30,6 @@ func eventPayloads(n int) [][]byte {
 	return payloads
 }
 
-// benchApp is an App on cfg, closed when the benchmark ends.
-func benchApp(b *testing.B, cfg Config) *App {
-	b.Helper()
-	a, err := New(context.Background(), cfg)
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(a.Close)
-	return a
-}
-
 func benchRedis(b *testing.B) *goredis.Client {
 	b.Helper()
 	testcluster.RequireRedis(b)
@@ -107,7 +96,7 @@ func BenchmarkRawPubSub(b *testing.B) {
 // state holds every task: decoding, the state machine, metrics.
 func BenchmarkIngest(b *testing.B) {
 	c := benchRedis(b)
-	a := benchApp(b, Config{BrokerURL: testcluster.RedisURL(benchDB), MaxTasks: b.N + 1})
+	a := openApp(b, Config{BrokerURL: testcluster.RedisURL(benchDB), MaxTasks: b.N + 1})
 	payloads := eventPayloads(b.N)
 	channel := fmt.Sprintf("/%d.celeryev/task.multi", benchDB)
 	// Subscribed before timing: the first task, until it is ingested (its
@@ -131,7 +120,7 @@ func BenchmarkIngest(b *testing.B) {
 // whole HTTP stack (routing, validation, the handler, encoding).
 func BenchmarkHTTP(b *testing.B) {
 	c := benchRedis(b)
-	a := benchApp(b, Config{BrokerURL: testcluster.RedisURL(benchDB), MaxTasks: 20000})
+	a := openApp(b, Config{BrokerURL: testcluster.RedisURL(benchDB), MaxTasks: 20000})
 	const n = 10000
 	payloads := eventPayloads(n)
 	channel := fmt.Sprintf("/%d.celeryev/task.multi", benchDB)
@@ -185,7 +174,7 @@ func processCPU(b *testing.B) int64 {
 // metrics, without Redis or the hand-off between the reading goroutine and
 // the applying one.
 func BenchmarkConsume(b *testing.B) {
-	a := benchApp(b, Config{EmbeddedAddr: "127.0.0.1:0", MaxTasks: b.N + 1})
+	a := openApp(b, Config{EmbeddedAddr: "127.0.0.1:0", MaxTasks: b.N + 1})
 	payloads := eventPayloads(b.N)
 	var dec celery.EventDecoder
 	ctx := context.Background()

@@ -29,15 +29,7 @@ func TestFailedFlushLosesNothing(t *testing.T) {
 		// The test flushes by hand.
 		SaveInterval: time.Hour,
 	}
-	a, err := New(context.Background(), cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() {
-		if a != nil {
-			a.Close()
-		}
-	}()
+	a := openApp(t, cfg)
 	payloads := eventPayloads(200)
 	ingest := func(from, to int) {
 		t.Helper()
@@ -67,7 +59,6 @@ func TestFailedFlushLosesNothing(t *testing.T) {
 		t.Fatalf("%d failed writes, want 1", failures)
 	}
 	b := restart(t, a, cfg)
-	a = nil
 	if n := b.State.Len(); n != 200 {
 		t.Errorf("restored %d of 200 tasks", n)
 	}
@@ -90,15 +81,7 @@ func TestFailedFlushKeepsForgetting(t *testing.T) {
 		DBPath:       filepath.Join(t.TempDir(), "stamen.db"),
 		SaveInterval: time.Hour, // the test flushes by hand
 	}
-	a, err := New(context.Background(), cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() {
-		if a != nil {
-			a.Close()
-		}
-	}()
+	a := openApp(t, cfg)
 	const gone, kept = "gone@h", "kept@h"
 	// gone beats every millisecond: it is not alive a few milliseconds
 	// after its last heartbeat, and the purge below forgets it. (A
@@ -125,25 +108,31 @@ func TestFailedFlushKeepsForgetting(t *testing.T) {
 		t.Fatalf("flush after the failure: %v", err)
 	}
 	b := restart(t, a, cfg)
-	a = nil
 	if !b.State.KnowsWorker(kept) || b.State.KnowsWorker(gone) {
 		t.Errorf("after the restart: %s known %v, %s known %v; want true, false",
 			kept, b.State.KnowsWorker(kept), gone, b.State.KnowsWorker(gone))
 	}
 }
 
+// openApp opens an App on cfg, closed at the test's or benchmark's end
+// (Close does nothing the second time).
+func openApp(tb testing.TB, cfg Config) *App {
+	tb.Helper()
+	a, err := New(context.Background(), cfg)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(a.Close)
+	return a
+}
+
 // restart closes a and opens an App again on cfg's store (on another
-// embedded broker port), closed at the test's end.
+// embedded broker port).
 func restart(t *testing.T, a *App, cfg Config) *App {
 	t.Helper()
 	a.Close()
 	cfg.EmbeddedAddr = fmt.Sprintf("127.0.0.1:%d", testcluster.FreePort(t))
-	b, err := New(context.Background(), cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { b.Close() })
-	return b
+	return openApp(t, cfg)
 }
 
 // TestMergeBatches: records of the same task keep the newer; records of

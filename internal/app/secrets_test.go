@@ -1,11 +1,18 @@
 package app
 
 import (
+	"bytes"
 	"context"
+	"fmt"
+	"log/slog"
+	"net"
 	"net/http/httptest"
 	"os"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/stamen-dev/stamen/internal/redact"
 )
 
 // TestInvalidBrokerURLHidesPassword: a password holding an unescaped '/',
@@ -53,5 +60,47 @@ func TestDBSettingsRefused(t *testing.T) {
 	}
 	if files, _ := os.ReadDir(dir); len(files) > 0 {
 		t.Errorf("a file was made: %s", files[0].Name())
+	}
+}
+
+// TestServerEchoOfPasswordMasked: a Redis-compatible server that answers
+// AUTH by quoting its arguments (as Redis answers a command it does not
+// know) puts the broker's password in the error stamen stops with; the
+// log line masks it all the same.
+func TestServerEchoOfPasswordMasked(t *testing.T) {
+	const password = "echoed-Passw0rd"
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				buf := make([]byte, 4096)
+				for {
+					if _, err := c.Read(buf); err != nil {
+						return
+					}
+					fmt.Fprintf(c, "-ERR unknown command 'auth', with args beginning with: '%s' \r\n", password)
+				}
+			}()
+		}
+	}()
+	a, err := New(context.Background(), Config{BrokerURL: "redis://:" + password + "@" + ln.Addr().String() + "/0", BrokerTimeout: 2 * time.Second})
+	if err == nil {
+		a.Close()
+		t.Fatal("New succeeded against a server that refuses every command")
+	}
+	// As stamen's main logs it.
+	var logged bytes.Buffer
+	slog.New(redact.Handler(slog.NewTextHandler(&logged, nil))).Error("cannot start", slog.Any("err", err))
+	if !strings.Contains(logged.String(), "refused the connection") || strings.Contains(logged.String(), password) {
+		t.Errorf("want the server's refusal with the password masked: %s", logged.String())
 	}
 }

@@ -20,6 +20,8 @@ import (
 	"sync"
 
 	"golang.org/x/crypto/bcrypt"
+
+	"github.com/stamen-dev/stamen/internal/redact"
 )
 
 // ErrBusy is Authenticate's answer when as many bcrypt password checks as
@@ -125,6 +127,10 @@ func (a *Authenticator) AddBasic(pairs string, role Role) error {
 			// Never echo the pair: it holds a password.
 			return errors.New("basic auth credentials must be user:password pairs separated by commas")
 		}
+		if !strings.Contains(user, pass) {
+			// Masked wherever it shows, but not the user's name with it.
+			redact.Register(pass)
+		}
 		c := basicCred{userHash: sha256.Sum256([]byte(user)), role: role}
 		if isBcrypt(pass) {
 			cost, err := bcrypt.Cost([]byte(pass))
@@ -149,6 +155,7 @@ func (a *Authenticator) AddTokens(tokens string, role Role) error {
 		if len(tok) < 16 {
 			return errors.New("bearer tokens must be at least 16 characters long")
 		}
+		redact.Register(tok)
 		a.tokens = append(a.tokens, tokenCred{hash: sha256.Sum256([]byte(tok)), role: role})
 	}
 	return nil

@@ -1,7 +1,8 @@
 // Package redact is stamen's one way of hiding secrets: in what workers
 // report (their configuration and stats), in log lines and in error
 // messages. It masks what Celery's own conf.humanize(censored=True) masks,
-// at any depth, and the password of every URL it finds in a string.
+// at any depth, the password of every URL it finds in a string, and the
+// secrets stamen was given (Register), wherever they appear.
 package redact
 
 import (
@@ -31,8 +32,9 @@ func Key(name string) bool {
 // scheme finds where a URL starts in free text.
 var scheme = regexp.MustCompile(`[A-Za-z][A-Za-z0-9+.-]*://`)
 
-// String masks the password of every URL in s, and query parameters whose
-// name is a secret by Key (redis://h/0?password=x). A URL's password may
+// String masks the password of every URL in s, query parameters whose
+// name is a secret by Key (redis://h/0?password=x), and every secret
+// registered (Register) wherever it stands. A URL's password may
 // hold '@', ':' and '/' (kombu and Go both take the userinfo up to the last
 // '@' of the authority), so the password is taken to run from the first ':'
 // after the scheme's "//" to the last '@' before the URL ends. A URL ends at
@@ -40,6 +42,11 @@ var scheme = regexp.MustCompile(`[A-Za-z][A-Za-z0-9+.-]*://`)
 // next URL starts. This may mask a little more than a password (an '@' in a
 // path), never less.
 func String(s string) string {
+	return maskKnown(maskURLs(s))
+}
+
+// maskURLs is String's URL rule.
+func maskURLs(s string) string {
 	locs := scheme.FindAllStringIndex(s, -1)
 	if locs == nil {
 		return s

@@ -191,3 +191,30 @@ func TestParseErrorQuotesNoPieceOfTheURL(t *testing.T) {
 		t.Errorf("ParseError = %q, want %q", got, want)
 	}
 }
+
+// TestRegisteredSecretsMasked: a secret stamen was given is masked wherever
+// it appears, not only where the URL and key rules look; a short one is
+// left to those rules.
+func TestRegisteredSecretsMasked(t *testing.T) {
+	Register("reg-secret-value-1", "short")
+	RegisterURLs("redis://:p%40ss-reg-secret@h:6379/0;redis://u:other-reg-secret@h2/0?password=query-reg-secret")
+	RegisterURLs("postgres://stamen_user:stamen_user@h/db", "postgres://admin:postgres@h/db")
+	RegisterSettings(`{"master_name": "m", "sentinel_kwargs": {"password": "sentinel-reg-secret"}, "x": ["amqp://u:list-reg-secret@h/"]}`)
+	for _, c := range []struct{ in, want string }{
+		{"ERR unknown command 'auth', with args beginning with: 'reg-secret-value-1'", "ERR unknown command 'auth', with args beginning with: '" + Mask + "'"},
+		{"refused p@ss-reg-secret", "refused " + Mask},
+		{"refused p%40ss-reg-secret", "refused " + Mask},
+		{"other-reg-secret and query-reg-secret", Mask + " and " + Mask},
+		{"sentinel said sentinel-reg-secret", "sentinel said " + Mask},
+		{"list-reg-secret", Mask},
+		{"a short word stays", "a short word stays"},
+		// A password the URL shows anyway (its user, its scheme) is not
+		// masked outside it.
+		{"role stamen_user", "role stamen_user"},
+		{"postgres://admin:x@h/db", "postgres://admin:" + Mask + "@h/db"},
+	} {
+		if got := String(c.in); got != c.want {
+			t.Errorf("String(%q) = %q, want %q", c.in, got, c.want)
+		}
+	}
+}
