@@ -216,7 +216,7 @@ func typeError(err error) error {
 		want = "a number"
 	}
 	if te.Field == "" {
-		return fmt.Errorf("the body must be %s, not %s", want, te.Value)
+		return fmt.Errorf("it must be %s, not %s", want, te.Value)
 	}
 	return fmt.Errorf("%s must be %s, not %s", te.Field, want, te.Value)
 }

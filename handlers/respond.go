@@ -118,6 +118,13 @@ func ServeError(rw http.ResponseWriter, r *http.Request, err error) {
 		status = http.StatusBadRequest
 		if len(composite.Errors) > 0 {
 			msg = composite.Errors[0].Error()
+			// go-openapi's wording, `parsing options body from "" failed,
+			// because <reason>`, names the body's parameter and its empty
+			// "value": the reason alone tells the client what to fix.
+			var parse *oaerrors.ParseError
+			if errors.As(composite.Errors[0], &parse) && parse.In == "body" && parse.Reason != nil {
+				msg = "invalid body: " + parse.Reason.Error()
+			}
 			var inner oaerrors.Error
 			if errors.As(composite.Errors[0], &inner) && inner.Code() < 600 && inner.Code() >= 400 && inner.Code() != http.StatusUnprocessableEntity {
 				status = int(inner.Code())

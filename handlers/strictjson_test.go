@@ -74,7 +74,7 @@ func TestTypeErrorsInTheClientsTerms(t *testing.T) {
 		`{"args": 5}`:     "args must be a list, not number",
 		`{"kwargs": [1]}`: "kwargs must be an object, not array",
 		`{"queue": 7}`:    "queue must be a string, not number",
-		`[1, 2]`:          "the body must be an object, not array",
+		`[1, 2]`:          "it must be an object, not array",
 	} {
 		var v models.TaskApplyRequest
 		if err := strictJSON().Consume(strings.NewReader(body), &v); err == nil || err.Error() != want {

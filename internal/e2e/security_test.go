@@ -299,8 +299,8 @@ func securityCases() []suiteCase {
 			}{
 				{"POST", "/api/task/async-apply/stamen.add", `{"args": ["` + big + `"]}`, "application/json", 413, "request body too large", ""},
 				{"POST", "/api/task/async-apply/stamen.add", `{"args": [1, 2`, "application/json", 400, "unexpected EOF", ""},
-				{"POST", "/api/task/async-apply/stamen.add", `{"args": 5, "kwargs": "x"}`, "application/json", 400, "args must be a list, not number", ""},
-				{"POST", "/api/task/async-apply/stamen.add", `[1, 2]`, "application/json", 400, "the body must be an object, not array", ""},
+				{"POST", "/api/task/async-apply/stamen.add", `{"args": 5, "kwargs": "x"}`, "application/json", 400, "invalid body: args must be a list, not number", ""},
+				{"POST", "/api/task/async-apply/stamen.add", `[1, 2]`, "application/json", 400, "invalid body: it must be an object, not array", ""},
 				{"POST", "/api/task/async-apply/stamen.add", `{"countdown": {"a": 1}}`, "application/json", 400, "invalid countdown", ""},
 				{"POST", "/api/task/async-apply/stamen.add", `{"expires": [1]}`, "application/json", 400, "invalid expires", ""},
 				{"POST", "/api/task/async-apply/stamen.add", `{"eta": "9999-99-99 99:99:99.999999"}`, "application/json", 400, "invalid eta", ""},
