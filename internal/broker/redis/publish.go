@@ -51,7 +51,8 @@ func (b *Broker) Publish(ctx context.Context, msg *celery.TaskMessage) error {
 		return nil
 	})
 	if err != nil {
-		if isWrongType(err) {
+		// WRONGTYPE: the key exists and holds something else than a list.
+		if goredis.HasErrorPrefix(err, "WRONGTYPE") {
 			return fmt.Errorf("publish %s: queue %q: %w", msg.ID, celery.QueueName(msg), celery.ErrNotAQueue)
 		}
 		return wrap(ctx, "publish "+msg.ID, err)
@@ -70,12 +71,6 @@ func kombuKey(queue string) bool {
 		return true
 	}
 	return strings.HasPrefix(queue, "_kombu.binding.")
-}
-
-// isWrongType reports Redis's WRONGTYPE reply: the key exists and holds
-// another type than the command works on.
-func isWrongType(err error) bool {
-	return err != nil && strings.HasPrefix(err.Error(), "WRONGTYPE")
 }
 
 // QueueLengths sums LLEN over each queue's priority lists in one round
