@@ -21,9 +21,6 @@ func init() {
   "produces": [
     "application/json"
   ],
-  "schemes": [
-    "http"
-  ],
   "swagger": "2.0",
   "info": {
     "description": "The flower API spec, as served by stamen: the Celery Flower 2.x REST API\n(its 20 operations under /api/) over a real Celery cluster, and stamen's\nown 7 (purge, audit log, retry, bulk revoke and retry, failures, live\nevent stream): 27 operations.\n\nSuccess bodies have Flower's keys and shapes. Every error body is JSON\n` + "`" + `{\"error\": \"...\"}` + "`" + `. Where Flower answers a bad parameter with 500 or\nwaits forever, stamen answers 400 (bad or missing parameter) or 504 (a\nbounded wait that expired).\n\nWhen stamen runs with credentials, every operation needs HTTP basic\ncredentials or a bearer token (Authorize, in Swagger UI). Viewers may\ncall the GET operations but /api/audit; operators may call every\noperation. With --read_only every operation that is not a GET answers\n403. Every call of such an operation is recorded in the audit log. Without\ncredentials configured stamen listens on loopback only and asks for\nnone.\n",
@@ -2329,9 +2326,6 @@ func init() {
   ],
   "produces": [
     "application/json"
-  ],
-  "schemes": [
-    "http"
   ],
   "swagger": "2.0",
   "info": {

@@ -67,7 +67,7 @@ func startDebug(addr string, log *slog.Logger) (*http.Server, error) {
 	}
 	runtime.SetBlockProfileRate(debugBlockProfileRate)
 	runtime.SetMutexProfileFraction(debugMutexProfileFraction)
-	srv := newServer(debugHandler())
+	srv := newServer(debugHandler(), log)
 	srv.WriteTimeout = debugWriteTimeout
 	log.Info("profiling endpoints listening", slog.String("address", "http://"+bound+"/debug/pprof/"))
 	go func() {

@@ -75,6 +75,11 @@ type options struct {
 	maxEventStreams     int
 
 	debugAddr string
+
+	unixSocket string
+	certFile   string
+	keyFile    string
+	caCerts    string
 }
 
 // defaultPurgeOfflineWorkers is --purge_offline_workers' default, in
@@ -309,6 +314,10 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	both("max_event_streams", func(n string) {
 		fs.IntVar(&o.maxEventStreams, n, e.int("MAX_EVENT_STREAMS", app.DefaultMaxEventStreams), "/api/events streams served at once; one more answers 503")
 	})
+	str(&o.unixSocket, "unix_socket", envString("UNIX_SOCKET"), "serve the API on this unix socket (mode 0660) instead of --address and --port")
+	str(&o.certFile, "certfile", envString("CERTFILE"), "serve HTTPS with this PEM certificate (chain), with --keyfile; read again when it changes")
+	str(&o.keyFile, "keyfile", envString("KEYFILE"), "the PEM private key of --certfile")
+	str(&o.caCerts, "ca_certs", envString("CA_CERTS"), "with --certfile: require client certificates signed by these PEM authorities")
 	str(&o.debugAddr, "debug_addr", envString("DEBUG_ADDR"),
 		"serve Go's profiling endpoints (/debug/pprof/; not cmdline, which may show passwords) on this host:port, apart from the API and without authentication: keep it on loopback; empty: off")
 	str(&o.logLevel, "logging", orDefault(envString("LOGGING"), "info"), "log level: debug, info, warn, error")
@@ -395,9 +404,12 @@ const (
 	maxHeaderBytes    = 64 << 10
 )
 
-func newServer(h http.Handler) *http.Server {
+func newServer(h http.Handler, log *slog.Logger) *http.Server {
 	return &http.Server{
-		Handler:           h,
+		Handler: h,
+		// net/http's own complaints (a failed TLS handshake, an accept
+		// error) go through the redacting handler, in the log's format.
+		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 		ReadHeaderTimeout: readHeaderTimeout,
 		ReadTimeout:       readTimeout,
 		IdleTimeout:       idleTimeout,
@@ -437,9 +449,15 @@ func run(args []string, stderr io.Writer) int {
 		log.Error("invalid credentials configuration", slog.Any("err", err))
 		return 2
 	}
+	tlsCfg, err := tlsConfig(o, log)
+	if err != nil {
+		log.Error("invalid TLS configuration", slog.Any("err", err))
+		return 2
+	}
 	// Safe by default: an API that can shut workers down is not offered to
-	// the network without credentials unless the operator says so.
-	if !app.IsLoopback(o.address) && !authn.Enabled() && !o.unauthenticated {
+	// the network without credentials unless the operator says so. A unix
+	// socket is local, and its mode keeps other users out.
+	if o.unixSocket == "" && !app.IsLoopback(o.address) && !authn.Enabled() && !o.unauthenticated {
 		log.Error("refusing to serve the API without authentication on a non-loopback address; " +
 			"listen on 127.0.0.1, or pass --unauthenticated_api to accept the risk")
 		return 2
@@ -495,10 +513,9 @@ func run(args []string, stderr io.Writer) int {
 	}
 	defer a.Close()
 
-	addr := net.JoinHostPort(o.address, strconv.Itoa(o.port))
-	ln, err := net.Listen("tcp", addr)
+	ln, where, err := listen(o)
 	if err != nil {
-		log.Error("cannot listen", slog.String("address", addr), slog.Any("err", err))
+		log.Error("cannot listen", slog.Any("err", err))
 		return 1
 	}
 	if o.debugAddr != "" {
@@ -512,13 +529,25 @@ func run(args []string, stderr io.Writer) int {
 		// rather than waited for.
 		defer dsrv.Close()
 	}
-	srv := newServer(a.Handler)
+	srv := newServer(a.Handler, log)
 	// Shutdown waits for active requests; event streams are ended first.
 	srv.RegisterOnShutdown(a.Events.Close)
-	log.Info("stamen listening", slog.String("address", "http://"+ln.Addr().String()),
+	scheme := "http://"
+	if tlsCfg != nil {
+		scheme = "https://"
+	}
+	log.Info("stamen listening", slog.String("address", scheme+where),
 		slog.String("broker", redact.URL(a.BrokerURL)))
 	errc := make(chan error, 1)
-	go func() { errc <- srv.Serve(ln) }()
+	go func() {
+		if tlsCfg == nil {
+			errc <- srv.Serve(ln)
+			return
+		}
+		// The certificate comes from TLSConfig.GetCertificate, not files.
+		srv.TLSConfig = tlsCfg
+		errc <- srv.ServeTLS(ln, "", "")
+	}()
 	select {
 	case err := <-errc:
 		log.Error("server stopped", slog.Any("err", err))

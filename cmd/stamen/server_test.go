@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"os"
@@ -34,7 +35,7 @@ func TestSlowClientsAreCutOff(t *testing.T) {
 			return
 		}
 		w.WriteHeader(http.StatusOK)
-	}))
+	}), slog.New(slog.DiscardHandler))
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)

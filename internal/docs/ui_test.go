@@ -2,6 +2,7 @@ package docs_test
 
 import (
 	"context"
+	"crypto/tls"
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
@@ -53,6 +54,22 @@ func TestSwaggerUITryItOut(t *testing.T) {
 		// A second stamen on the same broker, serving under /flower.
 		_, prefixed := startStamen(t, app.Config{BrokerURL: a.BrokerURL, ResultBackend: backend, URLPrefix: "flower", Auth: &authn})
 		tryItOut(t, prefixed.URL+"/flower", w.Name)
+	})
+	t.Run("https", func(t *testing.T) {
+		// The spec names no scheme, so Swagger UI calls the API with the
+		// page's: over HTTPS (--certfile) a call by plain HTTP would be
+		// blocked as mixed content.
+		a2, err := app.New(t.Context(), app.Config{BrokerURL: a.BrokerURL, ResultBackend: backend,
+			Auth: &authn, InspectTimeout: 2 * time.Second})
+		if err != nil {
+			t.Fatal(err)
+		}
+		srv := httptest.NewTLSServer(a2.Handler)
+		t.Cleanup(func() {
+			srv.Close()
+			a2.Close()
+		})
+		tryItOut(t, srv.URL, w.Name)
 	})
 }
 
@@ -138,7 +155,10 @@ func tryItOut(t *testing.T, base, worker string) {
 // the body Swagger UI shows has it.
 func waitForWorker(t *testing.T, base, name string) {
 	t.Helper()
-	hc := &http.Client{Timeout: 10 * time.Second}
+	hc := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{
+		// The https case's server has a certificate no authority signed.
+		TLSClientConfig: &tls.Config{InsecureSkipVerify: true},
+	}}
 	deadline := time.Now().Add(30 * time.Second)
 	for {
 		req, err := http.NewRequest("GET", base+"/api/workers?refresh=1", nil)
@@ -170,6 +190,8 @@ func newBrowser(t *testing.T, timeout time.Duration) context.Context {
 		// Tests run as root, where Chromium's sandbox cannot start.
 		chromedp.NoSandbox,
 		chromedp.WindowSize(1280, 1024),
+		// httptest's TLS server has a certificate no authority signed.
+		chromedp.IgnoreCertErrors,
 	)
 	ctx, cancelTimeout := context.WithTimeout(context.Background(), timeout)
 	allocCtx, cancelAlloc := chromedp.NewExecAllocator(ctx, opts...)

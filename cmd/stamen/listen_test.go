@@ -1,0 +1,411 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"errors"
+	"fmt"
+	"io"
+	"math/big"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stamen-dev/stamen/internal/testcluster"
+)
+
+// testCA is a certificate authority made for one test.
+type testCA struct {
+	cert *x509.Certificate
+	key  *ecdsa.PrivateKey
+	pool *x509.CertPool
+	pem  []byte
+}
+
+var serial int64
+
+func newKey(t *testing.T) *ecdsa.PrivateKey {
+	t.Helper()
+	k, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return k
+}
+
+func newCA(t *testing.T, name string) *testCA {
+	t.Helper()
+	key := newKey(t)
+	serial++
+	tmpl := &x509.Certificate{
+		SerialNumber:          big.NewInt(serial),
+		Subject:               pkix.Name{CommonName: name},
+		NotBefore:             time.Now().Add(-time.Hour),
+		NotAfter:              time.Now().Add(time.Hour),
+		IsCA:                  true,
+		BasicConstraintsValid: true,
+		KeyUsage:              x509.KeyUsageCertSign,
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cert, err := x509.ParseCertificate(der)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool := x509.NewCertPool()
+	pool.AddCert(cert)
+	return &testCA{cert: cert, key: key, pool: pool, pem: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})}
+}
+
+// issue returns a leaf certificate for 127.0.0.1 (a server's, or a
+// client's with client set), its serial number, and PEM files of the
+// certificate and key.
+func (ca *testCA) issue(t *testing.T, name string, client bool) (tls.Certificate, *big.Int, []byte, []byte) {
+	t.Helper()
+	key := newKey(t)
+	serial++
+	usage := x509.ExtKeyUsageServerAuth
+	if client {
+		usage = x509.ExtKeyUsageClientAuth
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(serial),
+		Subject:      pkix.Name{CommonName: name},
+		NotBefore:    time.Now().Add(-time.Hour),
+		NotAfter:     time.Now().Add(time.Hour),
+		KeyUsage:     x509.KeyUsageDigitalSignature,
+		ExtKeyUsage:  []x509.ExtKeyUsage{usage},
+		IPAddresses:  []net.IP{net.ParseIP("127.0.0.1")},
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.cert, &key.PublicKey, ca.key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	keyDER, err := x509.MarshalPKCS8PrivateKey(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	certPEM := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})
+	keyPEM := pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: keyDER})
+	pair, err := tls.X509KeyPair(certPEM, keyPEM)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pair, tmpl.SerialNumber, certPEM, keyPEM
+}
+
+func writeFile(t *testing.T, path string, data []byte) {
+	t.Helper()
+	if err := os.WriteFile(path, data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// startProcess runs bin with args, its log in a buffer, and stops it
+// (SIGTERM, then a kill) when the test ends.
+func startProcess(t *testing.T, bin string, args ...string) (*exec.Cmd, *lockedBuffer, <-chan struct{}) {
+	t.Helper()
+	cmd := exec.Command(bin, args...)
+	logs := &lockedBuffer{}
+	cmd.Stderr = logs
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan struct{})
+	go func() { _ = cmd.Wait(); close(exited) }()
+	t.Cleanup(func() {
+		_ = cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-exited:
+		case <-time.After(10 * time.Second):
+			_ = cmd.Process.Kill()
+			<-exited
+		}
+	})
+	return cmd, logs, exited
+}
+
+// embeddedArgs are the arguments that start stamen on the embedded broker
+// with a private store: no other service needed.
+func embeddedArgs(t *testing.T) []string {
+	return []string{"--embedded_broker_address", fmt.Sprintf("127.0.0.1:%d", freePort(t)),
+		"--db", filepath.Join(t.TempDir(), "stamen.db")}
+}
+
+// httpsClient trusts roots and presents cert, if any; it opens a new
+// connection for every request, so that each one sees the certificate the
+// server serves then.
+func httpsClient(roots *x509.CertPool, cert *tls.Certificate) *http.Client {
+	cfg := &tls.Config{RootCAs: roots}
+	if cert != nil {
+		cfg.Certificates = []tls.Certificate{*cert}
+	}
+	return &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: cfg, DisableKeepAlives: true}}
+}
+
+// TestHTTPS runs the binary with Flower's --certfile, --keyfile and
+// --ca_certs: the API answers over TLS with the given certificate, a plain
+// HTTP request is refused and logged in the log's own format, a renewed
+// certificate is served without a restart, and with --ca_certs only
+// clients holding a certificate of those authorities get an answer.
+func TestHTTPS(t *testing.T) {
+	testcluster.SkipIfShort(t, "builds and runs the binary")
+	bin := buildBinary(t)
+	dir := t.TempDir()
+	ca := newCA(t, "stamen test CA")
+	_, firstSerial, certPEM, keyPEM := ca.issue(t, "stamen", false)
+	certFile, keyFile, caFile := filepath.Join(dir, "cert.pem"), filepath.Join(dir, "key.pem"), filepath.Join(dir, "ca.pem")
+	writeFile(t, certFile, certPEM)
+	writeFile(t, keyFile, keyPEM)
+	writeFile(t, caFile, ca.pem)
+
+	servedSerial := func(c *http.Client, base string) (*big.Int, error) {
+		resp, err := c.Get(base + "/api/workers")
+		if err != nil {
+			return nil, err
+		}
+		defer resp.Body.Close()
+		body, _ := io.ReadAll(resp.Body)
+		if resp.StatusCode != http.StatusOK {
+			return nil, fmt.Errorf("GET /api/workers: %d %s", resp.StatusCode, body)
+		}
+		if resp.TLS == nil || len(resp.TLS.PeerCertificates) == 0 {
+			return nil, errors.New("answered without TLS")
+		}
+		return resp.TLS.PeerCertificates[0].SerialNumber, nil
+	}
+
+	t.Run("certfile and keyfile", func(t *testing.T) {
+		port := freePort(t)
+		_, logs, exited := startProcess(t, bin, append(embeddedArgs(t), "--port", fmt.Sprint(port),
+			"--certfile", certFile, "--keyfile", keyFile)...)
+		base := fmt.Sprintf("https://127.0.0.1:%d", port)
+		client := httpsClient(ca.pool, nil)
+		awaitUp(t, exited, logs, func() bool { _, err := servedSerial(client, base); return err == nil })
+		if got, err := servedSerial(client, base); err != nil || got.Cmp(firstSerial) != 0 {
+			t.Fatalf("served certificate %v (%v), want serial %v", got, err, firstSerial)
+		}
+		if !strings.Contains(logs.String(), "address=https://127.0.0.1:") {
+			t.Errorf("the start line does not give the https address:\n%s", logs.String())
+		}
+
+		// Plain HTTP: Go answers 400 and its server logs the failed
+		// handshake, which must come through slog (and so the redaction).
+		resp, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d/api/workers", port))
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusBadRequest {
+			t.Errorf("plain HTTP to the TLS port: %d, want 400", resp.StatusCode)
+		}
+		testcluster.Eventually(t, 10*time.Second, "the refused handshake in the log, as a slog line", func() bool {
+			return strings.Contains(logs.String(), `level=WARN msg="http: TLS handshake error from 127.0.0.1:`)
+		})
+
+		// A renewal writes new files in place; new connections get the
+		// new certificate within the reload interval.
+		_, renewed, certPEM2, keyPEM2 := ca.issue(t, "stamen renewed", false)
+		writeFile(t, keyFile+".new", keyPEM2)
+		writeFile(t, certFile+".new", certPEM2)
+		for _, p := range []string{keyFile, certFile} {
+			if err := os.Rename(p+".new", p); err != nil {
+				t.Fatal(err)
+			}
+		}
+		testcluster.Eventually(t, 3*certReloadInterval, "the renewed certificate served", func() bool {
+			got, err := servedSerial(client, base)
+			return err == nil && got.Cmp(renewed) == 0
+		})
+		if !strings.Contains(logs.String(), "TLS certificate reloaded") {
+			t.Errorf("the reload is not logged:\n%s", logs.String())
+		}
+		// Restore the first pair for the next case.
+		writeFile(t, certFile, certPEM)
+		writeFile(t, keyFile, keyPEM)
+	})
+
+	t.Run("ca_certs", func(t *testing.T) {
+		port := freePort(t)
+		_, logs, exited := startProcess(t, bin, append(embeddedArgs(t), "--port", fmt.Sprint(port),
+			"--certfile", certFile, "--keyfile", keyFile, "--ca_certs", caFile)...)
+		base := fmt.Sprintf("https://127.0.0.1:%d", port)
+		trusted, _, _, _ := ca.issue(t, "operator laptop", true)
+		other := newCA(t, "another CA")
+		stranger, _, _, _ := other.issue(t, "stranger", true)
+		awaitUp(t, exited, logs, func() bool {
+			_, err := servedSerial(httpsClient(ca.pool, &trusted), base)
+			return err == nil
+		})
+		for _, tc := range []struct {
+			name string
+			cert *tls.Certificate
+			ok   bool
+		}{
+			{"a certificate of the authority", &trusted, true},
+			{"no certificate", nil, false},
+			{"a certificate of another authority", &stranger, false},
+		} {
+			_, err := servedSerial(httpsClient(ca.pool, tc.cert), base)
+			if tc.ok && err != nil {
+				t.Errorf("%s: %v", tc.name, err)
+			}
+			if !tc.ok && err == nil {
+				t.Errorf("%s: the API answered", tc.name)
+			}
+		}
+	})
+
+	t.Run("refused at start", func(t *testing.T) {
+		badKey := filepath.Join(dir, "bad-key.pem")
+		const secretish = "NOT-A-KEY-but-maybe-secret-material"
+		writeFile(t, badKey, []byte(secretish))
+		for _, tc := range []struct {
+			name string
+			args []string
+			want string
+		}{
+			{"certfile alone", []string{"--certfile", certFile}, "--certfile and --keyfile go together"},
+			{"keyfile alone", []string{"--keyfile", keyFile}, "--certfile and --keyfile go together"},
+			{"ca_certs alone", []string{"--ca_certs", caFile}, "--ca_certs needs --certfile and --keyfile"},
+			{"a key that is not PEM", []string{"--certfile", certFile, "--keyfile", badKey}, "bad-key.pem"},
+			{"a missing file", []string{"--certfile", filepath.Join(dir, "none.pem"), "--keyfile", keyFile}, "none.pem: no such file"},
+			{"ca_certs without a certificate", []string{"--certfile", certFile, "--keyfile", keyFile, "--ca_certs", badKey}, "no PEM certificate"},
+		} {
+			t.Run(tc.name, func(t *testing.T) {
+				out, code := runToExit(t, bin, append(embeddedArgs(t), append(tc.args, "--port", fmt.Sprint(freePort(t)))...)...)
+				if code != 2 || !strings.Contains(out, tc.want) {
+					t.Errorf("exit %d, want 2 with %q:\n%s", code, tc.want, out)
+				}
+				if strings.Contains(out, secretish) {
+					t.Errorf("the error shows the file's contents:\n%s", out)
+				}
+			})
+		}
+	})
+}
+
+// awaitUp polls ready until it holds, failing at once if the process exits.
+func awaitUp(t *testing.T, exited <-chan struct{}, logs *lockedBuffer, ready func() bool) {
+	t.Helper()
+	testcluster.Eventually(t, 15*time.Second, "stamen answers", func() bool {
+		select {
+		case <-exited:
+			t.Fatalf("stamen exited:\n%s", logs.String())
+		default:
+		}
+		return ready()
+	})
+}
+
+// runToExit runs bin until it exits (within 20 s) and returns its log and
+// exit status.
+func runToExit(t *testing.T, bin string, args ...string) (string, int) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, bin, args...)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	err := cmd.Run()
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		return stderr.String(), ee.ExitCode()
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return stderr.String(), 0
+}
+
+// unixClient sends every request to the socket at path.
+func unixClient(path string) *http.Client {
+	return &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{
+		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+			var d net.Dialer
+			return d.DialContext(ctx, "unix", path)
+		},
+	}}
+}
+
+// TestUnixSocket runs the binary with Flower's --unix_socket: the API
+// answers on the socket (without credentials, though --address is not
+// loopback), the socket is closed to other users, a socket left by a
+// killed stamen is replaced, a file that is not a socket or a socket in use
+// is left alone, and the socket goes when stamen stops.
+func TestUnixSocket(t *testing.T) {
+	testcluster.SkipIfShort(t, "builds and runs the binary")
+	bin := buildBinary(t)
+	dir := t.TempDir()
+	sock := filepath.Join(dir, "stamen.sock")
+
+	// A socket nobody accepts on, as a killed stamen leaves it.
+	stale, err := net.Listen("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stale.(*net.UnixListener).SetUnlinkOnClose(false)
+	stale.Close()
+
+	cmd, logs, exited := startProcess(t, bin, append(embeddedArgs(t), "--unix_socket", sock, "--address", "0.0.0.0")...)
+	client := unixClient(sock)
+	awaitUp(t, exited, logs, func() bool {
+		resp, err := client.Get("http://stamen/api/workers")
+		if err != nil {
+			return false
+		}
+		resp.Body.Close()
+		return resp.StatusCode == http.StatusOK
+	})
+	fi, err := os.Stat(sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if mode := fi.Mode().Perm(); mode != unixSocketMode {
+		t.Errorf("socket mode %o, want %o", mode, unixSocketMode)
+	}
+	if !strings.Contains(logs.String(), "address=http://unix:"+sock) {
+		t.Errorf("the start line does not give the socket:\n%s", logs.String())
+	}
+
+	t.Run("in use", func(t *testing.T) {
+		out, code := runToExit(t, bin, append(embeddedArgs(t), "--unix_socket", sock)...)
+		if code != 1 || !strings.Contains(out, "is in use by another process") {
+			t.Errorf("exit %d, want 1 saying the socket is in use:\n%s", code, out)
+		}
+	})
+	t.Run("not a socket", func(t *testing.T) {
+		file := filepath.Join(dir, "notes.txt")
+		writeFile(t, file, []byte("keep me"))
+		out, code := runToExit(t, bin, append(embeddedArgs(t), "--unix_socket", file)...)
+		if code != 1 || !strings.Contains(out, "exists and is not a socket") {
+			t.Errorf("exit %d, want 1 saying it is not a socket:\n%s", code, out)
+		}
+		if b, err := os.ReadFile(file); err != nil || string(b) != "keep me" {
+			t.Errorf("the file was touched: %q, %v", b, err)
+		}
+	})
+
+	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	<-exited
+	if _, err := os.Lstat(sock); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("the socket is still there after stamen stopped: %v", err)
+	}
+}
