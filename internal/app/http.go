@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	oaerrors "github.com/go-openapi/errors"
 	"github.com/go-openapi/loads"
 	"github.com/go-openapi/runtime"
 	"github.com/go-openapi/runtime/middleware"
@@ -89,6 +90,17 @@ func newHTTPHandler(h *handlers.Handlers, m *metrics.Metrics, log *audit.Log, cf
 	mux.Handle("GET /docs", docs.Handler())
 	mux.Handle("GET /docs/", docs.Handler())
 	mux.Handle("GET /metrics", m.Handler())
+	// These paths answer GET, and HEAD, which the mux serves with GET's
+	// handler, only. Another method fell through to the API handler below,
+	// where go-openapi's spec and Redoc middleware answered /swagger.json and
+	// /docs to any method and the router answered the rest 404. The answer
+	// is the API's own 405 (ServeError), Allow header included.
+	notAllowed := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		handlers.ServeError(w, r, oaerrors.MethodNotAllowed(r.Method, []string{http.MethodGet, http.MethodHead}))
+	})
+	for _, path := range []string{"/healthcheck", "/swagger.json", "/swagger.yaml", "/docs", "/docs/", "/metrics"} {
+		mux.Handle(path, notAllowed)
+	}
 	mux.Handle("/", api.Serve(func(next http.Handler) http.Handler {
 		// Runs after routing, so the operation is known.
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
