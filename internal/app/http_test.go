@@ -356,3 +356,15 @@ func TestPathsOutsideTheSpecAnswerOnlyGET(t *testing.T) {
 		}
 	}
 }
+
+// TestSpecServedAtItsPathsOnly checks that the spec is served at
+// /swagger.json and /swagger.yaml and not at paths that clean to them.
+func TestSpecServedAtItsPathsOnly(t *testing.T) {
+	srv := newEmbedded(t, "")
+	for _, path := range []string{"/swagger.json/", "/swagger.yaml/"} {
+		code, body, _ := get(t, srv.URL+path)
+		if code != 404 || !strings.Contains(body, `"error"`) {
+			t.Errorf("GET %s = %d, want 404 JSON error: %.100s", path, code, body)
+		}
+	}
+}
