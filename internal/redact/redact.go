@@ -19,14 +19,15 @@ import (
 const Mask = "********"
 
 // secretKey tells a setting or field whose value is hidden: the name
-// contains, in any case, one of these words. The first eight are Celery's
-// rule (celery/app/utils.py, HIDDEN_SETTINGS). stamen adds AUTH, COOKIE and
-// CREDENTIAL because the rule also masks the task bodies kept in the audit
-// log, where a kwarg such as "authorization": "Bearer ...", "cookie" or
-// "credentials" is a secret Celery's words miss. Masking more than Celery
-// only hides values (Celery's own cassandra_auth_provider, a class name,
-// is one); it never shows a secret.
-var secretKey = regexp.MustCompile(`(?i)API|TOKEN|KEY|SECRET|PASS|PROFANITIES_LIST|SIGNATURE|DATABASE|AUTH|COOKIE|CREDENTIAL`)
+// contains, in any case, one of these words. The first nine are Celery's
+// rule (celery/app/utils.py, HIDDEN_SETTINGS; 5.6 added BEAT_DBURI, the
+// database URL SQLAlchemy beat schedulers read). stamen adds AUTH, COOKIE
+// and CREDENTIAL because the rule also masks the task bodies kept in the
+// audit log, where a kwarg such as "authorization": "Bearer ...", "cookie"
+// or "credentials" is a secret Celery's words miss. Masking more than
+// Celery only hides values (Celery's own cassandra_auth_provider, a class
+// name, is one); it never shows a secret.
+var secretKey = regexp.MustCompile(`(?i)API|TOKEN|KEY|SECRET|PASS|PROFANITIES_LIST|SIGNATURE|DATABASE|BEAT_DBURI|AUTH|COOKIE|CREDENTIAL`)
 
 // Key reports whether a setting or field named name holds a secret by
 // Celery's rule and stamen's additions: broker_password, my_api_key,

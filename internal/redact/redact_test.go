@@ -16,6 +16,7 @@ import (
 func TestKeyIsCeleryRule(t *testing.T) {
 	for _, k := range []string{"broker_password", "password", "my_api_key", "API", "aws_secret_access_key",
 		"auth_token", "SIGNATURE_X", "database_url", "Profanities_List", "ssl_keyfile", "task_default_routing_key",
+		"beat_dburi", // Celery 5.6's
 		// stamen's additions to Celery's rule.
 		"authorization", "Authorization", "proxy_authorization", "http_auth", "OAUTH_CLIENT",
 		"cookie", "Set-Cookie", "session_cookie", "credentials", "aws_credential", "GOOGLE_APPLICATION_CREDENTIALS",
