@@ -15,6 +15,7 @@ import (
 	"github.com/google/go-cmp/cmp/cmpopts"
 
 	"github.com/stamen-dev/stamen/internal/auth"
+	"github.com/stamen-dev/stamen/internal/redact"
 	"github.com/stamen-dev/stamen/internal/testcluster"
 )
 
@@ -185,6 +186,79 @@ func TestAuditRecordsRefusedWrites(t *testing.T) {
 				t.Errorf("audit records of %s (-want +got):\n%s", tc.path, diff)
 			}
 		})
+	}
+}
+
+// TestAuditRecordMasksCredentialKwargs: a task sent with an Authorization
+// header, a cookie or credentials among its kwargs is recorded with those
+// values masked, by stamen's additions to Celery's rule, and its other
+// kwargs kept.
+func TestAuditRecordMasksCredentialKwargs(t *testing.T) {
+	testcluster.RequireRedis(t)
+	testcluster.FlushRedisDB(t, auditDB)
+	a, err := New(context.Background(), Config{BrokerURL: testcluster.RedisURL(auditDB)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	srv := httptest.NewServer(a.Handler)
+	defer srv.Close()
+
+	secrets := map[string]string{
+		"authorization": "Bearer s3cret-value",
+		"Cookie":        "session=s3cret-cookie",
+		"credentials":   "user:s3cret-credential",
+	}
+	kwargs := map[string]any{"n": "plain-value"}
+	for k, v := range secrets {
+		kwargs[k] = v
+	}
+	body, err := json.Marshal(map[string]any{"kwargs": kwargs})
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := http.Post(srv.URL+"/api/task/send-task/audit.creds", "application/json", strings.NewReader(string(body)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 200 {
+		t.Fatalf("send-task: %d", resp.StatusCode)
+	}
+	resp, err = http.Get(srv.URL + "/api/audit")
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if err != nil || resp.StatusCode != 200 {
+		t.Fatalf("GET /api/audit: %d %v", resp.StatusCode, err)
+	}
+	for k, v := range secrets {
+		if strings.Contains(string(raw), v) {
+			t.Errorf("the audit log keeps kwarg %s's value: %s", k, raw)
+		}
+	}
+	var log struct {
+		Records []struct {
+			Operation string
+			Params    struct {
+				Body struct{ Kwargs map[string]any }
+			}
+		}
+	}
+	if err := json.Unmarshal(raw, &log); err != nil {
+		t.Fatalf("%v: %s", err, raw)
+	}
+	if len(log.Records) != 1 || log.Records[0].Operation != "sendTask" {
+		t.Fatalf("audit records: %s, want the one send-task", raw)
+	}
+	want := map[string]any{"n": "plain-value"}
+	for k := range secrets {
+		want[k] = redact.Mask
+	}
+	if diff := cmp.Diff(want, log.Records[0].Params.Body.Kwargs); diff != "" {
+		t.Errorf("recorded kwargs (-want +got):\n%s", diff)
 	}
 }
 

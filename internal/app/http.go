@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	oaerrors "github.com/go-openapi/errors"
 	"github.com/go-openapi/loads"
 	"github.com/go-openapi/runtime"
 	"github.com/go-openapi/runtime/middleware"
@@ -89,6 +90,22 @@ func newHTTPHandler(h *handlers.Handlers, m *metrics.Metrics, log *audit.Log, cf
 	mux.Handle("GET /docs", docs.Handler())
 	mux.Handle("GET /docs/", docs.Handler())
 	mux.Handle("GET /metrics", m.Handler())
+	// These paths answer GET, and HEAD, which the mux serves with GET's
+	// handler, only. Another method would fall through to the API handler
+	// below, whose router does not know them and answers 404; they answer
+	// the API's own 405 (ServeError), Allow header included.
+	notAllowed := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		handlers.ServeError(w, r, oaerrors.MethodNotAllowed(r.Method, []string{http.MethodGet, http.MethodHead}))
+	})
+	for _, path := range []string{"/healthcheck", "/swagger.json", "/swagger.yaml", "/docs", "/docs/", "/metrics"} {
+		mux.Handle(path, notAllowed)
+	}
+	// The API handler serves the spec's operations only; the spec and the
+	// docs are the mux's. go-openapi's default handler puts its own spec
+	// and Redoc middleware before the routes, and they answer every path
+	// that cleans to /swagger.json or /docs: GET /swagger.json/ served the
+	// spec.
+	api.Middleware = func(b middleware.Builder) http.Handler { return api.Context().RoutesHandler(b) }
 	mux.Handle("/", api.Serve(func(next http.Handler) http.Handler {
 		// Runs after routing, so the operation is known.
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

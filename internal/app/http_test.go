@@ -300,3 +300,71 @@ func dropDefaultRequired(v any) {
 		}
 	}
 }
+
+// TestPathsOutsideTheSpecAnswerOnlyGET checks that the paths stamen serves
+// beside the API (health check, metrics, spec, docs) answer another method
+// as the API's operations do: 405 with an Allow header and the JSON error
+// body, under --url_prefix too.
+func TestPathsOutsideTheSpecAnswerOnlyGET(t *testing.T) {
+	for _, prefix := range []string{"", "flower"} {
+		srv := newEmbedded(t, prefix)
+		base := srv.URL
+		if prefix != "" {
+			base += "/" + prefix
+		}
+		for _, path := range []string{"/swagger.json", "/swagger.yaml", "/docs", "/docs/", "/docs/swagger-ui.css", "/healthcheck", "/metrics"} {
+			for _, tc := range []struct {
+				method string
+				want   int
+			}{
+				{"GET", 200},
+				{"HEAD", 200},
+				{"POST", 405},
+				{"PUT", 405},
+				{"DELETE", 405},
+				{"PATCH", 405},
+				{"OPTIONS", 405},
+			} {
+				req, err := http.NewRequest(tc.method, base+path, nil)
+				if err != nil {
+					t.Fatal(err)
+				}
+				resp, err := http.DefaultClient.Do(req)
+				if err != nil {
+					t.Fatal(err)
+				}
+				b, err := io.ReadAll(resp.Body)
+				resp.Body.Close()
+				if err != nil {
+					t.Fatal(err)
+				}
+				if resp.StatusCode != tc.want {
+					t.Errorf("prefix %q: %s %s = %d, want %d: %.100s", prefix, tc.method, path, resp.StatusCode, tc.want, b)
+					continue
+				}
+				if tc.want != 405 {
+					continue
+				}
+				if allow := resp.Header.Get("Allow"); allow != "GET, HEAD" {
+					t.Errorf("prefix %q: %s %s: Allow %q, want \"GET, HEAD\"", prefix, tc.method, path, allow)
+				}
+				var e map[string]string
+				if err := json.Unmarshal(b, &e); err != nil || e["error"] == "" || len(e) != 1 {
+					t.Errorf("prefix %q: %s %s: body %q is not {\"error\": \"...\"}", prefix, tc.method, path, b)
+				}
+			}
+		}
+	}
+}
+
+// TestSpecServedAtItsPathsOnly checks that the spec is served at
+// /swagger.json and /swagger.yaml and not at paths that clean to them.
+func TestSpecServedAtItsPathsOnly(t *testing.T) {
+	srv := newEmbedded(t, "")
+	for _, path := range []string{"/swagger.json/", "/swagger.yaml/"} {
+		code, body, _ := get(t, srv.URL+path)
+		if code != 404 || !strings.Contains(body, `"error"`) {
+			t.Errorf("GET %s = %d, want 404 JSON error: %.100s", path, code, body)
+		}
+	}
+}

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/stamen-dev/stamen/internal/redact"
+	"github.com/stamen-dev/stamen/internal/testcluster"
 )
 
 // TestInvalidBrokerURLHidesPassword: a password holding an unescaped '/',
@@ -69,30 +70,16 @@ func TestDBSettingsRefused(t *testing.T) {
 // log line masks it all the same.
 func TestServerEchoOfPasswordMasked(t *testing.T) {
 	const password = "echoed-Passw0rd"
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	go func() {
+	addr := testcluster.FakeServer(t, func(c net.Conn) {
+		buf := make([]byte, 4096)
 		for {
-			c, err := ln.Accept()
-			if err != nil {
+			if _, err := c.Read(buf); err != nil {
 				return
 			}
-			go func() {
-				defer c.Close()
-				buf := make([]byte, 4096)
-				for {
-					if _, err := c.Read(buf); err != nil {
-						return
-					}
-					fmt.Fprintf(c, "-ERR unknown command 'auth', with args beginning with: '%s' \r\n", password)
-				}
-			}()
+			fmt.Fprintf(c, "-ERR unknown command 'auth', with args beginning with: '%s' \r\n", password)
 		}
-	}()
-	a, err := New(context.Background(), Config{BrokerURL: "redis://:" + password + "@" + ln.Addr().String() + "/0", BrokerTimeout: 2 * time.Second})
+	})
+	a, err := New(context.Background(), Config{BrokerURL: "redis://:" + password + "@" + addr + "/0", BrokerTimeout: 2 * time.Second})
 	if err == nil {
 		a.Close()
 		t.Fatal("New succeeded against a server that refuses every command")

@@ -130,8 +130,9 @@ func (m *Memory) Prune(_ context.Context, before time.Time, maxRecords int) (int
 // Params is what a record keeps of a call's parameters: the path
 // parameters, the query parameters (one value as a string, several as a
 // list) and the JSON body under "body", masked by redact's rules: a value
-// under a key that is a secret by Celery's rule (a kwargs "api_token", a
-// "password" query parameter) becomes the mask at any depth, and every URL
+// under a key that is a secret by redact.Key, Celery's rule and stamen's
+// additions (a kwargs "api_token" or "authorization", a "password" query
+// parameter), becomes the mask at any depth, and every URL
 // keeps its user but not its password.
 func Params(path map[string]string, query url.Values, body []byte) map[string]any {
 	out := make(map[string]any, len(path)+len(query)+1)

@@ -1,7 +1,8 @@
 // Package redact is stamen's one way of hiding secrets: in what workers
 // report (their configuration and stats), in log lines and in error
 // messages. It masks what Celery's own conf.humanize(censored=True) masks,
-// at any depth, the password of every URL it finds in a string, and the
+// and the few keys more that secretKey names, at any depth, the password
+// of every URL it finds in a string, and the
 // secrets stamen was given (Register), wherever they appear.
 package redact
 
@@ -17,14 +18,21 @@ import (
 // stamen censored look the same.
 const Mask = "********"
 
-// secretKey is Celery's rule for a setting whose value is hidden: the name
-// contains, in any case, one of these words (celery/app/utils.py,
-// HIDDEN_SETTINGS).
-var secretKey = regexp.MustCompile(`(?i)API|TOKEN|KEY|SECRET|PASS|PROFANITIES_LIST|SIGNATURE|DATABASE`)
+// secretKey tells a setting or field whose value is hidden: the name
+// contains, in any case, one of these words. The first nine are Celery's
+// rule (celery/app/utils.py, HIDDEN_SETTINGS; 5.6 added BEAT_DBURI, the
+// database URL SQLAlchemy beat schedulers read). stamen adds AUTH, COOKIE
+// and CREDENTIAL because the rule also masks the task bodies kept in the
+// audit log, where a kwarg such as "authorization": "Bearer ...", "cookie"
+// or "credentials" is a secret Celery's words miss. Masking more than
+// Celery only hides values (Celery's own cassandra_auth_provider, a class
+// name, is one); it never shows a secret.
+var secretKey = regexp.MustCompile(`(?i)API|TOKEN|KEY|SECRET|PASS|PROFANITIES_LIST|SIGNATURE|DATABASE|BEAT_DBURI|AUTH|COOKIE|CREDENTIAL`)
 
 // Key reports whether a setting or field named name holds a secret by
-// Celery's rule: broker_password, my_api_key, aws_secret_access_key,
-// sentinel_kwargs' password, database_url...
+// Celery's rule and stamen's additions: broker_password, my_api_key,
+// aws_secret_access_key, sentinel_kwargs' password, database_url,
+// authorization, session_cookie, credentials...
 func Key(name string) bool {
 	return secretKey.MatchString(name)
 }

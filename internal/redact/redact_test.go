@@ -15,12 +15,19 @@ import (
 
 func TestKeyIsCeleryRule(t *testing.T) {
 	for _, k := range []string{"broker_password", "password", "my_api_key", "API", "aws_secret_access_key",
-		"auth_token", "SIGNATURE_X", "database_url", "Profanities_List", "ssl_keyfile", "task_default_routing_key"} {
+		"auth_token", "SIGNATURE_X", "database_url", "Profanities_List", "ssl_keyfile", "task_default_routing_key",
+		"beat_dburi", // Celery 5.6's
+		// stamen's additions to Celery's rule.
+		"authorization", "Authorization", "proxy_authorization", "http_auth", "OAUTH_CLIENT",
+		"cookie", "Set-Cookie", "session_cookie", "credentials", "aws_credential", "GOOGLE_APPLICATION_CREDENTIALS",
+		"private_key"} {
 		if !Key(k) {
 			t.Errorf("Key(%q) = false, want true", k)
 		}
 	}
-	for _, k := range []string{"broker_url", "result_backend", "visibility_timeout", "hostname", "userid", "sentinel_kwargs"} {
+	// Settings Celery's workers report that stay readable.
+	for _, k := range []string{"broker_url", "result_backend", "visibility_timeout", "hostname", "userid", "sentinel_kwargs",
+		"broker_login_method", "result_backend_transport_options", "result_backend_always_retry", "login_method", "task_routes"} {
 		if Key(k) {
 			t.Errorf("Key(%q) = true, want false", k)
 		}
@@ -78,7 +85,7 @@ func TestSettingsMasksAtAnyDepth(t *testing.T) {
 			"sentinel_kwargs": {"password": "S2", "socket_timeout": 1}},
 		"my_api_key": "S3",
 		"my_tokens": ["S4", "S5"],
-		"beat_schedule": [{"task": "t", "kwargs": {"secret": "S6", "n": 1}}],
+		"beat_schedule": [{"task": "t", "kwargs": {"secret": "S6", "n": 1, "authorization": "S10", "cookie": "S11"}}],
 		"failover": "redis://:S7@h1/0;redis://:S8@h2/0",
 		"redis://:S9@host": 1,
 		"database_engine_options": {"echo": true},
@@ -95,7 +102,7 @@ func TestSettingsMasksAtAnyDepth(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for i := 1; i <= 9; i++ {
+	for i := 1; i <= 11; i++ {
 		if s := fmt.Sprintf("S%d", i); bytes.Contains(out, []byte(s)) {
 			t.Errorf("%s is still there: %s", s, out)
 		}
@@ -111,7 +118,7 @@ func TestSettingsMasksAtAnyDepth(t *testing.T) {
 			"sentinel_kwargs": map[string]any{"password": Mask, "socket_timeout": float64(1)}},
 		"my_api_key":              Mask,
 		"my_tokens":               Mask,
-		"beat_schedule":           []any{map[string]any{"task": "t", "kwargs": map[string]any{"secret": Mask, "n": float64(1)}}},
+		"beat_schedule":           []any{map[string]any{"task": "t", "kwargs": map[string]any{"secret": Mask, "n": float64(1), "authorization": Mask, "cookie": Mask}}},
 		"failover":                "redis://:********@h1/0;redis://:********@h2/0",
 		"redis://:********@host":  float64(1),
 		"database_engine_options": map[string]any{"echo": true},
