@@ -70,6 +70,7 @@ type options struct {
 	reconcileInterval   time.Duration
 	reconcileMaxLookups int
 	readOnly            bool
+	xheaders            bool
 	auditMaxAge         time.Duration
 	auditMaxRecords     int
 	maxEventStreams     int
@@ -305,6 +306,9 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	both("read_only", func(n string) {
 		fs.BoolVar(&o.readOnly, n, e.bool("READ_ONLY"), "refuse every write operation with 403, whatever the credentials")
 	})
+	both("xheaders", func(n string) {
+		fs.BoolVar(&o.xheaders, n, e.bool("XHEADERS"), "take the client's address the audit log records from X-Real-Ip or X-Forwarded-For's last entry (only behind a proxy that sets them)")
+	})
 	both("audit_max_age", func(n string) {
 		fs.DurationVar(&o.auditMaxAge, n, e.duration("AUDIT_MAX_AGE", app.DefaultAuditMaxAge), "drop audit records older than this")
 	})
@@ -503,6 +507,7 @@ func run(args []string, stderr io.Writer) int {
 		ReconcileInterval:   o.reconcileInterval,
 		ReconcileMaxLookups: reconcileLookups(o.reconcileMaxLookups),
 		ReadOnly:            o.readOnly,
+		XHeaders:            o.xheaders,
 		AuditMaxAge:         o.auditMaxAge,
 		AuditMaxRecords:     o.auditMaxRecords,
 		MaxEventStreams:     o.maxEventStreams,

@@ -113,6 +113,10 @@ type Config struct {
 	// ReadOnly refuses every write operation with 403, whatever the
 	// credentials (Flower 2.1's --read_only).
 	ReadOnly bool
+	// XHeaders takes the client's address the audit log records from a
+	// proxy's X-Real-Ip or X-Forwarded-For, as Tornado does with Flower's
+	// --xheaders; off, those headers are ignored (clientAddr).
+	XHeaders bool
 	// AuditMaxAge and AuditMaxRecords bound the audit log (0: default).
 	// It is kept in the store with DBPath, in memory otherwise.
 	AuditMaxAge     time.Duration

@@ -120,7 +120,7 @@ func newHTTPHandler(h *handlers.Handlers, m *metrics.Metrics, log *audit.Log, cf
 			var rec audit.Record
 			var count func() *int64
 			if write && log != nil {
-				rec = auditRecord(r, op, route, cfg.MaxBodyBytes)
+				rec = auditRecord(r, op, route, cfg.MaxBodyBytes, cfg.XHeaders)
 				var ctx context.Context
 				ctx, count = audit.WithCounter(r.Context())
 				r = r.WithContext(ctx)
@@ -160,7 +160,7 @@ func newHTTPHandler(h *handlers.Handlers, m *metrics.Metrics, log *audit.Log, cf
 		if log == nil || !auth.IsWrite(r.Method) || auth.RoleFrom(r.Context()) == auth.None {
 			return
 		}
-		rec := auditRecord(r, op, route, 0)
+		rec := auditRecord(r, op, route, 0, cfg.XHeaders)
 		rec.Status = status
 		log.Record(r.Context(), rec)
 	}
@@ -270,7 +270,8 @@ func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 // who, from where, which operation and its parameters (masked by
 // audit.Params). The body is read from the buffer FlowerParams left (task
 // bodies) and put back for the handler; with maxBody 0 it is not read.
-func auditRecord(r *http.Request, op string, route *middleware.MatchedRoute, maxBody int64) audit.Record {
+// xheaders takes the client's address from a proxy's headers (clientAddr).
+func auditRecord(r *http.Request, op string, route *middleware.MatchedRoute, maxBody int64, xheaders bool) audit.Record {
 	p := auth.PrincipalFrom(r.Context())
 	name := p.Name
 	if name == "" {
@@ -291,7 +292,7 @@ func auditRecord(r *http.Request, op string, route *middleware.MatchedRoute, max
 		r.Body = io.NopCloser(bytes.NewReader(b))
 	}
 	return audit.Record{
-		Time: time.Now().UTC(), User: name, Role: p.Role.String(), Remote: r.RemoteAddr,
+		Time: time.Now().UTC(), User: name, Role: p.Role.String(), Remote: clientAddr(r, xheaders),
 		Operation: op, Method: r.Method, Path: redact.String(r.URL.Path),
 		Params: audit.Params(path, r.URL.Query(), body),
 	}

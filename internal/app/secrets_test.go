@@ -40,7 +40,7 @@ func TestInvalidBrokerURLHidesPassword(t *testing.T) {
 // shows it, a URL's password masked, as its parameters are.
 func TestAuditRecordPathHidesPassword(t *testing.T) {
 	r := httptest.NewRequest("POST", "/api/task/async-apply/redis:%2F%2F:s3cret@h", nil)
-	if rec := auditRecord(r, "asyncApplyTask", nil, 0); strings.Contains(rec.Path, "s3cret") {
+	if rec := auditRecord(r, "asyncApplyTask", nil, 0, false); strings.Contains(rec.Path, "s3cret") {
 		t.Errorf("the record's path shows the password: %s", rec.Path)
 	}
 }

@@ -26,7 +26,7 @@ type Record struct {
 	Time      time.Time      `json:"time"`
 	User      string         `json:"user"`
 	Role      string         `json:"role"`
-	Remote    string         `json:"remote"`
+	Remote    string         `json:"remote"` // socket's ip:port; a proxy's ip with --xheaders (app's clientAddr)
 	Operation string         `json:"operation"`
 	Method    string         `json:"method"`
 	Path      string         `json:"path"`
