@@ -156,24 +156,49 @@ func (p *envParser) duration(name string, def time.Duration) time.Duration {
 	return def
 }
 
-// bool reads a switch the way Flower reads FLOWER_UNAUTHENTICATED_API
-// (y, yes, t, true, on, 1 and their negations, in any case), so that a
-// Flower deployment's environment means the same to stamen.
+// bool reads a switch from the environment (parseSwitch).
 func (p *envParser) bool(name string) bool {
 	var b bool
-	p.read(name, func(v string) error {
-		switch strings.ToLower(strings.TrimSpace(v)) {
-		case "y", "yes", "t", "true", "on", "1":
-			b = true
-		case "n", "no", "f", "false", "off", "0":
-			b = false
-		default:
-			return errors.New("want true or false")
-		}
-		return nil
-	})
+	p.read(name, func(v string) (err error) { b, err = parseSwitch(v); return err })
 	return b
 }
+
+// parseSwitch reads a switch the way Flower reads FLOWER_UNAUTHENTICATED_API
+// (y, yes, t, true, on, 1 and their negations, in any case), so that a
+// Flower deployment's environment and command line mean the same to
+// stamen. Anything else is refused, where Tornado's command line takes
+// every value but false, 0 and f as true: --read_only=nope turns Flower's
+// read-only mode on.
+func parseSwitch(v string) (bool, error) {
+	switch strings.ToLower(strings.TrimSpace(v)) {
+	case "y", "yes", "t", "true", "on", "1":
+		return true, nil
+	case "n", "no", "f", "false", "off", "0":
+		return false, nil
+	}
+	return false, errors.New("want true or false")
+}
+
+// switchFlag is a boolean flag that takes parseSwitch's values, where Go's
+// takes only true and false forms: --read_only=yes, as Flower's users
+// write it.
+type switchFlag bool
+
+func (b *switchFlag) String() string {
+	if b == nil {
+		return "false"
+	}
+	return strconv.FormatBool(bool(*b))
+}
+
+func (b *switchFlag) Set(v string) error {
+	x, err := parseSwitch(v)
+	*b = switchFlag(x)
+	return err
+}
+
+// IsBoolFlag lets the switch be given alone (--read_only).
+func (b *switchFlag) IsBoolFlag() bool { return true }
 
 func orDefault(v, def string) string {
 	if v == "" {
@@ -224,6 +249,12 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 		*p = def
 		both(name, func(n string) { fs.Var((*redactedString)(p), n, usage) })
 	}
+	// switchVar is a boolean flag taking Flower's values (parseSwitch), its
+	// default read from the environment.
+	switchVar := func(p *bool, name, envName, usage string) {
+		*p = e.bool(envName)
+		both(name, func(n string) { fs.Var((*switchFlag)(p), n, usage) })
+	}
 	// hidden is str for a value that is a secret whole: --help shows its
 	// default (from the environment) masked.
 	hidden := func(p *string, name, def, usage string) {
@@ -260,9 +291,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	str(&o.urlPrefix, "url_prefix", envString("URL_PREFIX"), "serve everything under /<prefix>")
 	str(&o.embeddedAddr, "embedded_broker_address", orDefault(envString("EMBEDDED_BROKER_ADDRESS"), "127.0.0.1:6380"), "where the embedded broker listens when no broker is configured")
 	hidden(&o.embeddedPassword, "embedded_broker_password", envString("EMBEDDED_BROKER_PASSWORD"), "the password the embedded broker requires (default: generated at start and logged in the workers' URL); required on a non-loopback --embedded_broker_address")
-	both("unauthenticated_api", func(n string) {
-		fs.BoolVar(&o.unauthenticated, n, e.bool("UNAUTHENTICATED_API"), "allow serving the API without credentials on a non-loopback address")
-	})
+	switchVar(&o.unauthenticated, "unauthenticated_api", "UNAUTHENTICATED_API", "allow serving the API without credentials on a non-loopback address")
 	// Credentials are best given through the environment or a file, so
 	// that they do not show in ps.
 	hidden(&o.basicAuth, "basic_auth", envString("BASIC_AUTH"), "operators' HTTP basic credentials: user:password[,user:password] (password may be a bcrypt hash)")
@@ -270,9 +299,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	hidden(&o.authToken, "auth_token", envString("AUTH_TOKEN"), "operators' bearer tokens, comma-separated")
 	hidden(&o.viewerAuthToken, "viewer_auth_token", envString("VIEWER_AUTH_TOKEN"), "viewers' bearer tokens, comma-separated")
 	str(&o.authFile, "auth_file", envString("AUTH_FILE"), "credentials file: lines '<viewer|operator> basic user:password' or '<viewer|operator> token <token>'")
-	both("persistent", func(n string) {
-		fs.BoolVar(&o.persistent, n, e.bool("PERSISTENT"), "keep the history in --db and restore it at start (always on with the embedded broker)")
-	})
+	switchVar(&o.persistent, "persistent", "PERSISTENT", "keep the history in --db and restore it at start (always on with the embedded broker)")
 	secret(&o.db, "db", orDefault(envString("DB"), "stamen.db"), "the store's file, or a postgres:// URL: the history shared by a fleet of replicas")
 	both("db_max_tasks", func(n string) {
 		fs.IntVar(&o.dbMaxTasks, n, e.int("DB_MAX_TASKS", 0), "with --db postgres://: tasks kept in PostgreSQL, the oldest go first (0: no bound by count; --max_tasks bounds each replica's memory)")
@@ -303,12 +330,8 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 		fs.IntVar(&o.reconcileMaxLookups, n, e.int("RECONCILE_MAX_LOOKUPS", reconcile.DefaultMaxLookups),
 			"result documents read per reconciliation round, at most; 0 turns reconciliation off")
 	})
-	both("read_only", func(n string) {
-		fs.BoolVar(&o.readOnly, n, e.bool("READ_ONLY"), "refuse every write operation with 403, whatever the credentials")
-	})
-	both("xheaders", func(n string) {
-		fs.BoolVar(&o.xheaders, n, e.bool("XHEADERS"), "take the client's address the audit log records from X-Real-Ip or X-Forwarded-For's last entry (only behind a proxy that sets them)")
-	})
+	switchVar(&o.readOnly, "read_only", "READ_ONLY", "refuse every write operation with 403, whatever the credentials")
+	switchVar(&o.xheaders, "xheaders", "XHEADERS", "take the client's address the audit log records from X-Real-Ip or X-Forwarded-For's last entry (only behind a proxy that sets them)")
 	both("audit_max_age", func(n string) {
 		fs.DurationVar(&o.auditMaxAge, n, e.duration("AUDIT_MAX_AGE", app.DefaultAuditMaxAge), "drop audit records older than this")
 	})

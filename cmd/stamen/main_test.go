@@ -631,3 +631,56 @@ func TestHelpHidesSecrets(t *testing.T) {
 		}
 	}
 }
+
+// TestSwitchesTakeFlowerValues: every switch takes on the command line the
+// values its variable takes (Flower's yes, on, 1...), given alone it is on,
+// and a value that is neither true nor false stops stamen rather than
+// turning the switch on or off by a typo.
+func TestSwitchesTakeFlowerValues(t *testing.T) {
+	for _, k := range []string{"UNAUTHENTICATED_API", "PERSISTENT", "READ_ONLY", "XHEADERS"} {
+		for _, p := range []string{"STAMEN_", "FLOWER_"} {
+			t.Setenv(p+k, "")
+			os.Unsetenv(p + k)
+		}
+	}
+	switches := []struct {
+		flag string
+		get  func(options) bool
+	}{
+		{"unauthenticated_api", func(o options) bool { return o.unauthenticated }},
+		{"persistent", func(o options) bool { return o.persistent }},
+		{"read-only", func(o options) bool { return o.readOnly }},
+		{"xheaders", func(o options) bool { return o.xheaders }},
+	}
+	for _, sw := range switches {
+		for _, tc := range []struct {
+			arg  string
+			want bool
+			err  bool
+		}{
+			{"--" + sw.flag, true, false},
+			{"--" + sw.flag + "=yes", true, false},
+			{"--" + sw.flag + "=ON", true, false},
+			{"--" + sw.flag + "=1", true, false},
+			{"--" + sw.flag + "=true", true, false},
+			{"--" + sw.flag + "=no", false, false},
+			{"--" + sw.flag + "=off", false, false},
+			{"--" + sw.flag + "=0", false, false},
+			{"--" + sw.flag + "=nope", false, true},
+			{"--" + sw.flag + "=", false, true},
+		} {
+			t.Run(tc.arg, func(t *testing.T) {
+				o, err := parseFlags([]string{tc.arg}, io.Discard)
+				if tc.err {
+					if err == nil || !strings.Contains(err.Error(), "want true or false") {
+						t.Fatalf("err = %v, want a refusal", err)
+					}
+					return
+				}
+				if err != nil || sw.get(o) != tc.want {
+					t.Fatalf("%s: %v (err %v), want %v", sw.flag, sw.get(o), err, tc.want)
+				}
+			})
+		}
+	}
+}
