@@ -1,9 +1,9 @@
 // Package redact is stamen's one way of hiding secrets: in what workers
 // report (their configuration and stats), in log lines and in error
-// messages. It masks what Celery's own conf.humanize(censored=True) masks,
-// and the few keys more that secretKey names, at any depth, the password
-// of every URL it finds in a string, and the
-// secrets stamen was given (Register), wherever they appear.
+// messages. It masks, at any depth, what Celery's own
+// conf.humanize(censored=True) masks and the few keys more that secretKey
+// names, the password of every URL it finds in a string, and the secrets
+// stamen was given (Register), wherever they appear.
 package redact
 
 import (
