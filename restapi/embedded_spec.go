@@ -1609,7 +1609,7 @@ func init() {
           "format": "date-time"
         },
         "user": {
-          "description": "the credential's name: the basic-auth user, token-\u003cfirst 8 hex digits of the token's SHA-256\u003e, or anonymous without credentials",
+          "description": "the credential's name: the basic-auth user, token-\u003cfirst 8 hex digits of the token's SHA-256\u003e; without credentials configured, cert:\u003csubject\u003e of a client certificate (--ca_certs), else anonymous",
           "type": "string"
         }
       }
@@ -4480,7 +4480,7 @@ func init() {
           "format": "date-time"
         },
         "user": {
-          "description": "the credential's name: the basic-auth user, token-\u003cfirst 8 hex digits of the token's SHA-256\u003e, or anonymous without credentials",
+          "description": "the credential's name: the basic-auth user, token-\u003cfirst 8 hex digits of the token's SHA-256\u003e; without credentials configured, cert:\u003csubject\u003e of a client certificate (--ca_certs), else anonymous",
           "type": "string"
         }
       }

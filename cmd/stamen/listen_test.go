@@ -9,6 +9,7 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
+	"encoding/json"
 	"encoding/pem"
 	"errors"
 	"fmt"
@@ -242,7 +243,9 @@ func TestHTTPS(t *testing.T) {
 
 	t.Run("ca_certs", func(t *testing.T) {
 		port := freePort(t)
-		_, logs, exited := startProcess(t, bin, append(embeddedArgs(t), "--port", fmt.Sprint(port),
+		// Beyond loopback without credentials: the client certificates
+		// are the authentication.
+		_, logs, exited := startProcess(t, bin, append(embeddedArgs(t), "--port", fmt.Sprint(port), "--address", "0.0.0.0",
 			"--certfile", certFile, "--keyfile", keyFile, "--ca_certs", caFile)...)
 		base := fmt.Sprintf("https://127.0.0.1:%d", port)
 		trusted, _, _, _ := ca.issue(t, "operator laptop", true)
@@ -269,6 +272,41 @@ func TestHTTPS(t *testing.T) {
 				t.Errorf("%s: the API answered", tc.name)
 			}
 		}
+
+		// The audit log names the caller by its certificate.
+		client := httpsClient(ca.pool, &trusted)
+		resp, err := client.Post(base+"/api/task/revoke/cert-audited", "application/json", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("revoke: %d", resp.StatusCode)
+		}
+		resp, err = client.Get(base + "/api/audit")
+		if err != nil {
+			t.Fatal(err)
+		}
+		var log struct {
+			Records []struct {
+				User string `json:"user"`
+				Path string `json:"path"`
+			} `json:"records"`
+		}
+		err = json.NewDecoder(resp.Body).Decode(&log)
+		resp.Body.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var users []string
+		for _, r := range log.Records {
+			if r.Path == "/api/task/revoke/cert-audited" {
+				users = append(users, r.User)
+			}
+		}
+		if want := "cert:CN=operator laptop"; len(users) != 1 || users[0] != want {
+			t.Errorf("audit records of the revoke name %q, want [%s]", users, want)
+		}
 	})
 
 	t.Run("refused at start", func(t *testing.T) {
@@ -286,6 +324,8 @@ func TestHTTPS(t *testing.T) {
 			{"a key that is not PEM", []string{"--certfile", certFile, "--keyfile", badKey}, "bad-key.pem"},
 			{"a missing file", []string{"--certfile", filepath.Join(dir, "none.pem"), "--keyfile", keyFile}, "none.pem: no such file"},
 			{"ca_certs without a certificate", []string{"--certfile", certFile, "--keyfile", keyFile, "--ca_certs", badKey}, "no PEM certificate"},
+			{"beyond loopback with neither credentials nor client certificates", []string{"--certfile", certFile, "--keyfile", keyFile,
+				"--address", "0.0.0.0"}, "refusing to serve the API without authentication"},
 		} {
 			t.Run(tc.name, func(t *testing.T) {
 				out, code := runToExit(t, bin, append(embeddedArgs(t), append(tc.args, "--port", fmt.Sprint(freePort(t)))...)...)

@@ -483,8 +483,10 @@ func run(args []string, stderr io.Writer) int {
 	}
 	// Safe by default: an API that can shut workers down is not offered to
 	// the network without credentials unless the operator says so. A unix
-	// socket is local, and its mode keeps other users out.
-	if o.unixSocket == "" && !app.IsLoopback(o.address) && !authn.Enabled() && !o.unauthenticated {
+	// socket is local, and its mode keeps other users out; with client
+	// certificates (--ca_certs) only their holders reach the API.
+	clientCerts := tlsCfg != nil && tlsCfg.ClientCAs != nil
+	if o.unixSocket == "" && !clientCerts && !app.IsLoopback(o.address) && !authn.Enabled() && !o.unauthenticated {
 		log.Error("refusing to serve the API without authentication on a non-loopback address; " +
 			"listen on 127.0.0.1, or pass --unauthenticated_api to accept the risk")
 		return 2

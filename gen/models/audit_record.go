@@ -51,7 +51,7 @@ type AuditRecord struct {
 	// Format: date-time
 	Time *strfmt.DateTime `json:"time"`
 
-	// the credential's name: the basic-auth user, token-<first 8 hex digits of the token's SHA-256>, or anonymous without credentials
+	// the credential's name: the basic-auth user, token-<first 8 hex digits of the token's SHA-256>; without credentials configured, cert:<subject> of a client certificate (--ca_certs), else anonymous
 	// Required: true
 	User *string `json:"user"`
 }

@@ -61,7 +61,7 @@ func withPrincipal(r *http.Request, p Principal) *http.Request {
 func (a *Authenticator) Middleware(deny func(w http.ResponseWriter, r *http.Request, status int, msg string), next http.Handler) http.Handler {
 	if !a.Enabled() {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			next.ServeHTTP(w, withPrincipal(r, Principal{Name: Anonymous, Role: Operator}))
+			next.ServeHTTP(w, withPrincipal(r, Principal{Name: anonymousName(r), Role: Operator}))
 		})
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -87,4 +87,22 @@ func (a *Authenticator) Middleware(deny func(w http.ResponseWriter, r *http.Requ
 			next.ServeHTTP(w, withPrincipal(r, p))
 		}
 	})
+}
+
+// maxCertName bounds a certificate's subject as a caller's name: the audit
+// log keeps one per record.
+const maxCertName = 256
+
+// anonymousName names a caller without credentials: by its client
+// certificate when the TLS handshake verified one (--ca_certs), so that
+// the audit log tells which client did what, else Anonymous.
+func anonymousName(r *http.Request) string {
+	if r.TLS == nil || len(r.TLS.VerifiedChains) == 0 || len(r.TLS.VerifiedChains[0]) == 0 {
+		return Anonymous
+	}
+	name := "cert:" + r.TLS.VerifiedChains[0][0].Subject.String()
+	if len(name) > maxCertName {
+		name = strings.ToValidUTF8(name[:maxCertName], "")
+	}
+	return name
 }
