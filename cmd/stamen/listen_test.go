@@ -21,7 +21,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -117,37 +116,6 @@ func writeFile(t *testing.T, path string, data []byte) {
 	}
 }
 
-// startProcess runs bin with args, its log in a buffer, and stops it
-// (SIGTERM, then a kill) when the test ends.
-func startProcess(t *testing.T, bin string, args ...string) (*exec.Cmd, *lockedBuffer, <-chan struct{}) {
-	t.Helper()
-	cmd := exec.Command(bin, args...)
-	logs := &lockedBuffer{}
-	cmd.Stderr = logs
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	exited := make(chan struct{})
-	go func() { _ = cmd.Wait(); close(exited) }()
-	t.Cleanup(func() {
-		_ = cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-exited:
-		case <-time.After(10 * time.Second):
-			_ = cmd.Process.Kill()
-			<-exited
-		}
-	})
-	return cmd, logs, exited
-}
-
-// embeddedArgs are the arguments that start stamen on the embedded broker
-// with a private store: no other service needed.
-func embeddedArgs(t *testing.T) []string {
-	return []string{"--embedded_broker_address", fmt.Sprintf("127.0.0.1:%d", freePort(t)),
-		"--db", filepath.Join(t.TempDir(), "stamen.db")}
-}
-
 // httpsClient trusts roots and presents cert, if any; it opens a new
 // connection for every request, so that each one sees the certificate the
 // server serves then.
@@ -193,11 +161,12 @@ func TestHTTPS(t *testing.T) {
 
 	t.Run("certfile and keyfile", func(t *testing.T) {
 		port := freePort(t)
-		_, logs, exited := startProcess(t, bin, append(embeddedArgs(t), "--port", fmt.Sprint(port),
+		p := startProcess(t, bin, append(embeddedArgs(t), "--port", fmt.Sprint(port),
 			"--certfile", certFile, "--keyfile", keyFile)...)
+		logs := p.logs
 		base := fmt.Sprintf("https://127.0.0.1:%d", port)
 		client := httpsClient(ca.pool, nil)
-		awaitUp(t, exited, logs, func() bool { _, err := servedSerial(client, base); return err == nil })
+		p.awaitUp(t, func() bool { _, err := servedSerial(client, base); return err == nil })
 		if got, err := servedSerial(client, base); err != nil || got.Cmp(firstSerial) != 0 {
 			t.Fatalf("served certificate %v (%v), want serial %v", got, err, firstSerial)
 		}
@@ -245,13 +214,13 @@ func TestHTTPS(t *testing.T) {
 		port := freePort(t)
 		// Beyond loopback without credentials: the client certificates
 		// are the authentication.
-		_, logs, exited := startProcess(t, bin, append(embeddedArgs(t), "--port", fmt.Sprint(port), "--address", "0.0.0.0",
+		p := startProcess(t, bin, append(embeddedArgs(t), "--port", fmt.Sprint(port), "--address", "0.0.0.0",
 			"--certfile", certFile, "--keyfile", keyFile, "--ca_certs", caFile)...)
 		base := fmt.Sprintf("https://127.0.0.1:%d", port)
 		trusted, _, _, _ := ca.issue(t, "operator laptop", true)
 		other := newCA(t, "another CA")
 		stranger, _, _, _ := other.issue(t, "stranger", true)
-		awaitUp(t, exited, logs, func() bool {
+		p.awaitUp(t, func() bool {
 			_, err := servedSerial(httpsClient(ca.pool, &trusted), base)
 			return err == nil
 		})
@@ -340,19 +309,6 @@ func TestHTTPS(t *testing.T) {
 	})
 }
 
-// awaitUp polls ready until it holds, failing at once if the process exits.
-func awaitUp(t *testing.T, exited <-chan struct{}, logs *lockedBuffer, ready func() bool) {
-	t.Helper()
-	testcluster.Eventually(t, 15*time.Second, "stamen answers", func() bool {
-		select {
-		case <-exited:
-			t.Fatalf("stamen exited:\n%s", logs.String())
-		default:
-		}
-		return ready()
-	})
-}
-
 // runToExit runs bin until it exits (within 20 s) and returns its log and
 // exit status.
 func runToExit(t *testing.T, bin string, args ...string) (string, int) {
@@ -402,9 +358,10 @@ func TestUnixSocket(t *testing.T) {
 	stale.(*net.UnixListener).SetUnlinkOnClose(false)
 	stale.Close()
 
-	cmd, logs, exited := startProcess(t, bin, append(embeddedArgs(t), "--unix_socket", sock, "--address", "0.0.0.0")...)
+	p := startProcess(t, bin, append(embeddedArgs(t), "--unix_socket", sock, "--address", "0.0.0.0")...)
+	logs := p.logs
 	client := unixClient(sock)
-	awaitUp(t, exited, logs, func() bool {
+	p.awaitUp(t, func() bool {
 		resp, err := client.Get("http://stamen/api/workers")
 		if err != nil {
 			return false
@@ -441,10 +398,9 @@ func TestUnixSocket(t *testing.T) {
 		}
 	})
 
-	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
-		t.Fatal(err)
+	if err := p.stop(); err != nil {
+		t.Fatalf("stop: %v\n%s", err, logs.String())
 	}
-	<-exited
 	if _, err := os.Lstat(sock); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("the socket is still there after stamen stopped: %v", err)
 	}

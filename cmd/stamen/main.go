@@ -47,6 +47,9 @@ type options struct {
 	embeddedPassword string
 	unauthenticated  bool
 	logLevel         string
+	debug            bool
+	// flowerIgnored names the Flower options given that stamen ignores.
+	flowerIgnored []string
 
 	basicAuth       string
 	viewerBasicAuth string
@@ -348,11 +351,21 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	str(&o.debugAddr, "debug_addr", envString("DEBUG_ADDR"),
 		"serve Go's profiling endpoints (/debug/pprof/; not cmdline, which may show passwords) on this host:port, apart from the API and without authentication: keep it on loopback; empty: off")
 	str(&o.logLevel, "logging", orDefault(envString("LOGGING"), "info"), "log level: debug, info, warn, error")
+	switchVar(&o.debug, "debug", "DEBUG", "Flower's debug switch: log at debug level when --logging is left at info")
+	flowerOnly := registerFlowerOnly(fs, both)
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}
 	if err := e.check(fs); err != nil {
 		return o, err
+	}
+	var err error
+	if o.flowerIgnored, err = flowerOnly(); err != nil {
+		return o, err
+	}
+	// As Flower: debug raises the default level only.
+	if o.debug && o.logLevel == "info" {
+		o.logLevel = "debug"
 	}
 	if fs.NArg() > 0 {
 		// Not echoed: a stray argument is often a flag's value cut off
@@ -470,6 +483,9 @@ func run(args []string, stderr io.Writer) int {
 	log := slog.New(redact.Handler(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level})))
 	// go-redis otherwise prints pool and dial trouble straight to stderr.
 	goredis.SetLogger(redis.LibraryLogger{Log: log})
+	for _, name := range o.flowerIgnored {
+		log.Info("Flower's option ignored", slog.String("option", "--"+name), slog.String("why", ignoredWhy(name)))
+	}
 
 	authn, err := o.authenticator()
 	if err != nil {

@@ -249,38 +249,80 @@ func TestShutdownEndsEventStreams(t *testing.T) {
 	}
 }
 
+// process is a stamen binary the test started.
+type process struct {
+	cmd    *exec.Cmd
+	logs   *lockedBuffer
+	exited chan struct{}
+	err    error // Wait's, once exited is closed
+}
+
+// startProcess runs bin with args, its log in logs, and, when the test
+// ends, stops it if it still runs (SIGTERM, then a kill after 10 s).
+func startProcess(t *testing.T, bin string, args ...string) *process {
+	t.Helper()
+	p := &process{cmd: exec.Command(bin, args...), logs: &lockedBuffer{}, exited: make(chan struct{})}
+	p.cmd.Stderr = p.logs
+	if err := p.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() { p.err = p.cmd.Wait(); close(p.exited) }()
+	t.Cleanup(func() {
+		_ = p.cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-p.exited:
+		case <-time.After(10 * time.Second):
+			_ = p.cmd.Process.Kill()
+			<-p.exited
+		}
+	})
+	return p
+}
+
+// awaitUp polls ready until it holds, failing at once if p exits.
+func (p *process) awaitUp(t *testing.T, ready func() bool) {
+	t.Helper()
+	testcluster.Eventually(t, 15*time.Second, "stamen answers", func() bool {
+		select {
+		case <-p.exited:
+			t.Fatalf("stamen exited: %v\n%s", p.err, p.logs.String())
+		default:
+		}
+		return ready()
+	})
+}
+
+// stop sends SIGTERM and returns the exit error (nil for status 0), or an
+// error if p still runs 7 s later.
+func (p *process) stop() error {
+	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		return err
+	}
+	select {
+	case <-p.exited:
+		return p.err
+	case <-time.After(7 * time.Second):
+		return errors.New("still running 7 s after SIGTERM")
+	}
+}
+
+// embeddedArgs are the arguments that start stamen on the embedded broker
+// with a private store: no other service needed, nothing left in the
+// source tree.
+func embeddedArgs(t *testing.T) []string {
+	return []string{"--embedded_broker_address", fmt.Sprintf("127.0.0.1:%d", freePort(t)),
+		"--db", filepath.Join(t.TempDir(), "stamen.db")}
+}
+
 // runStamen starts bin on the embedded broker with args, its log in logs,
 // and waits until the API answers. It returns the API's base URL and a
 // stop function: SIGTERM, then the exit error (nil for status 0).
 func runStamen(t *testing.T, bin string, args ...string) (base string, logs *lockedBuffer, stop func() error) {
 	t.Helper()
 	port := freePort(t)
-	cmd := exec.Command(bin, append([]string{"--port", fmt.Sprint(port),
-		"--embedded_broker_address", fmt.Sprintf("127.0.0.1:%d", freePort(t)),
-		"--db", filepath.Join(t.TempDir(), "stamen.db")}, args...)...)
-	logs = &lockedBuffer{}
-	cmd.Stderr = logs
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	exited := make(chan struct{})
-	var waitErr error
-	go func() { waitErr = cmd.Wait(); close(exited) }()
-	t.Cleanup(func() {
-		select {
-		case <-exited:
-		default:
-			_ = cmd.Process.Kill()
-			<-exited
-		}
-	})
+	p := startProcess(t, bin, append(append([]string{"--port", fmt.Sprint(port)}, embeddedArgs(t)...), args...)...)
 	base = fmt.Sprintf("http://127.0.0.1:%d", port)
-	testcluster.Eventually(t, 15*time.Second, "stamen answers /healthcheck", func() bool {
-		select {
-		case <-exited:
-			t.Fatalf("stamen exited: %v\n%s", waitErr, logs.String())
-		default:
-		}
+	p.awaitUp(t, func() bool {
 		resp, err := http.Get(base + "/healthcheck")
 		if err != nil {
 			return false
@@ -288,18 +330,7 @@ func runStamen(t *testing.T, bin string, args ...string) (base string, logs *loc
 		resp.Body.Close()
 		return resp.StatusCode == http.StatusOK
 	})
-	stop = func() error {
-		if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
-			return err
-		}
-		select {
-		case <-exited:
-			return waitErr
-		case <-time.After(7 * time.Second):
-			return errors.New("still running 7 s after SIGTERM")
-		}
-	}
-	return base, logs, stop
+	return base, p.logs, p.stop
 }
 
 // TestEventStreamsBounded: with --max_event_streams 2, a third /api/events
