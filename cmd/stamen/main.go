@@ -28,6 +28,7 @@ import (
 	"github.com/stamen-dev/stamen/internal/broker/redis"
 	"github.com/stamen-dev/stamen/internal/reconcile"
 	"github.com/stamen-dev/stamen/internal/redact"
+	"github.com/stamen-dev/stamen/internal/state"
 )
 
 type options struct {
@@ -39,6 +40,7 @@ type options struct {
 	port             int
 	maxTasks         int
 	maxTaskAge       time.Duration
+	maxWorkers       int
 	inspectTimeoutMS float64
 	applyTimeout     time.Duration
 	brokerTimeout    time.Duration
@@ -272,6 +274,9 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	both("max_tasks", func(n string) {
 		fs.IntVar(&o.maxTasks, n, e.int("MAX_TASKS", 10000), "tasks kept; the oldest go first")
 	})
+	both("max_workers", func(n string) {
+		fs.IntVar(&o.maxWorkers, n, e.int("MAX_WORKERS", state.DefaultMaxWorkers), "workers kept in the events state; the first seen go first")
+	})
 	both("max_task_age", func(n string) {
 		fs.DurationVar(&o.maxTaskAge, n, e.duration("MAX_TASK_AGE", 0), "also drop tasks whose latest event is older than this (e.g. 72h); 0 keeps them until --max_tasks")
 	})
@@ -374,6 +379,9 @@ func reconcileLookups(n int) int {
 // validate checks the options that parse but cannot work, before anything
 // connects.
 func (o options) validate() error {
+	if o.maxWorkers < 1 {
+		return fmt.Errorf("--max_workers: want at least 1, got %d", o.maxWorkers)
+	}
 	if o.eventQueue != "" {
 		if err := amqp.ValidateEventQueue(o.eventQueue); err != nil {
 			return fmt.Errorf("--event_queue: %w", err)
@@ -514,6 +522,7 @@ func run(args []string, stderr io.Writer) int {
 		EmbeddedAddr:     o.embeddedAddr,
 		EmbeddedPassword: o.embeddedPassword,
 		MaxTasks:         o.maxTasks,
+		MaxWorkers:       o.maxWorkers,
 		MaxTaskAge:       o.maxTaskAge,
 		InspectTimeout:   time.Duration(o.inspectTimeoutMS * float64(time.Millisecond)),
 		BrokerTimeout:    o.brokerTimeout,

@@ -66,6 +66,10 @@ type Config struct {
 	EmbeddedPassword string
 
 	MaxTasks int
+	// MaxWorkers bounds the workers the events state keeps, the
+	// first-seen going first (Flower's --max_workers; 0:
+	// state.DefaultMaxWorkers).
+	MaxWorkers int
 	// MaxTaskAge, when set, evicts the tasks whose latest event is older.
 	MaxTaskAge time.Duration
 	// PurgeOfflineWorkers, when set, forgets workers offline and silent
@@ -239,7 +243,7 @@ func New(ctx context.Context, cfg Config) (*App, error) {
 		a.Close()
 		return nil, err
 	}
-	a.State = state.New(state.Config{MaxTasks: cfg.MaxTasks, TrackChanges: cfg.DBPath != "",
+	a.State = state.New(state.Config{MaxTasks: cfg.MaxTasks, MaxWorkers: cfg.MaxWorkers, TrackChanges: cfg.DBPath != "",
 		// PostgreSQL keeps more than the hot set: a task evicted before
 		// its record was flushed must still reach it.
 		DrainEvicted: pgstore.IsURL(cfg.DBPath),
