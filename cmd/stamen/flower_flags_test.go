@@ -6,12 +6,15 @@ import (
 	"fmt"
 	"net/http"
 	"os"
+	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	goredis "github.com/redis/go-redis/v9"
 
+	"github.com/stamen-dev/stamen/internal/metrics"
 	"github.com/stamen-dev/stamen/internal/state"
 	"github.com/stamen-dev/stamen/internal/testcluster"
 )
@@ -31,11 +34,15 @@ func unsetEnv(t *testing.T, names ...string) {
 	}
 }
 
-// TestFlowerStateOptions: Flower's --max_workers, with its default, its
-// variables (STAMEN_ first) and its bound; a value stamen cannot use stops
-// it at start, saying which option.
-func TestFlowerStateOptions(t *testing.T) {
-	unsetEnv(t, "MAX_WORKERS")
+// TestFlowerOptions: Flower's --max_workers and
+// --task_runtime_metric_buckets, with their defaults, their variables
+// (STAMEN_ first) and their bounds; a value stamen cannot use stops it at
+// start, saying which option.
+func TestFlowerOptions(t *testing.T) {
+	unsetEnv(t, "MAX_WORKERS", "TASK_RUNTIME_METRIC_BUCKETS")
+	buckets := func(want ...float64) func(o options) bool {
+		return func(o options) bool { return slices.Equal(o.runtimeBuckets, want) }
+	}
 	for _, tc := range []struct {
 		name    string
 		env     map[string]string
@@ -43,7 +50,9 @@ func TestFlowerStateOptions(t *testing.T) {
 		check   func(o options) bool
 		wantErr string
 	}{
-		{name: "defaults", check: func(o options) bool { return o.maxWorkers == state.DefaultMaxWorkers }},
+		{name: "defaults", check: func(o options) bool {
+			return o.maxWorkers == state.DefaultMaxWorkers && slices.Equal(o.runtimeBuckets, metrics.DefaultRuntimeBuckets)
+		}},
 		{name: "--max_workers", args: []string{"--max_workers", "2"}, check: func(o options) bool { return o.maxWorkers == 2 }},
 		{name: "--max-workers", args: []string{"--max-workers=7"}, check: func(o options) bool { return o.maxWorkers == 7 }},
 		{name: "FLOWER_MAX_WORKERS", env: map[string]string{"FLOWER_MAX_WORKERS": "30"},
@@ -53,6 +62,20 @@ func TestFlowerStateOptions(t *testing.T) {
 		{name: "zero workers", args: []string{"--max_workers", "0"}, wantErr: "--max_workers: want at least 1, got 0"},
 		{name: "negative workers", env: map[string]string{"FLOWER_MAX_WORKERS": "-1"}, wantErr: "--max_workers: want at least 1, got -1"},
 		{name: "unreadable workers", env: map[string]string{"FLOWER_MAX_WORKERS": "many"}, wantErr: `invalid FLOWER_MAX_WORKERS="many"`},
+		{name: "--task_runtime_metric_buckets", args: []string{"--task_runtime_metric_buckets", "0.5,1,2.5,inf"}, check: buckets(0.5, 1, 2.5)},
+		{name: "--task-runtime-metric-buckets", args: []string{"--task-runtime-metric-buckets=3"}, check: buckets(3)},
+		{name: "FLOWER_TASK_RUNTIME_METRIC_BUCKETS", env: map[string]string{"FLOWER_TASK_RUNTIME_METRIC_BUCKETS": "1,10"},
+			check: buckets(1, 10)},
+		{name: "STAMEN_ buckets win over FLOWER_",
+			env:   map[string]string{"STAMEN_TASK_RUNTIME_METRIC_BUCKETS": "2,20", "FLOWER_TASK_RUNTIME_METRIC_BUCKETS": "1,10"},
+			check: buckets(2, 20)},
+		{name: "the flag overrides unreadable buckets", env: map[string]string{"STAMEN_TASK_RUNTIME_METRIC_BUCKETS": "1,x"},
+			args: []string{"--task_runtime_metric_buckets", "4"}, check: buckets(4)},
+		{name: "decreasing buckets", args: []string{"--task_runtime_metric_buckets", "1,0.5"},
+			wantErr: `invalid value "1,0.5" for flag -task_runtime_metric_buckets: bucket 2 (0.5) is not above bucket 1 (1)`},
+		{name: "only inf", args: []string{"--task_runtime_metric_buckets", "inf"}, wantErr: "want at least one finite bucket"},
+		{name: "unreadable buckets", env: map[string]string{"STAMEN_TASK_RUNTIME_METRIC_BUCKETS": "1,x"},
+			wantErr: `invalid STAMEN_TASK_RUNTIME_METRIC_BUCKETS="1,x": bucket 2 ("x") is not a number`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			for k, v := range tc.env {
@@ -87,19 +110,21 @@ func workersStatus(t *testing.T, base string) map[string]bool {
 	return m
 }
 
-// TestFlowerStateFlagsTakeEffect runs the binary on Redis with
-// --max_workers 2: of three workers seen one after the other, the events
-// state keeps the two seen last.
-func TestFlowerStateFlagsTakeEffect(t *testing.T) {
+// TestFlowerFlagsTakeEffect runs the binary on Redis with --max_workers 2
+// and --task_runtime_metric_buckets: of three workers seen one after the
+// other, the events state keeps the two seen last; a task's runtime is
+// counted in the buckets given, not in the default ones.
+func TestFlowerFlagsTakeEffect(t *testing.T) {
 	testcluster.RequireRedis(t)
 	bin := buildBinary(t)
-	unsetEnv(t, "MAX_WORKERS")
+	unsetEnv(t, "MAX_WORKERS", "TASK_RUNTIME_METRIC_BUCKETS")
 	testcluster.FlushRedisDB(t, flowerFlagsDB)
 	t.Cleanup(func() { testcluster.FlushRedisDB(t, flowerFlagsDB) })
 	rdb := goredis.NewClient(&goredis.Options{Addr: testcluster.RedisAddr(), DB: flowerFlagsDB})
 	t.Cleanup(func() { _ = rdb.Close() })
 
-	base, logs, _ := runStamen(t, bin, "--broker", testcluster.RedisURL(flowerFlagsDB), "--max_workers", "2")
+	base, logs, _ := runStamen(t, bin, "--broker", testcluster.RedisURL(flowerFlagsDB), "--max_workers", "2",
+		"--task_runtime_metric_buckets", "0.0005,0.5,2,inf")
 
 	heartbeat := func(host string) []byte {
 		return testcluster.EventsEnvelope(host, host, map[string]any{"type": "worker-heartbeat", "hostname": host,
@@ -115,5 +140,37 @@ func TestFlowerStateFlagsTakeEffect(t *testing.T) {
 	got := workersStatus(t, base)
 	if len(got) != 2 || !got["w2@flags"] || !got["w3@flags"] {
 		t.Errorf("workers %v, want w2@flags and w3@flags alive, w1@flags forgotten\n%s", got, logs.String())
+	}
+
+	// The task succeeds in 1 ms (SucceededTaskEnvelope's runtime). The
+	// envelope may be ingested more than once (PublishUntil publishes it
+	// again until it is seen): each time counts once more in the same
+	// buckets.
+	metricsText := func() string {
+		code, body := get(t, base+"/metrics")
+		if code != http.StatusOK {
+			t.Fatalf("/metrics: %d %s", code, body)
+		}
+		return string(body)
+	}
+	bucket := regexp.MustCompile(`(?m)^flower_task_runtime_seconds_bucket\{task="flags\.add",worker="w3@flags",le="([^"]+)"\} (\d+)$`)
+	buckets := func(text string) map[string]string {
+		m := map[string]string{}
+		for _, b := range bucket.FindAllStringSubmatch(text, -1) {
+			m[b[1]] = b[2]
+		}
+		return m
+	}
+	const id = "00000000-0000-4000-9000-000000000008"
+	testcluster.PublishUntil(t, rdb, fmt.Sprintf("/%d.celeryev/task.multi", flowerFlagsDB),
+		testcluster.SucceededTaskEnvelope(id, "flags.add", "w3@flags", 1), func() bool {
+			n := buckets(metricsText())["+Inf"]
+			return n != "" && n != "0"
+		})
+	text := metricsText()
+	b := buckets(text)
+	n := b["+Inf"]
+	if len(b) != 4 || b["0.0005"] != "0" || b["0.5"] != n || b["2"] != n {
+		t.Errorf("runtime buckets %v, want le 0.0005: 0 and le 0.5, 2, +Inf: %s, no others\n%s", b, n, text)
 	}
 }

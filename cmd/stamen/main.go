@@ -26,6 +26,7 @@ import (
 	"github.com/stamen-dev/stamen/internal/auth"
 	"github.com/stamen-dev/stamen/internal/broker/amqp"
 	"github.com/stamen-dev/stamen/internal/broker/redis"
+	"github.com/stamen-dev/stamen/internal/metrics"
 	"github.com/stamen-dev/stamen/internal/reconcile"
 	"github.com/stamen-dev/stamen/internal/redact"
 	"github.com/stamen-dev/stamen/internal/state"
@@ -41,6 +42,7 @@ type options struct {
 	maxTasks         int
 	maxTaskAge       time.Duration
 	maxWorkers       int
+	runtimeBuckets   bucketsFlag
 	inspectTimeoutMS float64
 	applyTimeout     time.Duration
 	brokerTimeout    time.Duration
@@ -209,6 +211,30 @@ func orDefault(v, def string) string {
 	return v
 }
 
+// bucketsFlag is a comma-separated list of histogram buckets
+// (metrics.ParseRuntimeBuckets).
+type bucketsFlag []float64
+
+func (b *bucketsFlag) String() string {
+	if b == nil {
+		return ""
+	}
+	parts := make([]string, len(*b))
+	for i, v := range *b {
+		parts[i] = strconv.FormatFloat(v, 'g', -1, 64)
+	}
+	return strings.Join(parts, ",")
+}
+
+func (b *bucketsFlag) Set(v string) error {
+	x, err := metrics.ParseRuntimeBuckets(v)
+	if err != nil {
+		return err
+	}
+	*b = x
+	return nil
+}
+
 // redactedString is a string flag whose printed value (--help's default)
 // has its passwords masked.
 type redactedString string
@@ -276,6 +302,11 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	})
 	both("max_workers", func(n string) {
 		fs.IntVar(&o.maxWorkers, n, e.int("MAX_WORKERS", state.DefaultMaxWorkers), "workers kept in the events state; the first seen go first")
+	})
+	o.runtimeBuckets = metrics.DefaultRuntimeBuckets
+	e.read("TASK_RUNTIME_METRIC_BUCKETS", o.runtimeBuckets.Set)
+	both("task_runtime_metric_buckets", func(n string) {
+		fs.Var(&o.runtimeBuckets, n, "flower_task_runtime_seconds' buckets in seconds: comma-separated, increasing; a last inf, as Flower takes it, may be given (+Inf is always there)")
 	})
 	both("max_task_age", func(n string) {
 		fs.DurationVar(&o.maxTaskAge, n, e.duration("MAX_TASK_AGE", 0), "also drop tasks whose latest event is older than this (e.g. 72h); 0 keeps them until --max_tasks")
@@ -533,6 +564,7 @@ func run(args []string, stderr io.Writer) int {
 		Logger:           log,
 
 		PurgeOfflineWorkers: time.Duration(max(o.purgeOfflineWorkers, 0)) * time.Second,
+		TaskRuntimeBuckets:  o.runtimeBuckets,
 
 		EventQueue:          o.eventQueue,
 		EventQueueTTL:       o.eventQueueTTL,

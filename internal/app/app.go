@@ -125,6 +125,11 @@ type Config struct {
 	// It is kept in the store with DBPath, in memory otherwise.
 	AuditMaxAge     time.Duration
 	AuditMaxRecords int
+	// TaskRuntimeBuckets are the buckets of flower_task_runtime_seconds,
+	// in seconds (Flower's --task_runtime_metric_buckets; nil:
+	// metrics.DefaultRuntimeBuckets). New refuses those
+	// metrics.CheckRuntimeBuckets refuses.
+	TaskRuntimeBuckets []float64
 	// QueueLengthInterval is how often stamen_queue_length is refreshed
 	// (0: 15 s).
 	QueueLengthInterval time.Duration
@@ -227,6 +232,11 @@ func New(ctx context.Context, cfg Config) (*App, error) {
 	if cfg.MaxBodyBytes <= 0 {
 		cfg.MaxBodyBytes = 1 << 20
 	}
+	if cfg.TaskRuntimeBuckets != nil {
+		if err := metrics.CheckRuntimeBuckets(cfg.TaskRuntimeBuckets); err != nil {
+			return nil, fmt.Errorf("task_runtime_metric_buckets: %w", err)
+		}
+	}
 	a := &App{cfg: cfg, log: cfg.Logger}
 	if cfg.BrokerURL == "" {
 		if err := a.startEmbedded(); err != nil {
@@ -280,7 +290,7 @@ func New(ctx context.Context, cfg Config) (*App, error) {
 		b.SetQueueLookup(a.Inspector.QueueDeclaration)
 	}
 	a.reconciler = a.newReconciler(results)
-	a.Metrics = metrics.New(a.gauges()...)
+	a.Metrics = metrics.New(cfg.TaskRuntimeBuckets, a.gauges()...)
 	a.Events = stream.NewHub(cfg.MaxEventStreams)
 	var sent handlers.SentLog
 	switch {
