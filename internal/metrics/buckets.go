@@ -13,8 +13,11 @@ import (
 const MaxRuntimeBuckets = 100
 
 // DefaultRuntimeBuckets are flower_task_runtime_seconds' buckets unless
-// told otherwise (Flower's --task_runtime_metric_buckets).
-var DefaultRuntimeBuckets = []float64{.005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10}
+// told otherwise (--task_runtime_metric_buckets): Flower's default, the
+// Python client's Histogram.DEFAULT_BUCKETS, which has 0.075, 0.75 and 7.5
+// beyond the Go client's prometheus.DefBuckets, so that a dashboard's
+// le="0.75" reads the same from stamen as from Flower.
+var DefaultRuntimeBuckets = []float64{.005, .01, .025, .05, .075, .1, .25, .5, .75, 1, 2.5, 5, 7.5, 10}
 
 // ParseRuntimeBuckets reads Flower's --task_runtime_metric_buckets: a
 // comma-separated list of upper bounds in seconds, as Tornado reads a

@@ -72,13 +72,13 @@ func runtimeLEs(body string) []string {
 }
 
 // TestRuntimeBuckets: flower_task_runtime_seconds has the buckets New is
-// given, else the default ones, and +Inf.
+// given, else Flower's default ones (the Python client's), and +Inf.
 func TestRuntimeBuckets(t *testing.T) {
 	for _, tc := range []struct {
 		buckets []float64
 		want    []string
 	}{
-		{nil, []string{"0.005", "0.01", "0.025", "0.05", "0.1", "0.25", "0.5", "1", "2.5", "5", "10", "+Inf"}},
+		{nil, []string{"0.005", "0.01", "0.025", "0.05", "0.075", "0.1", "0.25", "0.5", "0.75", "1", "2.5", "5", "7.5", "10", "+Inf"}},
 		{[]float64{0.0005, 0.5, 2}, []string{"0.0005", "0.5", "2", "+Inf"}},
 	} {
 		m := New(tc.buckets)
