@@ -14,6 +14,7 @@ import (
 
 	goredis "github.com/redis/go-redis/v9"
 
+	"github.com/stamen-dev/stamen/internal/celery"
 	"github.com/stamen-dev/stamen/internal/metrics"
 	"github.com/stamen-dev/stamen/internal/state"
 	"github.com/stamen-dev/stamen/internal/testcluster"
@@ -34,12 +35,13 @@ func unsetEnv(t *testing.T, names ...string) {
 	}
 }
 
-// TestFlowerOptions: Flower's --max_workers and
-// --task_runtime_metric_buckets, with their defaults, their variables
-// (STAMEN_ first) and their bounds; a value stamen cannot use stops it at
-// start, saying which option.
+// TestFlowerOptions: Flower's --max_workers,
+// --task_runtime_metric_buckets and --enable_events, with their defaults,
+// their variables (STAMEN_ first) and their bounds; a value stamen cannot
+// use stops it at start, saying which option.
 func TestFlowerOptions(t *testing.T) {
-	unsetEnv(t, "MAX_WORKERS", "TASK_RUNTIME_METRIC_BUCKETS")
+	unsetEnv(t, "MAX_WORKERS", "TASK_RUNTIME_METRIC_BUCKETS", "ENABLE_EVENTS")
+	enableEvents := func(want bool) func(o options) bool { return func(o options) bool { return o.enableEvents == want } }
 	buckets := func(want ...float64) func(o options) bool {
 		return func(o options) bool { return slices.Equal(o.runtimeBuckets, want) }
 	}
@@ -51,7 +53,7 @@ func TestFlowerOptions(t *testing.T) {
 		wantErr string
 	}{
 		{name: "defaults", check: func(o options) bool {
-			return o.maxWorkers == state.DefaultMaxWorkers && slices.Equal(o.runtimeBuckets, metrics.DefaultRuntimeBuckets)
+			return o.maxWorkers == state.DefaultMaxWorkers && slices.Equal(o.runtimeBuckets, metrics.DefaultRuntimeBuckets) && o.enableEvents
 		}},
 		{name: "--max_workers", args: []string{"--max_workers", "2"}, check: func(o options) bool { return o.maxWorkers == 2 }},
 		{name: "--max-workers", args: []string{"--max-workers=7"}, check: func(o options) bool { return o.maxWorkers == 7 }},
@@ -76,6 +78,17 @@ func TestFlowerOptions(t *testing.T) {
 		{name: "only inf", args: []string{"--task_runtime_metric_buckets", "inf"}, wantErr: "want at least one finite bucket"},
 		{name: "unreadable buckets", env: map[string]string{"STAMEN_TASK_RUNTIME_METRIC_BUCKETS": "1,x"},
 			wantErr: `invalid STAMEN_TASK_RUNTIME_METRIC_BUCKETS="1,x": bucket 2 ("x") is not a number`},
+		{name: "--enable_events=false", args: []string{"--enable_events=false"}, check: enableEvents(false)},
+		{name: "--enable-events=no", args: []string{"--enable-events=no"}, check: enableEvents(false)},
+		{name: "--enable_events", args: []string{"--enable_events"}, check: enableEvents(true)},
+		{name: "FLOWER_ENABLE_EVENTS=0", env: map[string]string{"FLOWER_ENABLE_EVENTS": "0"}, check: enableEvents(false)},
+		{name: "STAMEN_ENABLE_EVENTS wins over FLOWER_", env: map[string]string{"STAMEN_ENABLE_EVENTS": "on", "FLOWER_ENABLE_EVENTS": "0"},
+			check: enableEvents(true)},
+		{name: "the flag overrides FLOWER_ENABLE_EVENTS", env: map[string]string{"FLOWER_ENABLE_EVENTS": "off"},
+			args: []string{"--enable_events=yes"}, check: enableEvents(true)},
+		{name: "unreadable FLOWER_ENABLE_EVENTS", env: map[string]string{"FLOWER_ENABLE_EVENTS": "maybe"},
+			wantErr: `invalid FLOWER_ENABLE_EVENTS="maybe"`},
+		{name: "--enable_events=nope", args: []string{"--enable_events=nope"}, wantErr: "want true or false"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			for k, v := range tc.env {
@@ -173,4 +186,108 @@ func TestFlowerFlagsTakeEffect(t *testing.T) {
 	if len(b) != 4 || b["0.0005"] != "0" || b["0.5"] != n || b["2"] != n {
 		t.Errorf("runtime buckets %v, want le 0.0005: 0 and le 0.5, 2, +Inf: %s, no others\n%s", b, n, text)
 	}
+}
+
+// pidboxMethods follows the broadcasts on Redis database db's pidbox
+// channel, from before stamen starts, sending each one's method to the
+// channel returned, or marker for a message that is marker itself.
+func pidboxMethods(t *testing.T, rdb *goredis.Client, db int, marker string) <-chan string {
+	t.Helper()
+	ps := rdb.Subscribe(t.Context(), fmt.Sprintf("/%d.celery.pidbox", db))
+	if _, err := ps.Receive(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	methods := make(chan string, 1000)
+	done := make(chan struct{})
+	t.Cleanup(func() {
+		_ = ps.Close()
+		<-done
+	})
+	go func() {
+		defer close(done)
+		for msg := range ps.Channel() {
+			if msg.Payload == marker {
+				methods <- marker
+				continue
+			}
+			env, err := celery.DecodeEnvelope([]byte(msg.Payload))
+			if err != nil {
+				methods <- "undecodable envelope: " + err.Error()
+				continue
+			}
+			body, err := env.BodyBytes()
+			var req struct{ Method string }
+			if err == nil {
+				err = json.Unmarshal(body, &req)
+			}
+			if err != nil {
+				methods <- "undecodable body: " + err.Error()
+				continue
+			}
+			methods <- req.Method
+		}
+	}()
+	return methods
+}
+
+// methodsBefore reads broadcasts until one for want and returns the
+// methods of those before it, failing the test if want does not come
+// within 15 s.
+func methodsBefore(t *testing.T, methods <-chan string, want string) []string {
+	t.Helper()
+	var before []string
+	deadline := time.After(15 * time.Second)
+	for {
+		select {
+		case m := <-methods:
+			if m == want {
+				return before
+			}
+			before = append(before, m)
+		case <-deadline:
+			t.Fatalf("no %s broadcast within 15 s, after %v", want, before)
+		}
+	}
+}
+
+// TestEnableEventsTakesEffect runs the binary on Redis: by default it
+// broadcasts enable_events on subscribing to the events; with
+// --enable_events=false it broadcasts a heartbeat request on subscribing
+// (and inspections to fill its cache), but no enable_events, then or for
+// longer than the loop's 5 s period.
+//
+// The off case cannot pass while the switch does not reach the broker:
+// the broadcasts are read up to a marker the test publishes on the same
+// channel 6 s after the heartbeat request, and Redis delivers a channel's
+// messages in the order it received them, so the subscription's
+// enable_events (sent right after the heartbeat request) and the loop's
+// first one (5 s after the subscription) would be read before the marker.
+func TestEnableEventsTakesEffect(t *testing.T) {
+	testcluster.RequireRedis(t)
+	bin := buildBinary(t)
+	unsetEnv(t, "ENABLE_EVENTS")
+	testcluster.FlushRedisDB(t, flowerFlagsDB)
+	t.Cleanup(func() { testcluster.FlushRedisDB(t, flowerFlagsDB) })
+	rdb := goredis.NewClient(&goredis.Options{Addr: testcluster.RedisAddr(), DB: flowerFlagsDB})
+	t.Cleanup(func() { _ = rdb.Close() })
+	const marker = "stamen-test-marker"
+
+	t.Run("on", func(t *testing.T) {
+		methods := pidboxMethods(t, rdb, flowerFlagsDB, marker)
+		runStamen(t, bin, "--broker", testcluster.RedisURL(flowerFlagsDB))
+		methodsBefore(t, methods, "enable_events")
+	})
+	t.Run("off", func(t *testing.T) {
+		methods := pidboxMethods(t, rdb, flowerFlagsDB, marker)
+		runStamen(t, bin, "--broker", testcluster.RedisURL(flowerFlagsDB), "--enable_events=false")
+		seen := methodsBefore(t, methods, "heartbeat")
+		<-time.After(6 * time.Second)
+		if err := rdb.Publish(t.Context(), fmt.Sprintf("/%d.celery.pidbox", flowerFlagsDB), marker).Err(); err != nil {
+			t.Fatal(err)
+		}
+		seen = append(seen, methodsBefore(t, methods, marker)...)
+		if slices.Contains(seen, "enable_events") {
+			t.Errorf("broadcasts %v (besides the heartbeat request): enable_events among them", seen)
+		}
+	})
 }

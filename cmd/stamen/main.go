@@ -43,6 +43,7 @@ type options struct {
 	maxTaskAge       time.Duration
 	maxWorkers       int
 	runtimeBuckets   bucketsFlag
+	enableEvents     bool
 	inspectTimeoutMS float64
 	applyTimeout     time.Duration
 	brokerTimeout    time.Duration
@@ -308,6 +309,12 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	both("task_runtime_metric_buckets", func(n string) {
 		fs.Var(&o.runtimeBuckets, n, "flower_task_runtime_seconds' buckets in seconds: comma-separated, increasing; a last inf, as Flower takes it, may be given (+Inf is always there)")
 	})
+	// On by default, unlike the other switches: switchVar's default is off.
+	o.enableEvents = true
+	e.read("ENABLE_EVENTS", func(v string) (err error) { o.enableEvents, err = parseSwitch(v); return err })
+	both("enable_events", func(n string) {
+		fs.Var((*switchFlag)(&o.enableEvents), n, "tell the workers to send task events (enable_events) on subscribing to the events and every 5 s after, as Flower does; false leaves their setting alone")
+	})
 	both("max_task_age", func(n string) {
 		fs.DurationVar(&o.maxTaskAge, n, e.duration("MAX_TASK_AGE", 0), "also drop tasks whose latest event is older than this (e.g. 72h); 0 keeps them until --max_tasks")
 	})
@@ -565,6 +572,7 @@ func run(args []string, stderr io.Writer) int {
 
 		PurgeOfflineWorkers: time.Duration(max(o.purgeOfflineWorkers, 0)) * time.Second,
 		TaskRuntimeBuckets:  o.runtimeBuckets,
+		NoEnableEvents:      !o.enableEvents,
 
 		EventQueue:          o.eventQueue,
 		EventQueueTTL:       o.eventQueueTTL,

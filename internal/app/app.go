@@ -117,6 +117,11 @@ type Config struct {
 	// ReadOnly refuses every write operation with 403, whatever the
 	// credentials (Flower 2.1's --read_only).
 	ReadOnly bool
+	// NoEnableEvents keeps stamen from broadcasting enable_events to the
+	// workers, at every subscription of the event stream and every 5 s
+	// after (Flower's --enable_events=false): workers send task events
+	// only if started with -E or told by someone else.
+	NoEnableEvents bool
 	// XHeaders takes the client's address the audit log records from a
 	// proxy's X-Real-Ip or X-Forwarded-For, as Tornado does with Flower's
 	// --xheaders; off, those headers are ignored (clientAddr).
@@ -457,7 +462,7 @@ func (a *App) openBroker(ctx context.Context) (brokerConn, handlers.ResultBacken
 		}
 		b, err := redis.New(ctx, redis.Config{
 			BrokerURL: a.BrokerURL, ResultBackendURL: backend, Logger: a.log, OpTimeout: a.cfg.BrokerTimeout,
-			Transport: brokerOpts, ResultTransport: resultOpts,
+			Transport: brokerOpts, ResultTransport: resultOpts, NoEnableEvents: a.cfg.NoEnableEvents,
 		})
 		if err != nil {
 			return nil, nil, err
@@ -473,7 +478,8 @@ func (a *App) openBroker(ctx context.Context) (brokerConn, handlers.ResultBacken
 			return nil, nil, errors.New("broker_transport_options: only Redis brokers take transport options")
 		}
 		cfg := amqp.Config{BrokerURL: a.BrokerURL, Logger: a.log, OpTimeout: a.cfg.BrokerTimeout,
-			EventQueue: a.cfg.EventQueue, EventQueueTTL: a.cfg.EventQueueTTL, EventQueueMaxLength: a.cfg.EventQueueMaxLength}
+			EventQueue: a.cfg.EventQueue, EventQueueTTL: a.cfg.EventQueueTTL, EventQueueMaxLength: a.cfg.EventQueueMaxLength,
+			NoEnableEvents: a.cfg.NoEnableEvents}
 		if rpc {
 			cfg.ResultBackend = "rpc://"
 		}
