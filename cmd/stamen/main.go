@@ -26,8 +26,10 @@ import (
 	"github.com/stamen-dev/stamen/internal/auth"
 	"github.com/stamen-dev/stamen/internal/broker/amqp"
 	"github.com/stamen-dev/stamen/internal/broker/redis"
+	"github.com/stamen-dev/stamen/internal/metrics"
 	"github.com/stamen-dev/stamen/internal/reconcile"
 	"github.com/stamen-dev/stamen/internal/redact"
+	"github.com/stamen-dev/stamen/internal/state"
 )
 
 type options struct {
@@ -39,6 +41,9 @@ type options struct {
 	port             int
 	maxTasks         int
 	maxTaskAge       time.Duration
+	maxWorkers       int
+	runtimeBuckets   bucketsFlag
+	enableEvents     bool
 	inspectTimeoutMS float64
 	applyTimeout     time.Duration
 	brokerTimeout    time.Duration
@@ -210,6 +215,30 @@ func orDefault(v, def string) string {
 	return v
 }
 
+// bucketsFlag is a comma-separated list of histogram buckets
+// (metrics.ParseRuntimeBuckets).
+type bucketsFlag []float64
+
+func (b *bucketsFlag) String() string {
+	if b == nil {
+		return ""
+	}
+	parts := make([]string, len(*b))
+	for i, v := range *b {
+		parts[i] = strconv.FormatFloat(v, 'g', -1, 64)
+	}
+	return strings.Join(parts, ",")
+}
+
+func (b *bucketsFlag) Set(v string) error {
+	x, err := metrics.ParseRuntimeBuckets(v)
+	if err != nil {
+		return err
+	}
+	*b = x
+	return nil
+}
+
 // redactedString is a string flag whose printed value (--help's default)
 // has its passwords masked.
 type redactedString string
@@ -274,6 +303,20 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	both("port", func(n string) { fs.IntVar(&o.port, n, e.int("PORT", 5555), "port to listen on") })
 	both("max_tasks", func(n string) {
 		fs.IntVar(&o.maxTasks, n, e.int("MAX_TASKS", 10000), "tasks kept; the oldest go first")
+	})
+	both("max_workers", func(n string) {
+		fs.IntVar(&o.maxWorkers, n, e.int("MAX_WORKERS", state.DefaultMaxWorkers), "workers kept in the events state; the first seen go first")
+	})
+	o.runtimeBuckets = metrics.DefaultRuntimeBuckets
+	e.read("TASK_RUNTIME_METRIC_BUCKETS", o.runtimeBuckets.Set)
+	both("task_runtime_metric_buckets", func(n string) {
+		fs.Var(&o.runtimeBuckets, n, "flower_task_runtime_seconds' buckets in seconds: comma-separated, increasing; a last inf, as Flower takes it, may be given (+Inf is always there)")
+	})
+	// On by default, unlike the other switches: switchVar's default is off.
+	o.enableEvents = true
+	e.read("ENABLE_EVENTS", func(v string) (err error) { o.enableEvents, err = parseSwitch(v); return err })
+	both("enable_events", func(n string) {
+		fs.Var((*switchFlag)(&o.enableEvents), n, "tell the workers to send task events (enable_events) on subscribing to the events and every 5 s after, as Flower does; false leaves their setting alone")
 	})
 	both("max_task_age", func(n string) {
 		fs.DurationVar(&o.maxTaskAge, n, e.duration("MAX_TASK_AGE", 0), "also drop tasks whose latest event is older than this (e.g. 72h); 0 keeps them until --max_tasks")
@@ -387,6 +430,9 @@ func reconcileLookups(n int) int {
 // validate checks the options that parse but cannot work, before anything
 // connects.
 func (o options) validate() error {
+	if o.maxWorkers < 1 {
+		return fmt.Errorf("--max_workers: want at least 1, got %d", o.maxWorkers)
+	}
 	if o.eventQueue != "" {
 		if err := amqp.ValidateEventQueue(o.eventQueue); err != nil {
 			return fmt.Errorf("--event_queue: %w", err)
@@ -530,6 +576,7 @@ func run(args []string, stderr io.Writer) int {
 		EmbeddedAddr:     o.embeddedAddr,
 		EmbeddedPassword: o.embeddedPassword,
 		MaxTasks:         o.maxTasks,
+		MaxWorkers:       o.maxWorkers,
 		MaxTaskAge:       o.maxTaskAge,
 		InspectTimeout:   time.Duration(o.inspectTimeoutMS * float64(time.Millisecond)),
 		BrokerTimeout:    o.brokerTimeout,
@@ -540,6 +587,8 @@ func run(args []string, stderr io.Writer) int {
 		Logger:           log,
 
 		PurgeOfflineWorkers: time.Duration(max(o.purgeOfflineWorkers, 0)) * time.Second,
+		TaskRuntimeBuckets:  o.runtimeBuckets,
+		NoEnableEvents:      !o.enableEvents,
 
 		EventQueue:          o.eventQueue,
 		EventQueueTTL:       o.eventQueueTTL,

@@ -637,7 +637,7 @@ func TestHelpHidesSecrets(t *testing.T) {
 // and a value that is neither true nor false stops stamen rather than
 // turning the switch on or off by a typo.
 func TestSwitchesTakeFlowerValues(t *testing.T) {
-	for _, k := range []string{"UNAUTHENTICATED_API", "PERSISTENT", "READ_ONLY", "XHEADERS"} {
+	for _, k := range []string{"UNAUTHENTICATED_API", "PERSISTENT", "READ_ONLY", "XHEADERS", "ENABLE_EVENTS"} {
 		for _, p := range []string{"STAMEN_", "FLOWER_"} {
 			t.Setenv(p+k, "")
 			os.Unsetenv(p + k)
@@ -651,6 +651,7 @@ func TestSwitchesTakeFlowerValues(t *testing.T) {
 		{"persistent", func(o options) bool { return o.persistent }},
 		{"read-only", func(o options) bool { return o.readOnly }},
 		{"xheaders", func(o options) bool { return o.xheaders }},
+		{"enable_events", func(o options) bool { return o.enableEvents }},
 	}
 	for _, sw := range switches {
 		for _, tc := range []struct {

@@ -66,6 +66,10 @@ type Config struct {
 	EmbeddedPassword string
 
 	MaxTasks int
+	// MaxWorkers bounds the workers the events state keeps, the
+	// first-seen going first (Flower's --max_workers; 0:
+	// state.DefaultMaxWorkers).
+	MaxWorkers int
 	// MaxTaskAge, when set, evicts the tasks whose latest event is older.
 	MaxTaskAge time.Duration
 	// PurgeOfflineWorkers, when set, forgets workers offline and silent
@@ -113,6 +117,11 @@ type Config struct {
 	// ReadOnly refuses every write operation with 403, whatever the
 	// credentials (Flower 2.1's --read_only).
 	ReadOnly bool
+	// NoEnableEvents keeps stamen from broadcasting enable_events to the
+	// workers, at every subscription of the event stream and every 5 s
+	// after (Flower's --enable_events=false): workers send task events
+	// only if started with -E or told by someone else.
+	NoEnableEvents bool
 	// XHeaders takes the client's address the audit log records from a
 	// proxy's X-Real-Ip or X-Forwarded-For, as Tornado does with Flower's
 	// --xheaders; off, those headers are ignored (clientAddr).
@@ -121,6 +130,11 @@ type Config struct {
 	// It is kept in the store with DBPath, in memory otherwise.
 	AuditMaxAge     time.Duration
 	AuditMaxRecords int
+	// TaskRuntimeBuckets are the buckets of flower_task_runtime_seconds,
+	// in seconds (Flower's --task_runtime_metric_buckets; nil:
+	// metrics.DefaultRuntimeBuckets). New refuses those
+	// metrics.CheckRuntimeBuckets refuses.
+	TaskRuntimeBuckets []float64
 	// QueueLengthInterval is how often stamen_queue_length is refreshed
 	// (0: 15 s).
 	QueueLengthInterval time.Duration
@@ -223,6 +237,11 @@ func New(ctx context.Context, cfg Config) (*App, error) {
 	if cfg.MaxBodyBytes <= 0 {
 		cfg.MaxBodyBytes = 1 << 20
 	}
+	if cfg.TaskRuntimeBuckets != nil {
+		if err := metrics.CheckRuntimeBuckets(cfg.TaskRuntimeBuckets); err != nil {
+			return nil, fmt.Errorf("task_runtime_metric_buckets: %w", err)
+		}
+	}
 	a := &App{cfg: cfg, log: cfg.Logger}
 	if cfg.BrokerURL == "" {
 		if err := a.startEmbedded(); err != nil {
@@ -239,7 +258,7 @@ func New(ctx context.Context, cfg Config) (*App, error) {
 		a.Close()
 		return nil, err
 	}
-	a.State = state.New(state.Config{MaxTasks: cfg.MaxTasks, TrackChanges: cfg.DBPath != "",
+	a.State = state.New(state.Config{MaxTasks: cfg.MaxTasks, MaxWorkers: cfg.MaxWorkers, TrackChanges: cfg.DBPath != "",
 		// PostgreSQL keeps more than the hot set: a task evicted before
 		// its record was flushed must still reach it.
 		DrainEvicted: pgstore.IsURL(cfg.DBPath),
@@ -276,7 +295,7 @@ func New(ctx context.Context, cfg Config) (*App, error) {
 		b.SetQueueLookup(a.Inspector.QueueDeclaration)
 	}
 	a.reconciler = a.newReconciler(results)
-	a.Metrics = metrics.New(a.gauges()...)
+	a.Metrics = metrics.New(cfg.TaskRuntimeBuckets, a.gauges()...)
 	a.Events = stream.NewHub(cfg.MaxEventStreams)
 	var sent handlers.SentLog
 	switch {
@@ -443,7 +462,7 @@ func (a *App) openBroker(ctx context.Context) (brokerConn, handlers.ResultBacken
 		}
 		b, err := redis.New(ctx, redis.Config{
 			BrokerURL: a.BrokerURL, ResultBackendURL: backend, Logger: a.log, OpTimeout: a.cfg.BrokerTimeout,
-			Transport: brokerOpts, ResultTransport: resultOpts,
+			Transport: brokerOpts, ResultTransport: resultOpts, NoEnableEvents: a.cfg.NoEnableEvents,
 		})
 		if err != nil {
 			return nil, nil, err
@@ -459,7 +478,8 @@ func (a *App) openBroker(ctx context.Context) (brokerConn, handlers.ResultBacken
 			return nil, nil, errors.New("broker_transport_options: only Redis brokers take transport options")
 		}
 		cfg := amqp.Config{BrokerURL: a.BrokerURL, Logger: a.log, OpTimeout: a.cfg.BrokerTimeout,
-			EventQueue: a.cfg.EventQueue, EventQueueTTL: a.cfg.EventQueueTTL, EventQueueMaxLength: a.cfg.EventQueueMaxLength}
+			EventQueue: a.cfg.EventQueue, EventQueueTTL: a.cfg.EventQueueTTL, EventQueueMaxLength: a.cfg.EventQueueMaxLength,
+			NoEnableEvents: a.cfg.NoEnableEvents}
 		if rpc {
 			cfg.ResultBackend = "rpc://"
 		}

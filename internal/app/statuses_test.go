@@ -265,7 +265,7 @@ func newFakeServerLogging(t *testing.T, fb *fakeBroker, log *slog.Logger) *httpt
 		ControlTimeout: time.Second, BrokerTimeout: time.Second, ApplyTimeout: time.Second,
 		Audit: auditLog, Events: fb.events,
 	})
-	handler, err = newHTTPHandler(h, metrics.New(), auditLog, Config{MaxBodyBytes: 1 << 20, Logger: log})
+	handler, err = newHTTPHandler(h, metrics.New(nil), auditLog, Config{MaxBodyBytes: 1 << 20, Logger: log})
 	if err != nil {
 		t.Fatal(err)
 	}

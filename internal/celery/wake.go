@@ -11,11 +11,17 @@ type Broadcaster interface {
 	Broadcast(ctx context.Context, cmd ControlCommand) ([]ControlReply, error)
 }
 
-// WakeWorkers asks every worker for a heartbeat and for task events, the way
-// a Python event receiver starts, so that workers announce themselves at
-// once and workers started without -E send task events.
-func WakeWorkers(ctx context.Context, b Broadcaster, log *slog.Logger) {
-	for _, method := range []string{"heartbeat", "enable_events"} {
+// WakeWorkers asks every worker for a heartbeat, the way a Python event
+// receiver starts, so that workers announce themselves at once; with
+// enableEvents also for task events, so that workers started without -E
+// send them (off with Flower's --enable_events=false, which leaves the
+// workers' setting alone).
+func WakeWorkers(ctx context.Context, b Broadcaster, enableEvents bool, log *slog.Logger) {
+	methods := []string{"heartbeat", "enable_events"}
+	if !enableEvents {
+		methods = methods[:1]
+	}
+	for _, method := range methods {
 		if _, err := b.Broadcast(ctx, ControlCommand{Method: method}); err != nil {
 			log.Debug("broadcast failed", slog.String("method", method), slog.Any("err", err))
 		}

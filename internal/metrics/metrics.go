@@ -115,9 +115,14 @@ type workerSeries struct {
 	executing prometheus.Gauge
 }
 
-// New registers every metric on a private registry. gauges are extra
+// New registers every metric on a private registry. runtimeBuckets are
+// flower_task_runtime_seconds' buckets (nil: DefaultRuntimeBuckets; else
+// as CheckRuntimeBuckets wants them, or New panics). gauges are extra
 // scrape-time values (store size, broker reconnects, ...).
-func New(gauges ...prometheus.Collector) *Metrics {
+func New(runtimeBuckets []float64, gauges ...prometheus.Collector) *Metrics {
+	if runtimeBuckets == nil {
+		runtimeBuckets = DefaultRuntimeBuckets
+	}
 	m := &Metrics{
 		reg:          prometheus.NewRegistry(),
 		pending:      map[string]pending{},
@@ -130,7 +135,7 @@ func New(gauges ...prometheus.Collector) *Metrics {
 			Name: "flower_events_total", Help: "Number of task events.",
 		}, []string{"worker", "type", "task"}),
 		runtime: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Name: "flower_task_runtime_seconds", Help: "Task runtime.", Buckets: prometheus.DefBuckets,
+			Name: "flower_task_runtime_seconds", Help: "Task runtime.", Buckets: runtimeBuckets,
 		}, []string{"worker", "task"}),
 		prefetch: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "flower_task_prefetch_time_seconds", Help: "The time the task spent waiting at the worker to be processed.",

@@ -11,7 +11,7 @@ import (
 // Mirrors Flower's own metrics test: after worker-online, a heartbeat with
 // active=1 and a task received, started 3 s later and succeeded.
 func TestFlowerMetrics(t *testing.T) {
-	m := New()
+	m := New(nil)
 	for _, e := range []Event{
 		{Type: "worker-online", Worker: "worker1"},
 		{Type: "worker-heartbeat", Worker: "worker1", Active: 1},
@@ -59,7 +59,7 @@ func scrape(t *testing.T, m *Metrics) string {
 // A series appears once an event sets it, as with Flower: the cache of
 // children must not make the others show up as zeros.
 func TestSeriesAppearOnFirstUse(t *testing.T) {
-	m := New()
+	m := New(nil)
 	for _, e := range []Event{
 		{Type: "worker-online", Worker: "w2"},
 		{Type: "task-received", UUID: "b", Task: "eta.task", Worker: "w2", Timestamp: 100, HasETA: true},
@@ -88,7 +88,7 @@ func TestSeriesAppearOnFirstUse(t *testing.T) {
 // OtherTask series; Retain deletes the series of forgotten workers and
 // names, which frees their slots for new names.
 func TestTaskNamesCappedAndForgotten(t *testing.T) {
-	m := New()
+	m := New(nil)
 	const names = MaxTaskNames + 500
 	for i := range names {
 		task, worker := fmt.Sprintf("t%d", i), fmt.Sprintf("w%d", i%10)
@@ -133,7 +133,7 @@ func TestTaskNamesCappedAndForgotten(t *testing.T) {
 // that one worker and one task name sending ever new types cannot grow
 // flower_events_total (and memory) without bound.
 func TestEventTypesCapped(t *testing.T) {
-	m := New()
+	m := New(nil)
 	const capped = 100 // MaxEventTypes
 	const types = 20000
 	for i := range types {

@@ -29,7 +29,7 @@ func TestExceptionType(t *testing.T) {
 }
 
 func TestFailuresCapExceptionTypes(t *testing.T) {
-	m := New()
+	m := New(nil)
 	for i := range MaxExceptions + 20 {
 		for range 2 {
 			m.Observe(Event{Type: "task-failed", UUID: fmt.Sprint(i), Worker: "w", Exception: fmt.Sprintf("Error%d('x')", i)})
@@ -49,7 +49,7 @@ func TestFailuresCapExceptionTypes(t *testing.T) {
 }
 
 func TestQueueLengthsReplaceAndBound(t *testing.T) {
-	m := New()
+	m := New(nil)
 	lengths := map[string]int64{}
 	for i := range MaxQueues + 10 {
 		lengths[fmt.Sprintf("q%03d", i)] = int64(i)
@@ -91,7 +91,7 @@ func TestExampleAlertsUseExportedMetrics(t *testing.T) {
 	if err := yaml.Unmarshal(raw, &doc); err != nil {
 		t.Fatalf("alerts.yml: %v", err)
 	}
-	m := New()
+	m := New(nil)
 	m.Observe(Event{Type: "worker-online", Worker: "w"})
 	m.Observe(Event{Type: "task-received", UUID: "1", Task: "t", Worker: "w"})
 	m.Observe(Event{Type: "task-failed", UUID: "1", Task: "t", Worker: "w", Exception: "ValueError('x')"})

@@ -77,6 +77,10 @@ type Config struct {
 	// DefaultEventQueueTTL and DefaultEventQueueMaxLength.
 	EventQueueTTL       time.Duration
 	EventQueueMaxLength int64
+	// NoEnableEvents keeps ConsumeEvents from telling the workers to send
+	// task events (enable_events, at every subscription and every 5 s):
+	// Flower's --enable_events=false.
+	NoEnableEvents bool
 }
 
 // Broker talks to Celery workers through RabbitMQ. It is safe for
@@ -126,6 +130,10 @@ type Broker struct {
 	// (re)established (SetOnSubscribe).
 	onSubscribe atomic.Pointer[func()]
 
+	// enableEvents is !Config.NoEnableEvents: whether ConsumeEvents
+	// broadcasts enable_events at all.
+	enableEvents bool
+
 	// Fields so that tests can shorten them.
 	eventPrefetch int
 	enableEvery   time.Duration
@@ -174,6 +182,7 @@ func New(ctx context.Context, cfg Config) (*Broker, error) {
 		events:        events,
 		eventPrefetch: eventPrefetch,
 		enableEvery:   enableEventsEvery,
+		enableEvents:  !cfg.NoEnableEvents,
 		minBackoff:    minBackoff,
 		maxBackoff:    maxBackoff,
 	}

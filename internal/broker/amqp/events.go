@@ -104,15 +104,18 @@ func (b *Broker) SetOnSubscribe(fn func()) { b.onSubscribe.Store(&fn) }
 // re-declares it after every reconnect. A message is acknowledged only
 // once fn has returned from it, so a durable queue's events that stamen
 // took but did not apply before it stopped are delivered again. Each time it starts
-// consuming it asks all workers for a heartbeat and for task events, so
-// that they show up at once, and every 5 s it broadcasts enable_events so
-// that workers started without -E send task events too. Undecodable
+// consuming it asks all workers for a heartbeat, so that they show up at
+// once, and, unless Config.NoEnableEvents, for task events then and every
+// 5 s (enable_events), so that workers started without -E send task
+// events too. Undecodable
 // messages are dropped. It returns ctx.Err() when ctx ends, or an error
 // wrapping celery.ErrUnavailable once the Broker is closed.
 func (b *Broker) ConsumeEvents(ctx context.Context, fn func([]celery.Event)) error {
 	ctx, stop := context.WithCancel(ctx)
 	var wg sync.WaitGroup
-	wg.Go(func() { celery.EnableEventsLoop(ctx, b, b.enableEvery, b.log) })
+	if b.enableEvents {
+		wg.Go(func() { celery.EnableEventsLoop(ctx, b, b.enableEvery, b.log) })
+	}
 	defer func() {
 		stop()
 		wg.Wait()
@@ -218,7 +221,7 @@ func (b *Broker) consumeEvents(ctx context.Context, s *session, q eventQueue, fn
 	if fn := b.onSubscribe.Load(); fn != nil && *fn != nil {
 		(*fn)()
 	}
-	celery.WakeWorkers(ctx, b, b.log)
+	celery.WakeWorkers(ctx, b, b.enableEvents, b.log)
 	// Messages are acknowledged once fn has returned from them, several at
 	// once (multiple=true): when a quarter of the prefetch is pending, or
 	// when no other message is waiting. Acks are frames we send and do not

@@ -3,6 +3,7 @@ package amqp
 import (
 	"context"
 	"errors"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -333,4 +334,79 @@ func queueCounts(t *testing.T, queue string) (ready, unacked int) {
 	}
 	t.Fatalf("no queue %s in\n%s", queue, out)
 	return 0, 0
+}
+
+// methodsUntil returns the methods of the requests w saw before one for
+// marker, failing the test if none comes within 10 s.
+func methodsUntil(t *testing.T, w *fakeWorker, marker string) []string {
+	t.Helper()
+	var methods []string
+	deadline := time.After(10 * time.Second)
+	for {
+		select {
+		case req := <-w.seen:
+			if req.Method == marker {
+				return methods
+			}
+			methods = append(methods, req.Method)
+		case <-deadline:
+			t.Fatalf("no %s request after %v", marker, methods)
+		}
+	}
+}
+
+// TestEnableEventsSwitch: with Config.NoEnableEvents ConsumeEvents asks
+// the workers for a heartbeat only, and never for task events, neither on
+// consuming nor later; without it, it asks for both on consuming and for
+// task events every period.
+//
+// The off case cannot pass while the switch is ignored: the worker's
+// requests are read up to a marker the test broadcasts itself once ten
+// periods have passed since the consumer started, and every broadcast
+// waits for RabbitMQ's confirm, on the one publishing channel, so every
+// enable_events sent before the marker (the start's, then about ten of the
+// loop's) is queued before it. The window is only how long the loop had
+// to misbehave; nothing waits on it for something to happen.
+func TestEnableEventsSwitch(t *testing.T) {
+	for _, tc := range []struct {
+		name           string
+		noEnableEvents bool
+		check          func(methods []string) bool
+		want           string
+	}{
+		{name: "on", check: func(m []string) bool {
+			return len(m) >= 5 && m[0] == "heartbeat" && !slices.ContainsFunc(m[1:], func(s string) bool { return s != "enable_events" })
+		}, want: "heartbeat then enable_events, 4 or more times"},
+		{name: "off", noEnableEvents: true, check: func(m []string) bool { return slices.Equal(m, []string{"heartbeat"}) },
+			want: "heartbeat only"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			needRabbit(t)
+			ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+			defer cancel()
+			b, err := New(ctx, Config{BrokerURL: testURL, Logger: testLogger(t), OpTimeout: 3 * time.Second, NoEnableEvents: tc.noEnableEvents})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = b.Close() })
+			const period = 50 * time.Millisecond
+			b.enableEvery = period
+			w := &fakeWorker{name: "w1@stamen-test"}
+			startWorker(t, w)
+			a := newAdmin(t)
+			run := consume(t, b)
+			// An event through the stream: ConsumeEvents has woken the
+			// workers (and had the broadcasts confirmed) before it reads
+			// any.
+			run.publishUntil(t, a, readWire(t, "event-worker-heartbeat-amqp.json"))
+			<-time.After(10 * period)
+			const marker = "stamen_test_marker"
+			if _, err := b.Broadcast(t.Context(), celery.ControlCommand{Method: marker}); err != nil {
+				t.Fatal(err)
+			}
+			if m := methodsUntil(t, w, marker); !tc.check(m) {
+				t.Errorf("the worker was sent %v, want %s", m, tc.want)
+			}
+		})
+	}
 }

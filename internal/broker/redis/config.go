@@ -40,6 +40,10 @@ type Config struct {
 	// broker_transport_options); ResultTransport the result backend's
 	// (result_backend_transport_options).
 	Transport, ResultTransport TransportOptions
+	// NoEnableEvents keeps ConsumeEvents from telling the workers to send
+	// task events (enable_events, at every subscription and every 5 s):
+	// Flower's --enable_events=false.
+	NoEnableEvents bool
 }
 
 // newClient connects to a redis://, rediss:// or sentinel:// URL (a

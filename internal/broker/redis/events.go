@@ -39,14 +39,17 @@ func (b *Broker) eventsPatterns() []string {
 // celery.EventDecoder): fn copies what it keeps but strings.
 //
 // On every (re)subscription it asks all workers for a heartbeat so that they
-// show up at once, and every 5 s it broadcasts enable_events so that
-// workers started without -E send task events too. A lost connection is
+// show up at once, and, unless Config.NoEnableEvents, for task events then
+// and every 5 s (enable_events), so that workers started without -E send
+// task events too. A lost connection is
 // re-established with backoff; undecodable messages are dropped. It returns
 // ctx.Err() when ctx ends, or an error once the Broker is closed.
 func (b *Broker) ConsumeEvents(ctx context.Context, fn func([]celery.Event)) error {
 	ctx, stop := context.WithCancel(ctx)
 	var wg sync.WaitGroup
-	wg.Go(func() { celery.EnableEventsLoop(ctx, b, b.enableEvery, b.log) })
+	if b.enableEvents {
+		wg.Go(func() { celery.EnableEventsLoop(ctx, b, b.enableEvery, b.log) })
+	}
 	defer func() {
 		stop()
 		wg.Wait()
@@ -103,7 +106,7 @@ func (b *Broker) consumeOnce(ctx context.Context, fn func([]celery.Event)) (bool
 	}
 	b.log.Info("following worker events", slog.String("broker", b.redacted), slog.Any("patterns", patterns))
 	b.subscribed()
-	celery.WakeWorkers(ctx, b, b.log)
+	celery.WakeWorkers(ctx, b, b.enableEvents, b.log)
 
 	// Reading and unwrapping run on their own goroutine, so that a message
 	// is read while the one before is decoded and applied: that splits a

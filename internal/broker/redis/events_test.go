@@ -247,3 +247,77 @@ func TestConsumeEventsAfterClose(t *testing.T) {
 		t.Fatal("ConsumeEvents kept running after Close")
 	}
 }
+
+// methodsUntil returns the methods of the requests w saw before one for
+// marker, failing the test if none comes within 10 s.
+func methodsUntil(t *testing.T, w *fakeWorker, marker string) []string {
+	t.Helper()
+	var methods []string
+	deadline := time.After(10 * time.Second)
+	for {
+		select {
+		case req := <-w.seen:
+			if req.Method == marker {
+				return methods
+			}
+			methods = append(methods, req.Method)
+		case <-deadline:
+			t.Fatalf("no %s request after %v", marker, methods)
+		}
+	}
+}
+
+// TestEnableEventsSwitch: with Config.NoEnableEvents ConsumeEvents asks
+// the workers for a heartbeat only, and never for task events, neither on
+// subscribing nor later; without it, it asks for both on subscribing and
+// for task events every period.
+//
+// The off case cannot pass while the switch is ignored: the worker's
+// requests are read up to a marker the test broadcasts itself once ten
+// periods have passed since the subscription, and pub/sub delivers to the
+// worker in the order the server received the publications, so every
+// enable_events sent before the marker (the subscription's, then about
+// ten of the loop's) is among those read. The window is only how long the
+// loop had to misbehave; nothing waits on it for something to happen.
+func TestEnableEventsSwitch(t *testing.T) {
+	for _, tc := range []struct {
+		name           string
+		noEnableEvents bool
+		check          func(methods []string) bool
+		want           string
+	}{
+		{name: "on", check: func(m []string) bool {
+			return len(m) >= 5 && m[0] == "heartbeat" && !slices.ContainsFunc(m[1:], func(s string) bool { return s != "enable_events" })
+		}, want: "heartbeat then enable_events, 4 or more times"},
+		{name: "off", noEnableEvents: true, check: func(m []string) bool { return slices.Equal(m, []string{"heartbeat"}) },
+			want: "heartbeat only"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			needRedis(t)
+			b, err := New(t.Context(), Config{BrokerURL: brokerURL(), Logger: testLogger(t), OpTimeout: 2 * time.Second,
+				NoEnableEvents: tc.noEnableEvents})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = b.Close() })
+			const period = 50 * time.Millisecond
+			b.enableEvery = period
+			rdb := flushBroker(t)
+			w := &fakeWorker{name: "w1@h"}
+			startWorkers(t, w)
+			run := consume(t, b)
+			// An event through the stream: ConsumeEvents has subscribed
+			// and woken the workers before it reads any.
+			run.publishUntil(t, rdb, fmt.Sprintf("/%d.celeryev/worker.heartbeat", brokerDB),
+				readWire(t, "event-worker-heartbeat-redis.json"))
+			<-time.After(10 * period)
+			const marker = "stamen_test_marker"
+			if _, err := b.Broadcast(t.Context(), celery.ControlCommand{Method: marker}); err != nil {
+				t.Fatal(err)
+			}
+			if m := methodsUntil(t, w, marker); !tc.check(m) {
+				t.Errorf("the worker was sent %v, want %s", m, tc.want)
+			}
+		})
+	}
+}

@@ -46,6 +46,9 @@ type Broker struct {
 	// tests can shorten them).
 	enableEvery time.Duration
 	eventsIdle  time.Duration
+	// enableEvents is !Config.NoEnableEvents: whether ConsumeEvents
+	// broadcasts enable_events at all.
+	enableEvents bool
 
 	// clock is our Lamport clock for pidbox requests.
 	clock  atomic.Int64
@@ -96,8 +99,9 @@ func New(ctx context.Context, cfg Config) (*Broker, error) {
 		resultPrefix: celery.ResultKeyPrefixFor(cfg.ResultTransport.GlobalKeyPrefix),
 		sentinel:     strings.HasPrefix(cfg.BrokerURL, "sentinel://"),
 
-		enableEvery: enableEventsEvery,
-		eventsIdle:  eventsIdle,
+		enableEvery:  enableEventsEvery,
+		eventsIdle:   eventsIdle,
+		enableEvents: !cfg.NoEnableEvents,
 	}
 	if cfg.ResultBackendURL != "" {
 		if cfg.ResultBackendURL == cfg.BrokerURL {
