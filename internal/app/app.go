@@ -66,8 +66,8 @@ type Config struct {
 	EmbeddedPassword string
 
 	MaxTasks int
-	// MaxWorkers bounds the workers the events state keeps, the
-	// first-seen going first (Flower's --max_workers; 0:
+	// MaxWorkers bounds the workers the events state keeps, the one
+	// silent longest going first (Flower's --max_workers; 0:
 	// state.DefaultMaxWorkers).
 	MaxWorkers int
 	// MaxTaskAge, when set, evicts the tasks whose latest event is older.

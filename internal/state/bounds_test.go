@@ -101,3 +101,42 @@ func TestPurgeKeepsLiveAndRecentWorkers(t *testing.T) {
 		t.Errorf("kept %v", got)
 	}
 }
+
+// TestMaxWorkersDropsTheLongestSilent: beyond MaxWorkers, the worker
+// whose last event (a heartbeat or a task event) came longest ago goes, as
+// from Celery's LRU cache of workers, not the first seen: a live worker is
+// not pushed out by a newcomer while a silent one stays.
+func TestMaxWorkersDropsTheLongestSilent(t *testing.T) {
+	heartbeat := func(host string, ts float64) celery.Event {
+		e := ev(t, map[string]any{"type": "worker-heartbeat", "hostname": host, "timestamp": ts, "freq": 2.0})
+		e.LocalReceived = ts
+		return e
+	}
+	for _, tc := range []struct {
+		name   string
+		events func() []celery.Event
+		want   []string
+	}{
+		{"in turn: the first seen goes", func() []celery.Event {
+			return []celery.Event{heartbeat("a@h", 100), heartbeat("b@h", 101), heartbeat("c@h", 102)}
+		}, []string{"b@h", "c@h"}},
+		{"the first seen heartbeats again: the silent one goes", func() []celery.Event {
+			return []celery.Event{heartbeat("a@h", 100), heartbeat("b@h", 101), heartbeat("a@h", 102), heartbeat("c@h", 103)}
+		}, []string{"a@h", "c@h"}},
+		{"a task event counts as a sign of life", func() []celery.Event {
+			return []celery.Event{heartbeat("a@h", 100), heartbeat("b@h", 101),
+				taskEv(t, "received", "00000000-0000-4000-8000-000000000001", "a@h", 102, map[string]any{"name": "t"}),
+				heartbeat("c@h", 103)}
+		}, []string{"a@h", "c@h"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := New(Config{MaxTasks: 10, MaxWorkers: 2, TrackChanges: true})
+			for _, e := range tc.events() {
+				s.Apply(e)
+			}
+			if got := s.WorkerNames(); fmt.Sprint(got) != fmt.Sprint(tc.want) {
+				t.Errorf("workers %v, want %v", got, tc.want)
+			}
+		})
+	}
+}

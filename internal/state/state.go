@@ -273,8 +273,20 @@ func (s *State) workerEvent(e *celery.Event, subject string, clock int64, localR
 
 func (s *State) addWorker(hostname string) *worker {
 	if len(s.workerCreated) >= s.maxWorkers {
-		old := s.workerCreated[0]
-		s.workerCreated = slices.Delete(s.workerCreated, 0, 1)
+		// The worker whose last event came longest ago goes (the first
+		// seen among equals), as from Celery's LRU cache of workers: with
+		// more live workers than the bound, the ones still sending stay
+		// rather than pushing each other out in turn. The scan costs what
+		// the slice's shift below costs, once per new worker beyond the
+		// bound.
+		i := 0
+		for j, w := range s.workerCreated {
+			if w.lastEvent < s.workerCreated[i].lastEvent {
+				i = j
+			}
+		}
+		old := s.workerCreated[i]
+		s.workerCreated = slices.Delete(s.workerCreated, i, i+1)
 		delete(s.workers, old.Hostname)
 		s.forgetWorker(old.Hostname)
 	}
