@@ -305,7 +305,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 		fs.IntVar(&o.maxTasks, n, e.int("MAX_TASKS", 10000), "tasks kept; the oldest go first")
 	})
 	both("max_workers", func(n string) {
-		fs.IntVar(&o.maxWorkers, n, e.int("MAX_WORKERS", state.DefaultMaxWorkers), "workers kept in the events state; the first seen go first")
+		fs.IntVar(&o.maxWorkers, n, e.int("MAX_WORKERS", state.DefaultMaxWorkers), "workers kept in the events state; the one silent longest goes first")
 	})
 	o.runtimeBuckets = metrics.DefaultRuntimeBuckets
 	e.read("TASK_RUNTIME_METRIC_BUCKETS", o.runtimeBuckets.Set)
