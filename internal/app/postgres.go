@@ -35,7 +35,8 @@ func IsPostgresURL(db string) bool { return pgstore.IsURL(db) }
 // events into the state, so that a replica started last knows every
 // worker at once. Tasks are not loaded: they are read from PostgreSQL.
 func (a *App) openPostgres(ctx context.Context) error {
-	pg, err := pgstore.Open(ctx, pgstore.Config{URL: a.cfg.DBPath, ReadTimeout: a.cfg.DBTimeout, Logger: a.log})
+	pg, err := pgstore.Open(ctx, pgstore.Config{URL: a.cfg.DBPath, ReadTimeout: a.cfg.DBTimeout,
+		MaxWorkers: a.cfg.MaxWorkers, Logger: a.log})
 	if err != nil {
 		return err
 	}

@@ -50,8 +50,9 @@ const (
 	// statements, each its own transaction, never one huge DELETE that
 	// holds locks and bloats the WAL at once.
 	DeleteBatch = 5000
-	// MaxWorkers bounds the workers read back (the state's default bound).
-	MaxWorkers = state.DefaultMaxWorkers
+	// DefaultMaxWorkers bounds the workers read back (the state's default
+	// bound).
+	DefaultMaxWorkers = state.DefaultMaxWorkers
 )
 
 // Advisory lock keys, derived from fixed names so that other applications
@@ -75,7 +76,10 @@ type Config struct {
 	ReadTimeout, WriteTimeout time.Duration
 	// MaxConns sizes the pool (0: pgxpool's default, max(4, CPUs)).
 	MaxConns int32
-	Logger   *slog.Logger
+	// MaxWorkers bounds the workers a read returns, as the events state
+	// bounds those it keeps (0: DefaultMaxWorkers).
+	MaxWorkers int
+	Logger     *slog.Logger
 	// Now is the clock of worker liveness; tests replace it.
 	Now func() time.Time
 }
@@ -124,6 +128,9 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 func open(ctx context.Context, cfg Config, version int) (*Store, error) {
 	if cfg.ReadTimeout <= 0 {
 		cfg.ReadTimeout = DefaultReadTimeout
+	}
+	if cfg.MaxWorkers <= 0 {
+		cfg.MaxWorkers = DefaultMaxWorkers
 	}
 	if cfg.WriteTimeout <= 0 {
 		cfg.WriteTimeout = DefaultWriteTimeout
@@ -539,7 +546,7 @@ func (s *Store) TaskTypes(ctx context.Context) ([]string, error) {
 func (s *Store) Workers(ctx context.Context) ([]state.Worker, error) {
 	var events [][]byte
 	err := s.read(ctx, func(ctx context.Context) error {
-		rows, err := s.pool.Query(ctx, `SELECT event FROM stamen_workers ORDER BY seq LIMIT $1`, MaxWorkers)
+		rows, err := s.pool.Query(ctx, `SELECT event FROM stamen_workers ORDER BY seq LIMIT $1`, s.cfg.MaxWorkers)
 		if err != nil {
 			return err
 		}
@@ -562,7 +569,7 @@ func (s *Store) Workers(ctx context.Context) ([]state.Worker, error) {
 // first: a replica replays them at start to know every worker at once.
 func (s *Store) WorkerEvents(ctx context.Context, fn func(raw []byte)) error {
 	return s.read(ctx, func(ctx context.Context) error {
-		rows, err := s.pool.Query(ctx, `SELECT event FROM stamen_workers ORDER BY seq LIMIT $1`, MaxWorkers)
+		rows, err := s.pool.Query(ctx, `SELECT event FROM stamen_workers ORDER BY seq LIMIT $1`, s.cfg.MaxWorkers)
 		if err != nil {
 			return err
 		}

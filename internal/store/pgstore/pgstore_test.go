@@ -422,3 +422,40 @@ func TestParallelWorkersOff(t *testing.T) {
 		}
 	}
 }
+
+// TestMaxWorkersBoundsReads: a read returns at most Config.MaxWorkers
+// workers (--max_workers), the state's default bound without it.
+func TestMaxWorkersBoundsReads(t *testing.T) {
+	testcluster.Require(t)
+	url := newDB(t)
+	writer := openStore(t, url)
+	workers := map[string][]byte{}
+	for _, h := range []string{"a@h", "b@h", "c@h"} {
+		raw, err := json.Marshal(map[string]any{"type": "worker-heartbeat", "hostname": h, "timestamp": 1000.0, "freq": 2.0})
+		if err != nil {
+			t.Fatal(err)
+		}
+		workers[h] = raw
+	}
+	if err := writer.Write(store.Batch{Workers: workers}); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	for _, tc := range []struct {
+		max, want int
+	}{{0, 3}, {2, 2}} {
+		s, err := pgstore.Open(ctx, pgstore.Config{URL: url, MaxWorkers: tc.max})
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := s.Workers(ctx)
+		s.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(got) != tc.want {
+			t.Errorf("MaxWorkers %d: %d workers read, want %d", tc.max, len(got), tc.want)
+		}
+	}
+}
