@@ -286,7 +286,7 @@ func New(ctx context.Context, cfg Config) (*App, error) {
 			return nil, err
 		}
 	}
-	a.Inspector = inspect.New(a.broker, cfg.InspectTimeout, a.log)
+	a.Inspector = inspect.New(a.broker, cfg.InspectTimeout, cfg.MaxWorkers, a.log)
 	// An inspect of all workers waits only for those alive by heartbeat.
 	a.Inspector.SetAlive(a.aliveWorkers)
 	if b, ok := a.broker.(*amqp.Broker); ok {

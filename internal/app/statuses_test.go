@@ -253,7 +253,7 @@ func newFakeServerLogging(t *testing.T, fb *fakeBroker, log *slog.Logger) *httpt
 		t.Fatal(err)
 	}
 	st.Apply(evs...)
-	insp := inspect.New(fb, time.Second, log)
+	insp := inspect.New(fb, time.Second, 0, log)
 	if err := insp.Refresh(context.Background(), ""); err != nil {
 		t.Fatal(err)
 	}

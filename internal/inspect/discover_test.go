@@ -45,7 +45,7 @@ func (w *lateWorker) roundsSeen() int {
 }
 
 func newDiscoverer(w *lateWorker) *Inspector {
-	in := New(w, 20*time.Millisecond, slog.New(slog.DiscardHandler))
+	in := New(w, 20*time.Millisecond, 0, slog.New(slog.DiscardHandler))
 	in.discovery.delays = []time.Duration{time.Millisecond, time.Millisecond, time.Millisecond}
 	in.discovery.cooldown = time.Hour
 	return in

@@ -48,7 +48,7 @@ func TestRefreshWaitsForAliveWorkersOnly(t *testing.T) {
 		{name: "one worker silent", answering: []string{"a"}, target: "b", wantSlow: true, timedOut: []string{"b"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			in := New(fleet{answering: tc.answering}, timeout, slog.New(slog.DiscardHandler))
+			in := New(fleet{answering: tc.answering}, timeout, 0, slog.New(slog.DiscardHandler))
 			defer in.Close()
 			if tc.alive != nil {
 				in.SetAlive(func() []string { return tc.alive })

@@ -39,6 +39,8 @@ type Inspector struct {
 	timeout time.Duration
 	log     *slog.Logger
 	now     func() time.Time
+	// maxWorkers bounds the workers cached (DefaultMaxWorkers).
+	maxWorkers int
 
 	mu      sync.RWMutex
 	workers map[string]*workerInfo
@@ -74,14 +76,18 @@ type flight struct {
 
 // New returns an Inspector that waits up to timeout for each command's
 // replies.
-func New(b Broadcaster, timeout time.Duration, log *slog.Logger) *Inspector {
+func New(b Broadcaster, timeout time.Duration, maxWorkers int, log *slog.Logger) *Inspector {
+	if maxWorkers <= 0 {
+		maxWorkers = DefaultMaxWorkers
+	}
 	in := &Inspector{
-		b:        b,
-		timeout:  timeout,
-		log:      log,
-		now:      time.Now,
-		workers:  map[string]*workerInfo{},
-		inflight: map[string]*flight{},
+		b:          b,
+		timeout:    timeout,
+		maxWorkers: maxWorkers,
+		log:        log,
+		now:        time.Now,
+		workers:    map[string]*workerInfo{},
+		inflight:   map[string]*flight{},
 	}
 	in.life, in.end = context.WithCancel(context.Background())
 	return in
@@ -277,7 +283,7 @@ func (in *Inspector) inspect(ctx context.Context, method string, dest, expect []
 		}
 		w := in.workers[r.Hostname]
 		if w == nil {
-			if len(in.workers) >= MaxWorkers {
+			if len(in.workers) >= in.maxWorkers {
 				in.evictOldest()
 			}
 			w = &workerInfo{replies: map[string]json.RawMessage{}}
@@ -290,11 +296,12 @@ func (in *Inspector) inspect(ctx context.Context, method string, dest, expect []
 	return answered, nil
 }
 
-// MaxWorkers bounds the workers cached, as the events state bounds its
-// own by default: without a purge age (--purge_offline_workers 0) nothing
-// else forgets a worker that answered once, and a reply names its worker
-// by whatever hostname its sender wrote.
-const MaxWorkers = 5000
+// DefaultMaxWorkers bounds the workers cached unless New is given another
+// bound (--max_workers), as the events state bounds its own: without a
+// purge age (--purge_offline_workers 0) nothing else forgets a worker that
+// answered once, and a reply names its worker by whatever hostname its
+// sender wrote.
+const DefaultMaxWorkers = 5000
 
 // evictOldest forgets the eighth of the cached workers that answered
 // longest ago, so that a stream of new names costs a sort per eighth of

@@ -26,7 +26,7 @@ func (echoWorkers) Broadcast(_ context.Context, cmd celery.ControlCommand) ([]ce
 // those keep does not claim go; recent answers and kept workers stay.
 func TestPurgeForgetsOldWorkersNotKept(t *testing.T) {
 	now := time.Unix(1.7e9, 0)
-	in := New(echoWorkers{}, time.Second, slog.New(slog.DiscardHandler))
+	in := New(echoWorkers{}, time.Second, 0, slog.New(slog.DiscardHandler))
 	in.now = func() time.Time { return now }
 	ctx := context.Background()
 	for i := range 1000 {
@@ -52,32 +52,37 @@ func TestPurgeForgetsOldWorkersNotKept(t *testing.T) {
 }
 
 // TestCacheBounded: without a purge age nothing else forgets a worker that
-// answered once, so the cache holds at most MaxWorkers, and new names push
-// out those that answered longest ago, not the recent ones.
+// answered once, so the cache holds at most its bound (DefaultMaxWorkers,
+// or --max_workers'), and new names push out those that answered longest
+// ago, not the recent ones.
 func TestCacheBounded(t *testing.T) {
-	now := time.Unix(1.7e9, 0)
-	in := New(echoWorkers{}, time.Second, slog.New(slog.DiscardHandler))
-	in.now = func() time.Time { return now }
-	ctx := context.Background()
-	const names = 3 * MaxWorkers
-	for i := range names {
-		now = now.Add(time.Second)
-		if err := in.Refresh(ctx, fmt.Sprintf("w%d@h", i)); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if in.Len() > MaxWorkers {
-		t.Errorf("%d workers cached after %d names, want at most %d", in.Len(), names, MaxWorkers)
-	}
-	// An eviction leaves seven eighths of the bound, the newest.
-	for _, w := range []string{"w0@h", fmt.Sprintf("w%d@h", names-MaxWorkers-1)} {
-		if in.Known(w) {
-			t.Errorf("%s, among the oldest, is still cached", w)
-		}
-	}
-	for i := names - MaxWorkers*7/8; i < names; i++ {
-		if w := fmt.Sprintf("w%d@h", i); !in.Known(w) {
-			t.Fatalf("%s, among the newest, was dropped", w)
-		}
+	for _, tc := range []struct{ given, bound int }{{0, DefaultMaxWorkers}, {400, 400}} {
+		t.Run(fmt.Sprint(tc.bound), func(t *testing.T) {
+			now := time.Unix(1.7e9, 0)
+			in := New(echoWorkers{}, time.Second, tc.given, slog.New(slog.DiscardHandler))
+			in.now = func() time.Time { return now }
+			ctx := context.Background()
+			names := 3 * tc.bound
+			for i := range names {
+				now = now.Add(time.Second)
+				if err := in.Refresh(ctx, fmt.Sprintf("w%d@h", i)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if in.Len() > tc.bound {
+				t.Errorf("%d workers cached after %d names, want at most %d", in.Len(), names, tc.bound)
+			}
+			// An eviction leaves seven eighths of the bound, the newest.
+			for _, w := range []string{"w0@h", fmt.Sprintf("w%d@h", names-tc.bound-1)} {
+				if in.Known(w) {
+					t.Errorf("%s, among the oldest, is still cached", w)
+				}
+			}
+			for i := names - tc.bound*7/8; i < names; i++ {
+				if w := fmt.Sprintf("w%d@h", i); !in.Known(w) {
+					t.Fatalf("%s, among the newest, was dropped", w)
+				}
+			}
+		})
 	}
 }

@@ -28,7 +28,7 @@ func TestQueueFromActiveQueues(t *testing.T) {
 		"arguments": null, "durable": true}, "routing_key": "celery", "queue_arguments": {"x-queue-type": "quorum"},
 		"durable": true, "no_declare": null}, {"name": "other", "exchange": {"name": "other", "type": "direct"},
 		"routing_key": "other", "queue_arguments": null}]`}
-	in := New(w, time.Second, slog.New(slog.DiscardHandler))
+	in := New(w, time.Second, 0, slog.New(slog.DiscardHandler))
 	if _, ok := in.QueueDeclaration("celery"); ok {
 		t.Fatal("a queue is known before any worker answered")
 	}
