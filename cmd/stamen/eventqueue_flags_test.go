@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"strings"
 	"testing"
 	"time"
@@ -42,18 +41,8 @@ func TestEventQueueAndReconcileOptions(t *testing.T) {
 		{name: "unreadable env", env: map[string]string{"STAMEN_RECONCILE_AFTER": "soon"}, wantErr: "STAMEN_RECONCILE_AFTER"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			for k, v := range tc.env {
-				t.Setenv(k, v)
-			}
-			o, err := parseFlags(tc.args, &bytes.Buffer{})
-			if tc.wantErr != "" {
-				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
-					t.Fatalf("err = %v, want one saying %q", err, tc.wantErr)
-				}
-				return
-			}
-			if err != nil || !tc.check(o) {
-				t.Fatalf("options %+v, err %v", o, err)
+			if o, ok := parseCase(t, tc.env, tc.args, tc.wantErr); ok && !tc.check(o) {
+				t.Fatalf("options %+v", o)
 			}
 		})
 	}

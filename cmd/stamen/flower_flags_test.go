@@ -1,14 +1,12 @@
 package main
 
 import (
-	"bytes"
 	"encoding/json"
 	"fmt"
 	"net/http"
 	"os"
 	"regexp"
 	"slices"
-	"strings"
 	"testing"
 	"time"
 
@@ -91,18 +89,8 @@ func TestFlowerOptions(t *testing.T) {
 		{name: "--enable_events=nope", args: []string{"--enable_events=nope"}, wantErr: "want true or false"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			for k, v := range tc.env {
-				t.Setenv(k, v)
-			}
-			o, err := parseFlags(tc.args, &bytes.Buffer{})
-			if tc.wantErr != "" {
-				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
-					t.Fatalf("err = %v, want one saying %q", err, tc.wantErr)
-				}
-				return
-			}
-			if err != nil || !tc.check(o) {
-				t.Fatalf("options %+v, err %v", o, err)
+			if o, ok := parseCase(t, tc.env, tc.args, tc.wantErr); ok && !tc.check(o) {
+				t.Fatalf("options %+v", o)
 			}
 		})
 	}

@@ -685,3 +685,24 @@ func TestSwitchesTakeFlowerValues(t *testing.T) {
 		}
 	}
 }
+
+// parseCase parses args with env set, as a case of a flag table does. With
+// wantErr it checks that parsing fails saying so and returns false; else
+// it fails the test on any error and returns the options and true.
+func parseCase(t *testing.T, env map[string]string, args []string, wantErr string) (options, bool) {
+	t.Helper()
+	for k, v := range env {
+		t.Setenv(k, v)
+	}
+	o, err := parseFlags(args, io.Discard)
+	if wantErr != "" {
+		if err == nil || !strings.Contains(err.Error(), wantErr) {
+			t.Fatalf("err = %v, want one saying %q", err, wantErr)
+		}
+		return o, false
+	}
+	if err != nil {
+		t.Fatalf("parse %q: %v", args, err)
+	}
+	return o, true
+}

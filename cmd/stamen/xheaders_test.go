@@ -1,13 +1,11 @@
 package main
 
 import (
-	"bytes"
 	"encoding/json"
 	"io"
 	"net"
 	"net/http"
 	"os"
-	"strings"
 	"testing"
 
 	"github.com/stamen-dev/stamen/internal/testcluster"
@@ -45,18 +43,8 @@ func TestXHeadersOption(t *testing.T) {
 			args: []string{"--xheaders=true"}, want: true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			for k, v := range tc.env {
-				t.Setenv(k, v)
-			}
-			o, err := parseFlags(tc.args, &bytes.Buffer{})
-			if tc.wantErr != "" {
-				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
-					t.Fatalf("err = %v, want one saying %q", err, tc.wantErr)
-				}
-				return
-			}
-			if err != nil || o.xheaders != tc.want {
-				t.Fatalf("xheaders = %v (err %v), want %v", o.xheaders, err, tc.want)
+			if o, ok := parseCase(t, tc.env, tc.args, tc.wantErr); ok && o.xheaders != tc.want {
+				t.Fatalf("xheaders = %v, want %v", o.xheaders, tc.want)
 			}
 		})
 	}
