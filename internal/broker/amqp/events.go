@@ -103,13 +103,13 @@ func (b *Broker) SetOnSubscribe(fn func()) { b.onSubscribe.Store(&fn) }
 // Config.EventQueue, that durable queue) bound to celeryev with "#", and
 // re-declares it after every reconnect. A message is acknowledged only
 // once fn has returned from it, so a durable queue's events that stamen
-// took but did not apply before it stopped are delivered again. Each time it starts
-// consuming it asks all workers for a heartbeat, so that they show up at
-// once, and, unless Config.NoEnableEvents, for task events then and every
-// 5 s (enable_events), so that workers started without -E send task
-// events too. Undecodable
-// messages are dropped. It returns ctx.Err() when ctx ends, or an error
-// wrapping celery.ErrUnavailable once the Broker is closed.
+// took but did not apply before it stopped are delivered again. Each time
+// it starts consuming it asks all workers for a heartbeat, so that they
+// show up at once, and, unless Config.NoEnableEvents, for task events then
+// and every 5 s (enable_events), so that workers started without -E send
+// task events too. Undecodable messages are dropped. It returns ctx.Err()
+// when ctx ends, or an error wrapping celery.ErrUnavailable once the
+// Broker is closed.
 func (b *Broker) ConsumeEvents(ctx context.Context, fn func([]celery.Event)) error {
 	ctx, stop := context.WithCancel(ctx)
 	var wg sync.WaitGroup

@@ -38,12 +38,12 @@ func (b *Broker) eventsPatterns() []string {
 // events and their Raw and Signum bytes are reused once fn returns (see
 // celery.EventDecoder): fn copies what it keeps but strings.
 //
-// On every (re)subscription it asks all workers for a heartbeat so that they
-// show up at once, and, unless Config.NoEnableEvents, for task events then
-// and every 5 s (enable_events), so that workers started without -E send
-// task events too. A lost connection is
-// re-established with backoff; undecodable messages are dropped. It returns
-// ctx.Err() when ctx ends, or an error once the Broker is closed.
+// On every (re)subscription it asks all workers for a heartbeat so that
+// they show up at once, and, unless Config.NoEnableEvents, for task events
+// then and every 5 s (enable_events), so that workers started without -E
+// send task events too. A lost connection is re-established with backoff;
+// undecodable messages are dropped. It returns ctx.Err() when ctx ends, or
+// an error once the Broker is closed.
 func (b *Broker) ConsumeEvents(ctx context.Context, fn func([]celery.Event)) error {
 	ctx, stop := context.WithCancel(ctx)
 	var wg sync.WaitGroup
