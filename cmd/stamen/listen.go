@@ -44,8 +44,34 @@ func listen(o options) (net.Listener, string, error) {
 		return nil, "", err
 	}
 	// Go removes the file when the listener closes.
-	return ln, "unix:" + o.unixSocket, nil
+	return peerListener{ln}, "unix:" + o.unixSocket, nil
 }
+
+// peerListener gives each connection of a unix socket its peer's
+// credentials as its remote address, which the audit log records: Go's is
+// "@", an unnamed socket, which tells nothing of who called.
+type peerListener struct{ net.Listener }
+
+func (l peerListener) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if err != nil {
+		return nil, err
+	}
+	uc, ok := c.(*net.UnixConn)
+	if !ok {
+		return c, nil
+	}
+	return peerConn{UnixConn: uc, peer: &net.UnixAddr{Name: unixPeer(uc), Net: "unix"}}, nil
+}
+
+// peerConn is a unix connection named by its peer. It embeds the concrete
+// *net.UnixConn, so that net/http still finds CloseWrite on it.
+type peerConn struct {
+	*net.UnixConn
+	peer net.Addr
+}
+
+func (c peerConn) RemoteAddr() net.Addr { return c.peer }
 
 // removeStaleSocket removes the socket a stamen that was killed left at
 // path, so that a restart can listen there. Only a socket nobody accepts

@@ -20,6 +20,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -378,6 +379,41 @@ func TestUnixSocket(t *testing.T) {
 	}
 	if !strings.Contains(logs.String(), "address=http://unix:"+sock) {
 		t.Errorf("the start line does not give the socket:\n%s", logs.String())
+	}
+
+	// The audit log names the caller by its credentials: this process.
+	resp, err := client.Post("http://stamen/api/task/revoke/over-the-socket", "application/json", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	resp, err = client.Get("http://stamen/api/audit")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var audit struct {
+		Records []struct {
+			Remote string `json:"remote"`
+			Path   string `json:"path"`
+		} `json:"records"`
+	}
+	err = json.NewDecoder(resp.Body).Decode(&audit)
+	resp.Body.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := fmt.Sprintf("unix:uid=%d,pid=%d", os.Getuid(), os.Getpid())
+	if runtime.GOOS != "linux" {
+		want = "unix"
+	}
+	var remotes []string
+	for _, r := range audit.Records {
+		if r.Path == "/api/task/revoke/over-the-socket" {
+			remotes = append(remotes, r.Remote)
+		}
+	}
+	if len(remotes) != 1 || remotes[0] != want {
+		t.Errorf("audit remotes of the revoke %q, want [%s]", remotes, want)
 	}
 
 	t.Run("in use", func(t *testing.T) {
