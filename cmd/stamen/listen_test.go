@@ -244,35 +244,9 @@ func TestHTTPS(t *testing.T) {
 		}
 
 		// The audit log names the caller by its certificate.
-		client := httpsClient(ca.pool, &trusted)
-		resp, err := client.Post(base+"/api/task/revoke/cert-audited", "application/json", nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		resp.Body.Close()
-		if resp.StatusCode != http.StatusOK {
-			t.Fatalf("revoke: %d", resp.StatusCode)
-		}
-		resp, err = client.Get(base + "/api/audit")
-		if err != nil {
-			t.Fatal(err)
-		}
-		var log struct {
-			Records []struct {
-				User string `json:"user"`
-				Path string `json:"path"`
-			} `json:"records"`
-		}
-		err = json.NewDecoder(resp.Body).Decode(&log)
-		resp.Body.Close()
-		if err != nil {
-			t.Fatal(err)
-		}
 		var users []string
-		for _, r := range log.Records {
-			if r.Path == "/api/task/revoke/cert-audited" {
-				users = append(users, r.User)
-			}
+		for _, r := range revokeAudited(t, httpsClient(ca.pool, &trusted), base, "cert-audited") {
+			users = append(users, r.User)
 		}
 		if want := "cert:CN=operator laptop"; len(users) != 1 || users[0] != want {
 			t.Errorf("audit records of the revoke name %q, want [%s]", users, want)
@@ -382,35 +356,13 @@ func TestUnixSocket(t *testing.T) {
 	}
 
 	// The audit log names the caller by its credentials: this process.
-	resp, err := client.Post("http://stamen/api/task/revoke/over-the-socket", "application/json", nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp.Body.Close()
-	resp, err = client.Get("http://stamen/api/audit")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var audit struct {
-		Records []struct {
-			Remote string `json:"remote"`
-			Path   string `json:"path"`
-		} `json:"records"`
-	}
-	err = json.NewDecoder(resp.Body).Decode(&audit)
-	resp.Body.Close()
-	if err != nil {
-		t.Fatal(err)
-	}
 	want := fmt.Sprintf("unix:uid=%d,pid=%d", os.Getuid(), os.Getpid())
 	if runtime.GOOS != "linux" {
 		want = "unix"
 	}
 	var remotes []string
-	for _, r := range audit.Records {
-		if r.Path == "/api/task/revoke/over-the-socket" {
-			remotes = append(remotes, r.Remote)
-		}
+	for _, r := range revokeAudited(t, client, "http://stamen", "over-the-socket") {
+		remotes = append(remotes, r.Remote)
 	}
 	if len(remotes) != 1 || remotes[0] != want {
 		t.Errorf("audit remotes of the revoke %q, want [%s]", remotes, want)
@@ -440,4 +392,43 @@ func TestUnixSocket(t *testing.T) {
 	if _, err := os.Lstat(sock); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("the socket is still there after stamen stopped: %v", err)
 	}
+}
+
+// auditRecord is what the tests read of an audit record.
+type auditRecord struct {
+	User   string `json:"user"`
+	Remote string `json:"remote"`
+	Path   string `json:"path"`
+}
+
+// revokeAudited revokes task id through the API at base and returns the
+// audit records of that call.
+func revokeAudited(t *testing.T, client *http.Client, base, id string) []auditRecord {
+	t.Helper()
+	resp, err := client.Post(base+"/api/task/revoke/"+id, "application/json", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("revoke: %d", resp.StatusCode)
+	}
+	resp, err = client.Get(base + "/api/audit")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var log struct {
+		Records []auditRecord `json:"records"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&log); err != nil {
+		t.Fatal(err)
+	}
+	var out []auditRecord
+	for _, r := range log.Records {
+		if r.Path == "/api/task/revoke/"+id {
+			out = append(out, r)
+		}
+	}
+	return out
 }
