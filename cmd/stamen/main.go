@@ -164,11 +164,10 @@ func (p *envParser) duration(name string, def time.Duration) time.Duration {
 	return def
 }
 
-// bool reads a switch from the environment (parseSwitch).
-func (p *envParser) bool(name string) bool {
-	var b bool
-	p.read(name, func(v string) (err error) { b, err = parseSwitch(v); return err })
-	return b
+// bool reads a switch from the environment (parseSwitch), def when unset.
+func (p *envParser) bool(name string, def bool) bool {
+	p.read(name, func(v string) (err error) { def, err = parseSwitch(v); return err })
+	return def
 }
 
 // parseSwitch reads a switch the way Flower reads FLOWER_UNAUTHENTICATED_API
@@ -282,9 +281,9 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 		both(name, func(n string) { fs.Var((*redactedString)(p), n, usage) })
 	}
 	// switchVar is a boolean flag taking Flower's values (parseSwitch), its
-	// default read from the environment.
-	switchVar := func(p *bool, name, envName, usage string) {
-		*p = e.bool(envName)
+	// default read from the environment, else def.
+	switchVar := func(p *bool, name, envName string, def bool, usage string) {
+		*p = e.bool(envName, def)
 		both(name, func(n string) { fs.Var((*switchFlag)(p), n, usage) })
 	}
 	// hidden is str for a value that is a secret whole: --help shows its
@@ -312,12 +311,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	both("task_runtime_metric_buckets", func(n string) {
 		fs.Var(&o.runtimeBuckets, n, "flower_task_runtime_seconds' buckets in seconds: comma-separated, increasing; a last inf, as Flower takes it, may be given (+Inf is always there)")
 	})
-	// On by default, unlike the other switches: switchVar's default is off.
-	o.enableEvents = true
-	e.read("ENABLE_EVENTS", func(v string) (err error) { o.enableEvents, err = parseSwitch(v); return err })
-	both("enable_events", func(n string) {
-		fs.Var((*switchFlag)(&o.enableEvents), n, "tell the workers to send task events (enable_events) on subscribing to the events and every 5 s after, as Flower does; false leaves their setting alone")
-	})
+	switchVar(&o.enableEvents, "enable_events", "ENABLE_EVENTS", true, "tell the workers to send task events (enable_events) on subscribing to the events and every 5 s after, as Flower does; false leaves their setting alone")
 	both("max_task_age", func(n string) {
 		fs.DurationVar(&o.maxTaskAge, n, e.duration("MAX_TASK_AGE", 0), "also drop tasks whose latest event is older than this (e.g. 72h); 0 keeps them until --max_tasks")
 	})
@@ -337,7 +331,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	str(&o.urlPrefix, "url_prefix", envString("URL_PREFIX"), "serve everything under /<prefix>")
 	str(&o.embeddedAddr, "embedded_broker_address", orDefault(envString("EMBEDDED_BROKER_ADDRESS"), "127.0.0.1:6380"), "where the embedded broker listens when no broker is configured")
 	hidden(&o.embeddedPassword, "embedded_broker_password", envString("EMBEDDED_BROKER_PASSWORD"), "the password the embedded broker requires (default: generated at start and logged in the workers' URL); required on a non-loopback --embedded_broker_address")
-	switchVar(&o.unauthenticated, "unauthenticated_api", "UNAUTHENTICATED_API", "allow serving the API without credentials on a non-loopback address")
+	switchVar(&o.unauthenticated, "unauthenticated_api", "UNAUTHENTICATED_API", false, "allow serving the API without credentials on a non-loopback address")
 	// Credentials are best given through the environment or a file, so
 	// that they do not show in ps.
 	hidden(&o.basicAuth, "basic_auth", envString("BASIC_AUTH"), "operators' HTTP basic credentials: user:password[,user:password] (password may be a bcrypt hash)")
@@ -345,7 +339,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	hidden(&o.authToken, "auth_token", envString("AUTH_TOKEN"), "operators' bearer tokens, comma-separated")
 	hidden(&o.viewerAuthToken, "viewer_auth_token", envString("VIEWER_AUTH_TOKEN"), "viewers' bearer tokens, comma-separated")
 	str(&o.authFile, "auth_file", envString("AUTH_FILE"), "credentials file: lines '<viewer|operator> basic user:password' or '<viewer|operator> token <token>'")
-	switchVar(&o.persistent, "persistent", "PERSISTENT", "keep the history in --db and restore it at start (always on with the embedded broker)")
+	switchVar(&o.persistent, "persistent", "PERSISTENT", false, "keep the history in --db and restore it at start (always on with the embedded broker)")
 	secret(&o.db, "db", orDefault(envString("DB"), "stamen.db"), "the store's file, or a postgres:// URL: the history shared by a fleet of replicas")
 	both("db_max_tasks", func(n string) {
 		fs.IntVar(&o.dbMaxTasks, n, e.int("DB_MAX_TASKS", 0), "with --db postgres://: tasks kept in PostgreSQL, the oldest go first (0: no bound by count; --max_tasks bounds each replica's memory)")
@@ -376,8 +370,8 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 		fs.IntVar(&o.reconcileMaxLookups, n, e.int("RECONCILE_MAX_LOOKUPS", reconcile.DefaultMaxLookups),
 			"result documents read per reconciliation round, at most; 0 turns reconciliation off")
 	})
-	switchVar(&o.readOnly, "read_only", "READ_ONLY", "refuse every write operation with 403, whatever the credentials")
-	switchVar(&o.xheaders, "xheaders", "XHEADERS", "take the client's address the audit log records from X-Real-Ip or X-Forwarded-For's last entry (only behind a proxy that sets them)")
+	switchVar(&o.readOnly, "read_only", "READ_ONLY", false, "refuse every write operation with 403, whatever the credentials")
+	switchVar(&o.xheaders, "xheaders", "XHEADERS", false, "take the client's address the audit log records from X-Real-Ip or X-Forwarded-For's last entry (only behind a proxy that sets them)")
 	both("audit_max_age", func(n string) {
 		fs.DurationVar(&o.auditMaxAge, n, e.duration("AUDIT_MAX_AGE", app.DefaultAuditMaxAge), "drop audit records older than this")
 	})
@@ -394,7 +388,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	str(&o.debugAddr, "debug_addr", envString("DEBUG_ADDR"),
 		"serve Go's profiling endpoints (/debug/pprof/; not cmdline, which may show passwords) on this host:port, apart from the API and without authentication: keep it on loopback; empty: off")
 	str(&o.logLevel, "logging", orDefault(envString("LOGGING"), "info"), "log level: debug, info, warn, error")
-	switchVar(&o.debug, "debug", "DEBUG", "Flower's debug switch: log at debug level when --logging is left at info")
+	switchVar(&o.debug, "debug", "DEBUG", false, "Flower's debug switch: log at debug level when --logging is left at info")
 	flowerOnly := registerFlowerOnly(fs, both)
 	if err := fs.Parse(args); err != nil {
 		return o, err
@@ -634,13 +628,13 @@ func run(args []string, stderr io.Writer) int {
 	log.Info("stamen listening", slog.String("address", scheme+where),
 		slog.String("broker", redact.URL(a.BrokerURL)))
 	errc := make(chan error, 1)
+	// The certificate comes from TLSConfig.GetCertificate, not files.
+	srv.TLSConfig = tlsCfg
 	go func() {
 		if tlsCfg == nil {
 			errc <- srv.Serve(ln)
 			return
 		}
-		// The certificate comes from TLSConfig.GetCertificate, not files.
-		srv.TLSConfig = tlsCfg
 		errc <- srv.ServeTLS(ln, "", "")
 	}()
 	select {

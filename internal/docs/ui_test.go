@@ -59,21 +59,20 @@ func TestSwaggerUITryItOut(t *testing.T) {
 		// The spec names no scheme, so Swagger UI calls the API with the
 		// page's: over HTTPS (--certfile) a call by plain HTTP would be
 		// blocked as mixed content.
-		a2, err := app.New(t.Context(), app.Config{BrokerURL: a.BrokerURL, ResultBackend: backend,
-			Auth: &authn, InspectTimeout: 2 * time.Second})
-		if err != nil {
-			t.Fatal(err)
-		}
-		srv := httptest.NewTLSServer(a2.Handler)
-		t.Cleanup(func() {
-			srv.Close()
-			a2.Close()
-		})
+		_, srv := startStamenOn(t, app.Config{BrokerURL: a.BrokerURL, ResultBackend: backend, Auth: &authn},
+			httptest.NewTLSServer)
 		tryItOut(t, srv.URL, w.Name)
 	})
 }
 
 func startStamen(t *testing.T, cfg app.Config) (*app.App, *httptest.Server) {
+	t.Helper()
+	return startStamenOn(t, cfg, httptest.NewServer)
+}
+
+// startStamenOn is startStamen serving through serve (httptest's plain or
+// TLS server).
+func startStamenOn(t *testing.T, cfg app.Config, serve func(http.Handler) *httptest.Server) (*app.App, *httptest.Server) {
 	t.Helper()
 	cfg.InspectTimeout = 2 * time.Second
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -82,7 +81,7 @@ func startStamen(t *testing.T, cfg app.Config) (*app.App, *httptest.Server) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := httptest.NewServer(a.Handler)
+	srv := serve(a.Handler)
 	t.Cleanup(func() {
 		srv.Close()
 		a.Close()
