@@ -96,10 +96,11 @@ func removeStaleSocket(path string) error {
 	return os.Remove(path)
 }
 
-// certReloadInterval is how often, at most, a handshake looks whether
-// --certfile or --keyfile changed: a renewed certificate (certbot,
-// cert-manager) is served without a restart.
-const certReloadInterval = 5 * time.Second
+// tlsReloadInterval is how often, at most, a handshake looks whether
+// --certfile, --keyfile or --ca_certs changed: a renewed certificate
+// (certbot, cert-manager) or a rotated client authority is served without
+// a restart.
+const tlsReloadInterval = 5 * time.Second
 
 // tlsConfig builds the API's TLS configuration from Flower's --certfile,
 // --keyfile and --ca_certs, or returns nil when none is given. With
@@ -116,38 +117,24 @@ func tlsConfig(o options, log *slog.Logger) (*tls.Config, error) {
 		// Flower then serves plain HTTP without a word.
 		return nil, errors.New("--certfile and --keyfile go together")
 	}
-	certs, err := newCertReloader(o.certFile, o.keyFile, log)
+	files, err := newTLSReloader(o.certFile, o.keyFile, o.caCerts, log)
 	if err != nil {
 		return nil, err
 	}
-	cfg := &tls.Config{
-		MinVersion:     tls.VersionTLS12,
-		GetCertificate: certs.get,
-	}
-	if o.caCerts != "" {
-		pem, err := os.ReadFile(o.caCerts)
-		if err != nil {
-			return nil, fmt.Errorf("--ca_certs: %w", err)
-		}
-		pool := x509.NewCertPool()
-		if !pool.AppendCertsFromPEM(pem) {
-			return nil, fmt.Errorf("--ca_certs %s: no PEM certificate in it", o.caCerts)
-		}
-		cfg.ClientCAs = pool
-		cfg.ClientAuth = tls.RequireAndVerifyClientCert
-	}
-	return cfg, nil
+	// Every handshake gets the configuration built from the files as they
+	// were last read; this one only hands it out.
+	return &tls.Config{MinVersion: tls.VersionTLS12, GetConfigForClient: files.config}, nil
 }
 
-// certReloader serves a certificate and key pair from files, read again
-// when either file changes.
-type certReloader struct {
-	certFile, keyFile string
-	log               *slog.Logger
+// tlsReloader serves a TLS configuration built from the certificate, key
+// and client authority files, built again when any of them changes.
+type tlsReloader struct {
+	certFile, keyFile, caFile string
+	log                       *slog.Logger
 
 	mu      sync.Mutex
-	cert    *tls.Certificate
-	stamp   [2]fileStamp
+	cfg     *tls.Config
+	stamp   []fileStamp
 	checked time.Time
 }
 
@@ -165,53 +152,83 @@ func stampOf(path string) (fileStamp, error) {
 	return fileStamp{fi.ModTime(), fi.Size()}, nil
 }
 
-func newCertReloader(certFile, keyFile string, log *slog.Logger) (*certReloader, error) {
-	r := &certReloader{certFile: certFile, keyFile: keyFile, log: log}
+func newTLSReloader(certFile, keyFile, caFile string, log *slog.Logger) (*tlsReloader, error) {
+	r := &tlsReloader{certFile: certFile, keyFile: keyFile, caFile: caFile, log: log}
 	if err := r.load(); err != nil {
 		return nil, err
 	}
 	return r, nil
 }
 
-// load reads the pair; r.mu is held, or r is not shared yet.
-func (r *certReloader) load() error {
-	var stamp [2]fileStamp
-	for i, path := range []string{r.certFile, r.keyFile} {
+// files are the files the configuration is built from.
+func (r *tlsReloader) files() []string {
+	if r.caFile == "" {
+		return []string{r.certFile, r.keyFile}
+	}
+	return []string{r.certFile, r.keyFile, r.caFile}
+}
+
+// load reads the files and builds the configuration; r.mu is held, or r
+// is not shared yet. Errors name the files, never their contents.
+func (r *tlsReloader) load() error {
+	stamp := make([]fileStamp, 0, 3)
+	for _, path := range r.files() {
 		s, err := stampOf(path)
 		if err != nil {
-			return fmt.Errorf("TLS certificate: %w", err)
+			return fmt.Errorf("TLS: %w", err)
 		}
-		stamp[i] = s
+		stamp = append(stamp, s)
 	}
-	// Errors name the files, never their contents.
 	cert, err := tls.LoadX509KeyPair(r.certFile, r.keyFile)
 	if err != nil {
 		return fmt.Errorf("TLS certificate %s and key %s: %w", r.certFile, r.keyFile, err)
 	}
-	r.cert, r.stamp = &cert, stamp
+	cfg := &tls.Config{
+		MinVersion:   tls.VersionTLS12,
+		Certificates: []tls.Certificate{cert},
+		// The configuration a handshake gets replaces the server's whole,
+		// so it must offer HTTP/2 itself, as ServeTLS would have.
+		NextProtos: []string{"h2", "http/1.1"},
+	}
+	if r.caFile != "" {
+		pem, err := os.ReadFile(r.caFile)
+		if err != nil {
+			return fmt.Errorf("--ca_certs: %w", err)
+		}
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(pem) {
+			return fmt.Errorf("--ca_certs %s: no PEM certificate in it", r.caFile)
+		}
+		// A session resumed from a ticket is checked against this pool
+		// too (crypto/tls checks it at resumption), so one issued before an
+		// authority was removed does not get in.
+		cfg.ClientCAs = pool
+		cfg.ClientAuth = tls.RequireAndVerifyClientCert
+	}
+	r.cfg, r.stamp = cfg, stamp
 	return nil
 }
 
-func (r *certReloader) get(*tls.ClientHelloInfo) (*tls.Certificate, error) {
+func (r *tlsReloader) config(*tls.ClientHelloInfo) (*tls.Config, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if now := time.Now(); now.Sub(r.checked) >= certReloadInterval {
+	if now := time.Now(); now.Sub(r.checked) >= tlsReloadInterval {
 		r.checked = now
 		if r.changed() {
-			// A pair caught half written, or a bad renewal, keeps the
-			// certificate being served; the next check tries again.
+			// Files caught half written, or a bad renewal, keep the
+			// configuration being served; the next check tries again.
 			if err := r.load(); err != nil {
-				r.log.Warn("TLS certificate not reloaded; serving the previous one", slog.Any("err", err))
+				r.log.Warn("TLS files not reloaded; serving the previous ones", slog.Any("err", err))
 			} else {
-				r.log.Info("TLS certificate reloaded", slog.String("certfile", r.certFile))
+				r.log.Info("TLS files reloaded", slog.String("certfile", r.certFile), slog.String("ca_certs", r.caFile))
 			}
 		}
 	}
-	return r.cert, nil
+	return r.cfg, nil
 }
 
-func (r *certReloader) changed() bool {
-	for i, path := range []string{r.certFile, r.keyFile} {
+func (r *tlsReloader) changed() bool {
+	for i, path := range r.files() {
 		s, err := stampOf(path)
 		if err != nil || s != r.stamp[i] {
 			return true

@@ -132,7 +132,8 @@ func httpsClient(roots *x509.CertPool, cert *tls.Certificate) *http.Client {
 // --ca_certs: the API answers over TLS with the given certificate, a plain
 // HTTP request is refused and logged in the log's own format, a renewed
 // certificate is served without a restart, and with --ca_certs only
-// clients holding a certificate of those authorities get an answer.
+// clients holding a certificate of those authorities get an answer, also
+// after the authorities are rotated in place.
 func TestHTTPS(t *testing.T) {
 	testcluster.SkipIfShort(t, "builds and runs the binary")
 	bin := buildBinary(t)
@@ -144,7 +145,8 @@ func TestHTTPS(t *testing.T) {
 	writeFile(t, keyFile, keyPEM)
 	writeFile(t, caFile, ca.pem)
 
-	servedSerial := func(c *http.Client, base string) (*big.Int, error) {
+	// served is the TLS state of a successful GET /api/workers.
+	served := func(c *http.Client, base string) (*http.Response, error) {
 		resp, err := c.Get(base + "/api/workers")
 		if err != nil {
 			return nil, err
@@ -156,6 +158,13 @@ func TestHTTPS(t *testing.T) {
 		}
 		if resp.TLS == nil || len(resp.TLS.PeerCertificates) == 0 {
 			return nil, errors.New("answered without TLS")
+		}
+		return resp, nil
+	}
+	servedSerial := func(c *http.Client, base string) (*big.Int, error) {
+		resp, err := served(c, base)
+		if err != nil {
+			return nil, err
 		}
 		return resp.TLS.PeerCertificates[0].SerialNumber, nil
 	}
@@ -173,6 +182,11 @@ func TestHTTPS(t *testing.T) {
 		}
 		if !strings.Contains(logs.String(), "address=https://127.0.0.1:") {
 			t.Errorf("the start line does not give the https address:\n%s", logs.String())
+		}
+		h2 := httpsClient(ca.pool, nil)
+		h2.Transport.(*http.Transport).ForceAttemptHTTP2 = true
+		if resp, err := served(h2, base); err != nil || resp.ProtoMajor != 2 {
+			t.Errorf("a client offering HTTP/2: %v, want HTTP/2 (%v)", resp, err)
 		}
 
 		// Plain HTTP: Go answers 400 and its server logs the failed
@@ -199,11 +213,11 @@ func TestHTTPS(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		testcluster.Eventually(t, 3*certReloadInterval, "the renewed certificate served", func() bool {
+		testcluster.Eventually(t, 3*tlsReloadInterval, "the renewed certificate served", func() bool {
 			got, err := servedSerial(client, base)
 			return err == nil && got.Cmp(renewed) == 0
 		})
-		if !strings.Contains(logs.String(), "TLS certificate reloaded") {
+		if !strings.Contains(logs.String(), "TLS files reloaded") {
 			t.Errorf("the reload is not logged:\n%s", logs.String())
 		}
 		// Restore the first pair for the next case.
@@ -251,6 +265,39 @@ func TestHTTPS(t *testing.T) {
 		if want := "cert:CN=operator laptop"; len(users) != 1 || users[0] != want {
 			t.Errorf("audit records of the revoke name %q, want [%s]", users, want)
 		}
+
+		// A client that resumes TLS sessions, holding a session of the
+		// first authority's certificate when --ca_certs is rotated in place
+		// to the other authority.
+		resuming := httpsClient(ca.pool, &trusted)
+		resuming.Transport.(*http.Transport).TLSClientConfig.ClientSessionCache = tls.NewLRUClientSessionCache(4)
+		testcluster.Eventually(t, 10*time.Second, "a resumed TLS session", func() bool {
+			resp, err := served(resuming, base)
+			return err == nil && resp.TLS.DidResume
+		})
+		writeFile(t, caFile+".new", other.pem)
+		if err := os.Rename(caFile+".new", caFile); err != nil {
+			t.Fatal(err)
+		}
+		testcluster.Eventually(t, 3*tlsReloadInterval, "the other authority's certificate accepted", func() bool {
+			_, err := servedSerial(httpsClient(ca.pool, &stranger), base)
+			return err == nil
+		})
+		for _, tc := range []struct {
+			name   string
+			client *http.Client
+		}{
+			{"a certificate of the removed authority", httpsClient(ca.pool, &trusted)},
+			{"a resumed session of the removed authority's certificate", resuming},
+		} {
+			if _, err := served(tc.client, base); err == nil {
+				t.Errorf("%s: the API answered after the rotation", tc.name)
+			}
+		}
+		if !strings.Contains(p.logs.String(), "TLS files reloaded") {
+			t.Errorf("the rotation is not logged:\n%s", p.logs.String())
+		}
+		writeFile(t, caFile, ca.pem)
 	})
 
 	t.Run("refused at start", func(t *testing.T) {

@@ -541,7 +541,7 @@ func run(args []string, stderr io.Writer) int {
 	// the network without credentials unless the operator says so. A unix
 	// socket is local, and its mode keeps other users out; with client
 	// certificates (--ca_certs) only their holders reach the API.
-	clientCerts := tlsCfg != nil && tlsCfg.ClientCAs != nil
+	clientCerts := tlsCfg != nil && o.caCerts != ""
 	if o.unixSocket == "" && !clientCerts && !app.IsLoopback(o.address) && !authn.Enabled() && !o.unauthenticated {
 		log.Error("refusing to serve the API without authentication on a non-loopback address; " +
 			"listen on 127.0.0.1, or pass --unauthenticated_api to accept the risk")
@@ -628,7 +628,7 @@ func run(args []string, stderr io.Writer) int {
 	log.Info("stamen listening", slog.String("address", scheme+where),
 		slog.String("broker", redact.URL(a.BrokerURL)))
 	errc := make(chan error, 1)
-	// The certificate comes from TLSConfig.GetCertificate, not files.
+	// The certificate comes from TLSConfig.GetConfigForClient, not files.
 	srv.TLSConfig = tlsCfg
 	go func() {
 		if tlsCfg == nil {
