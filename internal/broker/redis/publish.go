@@ -44,18 +44,51 @@ func (b *Broker) Publish(ctx context.Context, msg *celery.TaskMessage) error {
 			return fmt.Errorf("publish %s: queue %q: %w", msg.ID, q, celery.ErrNotAQueue)
 		}
 	}
+	if len(queues) > 1 {
+		// MULTI does not undo the commands before a failed one: an LPUSH
+		// refused with WRONGTYPE would leave the message on the other
+		// queues while the caller is told it was not sent, and sends it
+		// again. So a fan-out first looks that every list is one.
+		if err := b.checkLists(octx, ctx, msg, queues); err != nil {
+			return err
+		}
+	}
+	pushes := make([]*goredis.IntCmd, len(queues))
 	_, err = b.client.TxPipelined(octx, func(p goredis.Pipeliner) error {
-		for _, q := range queues {
-			p.LPush(octx, b.keys.Queue(q, msg.Priority), data)
+		for i, q := range queues {
+			pushes[i] = p.LPush(octx, b.keys.Queue(q, msg.Priority), data)
 		}
 		return nil
 	})
 	if err != nil {
-		// WRONGTYPE: the key exists and holds something else than a list.
-		if goredis.HasErrorPrefix(err, "WRONGTYPE") {
-			return fmt.Errorf("publish %s: queue %q: %w", msg.ID, celery.QueueName(msg), celery.ErrNotAQueue)
+		for i, c := range pushes {
+			// WRONGTYPE: the key exists and holds something else than a list.
+			if goredis.HasErrorPrefix(c.Err(), "WRONGTYPE") {
+				return fmt.Errorf("publish %s: queue %q: %w", msg.ID, queues[i], celery.ErrNotAQueue)
+			}
 		}
 		return wrap(ctx, "publish "+msg.ID, err)
+	}
+	return nil
+}
+
+// checkLists returns celery.ErrNotAQueue, naming the queue, when one of
+// queues' lists for msg's priority is a key of another type.
+func (b *Broker) checkLists(octx, ctx context.Context, msg *celery.TaskMessage, queues []string) error {
+	types := make([]*goredis.StatusCmd, len(queues))
+	_, err := b.client.Pipelined(octx, func(p goredis.Pipeliner) error {
+		for i, q := range queues {
+			types[i] = p.Type(octx, b.keys.Queue(q, msg.Priority))
+		}
+		return nil
+	})
+	if err != nil {
+		return wrap(ctx, "publish "+msg.ID+": types of the bound queues", err)
+	}
+	for i, c := range types {
+		if t := c.Val(); t != "list" && t != "none" {
+			return fmt.Errorf("publish %s: queue %q: %w", msg.ID, queues[i], celery.ErrNotAQueue)
+		}
 	}
 	return nil
 }

@@ -3,6 +3,7 @@ package redis
 import (
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -180,5 +181,21 @@ func TestPublishThroughExchange(t *testing.T) {
 	}
 	if n := rdb.DBSize(t.Context()).Val(); n != 3 {
 		t.Errorf("%d keys after the refused publishes, want 3 (binding set, hq, archive)", n)
+	}
+
+	// One bound queue's list is a key of another type: the publish is
+	// refused naming that queue, and no other queue gets the message.
+	if err := rdb.Del(t.Context(), "archive\x06\x166").Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := rdb.Set(t.Context(), "archive\x06\x166", "not a list", 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	err = b.Publish(t.Context(), &celery.TaskMessage{ID: uuid.NewString(), Name: "t", Exchange: "media", RoutingKey: "video", Priority: 7})
+	if !errors.Is(err, celery.ErrNotAQueue) || !strings.Contains(err.Error(), `queue "archive"`) {
+		t.Errorf("a fan-out to a key that is not a list: %v, want ErrNotAQueue naming archive", err)
+	}
+	if n := rdb.LLen(t.Context(), "hq\x06\x166").Val(); n != 1 {
+		t.Errorf("hq holds %d messages after the refused fan-out, want still 1", n)
 	}
 }
