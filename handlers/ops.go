@@ -98,6 +98,7 @@ func (h *Handlers) listAudit(p auditops.ListAuditParams, _ any) middleware.Respo
 			Method:    &r.Method,
 			Path:      &r.Path,
 			Params:    r.Params,
+			ParamsCut: int64(r.ParamsCut),
 			Status:    &status,
 			Count:     r.Count,
 		})

@@ -1584,11 +1584,17 @@ func init() {
           "type": "string"
         },
         "params": {
-          "description": "path and query parameters and the JSON body, secrets masked",
+          "description": "path and query parameters and the JSON body, secrets masked, each\ncut to 4096 bytes of JSON; of the query parameters the operation\ndoes not declare, at most 16 (in name order, 4096 bytes in all)\n",
           "type": "object",
           "additionalProperties": {}
         },
+        "params_cut": {
+          "description": "how many query parameters were not kept (undeclared ones beyond the bound)",
+          "type": "integer",
+          "format": "int64"
+        },
         "path": {
+          "description": "the request path, passwords masked, cut to 1024 bytes",
           "type": "string"
         },
         "remote": {
@@ -4455,11 +4461,17 @@ func init() {
           "type": "string"
         },
         "params": {
-          "description": "path and query parameters and the JSON body, secrets masked",
+          "description": "path and query parameters and the JSON body, secrets masked, each\ncut to 4096 bytes of JSON; of the query parameters the operation\ndoes not declare, at most 16 (in name order, 4096 bytes in all)\n",
           "type": "object",
           "additionalProperties": {}
         },
+        "params_cut": {
+          "description": "how many query parameters were not kept (undeclared ones beyond the bound)",
+          "type": "integer",
+          "format": "int64"
+        },
         "path": {
+          "description": "the request path, passwords masked, cut to 1024 bytes",
           "type": "string"
         },
         "remote": {

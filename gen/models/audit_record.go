@@ -27,10 +27,16 @@ type AuditRecord struct {
 	// Required: true
 	Operation *string `json:"operation"`
 
-	// path and query parameters and the JSON body, secrets masked
+	// path and query parameters and the JSON body, secrets masked, each
+	// cut to 4096 bytes of JSON; of the query parameters the operation
+	// does not declare, at most 16 (in name order, 4096 bytes in all)
+	//
 	Params map[string]any `json:"params,omitempty"`
 
-	// path
+	// how many query parameters were not kept (undeclared ones beyond the bound)
+	ParamsCut int64 `json:"params_cut,omitempty"`
+
+	// the request path, passwords masked, cut to 1024 bytes
 	// Required: true
 	Path *string `json:"path"`
 

@@ -3,6 +3,7 @@ package app
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -14,6 +15,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
 
+	"github.com/stamen-dev/stamen/internal/audit"
 	"github.com/stamen-dev/stamen/internal/auth"
 	"github.com/stamen-dev/stamen/internal/redact"
 	"github.com/stamen-dev/stamen/internal/testcluster"
@@ -83,8 +85,10 @@ func TestAuditSurvivesRestart(t *testing.T) {
 // (a viewer's, or one whose body is over --max_body_bytes) is in the audit
 // log with its caller, operation and status, and without its body; a call
 // without valid credentials is not, so that nobody without them can push
-// real records out of the bounded log. Every refusal, 401s included, is
-// counted in stamen_http_request_duration_seconds by operation and status.
+// real records out of the bounded log. A record is bounded whatever the
+// caller sends: thousands of query parameters the operation ignores, or a
+// path of 50 KiB. Every refusal, 401s included, is counted in
+// stamen_http_request_duration_seconds by operation and status.
 func TestAuditRecordsRefusedWrites(t *testing.T) {
 	testcluster.RequireRedis(t)
 	testcluster.FlushRedisDB(t, auditDB)
@@ -112,6 +116,21 @@ func TestAuditRecordsRefusedWrites(t *testing.T) {
 		User, Role, Operation, Path string
 		Status                      int
 		Params                      map[string]any
+		ParamsCut                   int `json:"params_cut"`
+	}
+	// A query string of thousands of parameters the operation ignores,
+	// within the header limit.
+	flood := "/api/task/revoke/t-9?terminate=true"
+	floodParams := map[string]any{"taskid": "t-9", "terminate": "true"}
+	longID := strings.Repeat("y", 50<<10)
+	longPath := "/api/task/revoke/" + longID
+	const floodN = 6000
+	for i := range floodN {
+		name := fmt.Sprintf("x%05d", i)
+		flood += "&" + name + "=v"
+		if i < audit.MaxExtraParams {
+			floodParams[name] = "v"
+		}
 	}
 	tests := []struct {
 		name, user, pass, path, body string
@@ -132,6 +151,13 @@ func TestAuditRecordsRefusedWrites(t *testing.T) {
 		{"operator purges", "alice", "alice-secret-pw", "/api/queues/purge/refusals-q?force=true", "", 200,
 			&record{User: "alice", Role: "operator", Operation: "purgeQueue", Path: "/api/queues/purge/refusals-q", Status: 200,
 				Params: map[string]any{"queue": "refusals-q", "force": "true"}}, "purgeQueue"},
+		{"viewer floods the query", "vera", "vera-secret-pw", flood, "", 403,
+			&record{User: "vera", Role: "viewer", Operation: "revokeTask", Path: "/api/task/revoke/t-9", Status: 403,
+				Params: floodParams, ParamsCut: floodN - audit.MaxExtraParams}, "revokeTask"},
+		{"viewer's path of 50 KiB", "vera", "vera-secret-pw", longPath, "", 403,
+			&record{User: "vera", Role: "viewer", Operation: "revokeTask", Status: 403,
+				Path:   longPath[:audit.MaxPathBytes] + fmt.Sprintf("... (%d bytes, cut)", len(longPath)),
+				Params: map[string]any{"taskid": `"` + strings.Repeat("y", audit.MaxParamBytes-1) + fmt.Sprintf("... (%d bytes, cut)", len(longID)+2)}}, "revokeTask"},
 		{"wrong password", "alice", "wrong-pw", "/api/task/revoke/t-2", "", 401, nil, "revokeTask"},
 		{"no credentials", "", "", "/api/task/revoke/t-3", "", 401, nil, "revokeTask"},
 	}
@@ -174,7 +200,7 @@ func TestAuditRecordsRefusedWrites(t *testing.T) {
 			}
 			var got []record
 			for _, r := range log.Records {
-				if strings.HasPrefix(tc.path, r.Path) {
+				if strings.HasPrefix(tc.path, r.Path) || (tc.want != nil && r.Path == tc.want.Path) {
 					got = append(got, r)
 				}
 			}
@@ -183,7 +209,7 @@ func TestAuditRecordsRefusedWrites(t *testing.T) {
 				want = []record{*tc.want}
 			}
 			if diff := cmp.Diff(want, got, cmpopts.EquateEmpty()); diff != "" {
-				t.Errorf("audit records of %s (-want +got):\n%s", tc.path, diff)
+				t.Errorf("audit records of %.100s (-want +got):\n%.4000s", tc.path, diff)
 			}
 		})
 	}

@@ -21,7 +21,6 @@ import (
 	"github.com/stamen-dev/stamen/internal/auth"
 	"github.com/stamen-dev/stamen/internal/docs"
 	"github.com/stamen-dev/stamen/internal/metrics"
-	"github.com/stamen-dev/stamen/internal/redact"
 	"github.com/stamen-dev/stamen/restapi"
 	"github.com/stamen-dev/stamen/restapi/operations"
 )
@@ -291,9 +290,21 @@ func auditRecord(r *http.Request, op string, route *middleware.MatchedRoute, max
 		}
 		r.Body = io.NopCloser(bytes.NewReader(b))
 	}
+	var declared func(string) bool
+	if route != nil {
+		declared = func(name string) bool {
+			for _, sp := range route.Parameters {
+				if sp.In == "query" && sp.Name == name {
+					return true
+				}
+			}
+			return false
+		}
+	}
+	params, cut := audit.Params(path, r.URL.Query(), declared, body)
 	return audit.Record{
 		Time: time.Now().UTC(), User: name, Role: p.Role.String(), Remote: clientAddr(r, xheaders),
-		Operation: op, Method: r.Method, Path: redact.String(r.URL.Path),
-		Params: audit.Params(path, r.URL.Query(), body),
+		Operation: op, Method: r.Method, Path: audit.Path(r.URL.Path),
+		Params: params, ParamsCut: cut,
 	}
 }

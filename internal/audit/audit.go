@@ -31,7 +31,10 @@ type Record struct {
 	Method    string         `json:"method"`
 	Path      string         `json:"path"`
 	Params    map[string]any `json:"params,omitempty"`
-	Status    int            `json:"status"`
+	// ParamsCut is how many query parameters the record does not keep
+	// (Params' bound on those the operation does not declare).
+	ParamsCut int `json:"params_cut,omitempty"`
+	Status    int `json:"status"`
 	// Count is how many items a bulk operation acted on, when the handler
 	// said (SetCount).
 	Count *int64 `json:"count,omitempty"`
@@ -134,21 +137,27 @@ func (m *Memory) Prune(_ context.Context, before time.Time, maxRecords int) (int
 // additions (a kwargs "api_token" or "authorization", a "password" query
 // parameter), becomes the mask at any depth, and every URL
 // keeps its user but not its password.
-func Params(path map[string]string, query url.Values, body []byte) map[string]any {
+//
+// Each parameter is bounded (MaxParamBytes), and so is their number: the
+// query parameters the operation declares (declared; nil declares none)
+// are all kept, since the spec bounds them, and of the others, which the
+// operation ignores, at most MaxExtraParams (in name order, within
+// MaxExtraParamBytes). A query string may hold thousands of names within
+// the header limit, and a record is kept per write call, refused calls of
+// viewers included, up to --audit_max_records. cut is how many were not
+// kept.
+func Params(path map[string]string, query url.Values, declared func(name string) bool, body []byte) (params map[string]any, cut int) {
 	out := make(map[string]any, len(path)+len(query)+1)
 	for k, v := range path {
 		out[k] = v
 	}
+	var extra []string
 	for k, vs := range query {
-		if len(vs) == 1 {
-			out[k] = vs[0]
-		} else {
-			l := make([]any, len(vs))
-			for i, v := range vs {
-				l[i] = v
-			}
-			out[k] = l
+		if declared == nil || !declared(k) {
+			extra = append(extra, k)
+			continue
 		}
+		out[k] = queryValue(vs)
 	}
 	if len(body) > 0 {
 		var v any
@@ -162,25 +171,84 @@ func Params(path map[string]string, query url.Values, body []byte) map[string]an
 			out["body"] = fmt.Sprintf("(%d bytes, not JSON: not kept)", len(body))
 		}
 	}
-	if len(out) == 0 {
-		return nil
+	if len(out) > 0 {
+		out = redact.Settings(any(out)).(map[string]any)
+		for k, v := range out {
+			out[k] = boundParam(v)
+		}
 	}
-	out = redact.Settings(any(out)).(map[string]any)
-	// Bounded after masking, so a cut can only shorten a masked text.
-	for k, v := range out {
-		b, err := json.Marshal(v)
-		if err != nil || len(b) <= MaxParamBytes {
+	sort.Strings(extra)
+	size, kept := 0, 0
+	for _, k := range extra {
+		if _, taken := out[k]; taken || kept == MaxExtraParams {
+			// A name the path or the body has is theirs: the operation
+			// reads that one.
+			cut++
 			continue
 		}
-		out[k] = fmt.Sprintf("%s... (%d bytes, cut)", truncate(b, MaxParamBytes), len(b))
+		v := boundParam(redact.Settings(map[string]any{k: queryValue(query[k])}).(map[string]any)[k])
+		b, _ := json.Marshal(v)
+		if size+len(k)+len(b) > MaxExtraParamBytes {
+			cut++
+			continue
+		}
+		size += len(k) + len(b)
+		kept++
+		out[k] = v
 	}
-	return out
+	if len(out) == 0 {
+		return nil, cut
+	}
+	return out, cut
+}
+
+// queryValue is a query parameter as a record keeps it: one value as a
+// string, several as a list.
+func queryValue(vs []string) any {
+	if len(vs) == 1 {
+		return vs[0]
+	}
+	l := make([]any, len(vs))
+	for i, v := range vs {
+		l[i] = v
+	}
+	return l
+}
+
+// boundParam cuts a parameter's JSON to MaxParamBytes. It is applied after
+// masking, so a cut can only shorten a masked text.
+func boundParam(v any) any {
+	b, err := json.Marshal(v)
+	if err != nil || len(b) <= MaxParamBytes {
+		return v
+	}
+	return fmt.Sprintf("%s... (%d bytes, cut)", truncate(b, MaxParamBytes), len(b))
 }
 
 // MaxParamBytes bounds each parameter a record keeps (as JSON): a record
 // per write call, up to --audit_max_records of them, must not keep
 // megabyte task bodies.
 const MaxParamBytes = 4096
+
+// MaxExtraParams and MaxExtraParamBytes bound the query parameters a
+// record keeps beyond those the operation declares.
+const (
+	MaxExtraParams     = 16
+	MaxExtraParamBytes = 4096
+)
+
+// MaxPathBytes bounds the path a record keeps.
+const MaxPathBytes = 1024
+
+// Path is the request path as a record keeps it: passwords masked, then
+// cut to MaxPathBytes.
+func Path(p string) string {
+	p = redact.String(p)
+	if len(p) <= MaxPathBytes {
+		return p
+	}
+	return fmt.Sprintf("%s... (%d bytes, cut)", truncate([]byte(p), MaxPathBytes), len(p))
+}
 
 // truncate cuts b to at most n bytes without splitting a UTF-8 sequence.
 func truncate(b []byte, n int) []byte {
@@ -249,6 +317,9 @@ func (l *Log) Record(ctx context.Context, r Record) {
 	}
 	if r.Count != nil {
 		args = append(args, slog.Int64("count", *r.Count))
+	}
+	if r.ParamsCut > 0 {
+		args = append(args, slog.Int("params_cut", r.ParamsCut))
 	}
 	if r.Params != nil {
 		if b, err := json.Marshal(r.Params); err == nil {

@@ -15,7 +15,7 @@ func benchRecord(i int) Record {
 	return Record{
 		Time: time.Unix(1_700_000_000, 0).Add(time.Duration(i) * time.Millisecond), User: "alice", Role: "operator",
 		Remote: "10.0.0.1:5000", Operation: "revokeTask", Method: "POST", Path: fmt.Sprintf("/api/task/revoke/%d", i),
-		Params: Params(map[string]string{"taskid": fmt.Sprint(i)}, url.Values{"terminate": {"true"}}, nil), Status: 200,
+		Params: must(Params(map[string]string{"taskid": fmt.Sprint(i)}, url.Values{"terminate": {"true"}}, declares("terminate"), nil)), Status: 200,
 	}
 }
 
