@@ -783,10 +783,12 @@ func (s *storedNames) add(workers, types []string) {
 // its commit is the exception: a worker it wrote that was new and is
 // then forgotten in the same outage keeps its row; it comes back, as an
 // offline worker, to the next replica that starts and reads it, and goes
-// again when that replica forgets it.)
+// again when that replica forgets it. With PostgreSQL, the rows of
+// workers other replicas wrote are theirs to delete: they heard those
+// workers, and forget them too.)
 //
-// PostgreSQL deletes no task type (the history keeps every name its tasks
-// have): the kept batch holds no forgotten types at all.
+// PostgreSQL deletes no task type (pgstore's Write ignores
+// ForgottenTypes): the kept batch holds no forgotten types at all.
 func (a *App) keepForgotten(b store.Batch) store.Batch {
 	if a.stored == nil {
 		a.stored = &storedNames{workers: map[string]bool{}, open: true}
