@@ -16,6 +16,7 @@ import (
 	"net/url"
 	"os"
 	"runtime/debug"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -192,8 +193,13 @@ type App struct {
 	// unsaved is the last batch whose write failed, merged into the next
 	// flush so that a failed write loses nothing. It holds at most one
 	// record per live task (MaxTasks), one event per worker, and the new
-	// task types: what the next batch would hold anyway.
+	// task types: what the next batch would hold anyway; and the names to
+	// delete, only those the store may hold (keepForgotten).
 	unsaved *store.Batch
+	// stored, while writes fail, holds the names of the workers and task
+	// types the store may hold rows of (see keepForgotten); nil once a
+	// write succeeds.
+	stored *storedNames
 	// drainBuf is the buffer the last flush encoded its records in, once
 	// they are written: the next flush encodes into it (State.DrainInto).
 	drainBuf []byte
@@ -698,6 +704,13 @@ func (a *App) flush() error {
 	for i, t := range c.Tasks {
 		b.Tasks[i] = store.Task{Seq: t.Seq, Data: t.Data}
 	}
+	if a.stored != nil && a.stored.open {
+		// The names forgotten between the drain of the first failed
+		// flush and keepForgotten's look at the state: the store may
+		// hold them too.
+		a.stored.add(c.ForgottenWorkers, c.ForgottenTypes)
+		a.stored.open = false
+	}
 	if a.unsaved != nil {
 		if a.Postgres != nil {
 			b = mergeKeep(*a.unsaved, b)
@@ -717,15 +730,86 @@ func (a *App) flush() error {
 					slog.Int("records", lost), slog.Int("buffer", a.cfg.MaxTasks))
 			}
 		}
+		b = a.keepForgotten(b)
 		a.unsaved = &b
 		return fmt.Errorf("%w (%d task records kept for the next flush)", err, len(b.Tasks))
 	}
+	a.stored = nil
 	// Written: nothing refers to the records any more. A buffer grown by a
 	// burst is let go rather than kept for good.
 	if cap(c.Buf) <= maxDrainBuf {
 		a.drainBuf = c.Buf
 	}
 	return nil
+}
+
+// storedNames are the names of the workers and task types the store may
+// hold rows of while its writes fail.
+type storedNames struct {
+	workers, types map[string]bool
+	// open: the next flush's forgotten names are added too.
+	open bool
+}
+
+func (s *storedNames) add(workers, types []string) {
+	for _, w := range workers {
+		s.workers[w] = true
+	}
+	if s.types != nil {
+		for _, t := range types {
+			s.types[t] = true
+		}
+	}
+}
+
+// keepForgotten bounds the forgotten names of a batch kept after a failed
+// write. They are unioned at every merge, and while the store cannot be
+// written, every worker hostname or task name forgotten (autoscaled pods,
+// a publisher inventing task names: names from outside) would join them,
+// for as long as the outage lasts. But a forgotten name needs deleting
+// only if the store holds it, and the store holds only names written by
+// the writes before the outage: a name that came and went during it was
+// never written (mergeBatches drops the record of a worker forgotten
+// since, and a type that came and went cancels out). Those are the names
+// the state knew when the last write succeeded, which are the ones it
+// knows at the first failure plus those it forgot since: the first failed
+// batch's forgotten names and, for the moment between its drain and the
+// look at the state here, the next batch's (flush adds them). So from the
+// first failure on, the kept lists hold only those names: at most the
+// state's bound of workers (MaxWorkers) and its task types (at most one a
+// task), plus what two flushes forgot, however long the outage. Nothing
+// the store must delete is dropped: once a write succeeds it holds
+// exactly what the state keeps. (A PostgreSQL write that failed after
+// its commit is the exception: a worker it wrote that was new and is
+// then forgotten in the same outage keeps its row; it comes back, as an
+// offline worker, to the next replica that starts and reads it, and goes
+// again when that replica forgets it. With PostgreSQL, the rows of
+// workers other replicas wrote are theirs to delete: they heard those
+// workers, and forget them too.)
+//
+// PostgreSQL deletes no task type (pgstore's Write ignores
+// ForgottenTypes): the kept batch holds no forgotten types at all.
+func (a *App) keepForgotten(b store.Batch) store.Batch {
+	if a.stored == nil {
+		a.stored = &storedNames{workers: map[string]bool{}, open: true}
+		for _, w := range a.State.WorkerNames() {
+			a.stored.workers[w] = true
+		}
+		if a.Postgres == nil {
+			a.stored.types = map[string]bool{}
+			for _, t := range a.State.TaskTypes() {
+				a.stored.types[t] = true
+			}
+		}
+		a.stored.add(b.ForgottenWorkers, b.ForgottenTypes)
+	}
+	b.ForgottenWorkers = slices.DeleteFunc(b.ForgottenWorkers, func(w string) bool { return !a.stored.workers[w] })
+	if a.Postgres != nil {
+		b.ForgottenTypes = nil
+	} else {
+		b.ForgottenTypes = slices.DeleteFunc(b.ForgottenTypes, func(t string) bool { return !a.stored.types[t] })
+	}
+	return b
 }
 
 // maxDrainBuf is the largest flush buffer kept for the next flush: a

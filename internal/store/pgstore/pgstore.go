@@ -319,8 +319,12 @@ func (s *Store) Write(b store.Batch) error {
 	}
 	for _, w := range slices.Sorted(maps.Keys(b.Workers)) {
 		e := b.Workers[w]
+		// seq takes a new number at every write (PostgreSQL lets an
+		// UPDATE set a GENERATED ALWAYS identity to DEFAULT), so that it
+		// orders the workers by their last write: the reads keep the
+		// MaxWorkers written last (see workersSQL).
 		pb.Queue(`INSERT INTO stamen_workers (hostname, event) VALUES ($1, $2)
-			ON CONFLICT (hostname) DO UPDATE SET event = EXCLUDED.event`, w, e)
+			ON CONFLICT (hostname) DO UPDATE SET event = EXCLUDED.event, seq = DEFAULT`, w, e)
 	}
 	for _, name := range b.Types {
 		pb.Queue(`INSERT INTO stamen_task_types (name) VALUES ($1) ON CONFLICT DO NOTHING`, name)
@@ -539,6 +543,15 @@ func (s *Store) TaskTypes(ctx context.Context) ([]string, error) {
 	return names, err
 }
 
+// workersSQL reads the latest events of the MaxWorkers workers written
+// last, first written first. The table may hold more (replicas with
+// workers of their own, hostnames of autoscaled workers come and gone): as
+// the events state drops the worker heard longest ago, the read drops the
+// workers written longest ago, long dead ones, rather than the live ones.
+// The table is small (each replica deletes the workers it forgets), so
+// the top-N sort needs no index on seq.
+const workersSQL = `SELECT event FROM (SELECT seq, event FROM stamen_workers ORDER BY seq DESC LIMIT $1) w ORDER BY seq`
+
 // Workers returns the workers as their latest events show them, first
 // written first, with liveness computed now: the events are replayed into
 // a scratch state, so a worker is what a replica that saw that event
@@ -546,7 +559,7 @@ func (s *Store) TaskTypes(ctx context.Context) ([]string, error) {
 func (s *Store) Workers(ctx context.Context) ([]state.Worker, error) {
 	var events [][]byte
 	err := s.read(ctx, func(ctx context.Context) error {
-		rows, err := s.pool.Query(ctx, `SELECT event FROM stamen_workers ORDER BY seq LIMIT $1`, s.cfg.MaxWorkers)
+		rows, err := s.pool.Query(ctx, workersSQL, s.cfg.MaxWorkers)
 		if err != nil {
 			return err
 		}
@@ -556,7 +569,9 @@ func (s *Store) Workers(ctx context.Context) ([]state.Worker, error) {
 	if err != nil {
 		return nil, err
 	}
-	st := state.New(state.Config{MaxTasks: 1, Now: s.cfg.Now})
+	// Bounded as the read is: with the state's default bound, a
+	// MaxWorkers above it would drop workers the read returned.
+	st := state.New(state.Config{MaxTasks: 1, MaxWorkers: s.cfg.MaxWorkers, Now: s.cfg.Now})
 	for _, raw := range events {
 		if evs, err := celery.DecodeEvents(raw); err == nil {
 			st.Apply(evs...)
@@ -565,11 +580,13 @@ func (s *Store) Workers(ctx context.Context) ([]state.Worker, error) {
 	return st.Workers(), nil
 }
 
-// WorkerEvents calls fn with each worker's latest event, first written
-// first: a replica replays them at start to know every worker at once.
+// WorkerEvents calls fn with the latest events of the workers Workers
+// reads, first written first: a replica replays them at start to know
+// every worker at once, and its state, bounded by MaxWorkers too, then
+// holds those written last.
 func (s *Store) WorkerEvents(ctx context.Context, fn func(raw []byte)) error {
 	return s.read(ctx, func(ctx context.Context) error {
-		rows, err := s.pool.Query(ctx, `SELECT event FROM stamen_workers ORDER BY seq LIMIT $1`, s.cfg.MaxWorkers)
+		rows, err := s.pool.Query(ctx, workersSQL, s.cfg.MaxWorkers)
 		if err != nil {
 			return err
 		}

@@ -459,3 +459,106 @@ func TestMaxWorkersBoundsReads(t *testing.T) {
 		}
 	}
 }
+
+// TestWorkersKeepMostRecentlyWritten: with more workers in the table than
+// Config.MaxWorkers (several replicas, or autoscaled hostnames), a read
+// keeps the workers whose latest event was written last, as the events
+// state keeps those heard last, and hands them on first written first. A
+// worker written early and written again since counts as written last.
+func TestWorkersKeepMostRecentlyWritten(t *testing.T) {
+	testcluster.Require(t)
+	url := newDB(t)
+	writer := openStore(t, url)
+	heartbeat := func(host string, at float64) []byte {
+		raw, err := json.Marshal(map[string]any{"type": "worker-heartbeat", "hostname": host, "timestamp": at, "freq": 2.0})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return raw
+	}
+	// w0..w5 in turn, each its own write, then w1 again.
+	for i := range 6 {
+		h := fmt.Sprintf("w%d@h", i)
+		if err := writer.Write(store.Batch{Workers: map[string][]byte{h: heartbeat(h, 1000+float64(i))}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := writer.Write(store.Batch{Workers: map[string][]byte{"w1@h": heartbeat("w1@h", 2000)}}); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	for _, tc := range []struct {
+		max  int
+		want string
+	}{
+		{3, "[w4@h w5@h w1@h]"},
+		{1, "[w1@h]"},
+		{6, "[w0@h w2@h w3@h w4@h w5@h w1@h]"},
+	} {
+		s, err := pgstore.Open(ctx, pgstore.Config{URL: url, MaxWorkers: tc.max})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var replayed []string
+		err = s.WorkerEvents(ctx, func(raw []byte) {
+			evs, err := celery.DecodeEvents(raw)
+			if err != nil {
+				t.Errorf("stored event %q: %v", raw, err)
+				return
+			}
+			replayed = append(replayed, evs[0].Hostname)
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ws, err := s.Workers(ctx)
+		s.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var read []string
+		for _, w := range ws {
+			read = append(read, w.Hostname)
+		}
+		if fmt.Sprint(replayed) != tc.want || fmt.Sprint(read) != tc.want {
+			t.Errorf("MaxWorkers %d: WorkerEvents %v, Workers %v; want %s", tc.max, replayed, read, tc.want)
+		}
+	}
+}
+
+// TestWorkersAboveTheDefaultBound: Workers returns as many workers as a
+// MaxWorkers above the state's default bound lets it read (its scratch
+// state is bounded the same).
+func TestWorkersAboveTheDefaultBound(t *testing.T) {
+	testcluster.Require(t)
+	url := newDB(t)
+	writer := openStore(t, url)
+	n := state.DefaultMaxWorkers + 2
+	workers := make(map[string][]byte, n)
+	for i := range n {
+		h := fmt.Sprintf("w%d@h", i)
+		raw, err := json.Marshal(map[string]any{"type": "worker-heartbeat", "hostname": h, "timestamp": 1000.0, "freq": 2.0})
+		if err != nil {
+			t.Fatal(err)
+		}
+		workers[h] = raw
+	}
+	if err := writer.Write(store.Batch{Workers: workers}); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	s, err := pgstore.Open(ctx, pgstore.Config{URL: url, MaxWorkers: n - 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	got, err := s.Workers(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != n-1 {
+		t.Errorf("MaxWorkers %d: %d workers read", n-1, len(got))
+	}
+}
