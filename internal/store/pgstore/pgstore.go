@@ -290,7 +290,8 @@ func unavailable(err error) error {
 }
 
 // Write upserts a batch: the task records (merged as the package comment
-// says), each worker's latest event, the task types. Records of tasks
+// says), each worker's latest event, the task types (the batch's and those
+// of its task records). Records of tasks
 // evicted from the writer's hot set (Batch.FirstSeq) are not deleted, nor
 // are forgotten task types: the history outlives a replica's memory.
 // Forgotten workers (purged offline, or beyond the workers bound) are.
@@ -314,7 +315,9 @@ func (s *Store) Write(b store.Batch) error {
 	for i := range tasks {
 		pb.Queue(upsertSQL, taskArgs(&tasks[i])...)
 	}
-	for _, w := range b.ForgottenWorkers {
+	// Sorted too: two replicas deleting the same workers in two orders
+	// would deadlock, and one write would be lost until the next flush.
+	for _, w := range slices.Sorted(slices.Values(b.ForgottenWorkers)) {
 		pb.Queue(`DELETE FROM stamen_workers WHERE hostname = $1`, w)
 	}
 	for _, w := range slices.Sorted(maps.Keys(b.Workers)) {
@@ -326,7 +329,21 @@ func (s *Store) Write(b store.Batch) error {
 		pb.Queue(`INSERT INTO stamen_workers (hostname, event) VALUES ($1, $2)
 			ON CONFLICT (hostname) DO UPDATE SET event = EXCLUDED.event, seq = DEFAULT`, w, e)
 	}
+	// The history's task names are those of the tasks it holds: the
+	// batch's Types name only what the writer's state newly knows, and a
+	// name whose tasks came and went between two flushes (or during an
+	// outage) is in no batch's Types, while its records are written. In
+	// name order, as the rows are locked.
+	names := map[string]bool{}
 	for _, name := range b.Types {
+		names[name] = true
+	}
+	for i := range tasks {
+		if tasks[i].Name != "" {
+			names[tasks[i].Name] = true
+		}
+	}
+	for _, name := range slices.Sorted(maps.Keys(names)) {
 		pb.Queue(`INSERT INTO stamen_task_types (name) VALUES ($1) ON CONFLICT DO NOTHING`, name)
 	}
 	if pb.Len() == 0 {

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -560,5 +561,35 @@ func TestWorkersAboveTheDefaultBound(t *testing.T) {
 	}
 	if len(got) != n-1 {
 		t.Errorf("MaxWorkers %d: %d workers read", n-1, len(got))
+	}
+}
+
+// TestTaskTypesOfWrittenTasks: the history's task names are those of the
+// tasks written, whatever the batch's Types say. A writer's Types name
+// only what its state newly knows: a name whose tasks came and went
+// between two flushes, or during an outage whose kept batch still holds
+// their records, is in none.
+func TestTaskTypesOfWrittenTasks(t *testing.T) {
+	s := openStore(t, newDB(t))
+	st := state.New(state.Config{TrackChanges: true})
+	st.Apply(
+		taskEv(t, "received", "t-churned", "w@h", 100, map[string]any{"name": "proj.churned"}),
+		taskEv(t, "received", "t-kept", "w@h", 101, map[string]any{"name": "proj.kept"}),
+		taskEv(t, "started", "t-nameless", "w@h", 102, nil),
+	)
+	c := st.Drain()
+	b := store.Batch{FirstSeq: c.FirstSeq, Types: []string{"proj.kept"}}
+	for _, r := range c.Tasks {
+		b.Tasks = append(b.Tasks, store.Task{Seq: r.Seq, Data: r.Data})
+	}
+	if err := s.Write(b); err != nil {
+		t.Fatal(err)
+	}
+	types, err := s.TaskTypes(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{"proj.churned", "proj.kept"}; !slices.Equal(types, want) {
+		t.Errorf("task types %v, want %v", types, want)
 	}
 }
