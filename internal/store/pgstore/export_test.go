@@ -22,6 +22,9 @@ func (s *Store) Setting(ctx context.Context, name string) (string, error) {
 	return v, err
 }
 
+// LatestVersion is the schema version Open migrates to.
+func LatestVersion() int { return len(migrations) }
+
 // SQLSpaces is the state.Spaces of the failures' index expression.
 const SQLSpaces = sqlSpaces
 
