@@ -104,8 +104,10 @@ func (s *Store) Failures(ctx context.Context, q state.Query) ([]state.FailureGro
 			cond = " WHERE " + strings.Join(where, " AND ")
 		}
 		// A bounded received window (buildSelect) is read once through
-		// the received index and sorted whole: fewer rows than the
-		// failures' index would read for the groups' counts.
+		// the received index and sorted whole: the failures' indexes do
+		// not hold received, so reading the groups through them fetches
+		// every failure's row to check it (1.3 to 1.6 s for a 1-hour
+		// window at 10M tasks, against 0.4 to 0.8 s: bench/RESULTS.md).
 		groupsSQL = `WITH f AS (
 	SELECT t.id, ` + failureName + ` AS name, ` + failureType + ` AS exc, ` + failureAt + ` AS at, ` + failureTs + ` AS ts
 	FROM stamen_tasks t` + cond + `
