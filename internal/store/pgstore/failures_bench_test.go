@@ -14,7 +14,7 @@ import (
 // group of 3 failures at the start of the history: the whole history, one
 // task name, and a received window of a tenth of the history (the narrow
 // path, read through the received index). The figures at ten million
-// tasks are in bench/RESULTS.md; loading those takes about ten minutes.
+// tasks are in bench/RESULTS.md; loading those took fifteen minutes.
 //
 // flock /tmp/stamen-it.lock go test -run '^$' -bench BenchmarkFailures -benchtime 5x ./internal/store/pgstore/
 func BenchmarkFailures(b *testing.B) {
