@@ -1,6 +1,13 @@
 package pgstore
 
-import "context"
+import (
+	"context"
+	"strings"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/stamen-dev/stamen/internal/state"
+)
 
 // OpenAtVersion is Open migrating only up to version, as an older stamen
 // leaves the database.
@@ -15,10 +22,29 @@ func (s *Store) Setting(ctx context.Context, name string) (string, error) {
 	return v, err
 }
 
-// SetFailureWindow sets how many of the newest failures Failures reads for
-// the examples, and returns the function that restores it.
-func SetFailureWindow(n int) (restore func()) {
-	old := failureWindow
-	failureWindow = n
-	return func() { failureWindow = old }
+// LatestVersion is the schema version Open migrates to.
+func LatestVersion() int { return len(migrations) }
+
+// SQLSpaces is the state.Spaces of the failures' index expression.
+const SQLSpaces = sqlSpaces
+
+// ExplainFailures is the plan of the statement Failures runs for q, a
+// FAILURE query over the whole history (not a narrow window).
+func (s *Store) ExplainFailures(ctx context.Context, q state.Query) (string, error) {
+	q.State = ""
+	b := &builder{}
+	where, _, err := b.filters(q)
+	if err != nil {
+		return "", err
+	}
+	var plan []string
+	err = pgx.BeginTxFunc(ctx, s.pool, pgx.TxOptions{AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
+		rows, err := tx.Query(ctx, "EXPLAIN "+indexedSQL(where), b.args...)
+		if err != nil {
+			return err
+		}
+		plan, err = pgx.CollectRows(rows, pgx.RowTo[string])
+		return err
+	})
+	return strings.Join(plan, "\n"), err
 }

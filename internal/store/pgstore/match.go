@@ -2,7 +2,6 @@ package pgstore
 
 import (
 	"context"
-	"math"
 	"strconv"
 	"strings"
 
@@ -63,30 +62,26 @@ func (s *Store) matchSuperset(ctx context.Context, sel selection, max int) (ids 
 	return ids, false, nil
 }
 
-// failureWindow is how many of the newest selected failures Failures
-// reads, newest first through the list's index, for the groups' examples.
-// A variable so that tests can make it small.
-var failureWindow = 10_000
-
 // Failures groups the tasks q selects (Limit, Offset and SortBy aside) by
 // task name and exception type, as state.Failures does: the same groups,
 // counts, times, examples and tracebacks.
 //
-// Ordering every failure of a group for its 5 newest examples sorted a
-// million rows (2 s at a million failures, bench/RESULTS.md); the counts
-// alone are a hash aggregate. So one statement counts the groups and reads
-// the failureWindow newest selected tasks through the list's order (newest
-// timestamp first), whose newest failures per group are the examples when
-// the window proves it: a group wholly inside it, or one with 5 failures
-// in it whose 5th is newer than any failure outside can be. An example's
-// order is its failure time, which may differ from the timestamp the
-// window is read by (a late event), so the proof bounds a failure outside
-// the window by the window's oldest timestamp plus the group's greatest
-// failure-time-minus-timestamp. The groups not proven (rare or old ones)
-// are ordered as before, reading only their rows; then the tracebacks of
-// the newest examples by primary key. All in one read-only snapshot. A
-// bounded received window (at most narrowWindow) is sorted whole instead.
+// The failures are read through the indexes of migration 4, which hold
+// them in each group's order (failureKey): the groups' counts and times
+// from an index-only scan, the 5 newest examples of each from a backward
+// read of its own entries, then the tracebacks of the newest examples by
+// primary key, all in one read-only snapshot. The failures with a long
+// exception repr (longException), which that index leaves out, are read
+// the same way through their own index, checking each row's type.
+// A bounded received window (at most narrowWindow), or a state filter
+// other than FAILURE (which GET /api/failures never passes), is read
+// whole and sorted instead.
 func (s *Store) Failures(ctx context.Context, q state.Query) ([]state.FailureGroup, error) {
+	failed := state.FoldFilter(q.State) == "failure"
+	if failed {
+		// Spelled as the indexes' WHERE (failedState), not bound.
+		q.State = ""
+	}
 	b := &builder{}
 	where, window, err := b.filters(q)
 	if err != nil {
@@ -99,35 +94,33 @@ func (s *Store) Failures(ctx context.Context, q state.Query) ([]state.FailureGro
 	}
 	narrow := window != ""
 	where = withWindow(where, window)
-	cond := ""
-	if len(where) > 0 {
-		cond = " WHERE " + strings.Join(where, " AND ")
-	}
-	// state.ExceptionType in SQL: the repr up to its first "(", trimmed
-	// of what strings.TrimSpace trims, "unknown" when nothing is left.
-	exc := "coalesce(nullif(btrim(split_part(coalesce(t.exception, ''), '(', 1), " + b.arg(state.Spaces) + "), ''), 'unknown')"
-	cols := `t.id, coalesce(t.name, '') AS name, ` + exc + ` AS exc, coalesce(t.failed, t.ts, 0) AS at, coalesce(t.ts, 0) AS ts`
-	nEx := b.arg(int64(state.FailureExamples))
-	// The statement of the open groups takes the arguments up to here.
-	openArgs := b.args
 	var groupsSQL string
-	if narrow {
+	if narrow || !failed {
+		if failed {
+			where = append(where, failedState)
+		}
+		cond := ""
+		if len(where) > 0 {
+			cond = " WHERE " + strings.Join(where, " AND ")
+		}
 		// A bounded received window (buildSelect) is read once through
-		// the received index and sorted whole: reading its rows a second
-		// time for the newest failures costs more than the sort.
+		// the received index and sorted whole: the failures' indexes do
+		// not hold received, so reading the groups through them fetches
+		// every failure's row to check it (1.3 to 1.6 s for a 1-hour
+		// window at 10M tasks, against 0.4 to 0.8 s: bench/RESULTS.md).
 		groupsSQL = `WITH f AS (
-	SELECT ` + cols + ` FROM stamen_tasks t` + cond + `
+	SELECT t.id, ` + failureName + ` AS name, ` + failureType + ` AS exc, ` + failureAt + ` AS at, ` + failureTs + ` AS ts
+	FROM stamen_tasks t` + cond + `
 ), r AS (
 	SELECT f.*, row_number() OVER (PARTITION BY name, exc ORDER BY ` + exampleOrder + `) AS rn FROM f
 )
-SELECT name, exc, count(*), min(at), max(at), array_agg(id ORDER BY rn) FILTER (WHERE rn <= ` + nEx + `), true, min(ts)
+SELECT name, exc, count(*), min(at), max(at), array_agg(id ORDER BY rn) FILTER (WHERE rn <= ` + nExamples + `)
 FROM r GROUP BY name, exc`
 	} else {
-		groupsSQL = newestSQL(cols, exc, cond, nEx, b.arg(int64(failureWindow)))
+		groupsSQL = indexedSQL(where)
 	}
 	var out []state.FailureGroup
 	err = s.read(ctx, func(ctx context.Context) error {
-		out = nil
 		opts := pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}
 		return pgx.BeginTxFunc(ctx, s.pool, opts, func(tx pgx.Tx) error {
 			// Over many failures the plan's cost makes PostgreSQL compile
@@ -140,38 +133,13 @@ FROM r GROUP BY name, exc`
 			if err != nil {
 				return err
 			}
-			var settled []bool
-			var oldest []float64
 			out, err = pgx.CollectRows(rows, func(row pgx.CollectableRow) (state.FailureGroup, error) {
 				var g state.FailureGroup
-				var ok bool
-				var from float64
-				err := row.Scan(&g.Name, &g.ExceptionType, &g.Count, &g.First, &g.Last, &g.Examples, &ok, &from)
-				settled, oldest = append(settled, ok), append(oldest, from)
+				err := row.Scan(&g.Name, &g.ExceptionType, &g.Count, &g.First, &g.Last, &g.Examples)
 				return g, err
 			})
 			if err != nil {
 				return err
-			}
-			var names, excs []string
-			var from float64
-			open := map[[2]string]int{}
-			for i, g := range out {
-				if !settled[i] {
-					open[[2]string{g.Name, g.ExceptionType}] = i
-					if len(names) == 0 || oldest[i] < from {
-						from = oldest[i]
-					}
-					names, excs = append(names, g.Name), append(excs, g.ExceptionType)
-				}
-			}
-			if len(names) > 0 {
-				err := openExamples(ctx, tx, openArgs, cols, cond, nEx, names, excs, from, func(name, exc string, ids []string) {
-					out[open[[2]string{name, exc}]].Examples = ids
-				})
-				if err != nil {
-					return err
-				}
 			}
 			return tracebacks(ctx, tx, out)
 		})
@@ -182,78 +150,48 @@ FROM r GROUP BY name, exc`
 	return out, nil
 }
 
-// exampleOrder is the order of a group's examples over Failures' cols:
+// exampleOrder is the order of a group's examples over Failures' columns:
 // newest failure first, ties as the state's list (newest timestamp, then
 // greatest id, first), as state.Failures orders them.
 const exampleOrder = "at DESC, ts DESC, id DESC"
 
-// newestSQL is the statement of the groups (their counts and times), of
-// the examples the newest failures give, and of whether those settle
-// them; cols, exc and cond are Failures', nEx and window the placeholders
-// of state.FailureExamples and failureWindow.
-func newestSQL(cols, exc, cond, nEx, window string) string {
-	// Ties of the failure time go in the state's list order: newest
-	// timestamp, then greatest id, first. A failure outside the window has
-	// at <= ts + skew <= edge + skew; the 1 s margin covers the rounding
-	// of those float sums, and timestamps beyond 1e12 s (or not finite)
-	// prove nothing.
-	return `WITH w AS (
-	SELECT ` + cols + ` FROM stamen_tasks t` + cond + ` ORDER BY coalesce(t.ts, 0) DESC, t.id DESC LIMIT ` + window + `
-), wb AS (
-	SELECT count(*) AS k, min(ts) AS edge FROM w
-), we AS (
-	SELECT name, exc, count(*) AS wn,
-		(array_agg(id ORDER BY ` + exampleOrder + `))[1:` + nEx + `] AS examples,
-		(array_agg(at ORDER BY ` + exampleOrder + `))[` + nEx + `] AS nth
-	FROM w GROUP BY name, exc
-), g AS (
-	SELECT coalesce(t.name, '') AS name, ` + exc + ` AS exc, count(*) AS n,
-		min(coalesce(t.failed, t.ts, 0)) AS first, max(coalesce(t.failed, t.ts, 0)) AS last,
-		max(coalesce(t.failed, t.ts, 0) - coalesce(t.ts, 0)) AS skew, min(coalesce(t.ts, 0)) AS oldest
-	FROM stamen_tasks t` + cond + ` GROUP BY 1, 2
-)
-SELECT g.name, g.exc, g.n, g.first, g.last, coalesce(we.examples, '{}'),
-	coalesce(wb.k < ` + window + ` OR we.wn = g.n OR (we.wn >= ` + nEx + ` AND abs(g.skew) < 1e12 AND abs(wb.edge) < 1e12
-		AND wb.edge + g.skew + 1 < we.nth), false), g.oldest
-FROM g LEFT JOIN we ON we.name = g.name AND we.exc = g.exc CROSS JOIN wb`
-}
+// nExamples is state.FailureExamples in SQL.
+var nExamples = strconv.Itoa(state.FailureExamples)
 
-// openExamples orders the failures of the groups (names[i], excs[i]) that
-// the window did not settle, newest failure first, and passes each
-// group's first examples to fn: the whole-history way, over their rows
-// only.
-func openExamples(ctx context.Context, tx pgx.Tx, args []any, cols, cond, nEx string, names, excs []string, from float64, fn func(name, exc string, ids []string)) error {
-	args = append(args[:len(args):len(args)], names, excs)
-	groups := "$" + strconv.Itoa(len(args)-1) + "::text[], $" + strconv.Itoa(len(args)) + "::text[]"
-	// No row of these groups is stamped before the oldest of them: a
-	// bound the state or name index can start from (a NaN bounds nothing).
-	if !math.IsNaN(from) {
-		args = append(args, from)
-		bound := "coalesce(t.ts, 0) >= $" + strconv.Itoa(len(args))
-		if cond == "" {
-			cond = " WHERE " + bound
-		} else {
-			cond += " AND " + bound
-		}
+// indexedSQL is the statement of the failures' groups, with their counts,
+// times and examples, read through the indexes of migration 4; where are
+// the other filters on t. Each part reads the failures with a short
+// exception repr (stamen_tasks_failures: an index-only scan, grouped in
+// its order) and those with a long one (stamen_tasks_failures_long) apart,
+// as each index's WHERE requires; the parts are then merged. A group's
+// examples are its newest of each part, read backwards through the index
+// from the group's key (a long part from its name, its rows checked for
+// the type), at most 5 of each.
+func indexedSQL(where []string) string {
+	and := ""
+	if len(where) > 0 {
+		and = " AND " + strings.Join(where, " AND ")
 	}
-	sqlText := `WITH f AS (
-	SELECT ` + cols + ` FROM stamen_tasks t` + cond + `
-), r AS (
-	SELECT f.*, row_number() OVER (PARTITION BY name, exc ORDER BY ` + exampleOrder + `) AS rn
-	FROM f WHERE (name, exc) IN (SELECT * FROM unnest(` + groups + `))
+	counts := func(part string) string {
+		return `SELECT ` + failureName + `, ` + failureType + `, count(*), min(` + failureAt + `), max(` + failureAt + `)
+		FROM stamen_tasks t WHERE ` + failedState + ` AND ` + part + and + ` GROUP BY 1, 2`
+	}
+	newest := func(part string) string {
+		return `SELECT t.id, ` + failureAt + ` AS at, ` + failureTs + ` AS ts FROM stamen_tasks t
+			WHERE ` + failedState + ` AND ` + part + ` AND ` + failureName + ` = g.name AND ` + failureType + ` = g.exc` + and + `
+			ORDER BY ` + failureAt + ` DESC, ` + failureTs + ` DESC, t.id DESC LIMIT ` + nExamples
+	}
+	return `WITH p (name, exc, n, first, last) AS (
+	` + counts(shortException) + `
+	UNION ALL
+	` + counts(longException) + `
+), g AS (
+	SELECT name, exc, sum(n)::bigint AS n, min(first) AS first, max(last) AS last FROM p GROUP BY name, exc
 )
-SELECT name, exc, array_agg(id ORDER BY rn) FROM r WHERE rn <= ` + nEx + ` GROUP BY name, exc`
-	rows, err := tx.Query(ctx, sqlText, args...)
-	if err != nil {
-		return err
-	}
-	var name, exc string
-	var ids []string
-	_, err = pgx.ForEachRow(rows, []any{&name, &exc, &ids}, func() error {
-		fn(name, exc, ids)
-		return nil
-	})
-	return err
+SELECT g.name, g.exc, g.n, g.first, g.last, ARRAY(
+	SELECT e.id FROM ((` + newest(shortException) + `) UNION ALL (` + newest(longException) + `)) AS e
+	ORDER BY ` + exampleOrder + ` LIMIT ` + nExamples + `
+) FROM g`
 }
 
 // tracebacks sets each group's traceback, its newest example's, read by

@@ -30,7 +30,9 @@ package pgstore
 //     that no term of the search language spans two (a term holding \x1f
 //     is refused). Every substring term goes through it, a qualified one
 //     then rechecked on its own column;
-//   - the non-terminal tasks by timestamp, for StaleTasks.
+//   - the non-terminal tasks by timestamp, for StaleTasks;
+//   - the failures by name, exception type and failure time (migration 4),
+//     for GET /api/failures.
 var migrations = []string{
 	// 1
 	`CREATE EXTENSION IF NOT EXISTS pg_trgm;
@@ -114,8 +116,72 @@ CREATE INDEX stamen_sent_at ON stamen_sent (at);`,
 	// from the drop to the commit.
 	`CREATE INDEX stamen_tasks_received_ts ON stamen_tasks (received NULLS FIRST, id) INCLUDE (ts);
 DROP INDEX stamen_tasks_received;`,
+	// 4: the failures, grouped as Failures groups them (failureKey), for
+	// GET /api/failures: the groups' counts and times from an index-only
+	// scan in the index's order, and each group's newest examples from a
+	// backward read of its entries. PostgreSQL answers from the index
+	// alone only when it holds every column the query names, expressions
+	// over them aside, so it includes name, exception, failed and ts. A
+	// b-tree entry is at most 2704 bytes and a longer one fails the write
+	// that makes it, so the failures with an exception repr longer than
+	// maxIndexedException (which the entry holds twice, as its type may
+	// be all of it) are kept out of it, in a second index by name and time
+	// that Failures reads for them, checking each one's type on its row.
+	// Without statistics of the repr's length PostgreSQL guesses a third
+	// of the failures are long, and at 10M tasks, parallel workers
+	// allowed, chose a scan of the whole table over that index (1.6 s of
+	// 2.2); the ANALYZE gathers them at once rather than at autovacuum's
+	// next pass (it samples 30,000 rows: 1.1 s at 10M). The builds hold a
+	// SHARE lock until the migration commits: the other replicas' writes
+	// wait for it (reads do not). At 10M tasks, a million of them failures,
+	// it took 8.4 s on the bench machine (8.7 s without the statistics in
+	// an earlier run; the index 151 MB, the long one empty), longer on a
+	// larger or colder table.
+	`CREATE INDEX stamen_tasks_failures ON stamen_tasks (` + failureKey + `, id)
+	INCLUDE (name, exception, failed, ts) WHERE ` + failedState + ` AND ` + shortException + `;
+CREATE INDEX stamen_tasks_failures_long ON stamen_tasks ((` + failureName + `), (` + failureAt + `), (` + failureTs + `), id)
+	WHERE ` + failedState + ` AND ` + longException + `;
+CREATE STATISTICS stamen_tasks_exception_length ON (octet_length(exception)) FROM stamen_tasks;
+ANALYZE stamen_tasks;`,
 }
 
 // searchText is the text an unqualified search term is looked for in, the
 // expression of the trigram index; queries must spell it the same.
 const searchText = `lower(id || E'\x1f' || coalesce(name, '') || E'\x1f' || state || E'\x1f' || coalesce(worker, '') || E'\x1f' || coalesce(args, '') || E'\x1f' || coalesce(kwargs, '') || E'\x1f' || coalesce(result, ''))`
+
+// The failures index (migration 4) and Failures' queries spell these the
+// same: PostgreSQL uses a partial index only for a query whose conditions
+// imply its WHERE, and an expression index only for the same expression.
+// Columns are unqualified, so that both can use them.
+const (
+	// failedState is the state filter state=FAILURE folded, as a
+	// constant: a bound parameter would not prove the index's WHERE in a
+	// generic plan.
+	failedState = `lower(state) = 'failure'`
+	// failureName is the group's task name.
+	failureName = `coalesce(name, '')`
+	// failureType is state.ExceptionType in SQL: the repr up to its first
+	// "(", trimmed of state.Spaces, "unknown" when nothing is left.
+	failureType = `coalesce(nullif(btrim(split_part(coalesce(exception, ''), '(', 1), '` + sqlSpaces + `'), ''), 'unknown')`
+	// failureAt is state.FailedAt: the failure time, else the timestamp.
+	failureAt = `coalesce(failed, ts, 0)`
+	// failureTs is the list's order key, the examples' ties.
+	failureTs = `coalesce(ts, 0)`
+	// failureKey is the index's columns before id: the group, then its
+	// failures in the examples' order (exampleOrder, read backwards).
+	failureKey = `(` + failureName + `), (` + failureType + `), (` + failureAt + `), (` + failureTs + `)`
+	// shortException and longException divide the failures between the
+	// two indexes of migration 4 (a NULL exception is short).
+	shortException = `coalesce(octet_length(exception), 0) <= ` + maxIndexedException
+	longException  = `octet_length(exception) > ` + maxIndexedException
+	// maxIndexedException is the longest exception repr, in bytes, of a
+	// failure in stamen_tasks_failures. Its entry holds the repr and its
+	// type (up to all of it), the name twice, the id and 32 bytes of
+	// times: within b-tree's 2704 bytes while twice the name plus the id
+	// stay under about 1,000 bytes (stamen_tasks_name bounds a name at
+	// 2704).
+	maxIndexedException = `800`
+)
+
+// sqlSpaces is state.Spaces, as a constant (a test checks they agree).
+const sqlSpaces = "\t\n\v\f\r \u0085\u00a0\u1680\u2000\u2001\u2002\u2003\u2004\u2005\u2006\u2007\u2008\u2009\u200a\u2028\u2029\u202f\u205f\u3000"
