@@ -968,6 +968,15 @@ func (a *App) gauges() []prometheus.Collector {
 			Name: "stamen_reconciled_tasks_total", Help: "Tasks finished from their result documents after their events were missed.",
 		}, reconciled(true)),
 		a.lost,
+		prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "stamen_store_unwritable_records_total",
+			Help: "Task records and worker events kept in memory only: a task id, name, state, parent id or worker name longer than PostgreSQL's indexes take.",
+		}, func() float64 {
+			if a.Postgres == nil {
+				return 0
+			}
+			return float64(a.Postgres.Unwritable())
+		}),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "stamen_tasks_stored", Help: "Tasks held in the state.",
 		}, func() float64 { return float64(a.State.Len()) }),

@@ -32,6 +32,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"time"
+	"unicode/utf8"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -92,6 +93,9 @@ type Store struct {
 	// deletes counts the retention DELETE statements run (for tests and
 	// the metrics).
 	deletes atomic.Int64
+	// unwritable counts the task records and worker events Write left out
+	// because a key of theirs is longer than the indexes take (writable).
+	unwritable atomic.Int64
 }
 
 // IsURL reports whether a --db value names PostgreSQL rather than a bbolt
@@ -290,8 +294,8 @@ func unavailable(err error) error {
 }
 
 // Write upserts a batch: the task records (merged as the package comment
-// says), each worker's latest event, the task types (the batch's and those
-// of its task records). Records of tasks
+// says), each worker's latest event, the task types of the records (the
+// batch's Types are not used). Records of tasks
 // evicted from the writer's hot set (Batch.FirstSeq) are not deleted, nor
 // are forgotten task types: the history outlives a replica's memory.
 // Forgotten workers (purged offline, or beyond the workers bound) are.
@@ -301,13 +305,31 @@ func (s *Store) Write(b store.Batch) error {
 	defer cancel()
 	var pb pgx.Batch
 	tasks := make([]state.Task, 0, len(b.Tasks))
+	var unwritable []string
 	for _, rec := range b.Tasks {
 		t, err := state.DecodeRecord(rec.Data)
 		if err != nil {
 			s.log.Warn("skipping an unreadable task record", slog.Any("err", err))
 			continue
 		}
+		if !writable(&t) {
+			unwritable = append(unwritable, t.UUID)
+			continue
+		}
 		tasks = append(tasks, t)
+	}
+	workers := make([]string, 0, len(b.Workers))
+	for w := range b.Workers {
+		if len(w) > maxWorkerBytes {
+			unwritable = append(unwritable, w)
+			continue
+		}
+		workers = append(workers, w)
+	}
+	if len(unwritable) > 0 {
+		s.unwritable.Add(int64(len(unwritable)))
+		s.log.Warn("task records or worker events not written to PostgreSQL: a task id, name, state, parent id or worker name longer than its index takes",
+			slog.Int("records", len(unwritable)), slog.String("first", cut(unwritable[0], 64)))
 	}
 	// Every replica locks the rows in the same order, by id: two batches
 	// sharing tasks wait for each other instead of deadlocking.
@@ -320,7 +342,8 @@ func (s *Store) Write(b store.Batch) error {
 	for _, w := range slices.Sorted(slices.Values(b.ForgottenWorkers)) {
 		pb.Queue(`DELETE FROM stamen_workers WHERE hostname = $1`, w)
 	}
-	for _, w := range slices.Sorted(maps.Keys(b.Workers)) {
+	slices.Sort(workers)
+	for _, w := range workers {
 		e := b.Workers[w]
 		// seq takes a new number at every write (PostgreSQL lets an
 		// UPDATE set a GENERATED ALWAYS identity to DEFAULT), so that it
@@ -329,15 +352,13 @@ func (s *Store) Write(b store.Batch) error {
 		pb.Queue(`INSERT INTO stamen_workers (hostname, event) VALUES ($1, $2)
 			ON CONFLICT (hostname) DO UPDATE SET event = EXCLUDED.event, seq = DEFAULT`, w, e)
 	}
-	// The history's task names are those of the tasks it holds: the
-	// batch's Types name only what the writer's state newly knows, and a
-	// name whose tasks came and went between two flushes (or during an
-	// outage) is in no batch's Types, while its records are written. In
-	// name order, as the rows are locked.
+	// The history's task names are those of the tasks it holds, so they
+	// are taken from the records written, not from the batch's Types:
+	// those name what the writer's state newly knows, and a name whose
+	// tasks came and went during an outage (their records still in the
+	// kept batch) is in none, while one of a task left out (writable) or
+	// dropped unwritten is. In name order, as the rows are locked.
 	names := map[string]bool{}
-	for _, name := range b.Types {
-		names[name] = true
-	}
 	for i := range tasks {
 		if tasks[i].Name != "" {
 			names[tasks[i].Name] = true
@@ -645,6 +666,32 @@ func (s *Store) Counts(ctx context.Context) (tasks, workers, types int, err erro
 			(SELECT count(*) FROM stamen_task_types)`).Scan(&tasks, &workers, &types)
 	})
 	return tasks, workers, types, err
+}
+
+// Unwritable is how many task records and worker events Write has left
+// out because a key of theirs is longer than the indexes take.
+func (s *Store) Unwritable() int64 { return s.unwritable.Load() }
+
+// writable reports whether t's indexed keys fit the indexes (maxKeyBytes,
+// maxWorkerBytes). A b-tree entry over PostgreSQL's limit fails the
+// statement, and with it the whole batch at every retry: a single task
+// with a generated name of a few kilobytes (or an unknown event type,
+// whose upper-cased name becomes the state, as in Celery) would stop the
+// fleet's history. Such a task stays in the replica's memory only.
+func writable(t *state.Task) bool {
+	return len(t.UUID) <= maxKeyBytes && len(t.Name) <= maxKeyBytes && len(t.State) <= maxKeyBytes &&
+		len(t.ParentID) <= maxKeyBytes && len(t.Worker) <= maxWorkerBytes
+}
+
+// cut is s cut to at most n bytes, for a log line.
+func cut(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n] + "..."
 }
 
 // Deletes is how many retention DELETE statements this store has run.

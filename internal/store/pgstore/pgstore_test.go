@@ -2,6 +2,8 @@ package pgstore_test
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -592,5 +594,66 @@ func TestTaskTypesOfWrittenTasks(t *testing.T) {
 	}
 	if want := []string{"proj.churned", "proj.kept"}; !slices.Equal(types, want) {
 		t.Errorf("task types %v, want %v", types, want)
+	}
+}
+
+// TestWriteLeavesOutKeysOverTheIndexes: a task whose id, name, state,
+// parent id or worker name is longer than PostgreSQL's b-tree entries take
+// (random bytes do not compress) failed the whole batch, at every retry.
+// Write now leaves such records and worker events out, counts them, and
+// writes the rest of the batch.
+func TestWriteLeavesOutKeysOverTheIndexes(t *testing.T) {
+	long := func(n int) string {
+		b := make([]byte, n/2)
+		_, _ = rand.Read(b)
+		return hex.EncodeToString(b)
+	}
+	s := openStore(t, newDB(t))
+	st := state.New(state.Config{TrackChanges: true})
+	longWorker := "celery@" + long(3000)
+	st.Apply(
+		taskEv(t, "received", "t-ok", "w@h", 100, map[string]any{"name": "proj.ok"}),
+		taskEv(t, "received", "t-"+long(3000), "w@h", 101, map[string]any{"name": "proj.long-id"}),
+		taskEv(t, "received", "t-long-name", "w@h", 102, map[string]any{"name": "proj." + long(3000)}),
+		taskEv(t, long(3000), "t-long-state", "w@h", 103, map[string]any{"name": "proj.long-state"}),
+		taskEv(t, "received", "t-long-parent", "w@h", 104, map[string]any{"name": "proj.long-parent", "parent_id": long(3000)}),
+		taskEv(t, "started", "t-long-worker", longWorker, 105, map[string]any{"name": "proj.long-worker"}),
+		taskEv(t, "received", "t-wide", "celery@"+strings.Repeat("h", 253), 106, map[string]any{"name": strings.Repeat("n", 256)}),
+	)
+	c := st.Drain()
+	b := store.Batch{FirstSeq: c.FirstSeq, Types: c.Types, Workers: map[string][]byte{
+		"w@h":      []byte(`{"type": "worker-heartbeat", "hostname": "w@h", "timestamp": 106}`),
+		longWorker: []byte(`{"type": "worker-heartbeat", "hostname": "x", "timestamp": 106}`),
+	}}
+	for _, r := range c.Tasks {
+		b.Tasks = append(b.Tasks, store.Task{Seq: r.Seq, Data: r.Data})
+	}
+	if err := s.Write(b); err != nil {
+		t.Fatalf("the batch was not written: %v", err)
+	}
+	ids, _, err := listPG(t, s, state.Query{Limit: state.NoLimit})
+	if err != nil {
+		t.Fatal(err)
+	}
+	slices.Sort(ids)
+	if want := []string{"t-ok", "t-wide"}; !slices.Equal(ids, want) {
+		t.Errorf("tasks written %v, want %v", ids, want)
+	}
+	types, err := s.TaskTypes(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{strings.Repeat("n", 256), "proj.ok"}; !slices.Equal(types, want) {
+		t.Errorf("task types %.80v, want proj.ok and the 256-byte name", types)
+	}
+	var workers []string
+	if err := s.WorkerEvents(context.Background(), func(raw []byte) { workers = append(workers, string(raw)) }); err != nil {
+		t.Fatal(err)
+	}
+	if len(workers) != 1 || !strings.Contains(workers[0], `"w@h"`) {
+		t.Errorf("worker events written: %.200v, want w@h's only", workers)
+	}
+	if n := s.Unwritable(); n != 6 {
+		t.Errorf("Unwritable() = %d, want 6 (5 tasks, 1 worker)", n)
 	}
 }

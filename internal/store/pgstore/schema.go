@@ -183,5 +183,19 @@ const (
 	maxIndexedException = `800`
 )
 
+// maxKeyBytes and maxWorkerBytes bound the indexed keys of what Write
+// writes (writable): a b-tree entry is at most 2704 bytes, and one over it
+// fails its statement. The widest entry is stamen_tasks_failures': the
+// name twice, the exception repr twice (maxIndexedException), the id and
+// four times, 2×256 + 2×800 + 256 + 32 bytes with their headers, within
+// the limit; the others hold one key, the id and a time. A worker name
+// (celery@ and a host name of up to 253 bytes) takes the wider bound: it
+// is in no entry with the name. Celery's own names, ids and states are
+// far shorter; longer ones come from careless or hostile publishers.
+const (
+	maxKeyBytes    = 256
+	maxWorkerBytes = 512
+)
+
 // sqlSpaces is state.Spaces, as a constant (a test checks they agree).
 const sqlSpaces = "\t\n\v\f\r \u0085\u00a0\u1680\u2000\u2001\u2002\u2003\u2004\u2005\u2006\u2007\u2008\u2009\u200a\u2028\u2029\u202f\u205f\u3000"
