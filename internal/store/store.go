@@ -98,7 +98,12 @@ type Batch struct {
 	Types, ForgottenTypes []string
 }
 
-// Write commits a batch in one transaction.
+// Write commits a batch in one transaction. A worker or task name longer
+// than bbolt's largest key (32 KiB: a careless or hostile event) is not
+// kept as a key: its Put would fail the transaction, and the kept batch
+// at every flush after, so that nothing would be written any more. Such a
+// worker is not restored at start, and such a name is not listed until
+// a task of that name comes again.
 func (s *Store) Write(b Batch) error {
 	return s.db.Update(func(tx *bolt.Tx) error {
 		tasks := tx.Bucket(tasksBucket)
@@ -124,12 +129,18 @@ func (s *Store) Write(b Batch) error {
 			}
 		}
 		for w, e := range b.Workers {
+			if len(w) > bolt.MaxKeySize {
+				continue // see Write's comment
+			}
 			if err := workers.Put([]byte(w), e); err != nil {
 				return err
 			}
 		}
 		types := tx.Bucket(typesBucket)
 		for _, name := range b.Types {
+			if len(name) > bolt.MaxKeySize {
+				continue // see Write's comment
+			}
 			if err := types.Put([]byte(name), nil); err != nil {
 				return err
 			}

@@ -3,6 +3,7 @@ package store
 import (
 	"fmt"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -115,6 +116,30 @@ func TestForgetWorkersAndTypes(t *testing.T) {
 		t.Errorf("Counts() = %d tasks, %d workers, %d types; want 0, 2, 1", tasks, workers, types)
 	}
 	want := loaded{Workers: []string{"w2 back", "w3 online"}, Types: []string{"t.b"}}
+	if diff := cmp.Diff(want, loadAll(t, s)); diff != "" {
+		t.Errorf("load (-want +got):\n%s", diff)
+	}
+}
+
+// TestWriteSkipsKeysOverBoltsLimit: a worker or task name longer than
+// bbolt's largest key failed the whole transaction, at every flush. The
+// batch is now written without those keys.
+func TestWriteSkipsKeysOverBoltsLimit(t *testing.T) {
+	s, err := Open(filepath.Join(t.TempDir(), "stamen.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	long := strings.Repeat("x", bolt.MaxKeySize+1)
+	b := Batch{
+		Tasks:   []Task{{Seq: 1, Data: []byte("t1")}},
+		Workers: map[string][]byte{"w1": []byte("w1 online"), "celery@" + long: []byte("long online")},
+		Types:   []string{"t.a", long},
+	}
+	if err := s.Write(b); err != nil {
+		t.Fatalf("the batch was not written: %v", err)
+	}
+	want := loaded{Tasks: []string{"1=t1"}, Workers: []string{"w1 online"}, Types: []string{"t.a"}}
 	if diff := cmp.Diff(want, loadAll(t, s)); diff != "" {
 		t.Errorf("load (-want +got):\n%s", diff)
 	}
