@@ -427,6 +427,17 @@ func TestParallelWorkersOff(t *testing.T) {
 	}
 }
 
+// heartbeat is host's worker-heartbeat event at time at, as a store keeps
+// a worker's latest event.
+func heartbeat(t testing.TB, host string, at float64) []byte {
+	t.Helper()
+	raw, err := json.Marshal(map[string]any{"type": "worker-heartbeat", "hostname": host, "timestamp": at, "freq": 2.0})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return raw
+}
+
 // TestMaxWorkersBoundsReads: a read returns at most Config.MaxWorkers
 // workers (--max_workers), the state's default bound without it.
 func TestMaxWorkersBoundsReads(t *testing.T) {
@@ -435,11 +446,7 @@ func TestMaxWorkersBoundsReads(t *testing.T) {
 	writer := openStore(t, url)
 	workers := map[string][]byte{}
 	for _, h := range []string{"a@h", "b@h", "c@h"} {
-		raw, err := json.Marshal(map[string]any{"type": "worker-heartbeat", "hostname": h, "timestamp": 1000.0, "freq": 2.0})
-		if err != nil {
-			t.Fatal(err)
-		}
-		workers[h] = raw
+		workers[h] = heartbeat(t, h, 1000)
 	}
 	if err := writer.Write(store.Batch{Workers: workers}); err != nil {
 		t.Fatal(err)
@@ -473,21 +480,14 @@ func TestWorkersKeepMostRecentlyWritten(t *testing.T) {
 	testcluster.Require(t)
 	url := newDB(t)
 	writer := openStore(t, url)
-	heartbeat := func(host string, at float64) []byte {
-		raw, err := json.Marshal(map[string]any{"type": "worker-heartbeat", "hostname": host, "timestamp": at, "freq": 2.0})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return raw
-	}
 	// w0..w5 in turn, each its own write, then w1 again.
 	for i := range 6 {
 		h := fmt.Sprintf("w%d@h", i)
-		if err := writer.Write(store.Batch{Workers: map[string][]byte{h: heartbeat(h, 1000+float64(i))}}); err != nil {
+		if err := writer.Write(store.Batch{Workers: map[string][]byte{h: heartbeat(t, h, 1000+float64(i))}}); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if err := writer.Write(store.Batch{Workers: map[string][]byte{"w1@h": heartbeat("w1@h", 2000)}}); err != nil {
+	if err := writer.Write(store.Batch{Workers: map[string][]byte{"w1@h": heartbeat(t, "w1@h", 2000)}}); err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -542,11 +542,7 @@ func TestWorkersAboveTheDefaultBound(t *testing.T) {
 	workers := make(map[string][]byte, n)
 	for i := range n {
 		h := fmt.Sprintf("w%d@h", i)
-		raw, err := json.Marshal(map[string]any{"type": "worker-heartbeat", "hostname": h, "timestamp": 1000.0, "freq": 2.0})
-		if err != nil {
-			t.Fatal(err)
-		}
-		workers[h] = raw
+		workers[h] = heartbeat(t, h, 1000)
 	}
 	if err := writer.Write(store.Batch{Workers: workers}); err != nil {
 		t.Fatal(err)
