@@ -86,7 +86,7 @@ func New(ctx context.Context, cfg Config) (*Broker, error) {
 	if opTimeout <= 0 {
 		opTimeout = DefaultOpTimeout
 	}
-	client, db, err := newClient(ctx, cfg.BrokerURL, cfg.Transport, opTimeout, log)
+	client, db, err := newClient(ctx, cfg.BrokerURL, cfg.Transport, cfg.TLS, opTimeout, log)
 	if err != nil {
 		return nil, fmt.Errorf("broker: %w", err)
 	}
@@ -107,7 +107,7 @@ func New(ctx context.Context, cfg Config) (*Broker, error) {
 		if cfg.ResultBackendURL == cfg.BrokerURL {
 			b.results = b.client
 		} else {
-			b.results, _, err = newClient(ctx, cfg.ResultBackendURL, cfg.ResultTransport, opTimeout, log)
+			b.results, _, err = newClient(ctx, cfg.ResultBackendURL, cfg.ResultTransport, cfg.ResultTLS, opTimeout, log)
 			if err != nil {
 				_ = b.client.Close()
 				return nil, fmt.Errorf("result backend: %w", err)
