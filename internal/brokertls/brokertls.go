@@ -11,6 +11,7 @@ package brokertls
 
 import (
 	"bytes"
+	"context"
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/json"
@@ -18,11 +19,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/url"
 	"os"
 	"sort"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // Kind is the library whose keys a broker_use_ssl is written in.
@@ -362,4 +365,56 @@ func hasBlock(data []byte, ok func(string) bool) bool {
 		}
 		data = bytes.TrimSpace(data)
 	}
+}
+
+// IsRefusal reports whether err is a TLS handshake that failed for good:
+// the server's certificate did not verify against the settings, or the
+// server refused the connection with a TLS alert (most often: no client
+// certificate, or one it does not trust). Unlike a server that is down,
+// trying again cannot help, so stamen stops at start on it.
+func IsRefusal(err error) bool {
+	var verify *tls.CertificateVerificationError
+	var authority x509.UnknownAuthorityError
+	var invalid x509.CertificateInvalidError
+	var hostname x509.HostnameError
+	if errors.As(err, &verify) || errors.As(err, &authority) || errors.As(err, &invalid) || errors.As(err, &hostname) {
+		return true
+	}
+	// crypto/tls reports an alert from the peer so; the alert's own type
+	// is unexported.
+	var op *net.OpError
+	return errors.As(err, &op) && op.Op == "remote error"
+}
+
+// Probe asks the TLS server at addr whether it accepts cfg, for a first
+// connection that failed without saying why. Under TLS 1.3 a client learns
+// that the server refused its certificate only by reading the alert that
+// follows the handshake, and a client that wrote its first command
+// meanwhile (PING, AMQP's header) often finds the connection reset
+// instead, the alert lost. Probe writes nothing: it completes the
+// handshake and waits up to wait for the server's verdict. It returns the
+// refusal (IsRefusal), or nil when there was none to see: the server
+// accepted, said nothing in time, or could not be reached.
+func Probe(ctx context.Context, addr string, cfg *tls.Config, wait time.Duration) error {
+	ctx, cancel := context.WithTimeout(ctx, wait)
+	defer cancel()
+	// tls.Dialer takes the server's name from addr when cfg names none.
+	d := tls.Dialer{NetDialer: &net.Dialer{}, Config: cfg}
+	c, err := d.DialContext(ctx, "tcp", addr)
+	if err != nil {
+		if IsRefusal(err) {
+			return err
+		}
+		return nil
+	}
+	defer c.Close()
+	if dl, ok := ctx.Deadline(); ok {
+		_ = c.SetReadDeadline(dl)
+	}
+	// Redis and RabbitMQ speak only when spoken to: the read ends with
+	// the server's alert, or with the deadline when it accepted us.
+	if _, err := c.Read(make([]byte, 1)); IsRefusal(err) {
+		return err
+	}
+	return nil
 }

@@ -17,7 +17,9 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"net/url"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -213,6 +215,11 @@ func New(ctx context.Context, cfg Config) (*Broker, error) {
 	}
 
 	s, err := b.connect(ctx)
+	if err != nil && ctx.Err() == nil && b.tls != nil && !isRefusal(err) && !isTLSAlert(err) && !brokertls.IsRefusal(err) {
+		if perr := b.probeTLS(ctx); perr != nil {
+			err = perr
+		}
+	}
 	switch {
 	case err == nil:
 		b.setSession(s)
@@ -226,11 +233,41 @@ func New(ctx context.Context, cfg Config) (*Broker, error) {
 		var aerr *amqp091.Error
 		errors.As(err, &aerr)
 		return nil, fmt.Errorf("broker %s refused us: %w", redacted, aerr)
+	case brokertls.IsRefusal(err) || isTLSAlert(err):
+		b.shutdown()
+		return nil, fmt.Errorf("broker %s: TLS handshake failed: %w", redacted, err)
 	default:
 		b.log.Warn("RabbitMQ not reachable yet; will keep trying", slog.Any("err", err))
 	}
 	b.wg.Go(func() { b.supervise(s) })
 	return b, nil
+}
+
+// probeTLS asks each broker URL's server whether it refuses our TLS
+// settings (brokertls.Probe), after a first connection failed without
+// saying why: a reset may hide the refusal of our certificate.
+func (b *Broker) probeTLS(ctx context.Context) error {
+	for _, raw := range b.urls {
+		uri, err := amqp091.ParseURI(raw)
+		if err != nil {
+			continue
+		}
+		cfg := b.tls.Clone()
+		if cfg.ServerName == "" {
+			cfg.ServerName = uri.Host
+		}
+		if err := brokertls.Probe(ctx, net.JoinHostPort(uri.Host, strconv.Itoa(uri.Port)), cfg, b.opTimeout); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// isTLSAlert reports a server's TLS alert that amqp091 turned into a
+// frame error, keeping only its text.
+func isTLSAlert(err error) bool {
+	var aerr *amqp091.Error
+	return errors.As(err, &aerr) && strings.HasPrefix(aerr.Reason, "remote error: tls: ")
 }
 
 // normalizeURLs splits a Celery broker URL list (failover URLs separated

@@ -15,6 +15,7 @@ import (
 
 	goredis "github.com/redis/go-redis/v9"
 
+	"github.com/stamen-dev/stamen/internal/brokertls"
 	"github.com/stamen-dev/stamen/internal/celery"
 	"github.com/stamen-dev/stamen/internal/redact"
 )
@@ -141,7 +142,15 @@ func (b *Broker) check(ctx context.Context, c *goredis.Client, what, rawURL stri
 		return fmt.Errorf("connect to %s %s: %w", what, redact.URL(rawURL), ctxErr(ctx))
 	case isServerError(err):
 		return fmt.Errorf("%s %s refused the connection: %w", what, redact.URL(rawURL), err)
+	case brokertls.IsRefusal(err):
+		return fmt.Errorf("%s %s: TLS handshake failed: %w", what, redact.URL(rawURL), err)
 	default:
+		if opt := c.Options(); opt.TLSConfig != nil && !strings.HasPrefix(rawURL, "sentinel://") {
+			// A reset may hide the server's refusal of our certificate.
+			if perr := brokertls.Probe(ctx, opt.Addr, opt.TLSConfig, b.opTimeout); perr != nil {
+				return fmt.Errorf("%s %s: TLS handshake failed: %w", what, redact.URL(rawURL), perr)
+			}
+		}
 		b.log.Warn("Redis not reachable yet; will keep trying",
 			slog.String("role", what), slog.String("url", redact.URL(rawURL)), slog.Any("err", err))
 		return nil
