@@ -290,3 +290,50 @@ func tlsServer(t *testing.T, f testcluster.CertFiles) string {
 	}()
 	return ln.Addr().String()
 }
+
+// TestProbe: without writing anything, Probe sees a server refuse a client
+// that has no certificate, or one the server does not trust, and sees no
+// refusal where the server accepts it.
+func TestProbe(t *testing.T) {
+	ca := testcluster.NewCA(t, "test CA")
+	server := ca.Issue(t, "server")
+	client := ca.Issue(t, "client")
+	stranger := testcluster.NewCA(t, "stranger CA").Issue(t, "stranger")
+	addr := tlsServer(t, server)
+	for _, tc := range []struct {
+		name string
+		s    Settings
+		err  string
+	}{
+		{"accepted", Settings{CACerts: client.CA, CertFile: client.Cert, KeyFile: client.Key}, ""},
+		{"no client certificate", Settings{CACerts: client.CA}, "certificate required"},
+		{"server not trusted", Settings{CACerts: stranger.CA, CertFile: client.Cert, KeyFile: client.Key}, "unknown authority"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg, err := tc.s.Config()
+			if err != nil {
+				t.Fatal(err)
+			}
+			err = Probe(t.Context(), addr, cfg, 5*time.Second)
+			if tc.err == "" {
+				if err != nil {
+					t.Fatalf("Probe: %v", err)
+				}
+				return
+			}
+			if err == nil || !strings.Contains(err.Error(), tc.err) || !IsRefusal(err) {
+				t.Fatalf("Probe = %v, want a refusal saying %q", err, tc.err)
+			}
+		})
+	}
+	// Nothing listening is no refusal: the server may come up later.
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	free := ln.Addr().String()
+	ln.Close()
+	if err := Probe(t.Context(), free, &tls.Config{}, time.Second); err != nil {
+		t.Errorf("Probe of a closed port = %v, want nil", err)
+	}
+}
