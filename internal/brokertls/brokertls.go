@@ -372,18 +372,33 @@ func hasBlock(data []byte, ok func(string) bool) bool {
 // server refused the connection with a TLS alert (most often: no client
 // certificate, or one it does not trust). Unlike a server that is down,
 // trying again cannot help, so stamen stops at start on it.
-func IsRefusal(err error) bool {
+func IsRefusal(err error) bool { return Refusal(err) != nil }
+
+// Refusal is the TLS failure within err that IsRefusal recognises, for an
+// error that says only that (not, say, that the broker is unavailable);
+// nil when there is none.
+func Refusal(err error) error {
 	var verify *tls.CertificateVerificationError
 	var authority x509.UnknownAuthorityError
 	var invalid x509.CertificateInvalidError
 	var hostname x509.HostnameError
-	if errors.As(err, &verify) || errors.As(err, &authority) || errors.As(err, &invalid) || errors.As(err, &hostname) {
-		return true
+	switch {
+	case errors.As(err, &verify):
+		return verify
+	case errors.As(err, &authority):
+		return authority
+	case errors.As(err, &invalid):
+		return invalid
+	case errors.As(err, &hostname):
+		return hostname
 	}
 	// crypto/tls reports an alert from the peer so; the alert's own type
 	// is unexported.
 	var op *net.OpError
-	return errors.As(err, &op) && op.Op == "remote error"
+	if errors.As(err, &op) && op.Op == "remote error" {
+		return op
+	}
+	return nil
 }
 
 // Probe asks the TLS server at addr whether it accepts cfg, for a first

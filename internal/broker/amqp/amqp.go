@@ -215,7 +215,7 @@ func New(ctx context.Context, cfg Config) (*Broker, error) {
 	}
 
 	s, err := b.connect(ctx)
-	if err != nil && ctx.Err() == nil && b.tls != nil && !isRefusal(err) && !isTLSAlert(err) && !brokertls.IsRefusal(err) {
+	if err != nil && ctx.Err() == nil && b.tls != nil && !isRefusal(err) && tlsRefusal(err) == nil {
 		if perr := b.probeTLS(ctx); perr != nil {
 			err = perr
 		}
@@ -233,9 +233,9 @@ func New(ctx context.Context, cfg Config) (*Broker, error) {
 		var aerr *amqp091.Error
 		errors.As(err, &aerr)
 		return nil, fmt.Errorf("broker %s refused us: %w", redacted, aerr)
-	case brokertls.IsRefusal(err) || isTLSAlert(err):
+	case tlsRefusal(err) != nil:
 		b.shutdown()
-		return nil, fmt.Errorf("broker %s: TLS handshake failed: %w", redacted, err)
+		return nil, fmt.Errorf("broker %s: TLS handshake failed: %w", redacted, tlsRefusal(err))
 	default:
 		b.log.Warn("RabbitMQ not reachable yet; will keep trying", slog.Any("err", err))
 	}
@@ -263,11 +263,15 @@ func (b *Broker) probeTLS(ctx context.Context) error {
 	return nil
 }
 
-// isTLSAlert reports a server's TLS alert that amqp091 turned into a
-// frame error, keeping only its text.
-func isTLSAlert(err error) bool {
+// tlsRefusal is the TLS failure within a connection error
+// (brokertls.Refusal), or the server's TLS alert that amqp091 turned into
+// a frame error keeping only its text; nil when there is none.
+func tlsRefusal(err error) error {
 	var aerr *amqp091.Error
-	return errors.As(err, &aerr) && strings.HasPrefix(aerr.Reason, "remote error: tls: ")
+	if errors.As(err, &aerr) && strings.HasPrefix(aerr.Reason, "remote error: tls: ") {
+		return errors.New(aerr.Reason)
+	}
+	return brokertls.Refusal(err)
 }
 
 // normalizeURLs splits a Celery broker URL list (failover URLs separated

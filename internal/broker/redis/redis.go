@@ -143,7 +143,7 @@ func (b *Broker) check(ctx context.Context, c *goredis.Client, what, rawURL stri
 	case isServerError(err):
 		return fmt.Errorf("%s %s refused the connection: %w", what, redact.URL(rawURL), err)
 	case brokertls.IsRefusal(err):
-		return fmt.Errorf("%s %s: TLS handshake failed: %w", what, redact.URL(rawURL), err)
+		return fmt.Errorf("%s %s: TLS handshake failed: %w", what, redact.URL(rawURL), brokertls.Refusal(err))
 	default:
 		if opt := c.Options(); opt.TLSConfig != nil && !strings.HasPrefix(rawURL, "sentinel://") {
 			// A reset may hide the server's refusal of our certificate.
