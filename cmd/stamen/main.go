@@ -26,6 +26,7 @@ import (
 	"github.com/stamen-dev/stamen/internal/auth"
 	"github.com/stamen-dev/stamen/internal/broker/amqp"
 	"github.com/stamen-dev/stamen/internal/broker/redis"
+	"github.com/stamen-dev/stamen/internal/brokertls"
 	"github.com/stamen-dev/stamen/internal/metrics"
 	"github.com/stamen-dev/stamen/internal/reconcile"
 	"github.com/stamen-dev/stamen/internal/redact"
@@ -33,26 +34,33 @@ import (
 )
 
 type options struct {
-	broker           string
-	resultBackend    string
-	brokerTransport  string
-	resultTransport  string
-	address          string
-	port             int
-	maxTasks         int
-	maxTaskAge       time.Duration
-	maxWorkers       int
-	runtimeBuckets   bucketsFlag
-	enableEvents     bool
-	inspectTimeoutMS float64
-	applyTimeout     time.Duration
-	brokerTimeout    time.Duration
-	urlPrefix        string
-	embeddedAddr     string
-	embeddedPassword string
-	unauthenticated  bool
-	logLevel         string
-	debug            bool
+	broker          string
+	resultBackend   string
+	brokerTransport string
+	resultTransport string
+	// brokerUseSSL and redisBackendUseSSL are Celery's broker_use_ssl and
+	// redis_backend_use_ssl as given (JSON); brokerSSL and backendSSL what
+	// parseUseSSL read from them.
+	brokerUseSSL       string
+	redisBackendUseSSL string
+	brokerSSL          *brokertls.Settings
+	backendSSL         *brokertls.Settings
+	address            string
+	port               int
+	maxTasks           int
+	maxTaskAge         time.Duration
+	maxWorkers         int
+	runtimeBuckets     bucketsFlag
+	enableEvents       bool
+	inspectTimeoutMS   float64
+	applyTimeout       time.Duration
+	brokerTimeout      time.Duration
+	urlPrefix          string
+	embeddedAddr       string
+	embeddedPassword   string
+	unauthenticated    bool
+	logLevel           string
+	debug              bool
 	// flowerIgnored names the Flower options given that stamen ignores.
 	flowerIgnored []string
 
@@ -298,6 +306,10 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 		`Redis transport options as a JSON object, as Celery's broker_transport_options: global_keyprefix, master_name (sentinel://), sentinel_kwargs, sep, priority_steps`)
 	hidden(&o.resultTransport, "result_backend_transport_options", envString("RESULT_BACKEND_TRANSPORT_OPTIONS"),
 		`the Redis result backend's options as a JSON object, as Celery's result_backend_transport_options (default: the broker's master_name and sentinel_kwargs)`)
+	str(&o.brokerUseSSL, "broker_use_ssl", envString("BROKER_USE_SSL"),
+		`TLS to the broker as a JSON object, as Celery's broker_use_ssl: RabbitMQ takes py-amqp's ca_certs, certfile, keyfile, cert_reqs (CERT_REQUIRED, CERT_OPTIONAL, CERT_NONE), server_hostname; Redis redis-py's ssl_ca_certs, ssl_certfile, ssl_keyfile, ssl_cert_reqs, ssl_check_hostname. Turns TLS on for amqp:// and redis:// URLs too, as Celery does`)
+	str(&o.redisBackendUseSSL, "redis_backend_use_ssl", envString("REDIS_BACKEND_USE_SSL"),
+		`TLS to a Redis --result_backend of its own URL as a JSON object, as Celery's redis_backend_use_ssl (redis-py's ssl_* keys); a result backend that is the broker's URL takes --broker_use_ssl`)
 	str(&o.address, "address", orDefault(envString("ADDRESS"), "127.0.0.1"), "address to listen on")
 	both("port", func(n string) { fs.IntVar(&o.port, n, e.int("PORT", 5555), "port to listen on") })
 	both("max_tasks", func(n string) {
@@ -409,7 +421,67 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 		// from it (--broker= redis://:password@host).
 		return o, fmt.Errorf("%d unexpected arguments after the flags (not shown: they may hold a password)", fs.NArg())
 	}
-	return o, o.validate()
+	if err := o.validate(); err != nil {
+		return o, err
+	}
+	return o, o.parseUseSSL()
+}
+
+// parseUseSSL reads --broker_use_ssl in the keys of the broker's library
+// and --redis_backend_use_ssl in redis-py's, and reads the files they name,
+// so that a typo or a missing file stops stamen before anything connects.
+func (o *options) parseUseSSL() error {
+	if o.brokerUseSSL != "" {
+		kind, ok := brokerKind(o.broker)
+		if !ok {
+			return errors.New("--broker_use_ssl: needs a --broker redis://, rediss://, sentinel://, amqp:// or amqps:// URL (the embedded broker has no TLS)")
+		}
+		s, err := useSSL(o.brokerUseSSL, kind)
+		if err != nil {
+			return fmt.Errorf("--broker_use_ssl: %w", err)
+		}
+		o.brokerSSL = s
+	}
+	if o.redisBackendUseSSL != "" {
+		backend := strings.TrimSpace(o.resultBackend)
+		if !strings.HasPrefix(backend, "redis://") && !strings.HasPrefix(backend, "rediss://") {
+			return errors.New("--redis_backend_use_ssl: needs a --result_backend redis:// or rediss:// URL")
+		}
+		s, err := useSSL(o.redisBackendUseSSL, brokertls.Redis)
+		if err != nil {
+			return fmt.Errorf("--redis_backend_use_ssl: %w", err)
+		}
+		o.backendSSL = s
+	}
+	return nil
+}
+
+// useSSL parses one broker_use_ssl-like option and builds its TLS
+// configuration once, for the files' sake only: the brokers build their
+// own from the settings.
+func useSSL(raw string, kind brokertls.Kind) (*brokertls.Settings, error) {
+	s, err := brokertls.Parse(raw, kind)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := s.Config(); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// brokerKind is the library whose keys broker_use_ssl takes for this
+// broker URL list (its first URL's scheme, as app.openBroker chooses).
+func brokerKind(broker string) (brokertls.Kind, bool) {
+	first, _, _ := strings.Cut(strings.TrimSpace(broker), ";")
+	scheme, _, _ := strings.Cut(strings.TrimSpace(first), "://")
+	switch scheme {
+	case "redis", "rediss", "sentinel":
+		return brokertls.Redis, true
+	case "amqp", "amqps", "pyamqp", "librabbitmq":
+		return brokertls.AMQP, true
+	}
+	return 0, false
 }
 
 // reconcileLookups maps --reconcile_max_lookups to the app's setting,
@@ -566,6 +638,8 @@ func run(args []string, stderr io.Writer) int {
 
 		BrokerTransportOptions:        o.brokerTransport,
 		ResultBackendTransportOptions: o.resultTransport,
+		BrokerUseSSL:                  o.brokerSSL,
+		RedisBackendUseSSL:            o.backendSSL,
 
 		EmbeddedAddr:     o.embeddedAddr,
 		EmbeddedPassword: o.embeddedPassword,

@@ -30,6 +30,7 @@ import (
 	"github.com/stamen-dev/stamen/internal/auth"
 	"github.com/stamen-dev/stamen/internal/broker/amqp"
 	"github.com/stamen-dev/stamen/internal/broker/redis"
+	"github.com/stamen-dev/stamen/internal/brokertls"
 	"github.com/stamen-dev/stamen/internal/celery"
 	"github.com/stamen-dev/stamen/internal/inspect"
 	"github.com/stamen-dev/stamen/internal/metrics"
@@ -59,6 +60,13 @@ type Config struct {
 	// sentinel_kwargs.
 	BrokerTransportOptions        string
 	ResultBackendTransportOptions string
+	// BrokerUseSSL is Celery's broker_use_ssl (brokertls.Parse with the
+	// broker's kind): TLS settings for every broker URL, and for the Redis
+	// result backend when it is the broker's URL. RedisBackendUseSSL is
+	// redis_backend_use_ssl, for a Redis result backend of its own URL.
+	// nil: the URLs alone say (rediss://, amqps://, ssl_* parameters).
+	BrokerUseSSL       *brokertls.Settings
+	RedisBackendUseSSL *brokertls.Settings
 	// EmbeddedAddr is where the embedded broker listens.
 	EmbeddedAddr string
 	// EmbeddedPassword is the password the embedded broker requires of
@@ -459,9 +467,10 @@ func (a *App) openBroker(ctx context.Context) (brokerConn, handlers.ResultBacken
 	}
 	switch u.Scheme {
 	case "redis", "rediss", "sentinel":
-		backend := a.ResultBackendURL
-		if backend == "" {
-			backend = a.BrokerURL
+		backend, backendSSL := a.ResultBackendURL, a.cfg.RedisBackendUseSSL
+		if backend == "" || backend == a.BrokerURL {
+			// One server, one connection: the broker's settings.
+			backend, backendSSL = a.BrokerURL, a.cfg.BrokerUseSSL
 		}
 		if a.cfg.EventQueue != "" {
 			return nil, nil, errors.New("event_queue: only RabbitMQ brokers have event queues (Redis pub/sub keeps nothing)")
@@ -469,6 +478,7 @@ func (a *App) openBroker(ctx context.Context) (brokerConn, handlers.ResultBacken
 		b, err := redis.New(ctx, redis.Config{
 			BrokerURL: a.BrokerURL, ResultBackendURL: backend, Logger: a.log, OpTimeout: a.cfg.BrokerTimeout,
 			Transport: brokerOpts, ResultTransport: resultOpts, NoEnableEvents: a.cfg.NoEnableEvents,
+			TLS: a.cfg.BrokerUseSSL, ResultTLS: backendSSL,
 		})
 		if err != nil {
 			return nil, nil, err
@@ -485,7 +495,7 @@ func (a *App) openBroker(ctx context.Context) (brokerConn, handlers.ResultBacken
 		}
 		cfg := amqp.Config{BrokerURL: a.BrokerURL, Logger: a.log, OpTimeout: a.cfg.BrokerTimeout,
 			EventQueue: a.cfg.EventQueue, EventQueueTTL: a.cfg.EventQueueTTL, EventQueueMaxLength: a.cfg.EventQueueMaxLength,
-			NoEnableEvents: a.cfg.NoEnableEvents}
+			NoEnableEvents: a.cfg.NoEnableEvents, TLS: a.cfg.BrokerUseSSL}
 		if rpc {
 			cfg.ResultBackend = "rpc://"
 		}
@@ -500,6 +510,7 @@ func (a *App) openBroker(ctx context.Context) (brokerConn, handlers.ResultBacken
 		rb, err := redis.New(ctx, redis.Config{
 			BrokerURL: backend, ResultBackendURL: backend, Logger: a.log, OpTimeout: a.cfg.BrokerTimeout,
 			Transport: resultOpts, ResultTransport: resultOpts,
+			TLS: a.cfg.RedisBackendUseSSL, ResultTLS: a.cfg.RedisBackendUseSSL,
 		})
 		if err != nil {
 			_ = b.Close()

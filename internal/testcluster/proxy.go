@@ -1,6 +1,8 @@
 package testcluster
 
 import (
+	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
@@ -19,6 +21,8 @@ type Proxy struct {
 	Port   int
 	target string
 	t      testing.TB
+	// tls, when set, makes the proxy a TLS terminator (StartTLSProxy).
+	tls *tls.Config
 
 	mu    sync.Mutex
 	ln    net.Listener
@@ -34,6 +38,19 @@ type Proxy struct {
 func StartProxy(t testing.TB, target string) *Proxy {
 	t.Helper()
 	p := &Proxy{Port: FreePort(t), target: target, t: t, conns: map[net.Conn]struct{}{}}
+	p.Start()
+	t.Cleanup(p.Cut)
+	return p
+}
+
+// StartTLSProxy is StartProxy for a TLS terminator: clients speak TLS to
+// it, presenting server's certificate and requiring theirs to be signed by
+// server's CA (as RabbitMQ's ssl_options with fail_if_no_peer_cert does),
+// and it forwards the plain bytes to target. A client it refuses has its
+// handshake failed and reaches nothing.
+func StartTLSProxy(t testing.TB, target string, server CertFiles) *Proxy {
+	t.Helper()
+	p := &Proxy{Port: FreePort(t), target: target, t: t, conns: map[net.Conn]struct{}{}, tls: serverTLS(t, server)}
 	p.Start()
 	t.Cleanup(p.Cut)
 	return p
@@ -57,6 +74,9 @@ func (p *Proxy) Start() {
 	}
 	if err != nil {
 		p.t.Fatalf("testcluster: proxy listen on %s: %v", p.Addr(), err)
+	}
+	if p.tls != nil {
+		ln = tls.NewListener(ln, p.tls)
 	}
 	p.mu.Lock()
 	p.ln = ln
@@ -103,6 +123,16 @@ func (p *Proxy) untrack(cs ...net.Conn) {
 // either side closes or Cut closes both.
 func (p *Proxy) serve(client net.Conn) {
 	p.hold()
+	if tc, ok := client.(*tls.Conn); ok {
+		// The client is checked before anything reaches the target.
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		err := tc.HandshakeContext(ctx)
+		cancel()
+		if err != nil {
+			p.untrack(client)
+			return
+		}
+	}
 	server, err := net.DialTimeout("tcp", p.target, 5*time.Second)
 	if err != nil || !p.track(server) {
 		if server != nil {

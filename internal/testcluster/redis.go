@@ -3,6 +3,7 @@ package testcluster
 import (
 	"fmt"
 	"net"
+	"net/url"
 	"os/exec"
 	"path/filepath"
 	"syscall"
@@ -20,6 +21,8 @@ type Redis struct {
 	// args are appended to redis-server's command line (replicaof,
 	// requirepass).
 	args []string
+	// tls, when set, makes Port a TLS port (StartRedisTLS).
+	tls *CertFiles
 }
 
 // StartRedis starts a redis-server on a free loopback port, without
@@ -35,6 +38,33 @@ func StartRedis(t testing.TB) *Redis {
 	return r
 }
 
+// StartRedisTLS is StartRedis for a server that speaks TLS only: Port is
+// its TLS port (no plain one), it presents server's certificate and
+// requires clients to present one signed by server's CA (tls-auth-clients
+// yes). Debian's redis-server is built with TLS.
+func StartRedisTLS(t testing.TB, server CertFiles) *Redis {
+	t.Helper()
+	if _, err := exec.LookPath("redis-server"); err != nil {
+		t.Fatalf("testcluster: redis-server not found (scripts/services.sh installs it): %v", err)
+	}
+	r := &Redis{t: t, Port: FreePort(t), dir: t.TempDir(), tls: &server}
+	r.Start()
+	t.Cleanup(r.Stop)
+	return r
+}
+
+// TLSURL is the rediss:// URL of a StartRedisTLS server's database db for
+// a client holding client's certificate, in Celery's ssl_* parameters.
+func (r *Redis) TLSURL(db int, client CertFiles) string {
+	q := url.Values{
+		"ssl_cert_reqs": {"required"},
+		"ssl_ca_certs":  {client.CA},
+		"ssl_certfile":  {client.Cert},
+		"ssl_keyfile":   {client.Key},
+	}
+	return fmt.Sprintf("rediss://127.0.0.1:%d/%d?%s", r.Port, db, q.Encode())
+}
+
 // URL is the server's URL for database db.
 func (r *Redis) URL(db int) string { return fmt.Sprintf("redis://127.0.0.1:%d/%d", r.Port, db) }
 
@@ -42,9 +72,15 @@ func (r *Redis) URL(db int) string { return fmt.Sprintf("redis://127.0.0.1:%d/%d
 // connections (10 s at most).
 func (r *Redis) Start() {
 	r.t.Helper()
-	r.cmd = exec.Command("redis-server", "--bind", "127.0.0.1", "--port", fmt.Sprint(r.Port),
+	port := []string{"--port", fmt.Sprint(r.Port)}
+	if r.tls != nil {
+		port = []string{"--port", "0", "--tls-port", fmt.Sprint(r.Port),
+			"--tls-cert-file", r.tls.Cert, "--tls-key-file", r.tls.Key,
+			"--tls-ca-cert-file", r.tls.CA, "--tls-auth-clients", "yes"}
+	}
+	r.cmd = exec.Command("redis-server", append(append([]string{"--bind", "127.0.0.1"}, port...),
 		"--save", "", "--appendonly", "no", "--dir", r.dir,
-		"--logfile", filepath.Join(r.dir, "redis.log"))
+		"--logfile", filepath.Join(r.dir, "redis.log"))...)
 	r.cmd.Args = append(r.cmd.Args, r.args...)
 	if err := r.cmd.Start(); err != nil {
 		r.t.Fatalf("testcluster: start redis-server: %v", err)

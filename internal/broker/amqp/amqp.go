@@ -13,10 +13,13 @@ package amqp
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"net/url"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -25,6 +28,7 @@ import (
 	"github.com/google/uuid"
 	amqp091 "github.com/rabbitmq/amqp091-go"
 
+	"github.com/stamen-dev/stamen/internal/brokertls"
 	"github.com/stamen-dev/stamen/internal/celery"
 	"github.com/stamen-dev/stamen/internal/redact"
 )
@@ -81,6 +85,11 @@ type Config struct {
 	// task events (enable_events, at every subscription and every 5 s):
 	// Flower's --enable_events=false.
 	NoEnableEvents bool
+	// TLS is Celery's broker_use_ssl in py-amqp's keys. When set, every
+	// URL of the list is dialled over TLS with it, amqp:// too (as kombu
+	// does: on the URL's port, else 5671); without it amqps:// trusts the
+	// system's roots and offers no client certificate.
+	TLS *brokertls.Settings
 }
 
 // Broker talks to Celery workers through RabbitMQ. It is safe for
@@ -95,6 +104,9 @@ type Broker struct {
 	redacted string
 	shown    []string // urls with passwords masked
 	cur      atomic.Int64
+	// tls is what every dial clones (amqp091 writes the URL's host into
+	// the one it is given); nil leaves amqps:// to amqp091's defaults.
+	tls *tls.Config
 
 	// oid is our pidbox identity: workers send replies through the reply
 	// exchange with it as routing key.
@@ -154,9 +166,15 @@ func New(ctx context.Context, cfg Config) (*Broker, error) {
 	if opTimeout <= 0 {
 		opTimeout = DefaultOpTimeout
 	}
-	urls, shown, err := normalizeURLs(cfg.BrokerURL)
+	urls, shown, err := normalizeURLs(cfg.BrokerURL, cfg.TLS != nil)
 	if err != nil {
 		return nil, err
+	}
+	var tlsCfg *tls.Config
+	if cfg.TLS != nil {
+		if tlsCfg, err = cfg.TLS.Config(); err != nil {
+			return nil, fmt.Errorf("broker_use_ssl: %w", err)
+		}
 	}
 	redacted := strings.Join(shown, ";")
 	rpc, err := isRPCBackend(cfg.ResultBackend)
@@ -175,6 +193,7 @@ func New(ctx context.Context, cfg Config) (*Broker, error) {
 		urls:          urls,
 		redacted:      redacted,
 		shown:         shown,
+		tls:           tlsCfg,
 		oid:           oid,
 		replyQueue:    celery.ReplyQueueName(oid),
 		changed:       make(chan struct{}),
@@ -191,8 +210,16 @@ func New(ctx context.Context, cfg Config) (*Broker, error) {
 		b.results = newResultStore(maxResults)
 	}
 	b.stopCtx, b.stop = context.WithCancel(context.Background())
+	if tlsCfg != nil && !cfg.TLS.Verify() {
+		b.log.Warn("TLS without verifying the server's certificate (cert_reqs CERT_NONE): anyone on the path can impersonate RabbitMQ")
+	}
 
 	s, err := b.connect(ctx)
+	if err != nil && ctx.Err() == nil && b.tls != nil && !isRefusal(err) && tlsRefusal(err) == nil {
+		if perr := b.probeTLS(ctx); perr != nil {
+			err = perr
+		}
+	}
 	switch {
 	case err == nil:
 		b.setSession(s)
@@ -206,6 +233,9 @@ func New(ctx context.Context, cfg Config) (*Broker, error) {
 		var aerr *amqp091.Error
 		errors.As(err, &aerr)
 		return nil, fmt.Errorf("broker %s refused us: %w", redacted, aerr)
+	case tlsRefusal(err) != nil:
+		b.shutdown()
+		return nil, fmt.Errorf("broker %s: TLS handshake failed: %w", redacted, tlsRefusal(err))
 	default:
 		b.log.Warn("RabbitMQ not reachable yet; will keep trying", slog.Any("err", err))
 	}
@@ -213,15 +243,46 @@ func New(ctx context.Context, cfg Config) (*Broker, error) {
 	return b, nil
 }
 
+// probeTLS asks each broker URL's server whether it refuses our TLS
+// settings (brokertls.Probe), after a first connection failed without
+// saying why: a reset may hide the refusal of our certificate.
+func (b *Broker) probeTLS(ctx context.Context) error {
+	for _, raw := range b.urls {
+		uri, err := amqp091.ParseURI(raw)
+		if err != nil {
+			continue
+		}
+		cfg := b.tls.Clone()
+		if cfg.ServerName == "" {
+			cfg.ServerName = uri.Host
+		}
+		if err := brokertls.Probe(ctx, net.JoinHostPort(uri.Host, strconv.Itoa(uri.Port)), cfg, b.opTimeout); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// tlsRefusal is the TLS failure within a connection error
+// (brokertls.Refusal), or the server's TLS alert that amqp091 turned into
+// a frame error keeping only its text; nil when there is none.
+func tlsRefusal(err error) error {
+	var aerr *amqp091.Error
+	if errors.As(err, &aerr) && strings.HasPrefix(aerr.Reason, "remote error: tls: ") {
+		return errors.New(aerr.Reason)
+	}
+	return brokertls.Refusal(err)
+}
+
 // normalizeURLs splits a Celery broker URL list (failover URLs separated
 // by ';', as kombu's Connection takes them) and normalizes each.
-func normalizeURLs(raw string) (dial, redacted []string, err error) {
+func normalizeURLs(raw string, useTLS bool) (dial, redacted []string, err error) {
 	for part := range strings.SplitSeq(raw, ";") {
 		part = strings.TrimSpace(part)
 		if part == "" {
 			continue
 		}
-		d, r, err := normalizeURL(part)
+		d, r, err := normalizeURL(part, useTLS)
 		if err != nil {
 			return nil, nil, err
 		}
@@ -234,9 +295,9 @@ func normalizeURLs(raw string) (dial, redacted []string, err error) {
 }
 
 // normalizeURL checks a Celery broker URL and returns the URL to dial
-// (Celery's scheme aliases mapped to amqp) and the URL with its password
-// masked.
-func normalizeURL(raw string) (dial, redacted string, err error) {
+// (Celery's scheme aliases mapped to amqp, and to amqps with useTLS) and
+// the URL with its password masked.
+func normalizeURL(raw string, useTLS bool) (dial, redacted string, err error) {
 	u, err := url.Parse(raw)
 	if err != nil {
 		return "", "", fmt.Errorf("invalid broker URL: %w", redact.ParseError(err))
@@ -247,6 +308,12 @@ func normalizeURL(raw string) (dial, redacted string, err error) {
 		u.Scheme = "amqp"
 	default:
 		return "", "", fmt.Errorf("invalid broker URL %s: scheme must be amqp or amqps", redact.URL(raw))
+	}
+	if useTLS {
+		// kombu's py-amqp transport wraps an amqp:// connection in TLS
+		// when broker_use_ssl is set, defaulting the port to 5671 as
+		// amqps:// does in amqp091.
+		u.Scheme = "amqps"
 	}
 	return u.String(), redact.URL(u.String()), nil
 }

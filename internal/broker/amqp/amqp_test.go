@@ -216,7 +216,7 @@ func TestNormalizeURL(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			dial, redacted, err := normalizeURL(tt.in)
+			dial, redacted, err := normalizeURL(tt.in, false)
 			if tt.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
 					t.Fatalf("err = %v, want %q", err, tt.wantErr)

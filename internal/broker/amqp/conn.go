@@ -177,6 +177,9 @@ func (b *Broker) dialSession(url string) (s *session, err error) {
 		Properties: props,
 		// Bounds the TCP dial and the TLS and AMQP handshakes.
 		Dial: amqp091.DefaultDial(b.opTimeout),
+		// A copy per dial: amqp091 sets ServerName to the URL's host in
+		// it, and a failover list has several hosts.
+		TLSClientConfig: b.tls.Clone(),
 	})
 	if err != nil {
 		return nil, classify("connect", err)

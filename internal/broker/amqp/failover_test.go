@@ -31,7 +31,7 @@ func TestNormalizeURLs(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			dial, shown, err := normalizeURLs(tt.in)
+			dial, shown, err := normalizeURLs(tt.in, false)
 			if tt.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
 					t.Fatalf("err = %v, want %q", err, tt.wantErr)

@@ -3,19 +3,18 @@ package redis
 import (
 	"context"
 	"crypto/tls"
-	"crypto/x509"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net"
 	"net/url"
-	"os"
 	"strings"
 	"time"
 
 	goredis "github.com/redis/go-redis/v9"
 	"github.com/redis/go-redis/v9/maintnotifications"
 
+	"github.com/stamen-dev/stamen/internal/brokertls"
 	"github.com/stamen-dev/stamen/internal/redact"
 )
 
@@ -26,11 +25,16 @@ const DefaultOpTimeout = 5 * time.Second
 type Config struct {
 	// BrokerURL is redis://[[user]:password@]host[:port][/db], or rediss://
 	// for TLS. Celery's ssl_cert_reqs, ssl_ca_certs, ssl_certfile and
-	// ssl_keyfile query parameters are honoured; others are ignored.
+	// ssl_keyfile query parameters (and redis-py's ssl_check_hostname) are
+	// honoured; others are ignored.
 	BrokerURL string
 	// ResultBackendURL is the Redis result backend in the same form; it may
 	// be the broker's server with another db. Empty means no result backend.
 	ResultBackendURL string
+	// TLS is Celery's broker_use_ssl, ResultTLS its redis_backend_use_ssl:
+	// when set, every URL of theirs is dialled over TLS, redis:// too (as
+	// kombu does), and their keys win over the URL's ssl_* parameters.
+	TLS, ResultTLS *brokertls.Settings
 	// Logger receives connection trouble; nil discards it.
 	Logger *slog.Logger
 	// OpTimeout bounds every Redis call that does not wait on purpose;
@@ -51,14 +55,14 @@ type Config struct {
 // returns the database number it uses. A ";"-separated list of redis://
 // URLs is Celery's failover list: each connection goes to the first server
 // that accepts it, from the one in use on (listOptions).
-func newClient(ctx context.Context, raw string, topts TransportOptions, opTimeout time.Duration, log *slog.Logger) (*goredis.Client, int, error) {
+func newClient(ctx context.Context, raw string, topts TransportOptions, useSSL *brokertls.Settings, opTimeout time.Duration, log *slog.Logger) (*goredis.Client, int, error) {
 	if !strings.HasPrefix(raw, "sentinel://") {
 		var opts []*goredis.Options
 		for part := range strings.SplitSeq(raw, ";") {
 			if part = strings.TrimSpace(part); part == "" {
 				continue
 			}
-			opt, err := options(part, opTimeout, log)
+			opt, err := options(part, useSSL, opTimeout, log)
 			if err != nil {
 				return nil, 0, err
 			}
@@ -71,13 +75,24 @@ func newClient(ctx context.Context, raw string, topts TransportOptions, opTimeou
 		if err != nil {
 			return nil, 0, err
 		}
+		warnUnverified(opt.TLSConfig, raw, log)
 		return goredis.NewClient(opt), opt.DB, nil
 	}
-	fopt, err := failoverOptions(raw, topts, opTimeout, log)
+	fopt, err := failoverOptions(raw, topts, useSSL, opTimeout, log)
 	if err != nil {
 		return nil, 0, err
 	}
+	warnUnverified(fopt.TLSConfig, raw, log)
 	return goredis.NewFailoverClient(fopt), fopt.DB, nil
+}
+
+// warnUnverified says once per client that its servers' certificates are
+// not checked (cert_reqs CERT_NONE), as Celery warns of it.
+func warnUnverified(cfg *tls.Config, raw string, log *slog.Logger) {
+	if cfg != nil && cfg.InsecureSkipVerify && cfg.VerifyConnection == nil {
+		log.Warn("TLS without verifying the server's certificate (cert_reqs CERT_NONE): anyone on the path can impersonate Redis",
+			slog.String("url", redact.URL(raw)))
+	}
 }
 
 // defaultSentinelPort is the port of a sentinel:// URL that names none.
@@ -89,7 +104,7 @@ const defaultSentinelPort = "26379"
 // first URL's password and db are the master's, master_name comes from the
 // transport options and the sentinels' own credentials from their
 // sentinel_kwargs.
-func failoverOptions(raw string, topts TransportOptions, opTimeout time.Duration, log *slog.Logger) (*goredis.FailoverOptions, error) {
+func failoverOptions(raw string, topts TransportOptions, useSSL *brokertls.Settings, opTimeout time.Duration, log *slog.Logger) (*goredis.FailoverOptions, error) {
 	if topts.MasterName == "" {
 		return nil, fmt.Errorf("sentinel URL %s: master_name missing from the transport options", redact.URL(raw))
 	}
@@ -123,7 +138,9 @@ func failoverOptions(raw string, topts TransportOptions, opTimeout time.Duration
 	// as a redis:// one for its credentials and db.
 	bare := *master
 	bare.Scheme, bare.Host, bare.RawQuery, bare.Fragment = "redis", "sentinel", "", ""
-	opt, err := options(bare.String(), opTimeout, log)
+	// broker_use_ssl applies to the master (kombu's
+	// SentinelManagedSSLConnection), not to the sentinels.
+	opt, err := options(bare.String(), useSSL, opTimeout, log)
 	if err != nil {
 		return nil, fmt.Errorf("invalid sentinel URL %s: %w", redact.URL(raw), errors.Unwrap(err))
 	}
@@ -145,6 +162,7 @@ func failoverOptions(raw string, topts TransportOptions, opTimeout time.Duration
 		Protocol:              opt.Protocol,
 		DisableIdentity:       opt.DisableIdentity,
 		ClientName:            opt.ClientName,
+		TLSConfig:             opt.TLSConfig,
 	}
 	if k := topts.SentinelKwargs; k != nil {
 		f.SentinelUsername, f.SentinelPassword = k.Username, k.Password
@@ -153,8 +171,9 @@ func failoverOptions(raw string, topts TransportOptions, opTimeout time.Duration
 }
 
 // options turns a Celery-style Redis URL into go-redis options with every
-// timeout bounded by opTimeout.
-func options(raw string, opTimeout time.Duration, log *slog.Logger) (*goredis.Options, error) {
+// timeout bounded by opTimeout. useSSL (broker_use_ssl), when set, turns
+// TLS on whatever the scheme, as kombu does.
+func options(raw string, useSSL *brokertls.Settings, opTimeout time.Duration, log *slog.Logger) (*goredis.Options, error) {
 	u, err := url.Parse(raw)
 	if err != nil {
 		return nil, fmt.Errorf("invalid Redis URL %s: %w", redact.URL(raw), redact.ParseError(err))
@@ -171,10 +190,12 @@ func options(raw string, opTimeout time.Duration, log *slog.Logger) (*goredis.Op
 	if err != nil {
 		return nil, fmt.Errorf("invalid Redis URL %s: %w", redact.URL(raw), err)
 	}
-	if opt.TLSConfig != nil {
-		if err := applyTLSParams(opt.TLSConfig, query); err != nil {
+	if opt.TLSConfig != nil || useSSL != nil {
+		cfg, err := tlsConfig(query, useSSL)
+		if err != nil {
 			return nil, fmt.Errorf("invalid Redis URL %s: %w", redact.URL(raw), err)
 		}
+		opt.TLSConfig = cfg
 	}
 	for k := range query {
 		if !strings.HasPrefix(k, "ssl_") {
@@ -206,39 +227,17 @@ func options(raw string, opTimeout time.Duration, log *slog.Logger) (*goredis.Op
 	return opt, nil
 }
 
-// applyTLSParams applies redis-py's ssl_* parameters, as Celery users write
-// them in rediss:// URLs.
-func applyTLSParams(cfg *tls.Config, q url.Values) error {
-	switch strings.ToLower(q.Get("ssl_cert_reqs")) {
-	case "", "required", "cert_required", "optional", "cert_optional":
-		// Verify; optional verification is not a thing in Go's TLS client,
-		// and verifying is the safe reading of it.
-	case "none", "cert_none":
-		cfg.InsecureSkipVerify = true
-	default:
-		return fmt.Errorf("ssl_cert_reqs=%q: want required, optional or none", q.Get("ssl_cert_reqs"))
+// tlsConfig is the TLS configuration of one URL: its ssl_* parameters
+// under broker_use_ssl's keys. It names no server, so that each dial (of a
+// failover list too) checks the host it reaches, unless server_hostname
+// says otherwise.
+func tlsConfig(query url.Values, useSSL *brokertls.Settings) (*tls.Config, error) {
+	s, err := brokertls.FromQuery(query)
+	if err != nil {
+		return nil, err
 	}
-	if path := q.Get("ssl_ca_certs"); path != "" {
-		pem, err := os.ReadFile(path)
-		if err != nil {
-			return fmt.Errorf("ssl_ca_certs: %w", err)
-		}
-		pool := x509.NewCertPool()
-		if !pool.AppendCertsFromPEM(pem) {
-			return fmt.Errorf("ssl_ca_certs: no certificate in %s", path)
-		}
-		cfg.RootCAs = pool
+	if useSSL != nil {
+		s = useSSL.Over(s)
 	}
-	certFile, keyFile := q.Get("ssl_certfile"), q.Get("ssl_keyfile")
-	if certFile != "" || keyFile != "" {
-		if keyFile == "" {
-			keyFile = certFile
-		}
-		cert, err := tls.LoadX509KeyPair(certFile, keyFile)
-		if err != nil {
-			return fmt.Errorf("ssl_certfile/ssl_keyfile: %w", err)
-		}
-		cfg.Certificates = []tls.Certificate{cert}
-	}
-	return nil
+	return s.Config()
 }

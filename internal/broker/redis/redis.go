@@ -15,6 +15,7 @@ import (
 
 	goredis "github.com/redis/go-redis/v9"
 
+	"github.com/stamen-dev/stamen/internal/brokertls"
 	"github.com/stamen-dev/stamen/internal/celery"
 	"github.com/stamen-dev/stamen/internal/redact"
 )
@@ -86,7 +87,7 @@ func New(ctx context.Context, cfg Config) (*Broker, error) {
 	if opTimeout <= 0 {
 		opTimeout = DefaultOpTimeout
 	}
-	client, db, err := newClient(ctx, cfg.BrokerURL, cfg.Transport, opTimeout, log)
+	client, db, err := newClient(ctx, cfg.BrokerURL, cfg.Transport, cfg.TLS, opTimeout, log)
 	if err != nil {
 		return nil, fmt.Errorf("broker: %w", err)
 	}
@@ -107,7 +108,7 @@ func New(ctx context.Context, cfg Config) (*Broker, error) {
 		if cfg.ResultBackendURL == cfg.BrokerURL {
 			b.results = b.client
 		} else {
-			b.results, _, err = newClient(ctx, cfg.ResultBackendURL, cfg.ResultTransport, opTimeout, log)
+			b.results, _, err = newClient(ctx, cfg.ResultBackendURL, cfg.ResultTransport, cfg.ResultTLS, opTimeout, log)
 			if err != nil {
 				_ = b.client.Close()
 				return nil, fmt.Errorf("result backend: %w", err)
@@ -141,7 +142,15 @@ func (b *Broker) check(ctx context.Context, c *goredis.Client, what, rawURL stri
 		return fmt.Errorf("connect to %s %s: %w", what, redact.URL(rawURL), ctxErr(ctx))
 	case isServerError(err):
 		return fmt.Errorf("%s %s refused the connection: %w", what, redact.URL(rawURL), err)
+	case brokertls.IsRefusal(err):
+		return fmt.Errorf("%s %s: TLS handshake failed: %w", what, redact.URL(rawURL), brokertls.Refusal(err))
 	default:
+		if opt := c.Options(); opt.TLSConfig != nil && !strings.HasPrefix(rawURL, "sentinel://") {
+			// A reset may hide the server's refusal of our certificate.
+			if perr := brokertls.Probe(ctx, opt.Addr, opt.TLSConfig, b.opTimeout); perr != nil {
+				return fmt.Errorf("%s %s: TLS handshake failed: %w", what, redact.URL(rawURL), perr)
+			}
+		}
 		b.log.Warn("Redis not reachable yet; will keep trying",
 			slog.String("role", what), slog.String("url", redact.URL(rawURL)), slog.Any("err", err))
 		return nil

@@ -127,7 +127,7 @@ func TestOptions(t *testing.T) {
 		{"rediss://h:6380/0?ssl_cert_reqs=CERT_NONE", "h:6380", 0, "", "", true, true},
 	}
 	for _, tt := range tests {
-		opt, err := options(tt.url, 3*time.Second, log)
+		opt, err := options(tt.url, nil, 3*time.Second, log)
 		if err != nil {
 			t.Errorf("options(%q): %v", tt.url, err)
 			continue
@@ -156,7 +156,7 @@ func TestOptions(t *testing.T) {
 		"redis://:s3cret#x@h:6379/0",
 		"redis://u:s3cret?x@h:6379/0",
 	} {
-		_, err := options(bad, time.Second, log)
+		_, err := options(bad, nil, time.Second, log)
 		if err == nil {
 			t.Errorf("options(%q) succeeded", bad)
 			continue

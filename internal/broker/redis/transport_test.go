@@ -63,7 +63,7 @@ func TestParseTransportOptions(t *testing.T) {
 // sentinels' credentials come from sentinel_kwargs.
 func TestFailoverOptions(t *testing.T) {
 	topts := TransportOptions{MasterName: "mymaster", SentinelKwargs: &SentinelKwargs{Password: "sentpw"}}
-	f, err := failoverOptions("sentinel://:masterpw@h1:26380/3;sentinel://h2;sentinel://:other@h3:1/5", topts, DefaultOpTimeout, slog.New(slog.DiscardHandler))
+	f, err := failoverOptions("sentinel://:masterpw@h1:26380/3;sentinel://h2;sentinel://:other@h3:1/5", topts, nil, DefaultOpTimeout, slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -84,7 +84,7 @@ func TestFailoverOptions(t *testing.T) {
 		if bad.err == "master_name" {
 			o.MasterName = ""
 		}
-		_, err := failoverOptions(bad.raw, o, DefaultOpTimeout, slog.New(slog.DiscardHandler))
+		_, err := failoverOptions(bad.raw, o, nil, DefaultOpTimeout, slog.New(slog.DiscardHandler))
 		if err == nil || !strings.Contains(err.Error(), bad.err) || strings.Contains(err.Error(), ":pw@") {
 			t.Errorf("%s: error %v, want one saying %q without the password", bad.raw, err, bad.err)
 		}
