@@ -3,14 +3,9 @@ package main
 import (
 	"bytes"
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
-	"crypto/x509/pkix"
 	"encoding/json"
-	"encoding/pem"
 	"errors"
 	"fmt"
 	"io"
@@ -27,88 +22,6 @@ import (
 
 	"github.com/stamen-dev/stamen/internal/testcluster"
 )
-
-// testCA is a certificate authority made for one test.
-type testCA struct {
-	cert *x509.Certificate
-	key  *ecdsa.PrivateKey
-	pool *x509.CertPool
-	pem  []byte
-}
-
-var serial int64
-
-func newKey(t *testing.T) *ecdsa.PrivateKey {
-	t.Helper()
-	k, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return k
-}
-
-func newCA(t *testing.T, name string) *testCA {
-	t.Helper()
-	key := newKey(t)
-	serial++
-	tmpl := &x509.Certificate{
-		SerialNumber:          big.NewInt(serial),
-		Subject:               pkix.Name{CommonName: name},
-		NotBefore:             time.Now().Add(-time.Hour),
-		NotAfter:              time.Now().Add(time.Hour),
-		IsCA:                  true,
-		BasicConstraintsValid: true,
-		KeyUsage:              x509.KeyUsageCertSign,
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cert, err := x509.ParseCertificate(der)
-	if err != nil {
-		t.Fatal(err)
-	}
-	pool := x509.NewCertPool()
-	pool.AddCert(cert)
-	return &testCA{cert: cert, key: key, pool: pool, pem: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})}
-}
-
-// issue returns a leaf certificate for 127.0.0.1 (a server's, or a
-// client's with client set), its serial number, and PEM files of the
-// certificate and key.
-func (ca *testCA) issue(t *testing.T, name string, client bool) (tls.Certificate, *big.Int, []byte, []byte) {
-	t.Helper()
-	key := newKey(t)
-	serial++
-	usage := x509.ExtKeyUsageServerAuth
-	if client {
-		usage = x509.ExtKeyUsageClientAuth
-	}
-	tmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(serial),
-		Subject:      pkix.Name{CommonName: name},
-		NotBefore:    time.Now().Add(-time.Hour),
-		NotAfter:     time.Now().Add(time.Hour),
-		KeyUsage:     x509.KeyUsageDigitalSignature,
-		ExtKeyUsage:  []x509.ExtKeyUsage{usage},
-		IPAddresses:  []net.IP{net.ParseIP("127.0.0.1")},
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.cert, &key.PublicKey, ca.key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	keyDER, err := x509.MarshalPKCS8PrivateKey(key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	certPEM := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})
-	keyPEM := pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: keyDER})
-	pair, err := tls.X509KeyPair(certPEM, keyPEM)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return pair, tmpl.SerialNumber, certPEM, keyPEM
-}
 
 func writeFile(t *testing.T, path string, data []byte) {
 	t.Helper()
@@ -138,12 +51,13 @@ func TestHTTPS(t *testing.T) {
 	testcluster.SkipIfShort(t, "builds and runs the binary")
 	bin := buildBinary(t)
 	dir := t.TempDir()
-	ca := newCA(t, "stamen test CA")
-	_, firstSerial, certPEM, keyPEM := ca.issue(t, "stamen", false)
+	ca := testcluster.NewCA(t, "stamen test CA")
+	first := ca.Leaf(t, "stamen")
+	firstSerial, certPEM, keyPEM := first.Serial, first.CertPEM, first.KeyPEM
 	certFile, keyFile, caFile := filepath.Join(dir, "cert.pem"), filepath.Join(dir, "key.pem"), filepath.Join(dir, "ca.pem")
 	writeFile(t, certFile, certPEM)
 	writeFile(t, keyFile, keyPEM)
-	writeFile(t, caFile, ca.pem)
+	writeFile(t, caFile, ca.PEM)
 
 	// served is the TLS state of a successful GET /api/workers.
 	served := func(c *http.Client, base string) (*http.Response, error) {
@@ -175,7 +89,7 @@ func TestHTTPS(t *testing.T) {
 			"--certfile", certFile, "--keyfile", keyFile)...)
 		logs := p.logs
 		base := fmt.Sprintf("https://127.0.0.1:%d", port)
-		client := httpsClient(ca.pool, nil)
+		client := httpsClient(ca.Pool(), nil)
 		p.awaitUp(t, func() bool { _, err := servedSerial(client, base); return err == nil })
 		if got, err := servedSerial(client, base); err != nil || got.Cmp(firstSerial) != 0 {
 			t.Fatalf("served certificate %v (%v), want serial %v", got, err, firstSerial)
@@ -183,7 +97,7 @@ func TestHTTPS(t *testing.T) {
 		if !strings.Contains(logs.String(), "address=https://127.0.0.1:") {
 			t.Errorf("the start line does not give the https address:\n%s", logs.String())
 		}
-		h2 := httpsClient(ca.pool, nil)
+		h2 := httpsClient(ca.Pool(), nil)
 		h2.Transport.(*http.Transport).ForceAttemptHTTP2 = true
 		if resp, err := served(h2, base); err != nil || resp.ProtoMajor != 2 {
 			t.Errorf("a client offering HTTP/2: %v, want HTTP/2 (%v)", resp, err)
@@ -205,7 +119,8 @@ func TestHTTPS(t *testing.T) {
 
 		// A renewal writes new files in place; new connections get the
 		// new certificate within the reload interval.
-		_, renewed, certPEM2, keyPEM2 := ca.issue(t, "stamen renewed", false)
+		next := ca.Leaf(t, "stamen renewed")
+		renewed, certPEM2, keyPEM2 := next.Serial, next.CertPEM, next.KeyPEM
 		writeFile(t, keyFile+".new", keyPEM2)
 		writeFile(t, certFile+".new", certPEM2)
 		for _, p := range []string{keyFile, certFile} {
@@ -232,11 +147,11 @@ func TestHTTPS(t *testing.T) {
 		p := startProcess(t, bin, append(embeddedArgs(t), "--port", fmt.Sprint(port), "--address", "0.0.0.0",
 			"--certfile", certFile, "--keyfile", keyFile, "--ca_certs", caFile)...)
 		base := fmt.Sprintf("https://127.0.0.1:%d", port)
-		trusted, _, _, _ := ca.issue(t, "operator laptop", true)
-		other := newCA(t, "another CA")
-		stranger, _, _, _ := other.issue(t, "stranger", true)
+		trusted := ca.Leaf(t, "operator laptop").Pair
+		other := testcluster.NewCA(t, "another CA")
+		stranger := other.Leaf(t, "stranger").Pair
 		p.awaitUp(t, func() bool {
-			_, err := servedSerial(httpsClient(ca.pool, &trusted), base)
+			_, err := servedSerial(httpsClient(ca.Pool(), &trusted), base)
 			return err == nil
 		})
 		for _, tc := range []struct {
@@ -248,7 +163,7 @@ func TestHTTPS(t *testing.T) {
 			{"no certificate", nil, false},
 			{"a certificate of another authority", &stranger, false},
 		} {
-			_, err := servedSerial(httpsClient(ca.pool, tc.cert), base)
+			_, err := servedSerial(httpsClient(ca.Pool(), tc.cert), base)
 			if tc.ok && err != nil {
 				t.Errorf("%s: %v", tc.name, err)
 			}
@@ -259,7 +174,7 @@ func TestHTTPS(t *testing.T) {
 
 		// The audit log names the caller by its certificate.
 		var users []string
-		for _, r := range revokeAudited(t, httpsClient(ca.pool, &trusted), base, "cert-audited") {
+		for _, r := range revokeAudited(t, httpsClient(ca.Pool(), &trusted), base, "cert-audited") {
 			users = append(users, r.User)
 		}
 		if want := "cert:CN=operator laptop"; len(users) != 1 || users[0] != want {
@@ -269,25 +184,25 @@ func TestHTTPS(t *testing.T) {
 		// A client that resumes TLS sessions, holding a session of the
 		// first authority's certificate when --ca_certs is rotated in place
 		// to the other authority.
-		resuming := httpsClient(ca.pool, &trusted)
+		resuming := httpsClient(ca.Pool(), &trusted)
 		resuming.Transport.(*http.Transport).TLSClientConfig.ClientSessionCache = tls.NewLRUClientSessionCache(4)
 		testcluster.Eventually(t, 10*time.Second, "a resumed TLS session", func() bool {
 			resp, err := served(resuming, base)
 			return err == nil && resp.TLS.DidResume
 		})
-		writeFile(t, caFile+".new", other.pem)
+		writeFile(t, caFile+".new", other.PEM)
 		if err := os.Rename(caFile+".new", caFile); err != nil {
 			t.Fatal(err)
 		}
 		testcluster.Eventually(t, 3*tlsReloadInterval, "the other authority's certificate accepted", func() bool {
-			_, err := servedSerial(httpsClient(ca.pool, &stranger), base)
+			_, err := servedSerial(httpsClient(ca.Pool(), &stranger), base)
 			return err == nil
 		})
 		for _, tc := range []struct {
 			name   string
 			client *http.Client
 		}{
-			{"a certificate of the removed authority", httpsClient(ca.pool, &trusted)},
+			{"a certificate of the removed authority", httpsClient(ca.Pool(), &trusted)},
 			{"a resumed session of the removed authority's certificate", resuming},
 		} {
 			if _, err := served(tc.client, base); err == nil {
@@ -297,7 +212,7 @@ func TestHTTPS(t *testing.T) {
 		if !strings.Contains(p.logs.String(), "TLS files reloaded") {
 			t.Errorf("the rotation is not logged:\n%s", p.logs.String())
 		}
-		writeFile(t, caFile, ca.pem)
+		writeFile(t, caFile, ca.PEM)
 	})
 
 	t.Run("refused at start", func(t *testing.T) {

@@ -272,23 +272,12 @@ func tlsServer(t *testing.T, f testcluster.CertFiles) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { ln.Close() })
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			go func() {
-				defer c.Close()
-				_ = c.SetDeadline(time.Now().Add(5 * time.Second))
-				if c.(*tls.Conn).Handshake() == nil {
-					_, _ = c.Write([]byte{1})
-				}
-			}()
+	return testcluster.ServeFake(t, ln, func(c net.Conn) {
+		_ = c.SetDeadline(time.Now().Add(5 * time.Second))
+		if c.(*tls.Conn).Handshake() == nil {
+			_, _ = c.Write([]byte{1})
 		}
-	}()
-	return ln.Addr().String()
+	})
 }
 
 // TestProbe: without writing anything, Probe sees a server refuse a client

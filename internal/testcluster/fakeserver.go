@@ -16,6 +16,12 @@ func FakeServer(t testing.TB, serve func(c net.Conn)) string {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return ServeFake(t, ln, serve)
+}
+
+// ServeFake is FakeServer on a listener of the caller's (a TLS one, say).
+func ServeFake(t testing.TB, ln net.Listener, serve func(c net.Conn)) string {
+	t.Helper()
 	t.Cleanup(func() { ln.Close() })
 	go func() {
 		for {

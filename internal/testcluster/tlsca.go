@@ -62,10 +62,16 @@ func NewCA(t testing.TB, name string) *CA {
 	return &CA{Cert: cert, PEM: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), key: key}
 }
 
-// Issue writes, in a temporary directory of t's, a certificate for
-// 127.0.0.1 and localhost, usable by a server and a client alike, its key,
-// and the CA's certificate.
-func (ca *CA) Issue(t testing.TB, name string) CertFiles {
+// Leaf is a certificate a CA issued, with its key, in memory.
+type Leaf struct {
+	Pair            tls.Certificate
+	Serial          *big.Int
+	CertPEM, KeyPEM []byte
+}
+
+// Leaf issues a certificate named name for 127.0.0.1 and localhost,
+// usable by a server and a client alike.
+func (ca *CA) Leaf(t testing.TB, name string) Leaf {
 	t.Helper()
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
@@ -89,17 +95,36 @@ func (ca *CA) Issue(t testing.TB, name string) CertFiles {
 	if err != nil {
 		t.Fatal(err)
 	}
+	l := Leaf{
+		Serial:  tmpl.SerialNumber,
+		CertPEM: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}),
+		KeyPEM:  pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: keyDER}),
+	}
+	if l.Pair, err = tls.X509KeyPair(l.CertPEM, l.KeyPEM); err != nil {
+		t.Fatal(err)
+	}
+	return l
+}
+
+// Pool is a certificate pool trusting the CA.
+func (ca *CA) Pool() *x509.CertPool {
+	pool := x509.NewCertPool()
+	pool.AddCert(ca.Cert)
+	return pool
+}
+
+// Issue writes, in a temporary directory of t's, a certificate (Leaf's),
+// its key, and the CA's certificate.
+func (ca *CA) Issue(t testing.TB, name string) CertFiles {
+	t.Helper()
+	l := ca.Leaf(t, name)
 	dir := t.TempDir()
 	f := CertFiles{
 		CA:   filepath.Join(dir, "ca.pem"),
 		Cert: filepath.Join(dir, name+".pem"),
 		Key:  filepath.Join(dir, name+"-key.pem"),
 	}
-	for path, data := range map[string][]byte{
-		f.CA:   ca.PEM,
-		f.Cert: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}),
-		f.Key:  pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: keyDER}),
-	} {
+	for path, data := range map[string][]byte{f.CA: ca.PEM, f.Cert: l.CertPEM, f.Key: l.KeyPEM} {
 		// Readable by its owner only, as a key must be for redis-server.
 		if err := os.WriteFile(path, data, 0o600); err != nil {
 			t.Fatal(err)
