@@ -645,6 +645,14 @@ func count(u string) (int, error) {
 	if strings.Contains(u, "/api/task/info/") {
 		return 1, nil
 	}
+	if strings.Contains(u, "/api/failures") {
+		// The groups, not the tasks.
+		var groups []json.RawMessage
+		if err := json.Unmarshal(m["groups"], &groups); err != nil {
+			return 0, err
+		}
+		return len(groups), nil
+	}
 	return len(m), nil
 }
 

@@ -252,7 +252,7 @@ func runPG(ctx context.Context, c config, pc pgConfig) (err error) {
 }
 
 // pgTargets are the loadgen's reads, plus the sorts Postgres serves by
-// index, and an info of a task the bulk load wrote.
+// index, an info of a task the bulk load wrote, and /api/failures.
 func pgTargets(epoch time.Time, n int) []target {
 	ts := targets(epoch, n, pgTaskID)
 	ts = append(ts,
@@ -260,6 +260,10 @@ func pgTargets(epoch time.Time, n int) []target {
 		target{"sort_received", "/api/tasks?limit=100&sort_by=-received"},
 		target{"deep_offset", "/api/tasks?limit=100&offset=10000&state=FAILURE"},
 		target{"info_ingested", "/api/task/info/" + pgTaskID(7)},
+		// stamen's own grouping of every failure (schema migration 4's
+		// index), and of one task name's.
+		target{"failures", "/api/failures"},
+		target{"failures_taskname", "/api/failures?taskname=bench.mul"},
 	)
 	return ts
 }
