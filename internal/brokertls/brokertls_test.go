@@ -184,15 +184,22 @@ func TestConfigFiles(t *testing.T) {
 	}
 }
 
+// tlsFixture starts a TLS server (tlsServer) whose certificate and
+// client authority are one CA's, and returns a client's files of that CA,
+// a stranger's of another CA, and the server's address.
+func tlsFixture(t *testing.T) (client, stranger testcluster.CertFiles, addr string) {
+	t.Helper()
+	ca := testcluster.NewCA(t, "test CA")
+	client = ca.Issue(t, "client")
+	stranger = testcluster.NewCA(t, "stranger CA").Issue(t, "stranger")
+	return client, stranger, tlsServer(t, ca.Issue(t, "server"))
+}
+
 // TestConfigVerifies runs real handshakes against a TLS server that
 // requires client certificates: what each cert_reqs and hostname setting
 // accepts and refuses.
 func TestConfigVerifies(t *testing.T) {
-	ca := testcluster.NewCA(t, "test CA")
-	server := ca.Issue(t, "server")
-	client := ca.Issue(t, "client")
-	stranger := testcluster.NewCA(t, "stranger CA").Issue(t, "stranger")
-	addr := tlsServer(t, server)
+	client, stranger, addr := tlsFixture(t)
 
 	for _, tc := range []struct {
 		name       string
@@ -284,11 +291,7 @@ func tlsServer(t *testing.T, f testcluster.CertFiles) string {
 // that has no certificate, or one the server does not trust, and sees no
 // refusal where the server accepts it.
 func TestProbe(t *testing.T) {
-	ca := testcluster.NewCA(t, "test CA")
-	server := ca.Issue(t, "server")
-	client := ca.Issue(t, "client")
-	stranger := testcluster.NewCA(t, "stranger CA").Issue(t, "stranger")
-	addr := tlsServer(t, server)
+	client, stranger, addr := tlsFixture(t)
 	for _, tc := range []struct {
 		name string
 		s    Settings
