@@ -39,6 +39,14 @@ type session struct {
 	// publishing then fails at once instead of hanging until the timeout.
 	blocked atomic.Bool
 
+	// unanswered counts the calls on this session that bounded stopped
+	// waiting for and that have not returned yet: each holds a goroutine
+	// until the broker answers or the heartbeat gives the connection up
+	// (up to three heartbeats, 30 s). bounded refuses new calls at once
+	// while maxUnanswered are stuck, so a stalled broker costs a bounded
+	// number of goroutines however many requests arrive meanwhile.
+	unanswered atomic.Int32
+
 	// declared remembers queues known to exist, like kombu's maybe_declare
 	// cache, so that not every publish costs a passive declare.
 	declMu   sync.Mutex
@@ -438,14 +446,26 @@ func (b *Broker) waitSession(ctx context.Context) (*session, error) {
 	}
 }
 
+// maxUnanswered is how many calls one session may have stuck (see
+// session.unanswered) before bounded refuses new ones without trying. A
+// broker that left this many calls unanswered for a whole op timeout each
+// is not answering: the next call would only wait as long and add a
+// goroutine. Calls work again as soon as stuck ones return, on this
+// connection or on the next.
+const maxUnanswered = 32
+
 // bounded runs fn, whose AMQP calls cannot be interrupted, on its own
 // goroutine and waits for it at most until ctx ends, the op timeout passes
 // or s dies. If we stop waiting, discard (when not nil) gets what fn
-// produces later. fn's errors are classified by classify.
+// produces later. fn's errors are classified by classify. While
+// maxUnanswered earlier calls on s are still stuck it fails at once.
 func bounded[T any](ctx context.Context, b *Broker, s *session, op string, fn func() (T, error), discard func(T)) (T, error) {
 	var zero T
 	if err := ctxErr(ctx); err != nil {
 		return zero, fmt.Errorf("amqp %s: %w", op, err)
+	}
+	if n := s.unanswered.Load(); n >= maxUnanswered {
+		return zero, fmt.Errorf("amqp %s: the broker has not answered %d calls on this connection: %w", op, n, celery.ErrUnavailable)
 	}
 	octx, cancel := b.opContext(ctx)
 	defer cancel()
@@ -461,6 +481,7 @@ func bounded[T any](ctx context.Context, b *Broker, s *session, op string, fn fu
 		mu.Lock()
 		defer mu.Unlock()
 		if abandoned {
+			s.unanswered.Add(-1)
 			if err == nil && discard != nil {
 				discard(v)
 			}
@@ -488,6 +509,7 @@ func bounded[T any](ctx context.Context, b *Broker, s *session, op string, fn fu
 			return r, true
 		default:
 			abandoned = true
+			s.unanswered.Add(1)
 			return result{}, false
 		}
 	}
