@@ -475,6 +475,15 @@ func (a *App) openBroker(ctx context.Context) (brokerConn, handlers.ResultBacken
 		if a.cfg.EventQueue != "" {
 			return nil, nil, errors.New("event_queue: only RabbitMQ brokers have event queues (Redis pub/sub keeps nothing)")
 		}
+		for _, o := range []struct {
+			name string
+			keys []string
+		}{{"broker_transport_options", brokerOpts.Ignored}, {"result_backend_transport_options", resultOpts.Ignored}} {
+			if len(o.keys) > 0 {
+				a.log.Info("transport options taken without effect on stamen (they tune the workers' consuming and connections)",
+					slog.String("setting", o.name), slog.Any("keys", o.keys))
+			}
+		}
 		b, err := redis.New(ctx, redis.Config{
 			BrokerURL: a.BrokerURL, ResultBackendURL: backend, Logger: a.log, OpTimeout: a.cfg.BrokerTimeout,
 			Transport: brokerOpts, ResultTransport: resultOpts, NoEnableEvents: a.cfg.NoEnableEvents,

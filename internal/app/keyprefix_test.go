@@ -18,7 +18,9 @@ import (
 
 // TestGlobalKeyPrefix runs a real Celery worker configured with kombu's
 // global_keyprefix (and, on 5.3+, result_backend_transport_options'
-// global_keyprefix) and stamen with the same options: a task sent through
+// global_keyprefix), among the options a production configuration sets
+// beside it (visibility_timeout, the fanout switches, socket tuning), and
+// stamen with the very same options: a task sent through
 // stamen runs and shows in /api/tasks with its result, pool grow reaches
 // the worker, and /api/queues/length counts a parked backlog, which lies
 // under the prefixed key only.
@@ -37,9 +39,14 @@ func TestGlobalKeyPrefix(t *testing.T) {
 			const prefix = "pfx:"
 			r := testcluster.StartRedis(t)
 			broker, backend := r.URL(0), r.URL(1)
-			brokerOpts := fmt.Sprintf(`{"global_keyprefix": %q}`, prefix)
+			transport := map[string]any{
+				"global_keyprefix": prefix, "visibility_timeout": 43200, "fanout_prefix": true, "fanout_patterns": true,
+				"socket_timeout": 5, "socket_connect_timeout": 5, "health_check_interval": 10,
+			}
+			brokerOptsJSON, _ := json.Marshal(transport)
+			brokerOpts := string(brokerOptsJSON)
 			resultOpts := ""
-			conf := map[string]any{"broker_transport_options": map[string]any{"global_keyprefix": prefix}}
+			conf := map[string]any{"broker_transport_options": transport}
 			if tc.resultPrefix != "" {
 				resultOpts = fmt.Sprintf(`{"global_keyprefix": %q}`, tc.resultPrefix)
 				conf["result_backend_transport_options"] = map[string]any{"global_keyprefix": tc.resultPrefix}
