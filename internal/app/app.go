@@ -639,9 +639,11 @@ func (a *App) observe(ctx context.Context, e *celery.Event) {
 	if e.Type != "task-sent" {
 		a.Metrics.Observe(m)
 	}
-	// Raw is the broker's to reuse once the batch is applied.
+	// Raw is the broker's to reuse once the batch is applied. The copy
+	// kept says when the event was received: a replica that replays it
+	// later counts the worker's liveness from then.
 	if a.db != nil && !isTask && len(e.Raw) > 0 {
-		a.noteWorkerEvent(e.Hostname, bytes.Clone(e.Raw))
+		a.noteWorkerEvent(e.Hostname, celery.WithLocalReceived(e.Raw, e.LocalReceived))
 	}
 	if a.Events.Subscribers() > 0 {
 		a.Events.Publish(stream.Message{Type: e.Type, Task: task, Worker: e.Hostname, Data: bytes.Clone(e.Raw)})
@@ -678,7 +680,7 @@ func (a *App) openStore() error {
 		}
 		return nil
 	}, func(raw []byte) error {
-		if evs, err := celery.DecodeEvents(raw); err == nil {
+		if evs, err := celery.DecodeStoredEvents(raw); err == nil {
 			a.State.Apply(evs...)
 		}
 		return nil
