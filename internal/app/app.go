@@ -312,10 +312,13 @@ func New(ctx context.Context, cfg Config) (*App, error) {
 	a.Metrics = metrics.New(cfg.TaskRuntimeBuckets, a.gauges()...)
 	a.Events = stream.NewHub(cfg.MaxEventStreams)
 	var sent handlers.SentLog
+	var queues handlers.QueueLog
 	switch {
 	case a.Postgres != nil:
-		// Shared by the fleet: any replica retries what another sent.
+		// Shared by the fleet: any replica retries what another sent, and
+		// lists and purges the queues another published to.
 		sent = pgstore.Sent{S: a.Postgres, Lim: store.SentLimits{Max: handlers.DefaultSentMax, MaxAge: handlers.DefaultSentMaxAge}}
+		queues = pgstore.Queues{S: a.Postgres, Max: handlers.MaxSentQueues, MaxAge: handlers.DefaultSentMaxAge}
 	case a.store != nil:
 		sent = sentStore{a.store}
 	}
@@ -324,6 +327,7 @@ func New(ctx context.Context, cfg Config) (*App, error) {
 	a.Audit.Prune(ctx)
 	h := handlers.New(handlers.Config{
 		Sent:           sent,
+		Queues:         queues,
 		Audit:          a.Audit,
 		State:          a.State,
 		Tasks:          reader,
