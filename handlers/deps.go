@@ -47,3 +47,14 @@ type SentLog interface {
 	// Sent returns what PutSent kept for id, and whether there is any.
 	Sent(id string) ([]byte, bool, error)
 }
+
+// QueueLog is the fleet's record of the queues stamen published to
+// (PostgreSQL), so that every replica lists and purges a queue without
+// consumers that another one sent to. Without one, each process keeps its
+// own, until it exits.
+type QueueLog interface {
+	// PutQueue notes that a task was published to queue name at time at.
+	PutQueue(name string, at time.Time) error
+	// Queues returns the names noted, newest first.
+	Queues(ctx context.Context) ([]string, error)
+}

@@ -6,12 +6,14 @@ package handlers
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"reflect"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -44,7 +46,10 @@ type Config struct {
 	Results ResultBackend
 	// Sent keeps what stamen sent, for /api/task/retry; New puts an
 	// in-memory log in place when nil.
-	Sent   SentLog
+	Sent SentLog
+	// Queues is the fleet's record of the queues it published to; nil
+	// keeps them in this process only.
+	Queues QueueLog
 	Logger *slog.Logger
 
 	// ControlTimeout bounds the wait for a worker's reply to a control
@@ -75,40 +80,80 @@ type Handlers struct {
 	// sentQueues remembers the queues stamen published to, so that
 	// /api/queues/length reports a queue nobody consumes yet (Flower only
 	// lists queues some worker consumes, and so misses a backlog building up
-	// on a queue without consumers).
+	// on a queue without consumers), with when each was last noted in
+	// Queues.
 	mu         sync.Mutex
-	sentQueues map[string]struct{}
+	sentQueues map[string]time.Time
 }
 
-// maxSentQueues bounds sentQueues against clients inventing queue names.
-const maxSentQueues = 256
+// MaxSentQueues bounds sentQueues, and the fleet's record of queues,
+// against clients inventing queue names.
+const MaxSentQueues = 256
+
+// queueNoteEvery is how often a queue published to again is noted again
+// in Queues, whose age bound then drops only the queues no replica
+// published to for that long.
+const queueNoteEvery = time.Hour
 
 func (h *Handlers) rememberQueue(q string) {
+	now := h.Now()
 	h.mu.Lock()
-	defer h.mu.Unlock()
-	if len(h.sentQueues) < maxSentQueues {
-		h.sentQueues[q] = struct{}{}
+	last, known := h.sentQueues[q]
+	if !known && len(h.sentQueues) >= MaxSentQueues {
+		h.mu.Unlock()
+		return
+	}
+	note := h.Queues != nil && (!known || now.Sub(last) >= queueNoteEvery)
+	if !known || note {
+		h.sentQueues[q] = now
+	}
+	h.mu.Unlock()
+	if note {
+		// Off the request's path: the task is published, and a database
+		// outage must not hold its answer. At most one a queue an hour.
+		go func() {
+			if err := h.Queues.PutQueue(q, now); err != nil {
+				h.log.Warn("could not note the queue for the other replicas", slog.String("queue", q), slog.Any("err", err))
+			}
+		}()
 	}
 }
 
 // QueueNames is the sorted union of the queues workers consume and the ones
-// stamen published to: what /api/queues/length reports, and what the
-// queue-length gauge follows.
-func (h *Handlers) QueueNames() []string { return h.queueNames() }
+// stamen published to (the fleet, with Queues): what /api/queues/length
+// reports, and what the queue-length gauge follows.
+func (h *Handlers) QueueNames(ctx context.Context) []string { return h.queueNames(ctx) }
 
-// sentQueue reports whether stamen published to q.
-func (h *Handlers) sentQueue(q string) bool {
+// sentQueue reports whether stamen (the fleet, with Queues) published to q.
+func (h *Handlers) sentQueue(ctx context.Context, q string) bool {
 	h.mu.Lock()
-	defer h.mu.Unlock()
 	_, ok := h.sentQueues[q]
-	return ok
+	h.mu.Unlock()
+	return ok || slices.Contains(h.fleetQueues(ctx), q)
+}
+
+// fleetQueues are the queues Queues holds; nil without it, or when it
+// cannot be read (this process's own are still known).
+func (h *Handlers) fleetQueues(ctx context.Context) []string {
+	if h.Queues == nil {
+		return nil
+	}
+	names, err := h.Queues.Queues(ctx)
+	if err != nil {
+		h.log.Warn("could not read the queues the other replicas published to", slog.Any("err", err))
+		return nil
+	}
+	return names
 }
 
 // queueNames is the sorted union of the queues workers consume and the ones
 // stamen published to.
-func (h *Handlers) queueNames() []string {
+func (h *Handlers) queueNames(ctx context.Context) []string {
 	set := map[string]struct{}{}
 	for _, q := range h.Inspector.QueueNames() {
+		set[q] = struct{}{}
+	}
+	for _, q := range h.fleetQueues(ctx) {
 		set[q] = struct{}{}
 	}
 	h.mu.Lock()
@@ -156,7 +201,7 @@ func New(cfg Config) *Handlers {
 	if cfg.Origin == "" {
 		cfg.Origin = "stamen@localhost"
 	}
-	return &Handlers{Config: cfg, log: cfg.Logger, sentQueues: map[string]struct{}{}}
+	return &Handlers{Config: cfg, log: cfg.Logger, sentQueues: map[string]time.Time{}}
 }
 
 // strictJSON decodes request bodies like the runtime's JSON consumer

@@ -41,7 +41,7 @@ func (h *Handlers) purgeQueue(p queues.PurgeQueueParams, _ any) middleware.Respo
 // knownQueue reports whether a worker consumes q (asking the workers once
 // when none was inspected yet) or stamen published to it.
 func (h *Handlers) knownQueue(ctx context.Context, q string) bool {
-	if h.sentQueue(q) {
+	if h.sentQueue(ctx, q) {
 		return true
 	}
 	if _, ok := h.Inspector.QueueDeclaration(q); ok {

@@ -208,7 +208,7 @@ func (h *Handlers) getQueueLengths(p queues.GetQueueLengthsParams, _ any) middle
 		// Nobody inspected yet: ask once.
 		_ = h.Inspector.Refresh(p.HTTPRequest.Context(), "")
 	}
-	names := h.queueNames()
+	names := h.queueNames(p.HTTPRequest.Context())
 	if len(names) == 0 {
 		names = []string{celery.DefaultQueue}
 	}

@@ -312,10 +312,13 @@ func New(ctx context.Context, cfg Config) (*App, error) {
 	a.Metrics = metrics.New(cfg.TaskRuntimeBuckets, a.gauges()...)
 	a.Events = stream.NewHub(cfg.MaxEventStreams)
 	var sent handlers.SentLog
+	var queues handlers.QueueLog
 	switch {
 	case a.Postgres != nil:
-		// Shared by the fleet: any replica retries what another sent.
+		// Shared by the fleet: any replica retries what another sent, and
+		// lists and purges the queues another published to.
 		sent = pgstore.Sent{S: a.Postgres, Lim: store.SentLimits{Max: handlers.DefaultSentMax, MaxAge: handlers.DefaultSentMaxAge}}
+		queues = pgstore.Queues{S: a.Postgres, Max: handlers.MaxSentQueues, MaxAge: handlers.DefaultSentMaxAge}
 	case a.store != nil:
 		sent = sentStore{a.store}
 	}
@@ -324,6 +327,7 @@ func New(ctx context.Context, cfg Config) (*App, error) {
 	a.Audit.Prune(ctx)
 	h := handlers.New(handlers.Config{
 		Sent:           sent,
+		Queues:         queues,
 		Audit:          a.Audit,
 		State:          a.State,
 		Tasks:          reader,
@@ -648,9 +652,11 @@ func (a *App) observe(ctx context.Context, e *celery.Event) {
 	if e.Type != "task-sent" {
 		a.Metrics.Observe(m)
 	}
-	// Raw is the broker's to reuse once the batch is applied.
+	// Raw is the broker's to reuse once the batch is applied. The copy
+	// kept says when the event was received: a replica that replays it
+	// later counts the worker's liveness from then.
 	if a.db != nil && !isTask && len(e.Raw) > 0 {
-		a.noteWorkerEvent(e.Hostname, bytes.Clone(e.Raw))
+		a.noteWorkerEvent(e.Hostname, celery.WithLocalReceived(e.Raw, e.LocalReceived))
 	}
 	if a.Events.Subscribers() > 0 {
 		a.Events.Publish(stream.Message{Type: e.Type, Task: task, Worker: e.Hostname, Data: bytes.Clone(e.Raw)})
@@ -687,7 +693,7 @@ func (a *App) openStore() error {
 		}
 		return nil
 	}, func(raw []byte) error {
-		if evs, err := celery.DecodeEvents(raw); err == nil {
+		if evs, err := celery.DecodeStoredEvents(raw); err == nil {
 			a.State.Apply(evs...)
 		}
 		return nil

@@ -65,7 +65,7 @@ func (a *App) queueLengthLoop(ctx context.Context) {
 }
 
 func (a *App) refreshQueueLengths(ctx context.Context) {
-	names := a.handlers.QueueNames()
+	names := a.handlers.QueueNames(ctx)
 	if len(names) > metrics.MaxQueues {
 		names = names[:metrics.MaxQueues]
 	}

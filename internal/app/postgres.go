@@ -47,7 +47,7 @@ func (a *App) openPostgres(ctx context.Context) error {
 	defer cancel()
 	n := 0
 	err = pg.WorkerEvents(rctx, func(raw []byte) {
-		if evs, err := celery.DecodeEvents(raw); err == nil {
+		if evs, err := celery.DecodeStoredEvents(raw); err == nil {
 			a.State.Apply(evs...)
 			n++
 		}

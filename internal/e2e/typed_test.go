@@ -39,8 +39,76 @@ fail = app.send_task("stamen.fail", kwargs={"message": dt})
 print(echo.id, fail.id)
 `
 
+// typedInspectClient sends stamen.sleep with a Decimal (running while
+// /api/workers is read: active) and stamen.echo with the typed values as
+// kwargs and a countdown (waiting on a worker: scheduled), and prints the
+// two task ids.
+const typedInspectClient = `
+import datetime, decimal, uuid
+from stamen_testapp import app
+dt = datetime.datetime(2024, 1, 2, 3, 4, 5, 678901, tzinfo=datetime.timezone.utc)
+sleep = app.send_task("stamen.sleep", args=[decimal.Decimal("8")])
+echo = app.send_task("stamen.echo", countdown=10, kwargs={"dt": dt, "d": datetime.date(2024, 1, 2),
+    "u": uuid.UUID("12345678-1234-5678-1234-567812345678"), "dec": decimal.Decimal("1.10")})
+print(sleep.id, echo.id)
+`
+
+// inspectedTask finds task id among the workers' replies to method in an
+// /api/workers body: the request object (scheduled nests it under
+// "request"), or nil.
+func inspectedTask(workers map[string]any, method, id string) map[string]any {
+	for _, w := range workers {
+		info, _ := w.(map[string]any)
+		list, _ := info[method].([]any)
+		for _, item := range list {
+			req, _ := item.(map[string]any)
+			if inner, ok := req["request"].(map[string]any); ok {
+				req = inner
+			}
+			if req != nil && req["id"] == id {
+				return req
+			}
+		}
+	}
+	return nil
+}
+
 func typedCases() []suiteCase {
 	return []suiteCase{
+		{"typed values in the workers' active and scheduled tasks read as plain strings", func(t *testing.T, c *cluster) {
+			out := testcluster.RunClient(t, testcluster.ClientOptions{Celery: c.celery, Broker: c.cfg.BrokerURL, Backend: c.cfg.ResultBackend}, typedInspectClient)
+			ids := strings.Fields(string(out))
+			if len(ids) != 2 {
+				t.Fatalf("client printed %q, want two task ids", out)
+			}
+			sleepID, echoID := ids[0], ids[1]
+			var active, scheduled map[string]any
+			var body []byte
+			eventually(t, 8*time.Second, "the sleep active and the echo scheduled in /api/workers", func() bool {
+				r := c.api.get("/api/workers", q("refresh", "1"))
+				if r.Status != http.StatusOK {
+					return false
+				}
+				body = r.Body
+				workers := r.JSON(t)
+				active, scheduled = inspectedTask(workers, "active", sleepID), inspectedTask(workers, "scheduled", echoID)
+				return active != nil && scheduled != nil
+			})
+			if active["args"] != "['8']" {
+				t.Errorf("active args %v, want ['8']", active["args"])
+			}
+			if diff := cmp.Diff(typedPlain, scheduled["kwargs"]); diff != "" {
+				t.Errorf("scheduled kwargs (-want +got):\n%s", diff)
+			}
+			for _, typed := range []string{"__type__", "Decimal(", "datetime.", "UUID("} {
+				if strings.Contains(string(body), typed) {
+					t.Errorf("/api/workers holds %s: %s", typed, body)
+				}
+			}
+			// Both done, so that no task of this case is left on a worker.
+			checkInfo(t, c, sleepID, "SUCCESS", "args", "['8']")
+			checkInfo(t, c, echoID, "SUCCESS", "kwargs", typedPlainRepr)
+		}},
 		{"typed values read as plain strings in apply, result, info and the event stream", func(t *testing.T, c *cluster) {
 			stream := openStream(t, c, "stamen.typed")
 			applied := c.api.mustOK(c.api.post("/api/task/apply/stamen.typed", nil, map[string]any{}))

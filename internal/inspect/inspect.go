@@ -464,7 +464,19 @@ func (in *Inspector) WorkerJSON(worker string) (json.RawMessage, bool) {
 // replies are task and queue data whose keys are not settings (a task's
 // delivery_info.routing_key): only URL passwords in their strings are
 // masked. A reply that does not decode is not served at all.
+//
+// The tasks of active, reserved and scheduled read as their records do
+// (see celery.PlainJSON and celery.PlainRepr): Celery >= 5.3 workers send
+// a reserved or scheduled task's datetime, date, time, UUID, Decimal and
+// bytes arguments as kombu's typed JSON, where 5.2 workers wrote plain
+// strings, and the argument reprs of an active task (asked with safe)
+// show those values' Python reprs on every release.
 func sanitize(method string, v json.RawMessage) json.RawMessage {
+	if bytes.Contains(v, typedMarker) {
+		if plain, err := celery.PlainJSON(v); err == nil {
+			v = plain
+		}
+	}
 	d := json.NewDecoder(bytes.NewReader(v))
 	d.UseNumber() // keep numbers exactly as the worker sent them
 	var x any
@@ -482,6 +494,8 @@ func sanitize(method string, v json.RawMessage) json.RawMessage {
 			}
 		}
 		x = redact.Strings(x)
+	case "active", "reserved", "scheduled":
+		x = redact.Strings(plainArgReprs(x))
 	default:
 		x = redact.Strings(x)
 	}
@@ -490,4 +504,28 @@ func sanitize(method string, v json.RawMessage) json.RawMessage {
 		return json.RawMessage(`null`)
 	}
 	return out
+}
+
+// typedMarker is the key every kombu typed JSON value has.
+var typedMarker = []byte(`"__type__"`)
+
+// plainArgReprs rewrites the string args and kwargs of the task requests
+// in a decoded reply (at any depth: scheduled nests them under "request")
+// with celery.PlainRepr.
+func plainArgReprs(x any) any {
+	switch v := x.(type) {
+	case map[string]any:
+		for k, e := range v {
+			if s, ok := e.(string); ok && (k == "args" || k == "kwargs") {
+				v[k] = celery.PlainRepr(s)
+				continue
+			}
+			v[k] = plainArgReprs(e)
+		}
+	case []any:
+		for i, e := range v {
+			v[i] = plainArgReprs(e)
+		}
+	}
+	return x
 }

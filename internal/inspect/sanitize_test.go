@@ -87,3 +87,48 @@ func TestSanitizeMasksSecrets(t *testing.T) {
 		})
 	}
 }
+
+// TestSanitizePlainTypedValues checks that the task requests of active,
+// reserved and scheduled read as the task records do: kombu >= 5.3 typed
+// JSON as the strings kombu 5.2 wrote, and the Python reprs of those values
+// in args and kwargs reprs as the reprs of those strings.
+func TestSanitizePlainTypedValues(t *testing.T) {
+	for _, tc := range []struct {
+		name, method, in, want string
+	}{
+		{
+			name:   "scheduled, typed JSON",
+			method: "scheduled",
+			in: `[{"eta": "2026-01-01T00:00:00+00:00", "request": {"id": "1",
+				"args": [{"__type__": "decimal", "__value__": "3.14"}],
+				"kwargs": {"dt": {"__type__": "datetime", "__value__": "2024-01-02T03:04:05+00:00"},
+					"u": {"__type__": "uuid", "__value__": {"hex": "12345678123456781234567812345678"}}}}}]`,
+			want: `[{"eta":"2026-01-01T00:00:00+00:00","request":{"args":["3.14"],"id":"1",` +
+				`"kwargs":{"dt":"2024-01-02T03:04:05Z","u":"12345678-1234-5678-1234-567812345678"}}}]`,
+		},
+		{
+			name:   "reserved, typed JSON",
+			method: "reserved",
+			in:     `[{"id": "1", "args": [{"__type__": "date", "__value__": "2024-01-02"}], "kwargs": {}}]`,
+			want:   `[{"args":["2024-01-02T00:00:00"],"id":"1","kwargs":{}}]`,
+		},
+		{
+			name:   "active, reprs",
+			method: "active",
+			in:     `[{"id": "1", "args": "[Decimal('6')]", "kwargs": "{'u': UUID('12345678-1234-5678-1234-567812345678')}"}]`,
+			want:   `[{"args":"['6']","id":"1","kwargs":"{'u': '12345678-1234-5678-1234-567812345678'}"}]`,
+		},
+		{
+			name:   "a string args elsewhere stays",
+			method: "conf",
+			in:     `{"args": "Decimal('6')"}`,
+			want:   `{"args":"Decimal('6')"}`,
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := string(sanitize(tc.method, json.RawMessage(tc.in))); got != tc.want {
+				t.Errorf("got  %s\nwant %s", got, tc.want)
+			}
+		})
+	}
+}

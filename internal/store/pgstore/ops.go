@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -162,4 +163,68 @@ func (l Sent) Sent(id string) ([]byte, bool, error) {
 		return nil, false, fmt.Errorf("read sent task %s: %w", id, unavailable(err))
 	}
 	return data, true, nil
+}
+
+// Queues is the fleet's record of the queues stamen published to, for
+// GET /api/queues/length and the purge's check that a queue is known: a
+// queue without consumers that one replica sent to is listed, and purged,
+// by every replica. It keeps the Max names published to last, none older
+// than MaxAge.
+type Queues struct {
+	S      *Store
+	Max    int
+	MaxAge time.Duration
+}
+
+// PutQueue notes that a task was published to queue name at time at, and
+// trims the record.
+func (q Queues) PutQueue(name string, at time.Time) error {
+	ctx, cancel := context.WithTimeout(context.Background(), q.S.cfg.WriteTimeout)
+	defer cancel()
+	_, err := q.S.pool.Exec(ctx, `INSERT INTO stamen_queues (name, at) VALUES ($1, $2)
+ON CONFLICT (name) DO UPDATE SET at = greatest(stamen_queues.at, excluded.at)`, name, at)
+	if err != nil {
+		return fmt.Errorf("put queue %s: %w", name, unavailable(err))
+	}
+	// At most Max+1 rows before the trim: a single statement suffices.
+	// Without MaxAge the cutoff is NULL, and no row is older.
+	if _, err := q.S.pool.Exec(ctx, `DELETE FROM stamen_queues WHERE at < $1
+	OR name IN (SELECT name FROM stamen_queues ORDER BY at DESC, name OFFSET $2)`, q.cutoff(at), q.limit()); err != nil {
+		return fmt.Errorf("trim queues: %w", unavailable(err))
+	}
+	return nil
+}
+
+// cutoff is the time before which a name is dropped, nil without MaxAge.
+func (q Queues) cutoff(now time.Time) any {
+	if q.MaxAge <= 0 {
+		return nil
+	}
+	return now.Add(-q.MaxAge)
+}
+
+// limit is Max, or without it a count the table never reaches.
+func (q Queues) limit() any {
+	if q.Max <= 0 {
+		return math.MaxInt32
+	}
+	return q.Max
+}
+
+// Queues returns the names of the queues published to, newest first.
+func (q Queues) Queues(ctx context.Context) ([]string, error) {
+	var names []string
+	err := q.S.read(ctx, func(ctx context.Context) error {
+		rows, err := q.S.pool.Query(ctx, `SELECT name FROM stamen_queues WHERE $1::timestamptz IS NULL OR at >= $1
+ORDER BY at DESC, name LIMIT $2`, q.cutoff(q.S.cfg.Now()), q.limit())
+		if err != nil {
+			return err
+		}
+		names, err = pgx.CollectRows(rows, pgx.RowTo[string])
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("read queues: %w", err)
+	}
+	return names, nil
 }

@@ -99,3 +99,43 @@ func TestSentInPostgres(t *testing.T) {
 		t.Error("a record older than MaxAge was kept")
 	}
 }
+
+// TestQueuesInPostgres: the queues the fleet published to are listed newest
+// first, once each, and trimmed to Max names and to those noted within
+// MaxAge.
+func TestQueuesInPostgres(t *testing.T) {
+	s := openStore(t, newDB(t))
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	q := pgstore.Queues{S: s, Max: 3, MaxAge: time.Hour}
+	base := time.Now().Add(-30 * time.Minute)
+	put := func(name string, at time.Time) {
+		t.Helper()
+		if err := q.PutQueue(name, at); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i, name := range []string{"q0", "q1", "q2", "q3"} {
+		put(name, base.Add(time.Duration(i)*time.Second))
+	}
+	put("q1", base.Add(10*time.Second)) // noted again: newest
+	put("q2", base)                     // an older note does not move it back
+	for _, tc := range []struct {
+		name string
+		q    pgstore.Queues
+		want string
+	}{
+		{"trimmed to Max", q, "[q1 q3 q2]"},
+		{"no bounds", pgstore.Queues{S: s}, "[q1 q3 q2]"},
+	} {
+		got, err := tc.q.Queues(ctx)
+		if err != nil || fmt.Sprint(got) != tc.want {
+			t.Errorf("%s: %v, %v; want %s", tc.name, got, err, tc.want)
+		}
+	}
+	// Noted two hours later: the others are past MaxAge, and go.
+	put("late", base.Add(2*time.Hour))
+	if got, err := (pgstore.Queues{S: s}).Queues(ctx); err != nil || fmt.Sprint(got) != "[late]" {
+		t.Errorf("after a note past MaxAge: %v, %v; want [late]", got, err)
+	}
+}

@@ -592,8 +592,9 @@ const workersSQL = `SELECT event FROM (SELECT seq, event FROM stamen_workers ORD
 
 // Workers returns the workers as their latest events show them, first
 // written first, with liveness computed now: the events are replayed into
-// a scratch state, so a worker is what a replica that saw that event
-// would show.
+// a scratch state as received when the writer received them
+// (celery.DecodeStoredEvents), so a worker is what a replica that saw
+// that event would show, and one whose heartbeats stopped goes offline.
 func (s *Store) Workers(ctx context.Context) ([]state.Worker, error) {
 	var events [][]byte
 	err := s.read(ctx, func(ctx context.Context) error {
@@ -611,7 +612,7 @@ func (s *Store) Workers(ctx context.Context) ([]state.Worker, error) {
 	// MaxWorkers above it would drop workers the read returned.
 	st := state.New(state.Config{MaxTasks: 1, MaxWorkers: s.cfg.MaxWorkers, Now: s.cfg.Now})
 	for _, raw := range events {
-		if evs, err := celery.DecodeEvents(raw); err == nil {
+		if evs, err := celery.DecodeStoredEvents(raw); err == nil {
 			st.Apply(evs...)
 		}
 	}

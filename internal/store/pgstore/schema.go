@@ -143,6 +143,12 @@ CREATE INDEX stamen_tasks_failures_long ON stamen_tasks ((` + failureName + `), 
 	WHERE ` + failedState + ` AND ` + longException + `;
 CREATE STATISTICS stamen_tasks_exception_length ON (octet_length(exception)) FROM stamen_tasks;
 ANALYZE stamen_tasks;`,
+	// 5: the queues the fleet published to (Queues), so that every replica
+	// lists and purges a queue without consumers that another one sent to.
+	`CREATE TABLE stamen_queues (
+	name text COLLATE "C" PRIMARY KEY,
+	at   timestamptz NOT NULL
+);`,
 }
 
 // searchText is the text an unqualified search term is looked for in, the
