@@ -17,6 +17,7 @@ import (
 
 	"github.com/stamen-dev/stamen/gen/models"
 	"github.com/stamen-dev/stamen/internal/celery"
+	"github.com/stamen-dev/stamen/internal/inspect"
 	"github.com/stamen-dev/stamen/restapi/operations/tasks"
 )
 
@@ -166,6 +167,10 @@ func (h *Handlers) publish(ctx context.Context, name string, body *models.TaskAp
 	if checkKnown && !h.knownTask(ctx, name) {
 		return nil, apiError(http.StatusNotFound, "Unknown task '%s'", name)
 	}
+	routed := msg.Queue == "" && msg.Exchange == "" && msg.RoutingKey == ""
+	if routed {
+		h.route(msg)
+	}
 	queue := celery.QueueName(msg)
 	msg.Declare, _ = h.Inspector.QueueDeclaration(queue)
 	send := func() error {
@@ -175,10 +180,15 @@ func (h *Handlers) publish(ctx context.Context, name string, body *models.TaskAp
 	}
 	err = send()
 	if errors.Is(err, celery.ErrNoQueue) && msg.Declare == nil {
-		// A worker may consume the queue since the last inspection.
+		// A worker may consume the queue since the last inspection, or
+		// route the task elsewhere.
 		ictx, cancel := context.WithTimeout(ctx, h.ControlTimeout)
 		_ = h.Inspector.Refresh(ictx, "")
 		cancel()
+		if routed {
+			h.route(msg)
+			queue = celery.QueueName(msg)
+		}
 		if d, ok := h.Inspector.QueueDeclaration(queue); ok {
 			msg.Declare = d
 			err = send()
@@ -190,6 +200,22 @@ func (h *Handlers) publish(ctx context.Context, name string, body *models.TaskAp
 	h.rememberQueue(cmp.Or(msg.Queue, celery.DefaultQueue))
 	h.rememberSent(msg)
 	return msg, nil
+}
+
+// route sends a task given no queue, exchange or routing key where the
+// workers' own app would send it (Flower sends it with its app, which is
+// the workers'): by their task_routes, else to their task_default_queue
+// (inspect.Inspector.TaskRoute); to Celery's default queue when no
+// inspected worker sets either.
+func (h *Handlers) route(msg *celery.TaskMessage) {
+	r, _ := h.Inspector.TaskRoute(msg.Name)
+	for _, v := range []string{r.Queue, r.Exchange, r.RoutingKey} {
+		// Held to what the request body may give.
+		if v != "" && (len(v) > 255 || !validName(v)) {
+			r = inspect.Route{}
+		}
+	}
+	msg.Queue, msg.Exchange, msg.RoutingKey = r.Queue, r.Exchange, r.RoutingKey
 }
 
 // taskIDResponse is {"task-id": id, "state": ...}; state only with a result

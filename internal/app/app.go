@@ -375,6 +375,7 @@ func New(ctx context.Context, cfg Config) (*App, error) {
 		}
 		a.wg.Go(func() { r.Run(runCtx) })
 	}
+	a.wg.Go(func() { a.onlineLoop(runCtx) })
 	a.wg.Add(5)
 	go func() {
 		defer a.wg.Done()
@@ -940,6 +941,13 @@ func (a *App) expireLoop(ctx context.Context) {
 			a.log.Debug("expired old tasks", slog.Int("tasks", n))
 		}
 	})
+}
+
+// onlineLoop turns flower_worker_online to 0, every second, for the
+// workers whose heartbeats stopped without a worker-offline event (see
+// metrics.Metrics.MarkOffline).
+func (a *App) onlineLoop(ctx context.Context) {
+	tick(ctx, time.Second, func(time.Time) { a.Metrics.MarkOffline(a.State.WorkerAlive) })
 }
 
 // purgeEvery is how often purgeLoop runs: a worker outlives the purge age

@@ -432,9 +432,19 @@ func writeCases() []suiteCase {
 func lifecycleCases() []suiteCase {
 	return []suiteCase{
 		{"a killed worker goes offline", func(t *testing.T, c *cluster) {
+			// flower_worker_online too: a killed worker sends no
+			// worker-offline, and an alert on the gauge is how it is noticed.
+			online := map[string]string{"worker": c.w3.Name}
+			eventually(t, 10*time.Second, c.w3.Name+" online in the metrics", func() bool {
+				return scrape(t, c).Sum("flower_worker_online", online) == 1
+			})
 			c.w3.Kill()
 			eventually(t, 20*time.Second, c.w3.Name+" offline", func() bool {
 				return c.api.mustOK(c.api.get("/api/workers", q("status", "true")))[c.w3.Name] == false
+			})
+			eventually(t, 10*time.Second, c.w3.Name+" offline in the metrics", func() bool {
+				m := scrape(t, c)
+				return m.Sum("flower_worker_online", online) == 0 && m["flower_worker_online"] != nil
 			})
 		}},
 		{"shutdown makes the worker exit", func(t *testing.T, c *cluster) {

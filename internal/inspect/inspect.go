@@ -31,6 +31,9 @@ var Methods = []string{"stats", "active_queues", "registered", "scheduled", "act
 type workerInfo struct {
 	replies   map[string]json.RawMessage
 	timestamp float64
+	// router is the routing settings of the worker's app, from its last
+	// conf reply (nil when it sets none): see TaskRoute.
+	router *taskRouter
 }
 
 // Inspector caches inspect replies. It is safe for concurrent use.
@@ -290,6 +293,11 @@ func (in *Inspector) inspect(ctx context.Context, method string, dest, expect []
 			in.workers[r.Hostname] = w
 		}
 		w.replies[method] = sanitize(method, r.Value)
+		if method == "conf" {
+			// From the reply as sent: sanitize does not keep the order of
+			// task_routes' patterns, which Celery tries in turn.
+			w.router = parseRouter(r.Value)
+		}
 		w.timestamp = now
 		answered[r.Hostname] = true
 	}
@@ -372,15 +380,23 @@ func (in *Inspector) Registers(task string) bool {
 	in.mu.RLock()
 	defer in.mu.RUnlock()
 	for _, w := range in.workers {
-		var names []string
-		if json.Unmarshal(w.replies["registered"], &names) != nil {
-			continue
+		if registers(w.replies["registered"], task) {
+			return true
 		}
-		for _, n := range names {
-			// With taskinfoitems entries look like "name [rate_limit=...]".
-			if n == task || (len(n) > len(task) && n[:len(task)] == task && n[len(task)] == ' ') {
-				return true
-			}
+	}
+	return false
+}
+
+// registers reports whether a registered reply lists task.
+func registers(reply json.RawMessage, task string) bool {
+	var names []string
+	if json.Unmarshal(reply, &names) != nil {
+		return false
+	}
+	for _, n := range names {
+		// With taskinfoitems entries look like "name [rate_limit=...]".
+		if n == task || (len(n) > len(task) && n[:len(task)] == task && n[len(task)] == ' ') {
+			return true
 		}
 	}
 	return false

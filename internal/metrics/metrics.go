@@ -351,6 +351,24 @@ func (t *taskSeries) prefetchedOf(m *Metrics) prometheus.Gauge {
 	return t.prefetched
 }
 
+// MarkOffline sets flower_worker_online to 0 for every worker that alive
+// says is offline. Flower's gauge drops to 0 only on a worker-offline
+// event, which a worker that crashed, was killed or lost its network
+// never sends: it would show online for good, and an alert on
+// flower_worker_online == 0 would never fire for it. alive is the events
+// state's view (a heartbeat younger than twice the worker's interval);
+// it is asked with m's lock held, so a heartbeat observed meanwhile,
+// which the state applied first, keeps its worker at 1.
+func (m *Metrics) MarkOffline(alive func(worker string) bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for name, w := range m.workerSeries {
+		if w.online != nil && !alive(name) {
+			w.online.Set(0)
+		}
+	}
+}
+
 // worker returns the worker's children; m.mu is held.
 func (m *Metrics) worker(name string) *workerSeries {
 	w, ok := m.workerSeries[name]

@@ -156,3 +156,36 @@ func TestEventTypesCapped(t *testing.T) {
 		}
 	}
 }
+
+// TestMarkOffline: a worker whose heartbeats stopped without a
+// worker-offline event (killed, crashed) reads 0 once the state says it
+// is offline; one still alive keeps 1, and one never seen online gets no
+// series.
+func TestMarkOffline(t *testing.T) {
+	m := New(nil)
+	for _, w := range []string{"alive", "killed", "left"} {
+		m.Observe(Event{Type: "worker-heartbeat", Worker: w})
+	}
+	m.Observe(Event{Type: "worker-offline", Worker: "left"})
+	m.Observe(Event{Type: "task-received", UUID: "a", Task: "t", Worker: "tasks-only"})
+	m.MarkOffline(func(w string) bool { return w == "alive" })
+	body := scrape(t, m)
+	for _, tc := range []struct {
+		series string
+		want   bool
+	}{
+		{`flower_worker_online{worker="alive"} 1`, true},
+		{`flower_worker_online{worker="killed"} 0`, true},
+		{`flower_worker_online{worker="left"} 0`, true},
+		{`flower_worker_online{worker="tasks-only"}`, false},
+	} {
+		if got := strings.Contains(body, tc.series); got != tc.want {
+			t.Errorf("%s in the scrape: %v, want %v", tc.series, got, tc.want)
+		}
+	}
+	// A heartbeat brings it back.
+	m.Observe(Event{Type: "worker-heartbeat", Worker: "killed"})
+	if body := scrape(t, m); !strings.Contains(body, `flower_worker_online{worker="killed"} 1`) {
+		t.Errorf("a heartbeat after MarkOffline left the worker offline")
+	}
+}

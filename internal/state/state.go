@@ -961,6 +961,16 @@ func (s *State) KnowsWorker(hostname string) bool {
 	return s.workers[hostname] != nil
 }
 
+// WorkerAlive reports whether the worker is known and online now, by its
+// heartbeats (Worker.AliveAt).
+func (s *State) WorkerAlive(hostname string) bool {
+	now := s.now()
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	w := s.workers[hostname]
+	return w != nil && w.AliveAt(now)
+}
+
 // PurgeWorkers forgets the workers that are offline and sent no event
 // since before (Flower's --purge_offline_workers), and returns their
 // hostnames. A worker comes back with its next event.
