@@ -52,25 +52,27 @@ func (a Audit) List(ctx context.Context, q audit.Query) ([]audit.Record, error) 
 	if !q.Until.IsZero() {
 		until = &q.Until
 	}
-	ctx, cancel := context.WithTimeout(ctx, a.S.cfg.ReadTimeout)
-	defer cancel()
-	rows, err := a.S.pool.Query(ctx, `SELECT record FROM stamen_audit
+	var out []audit.Record
+	err := a.S.read(ctx, func(ctx context.Context) error {
+		rows, err := a.S.pool.Query(ctx, `SELECT record FROM stamen_audit
 WHERE ($1 = '' OR operation = $1) AND ($2 = '' OR username = $2)
   AND ($3::timestamptz IS NULL OR at >= $3) AND ($4::timestamptz IS NULL OR at < $4)
 ORDER BY at DESC, id DESC LIMIT $5 OFFSET $6`, q.Operation, q.User, since, until, limit, max(q.Offset, 0))
-	if err != nil {
-		return nil, fmt.Errorf("read audit records: %w", unavailable(err))
-	}
-	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (audit.Record, error) {
-		var data []byte
-		var r audit.Record
-		if err := row.Scan(&data); err != nil {
-			return r, err
+		if err != nil {
+			return err
 		}
-		return r, json.Unmarshal(data, &r)
+		out, err = pgx.CollectRows(rows, func(row pgx.CollectableRow) (audit.Record, error) {
+			var data []byte
+			var r audit.Record
+			if err := row.Scan(&data); err != nil {
+				return r, err
+			}
+			return r, json.Unmarshal(data, &r)
+		})
+		return err
 	})
 	if err != nil {
-		return nil, fmt.Errorf("read audit records: %w", unavailable(err))
+		return nil, fmt.Errorf("read audit records: %w", err)
 	}
 	return out, nil
 }
@@ -152,17 +154,20 @@ ON CONFLICT (id) DO UPDATE SET at = excluded.at, data = excluded.data`, id, at, 
 
 // Sent returns what PutSent kept for id.
 func (l Sent) Sent(id string) ([]byte, bool, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), l.S.cfg.ReadTimeout)
-	defer cancel()
 	var data []byte
-	err := l.S.pool.QueryRow(ctx, `SELECT data FROM stamen_sent WHERE id = $1`, id).Scan(&data)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return nil, false, nil
-	}
+	found := true
+	err := l.S.read(context.Background(), func(ctx context.Context) error {
+		err := l.S.pool.QueryRow(ctx, `SELECT data FROM stamen_sent WHERE id = $1`, id).Scan(&data)
+		if errors.Is(err, pgx.ErrNoRows) {
+			found = false
+			return nil
+		}
+		return err
+	})
 	if err != nil {
-		return nil, false, fmt.Errorf("read sent task %s: %w", id, unavailable(err))
+		return nil, false, fmt.Errorf("read sent task %s: %w", id, err)
 	}
-	return data, true, nil
+	return data, found, nil
 }
 
 // Queues is the fleet's record of the queues stamen published to, for
