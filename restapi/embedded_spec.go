@@ -223,6 +223,9 @@ func init() {
           "401": {
             "$ref": "#/responses/Unauthorized"
           },
+          "502": {
+            "$ref": "#/responses/Refused"
+          },
           "503": {
             "$ref": "#/responses/Unavailable"
           },
@@ -278,6 +281,9 @@ func init() {
           "413": {
             "$ref": "#/responses/TooLarge"
           },
+          "502": {
+            "$ref": "#/responses/Refused"
+          },
           "503": {
             "$ref": "#/responses/Unavailable"
           },
@@ -317,6 +323,9 @@ func init() {
           },
           "413": {
             "$ref": "#/responses/TooLarge"
+          },
+          "502": {
+            "$ref": "#/responses/Refused"
           },
           "503": {
             "$ref": "#/responses/Unavailable"
@@ -376,6 +385,9 @@ func init() {
           "422": {
             "$ref": "#/responses/ResultUnreadable"
           },
+          "502": {
+            "$ref": "#/responses/Refused"
+          },
           "503": {
             "$ref": "#/responses/Unavailable"
           },
@@ -421,6 +433,9 @@ func init() {
           },
           "413": {
             "$ref": "#/responses/TooLarge"
+          },
+          "502": {
+            "$ref": "#/responses/Refused"
           },
           "503": {
             "$ref": "#/responses/Unavailable"
@@ -517,6 +532,9 @@ func init() {
           "413": {
             "$ref": "#/responses/TooLarge"
           },
+          "502": {
+            "$ref": "#/responses/Refused"
+          },
           "503": {
             "$ref": "#/responses/Unavailable"
           },
@@ -562,6 +580,9 @@ func init() {
           },
           "422": {
             "$ref": "#/responses/ResultUnreadable"
+          },
+          "502": {
+            "$ref": "#/responses/Refused"
           },
           "503": {
             "$ref": "#/responses/Unavailable"
@@ -615,6 +636,9 @@ func init() {
           },
           "413": {
             "$ref": "#/responses/TooLarge"
+          },
+          "502": {
+            "$ref": "#/responses/Refused"
           },
           "503": {
             "$ref": "#/responses/Unavailable"
@@ -671,6 +695,9 @@ func init() {
           "413": {
             "$ref": "#/responses/TooLarge"
           },
+          "502": {
+            "$ref": "#/responses/Refused"
+          },
           "503": {
             "$ref": "#/responses/Unavailable"
           },
@@ -713,6 +740,9 @@ func init() {
           },
           "413": {
             "$ref": "#/responses/TooLarge"
+          },
+          "502": {
+            "$ref": "#/responses/Refused"
           },
           "503": {
             "$ref": "#/responses/Unavailable"
@@ -780,6 +810,9 @@ func init() {
           },
           "413": {
             "$ref": "#/responses/TooLarge"
+          },
+          "502": {
+            "$ref": "#/responses/Refused"
           },
           "503": {
             "$ref": "#/responses/Unavailable"
@@ -1003,6 +1036,9 @@ func init() {
           "413": {
             "$ref": "#/responses/TooLarge"
           },
+          "502": {
+            "$ref": "#/responses/Refused"
+          },
           "503": {
             "$ref": "#/responses/Unavailable"
           },
@@ -1114,6 +1150,9 @@ func init() {
           "413": {
             "$ref": "#/responses/TooLarge"
           },
+          "502": {
+            "$ref": "#/responses/Refused"
+          },
           "503": {
             "$ref": "#/responses/Unavailable"
           },
@@ -1177,6 +1216,9 @@ func init() {
           "413": {
             "$ref": "#/responses/TooLarge"
           },
+          "502": {
+            "$ref": "#/responses/Refused"
+          },
           "503": {
             "$ref": "#/responses/Unavailable"
           },
@@ -1230,6 +1272,9 @@ func init() {
           "413": {
             "$ref": "#/responses/TooLarge"
           },
+          "502": {
+            "$ref": "#/responses/Refused"
+          },
           "503": {
             "$ref": "#/responses/Unavailable"
           },
@@ -1272,6 +1317,9 @@ func init() {
           },
           "413": {
             "$ref": "#/responses/TooLarge"
+          },
+          "502": {
+            "$ref": "#/responses/Refused"
           },
           "503": {
             "$ref": "#/responses/Unavailable"
@@ -1326,6 +1374,9 @@ func init() {
           "413": {
             "$ref": "#/responses/TooLarge"
           },
+          "502": {
+            "$ref": "#/responses/Refused"
+          },
           "503": {
             "$ref": "#/responses/Unavailable"
           },
@@ -1377,6 +1428,9 @@ func init() {
           },
           "413": {
             "$ref": "#/responses/TooLarge"
+          },
+          "502": {
+            "$ref": "#/responses/Refused"
           },
           "503": {
             "$ref": "#/responses/Unavailable"
@@ -1430,6 +1484,9 @@ func init() {
           "413": {
             "$ref": "#/responses/TooLarge"
           },
+          "502": {
+            "$ref": "#/responses/Refused"
+          },
           "503": {
             "$ref": "#/responses/Unavailable"
           },
@@ -1472,6 +1529,9 @@ func init() {
           },
           "413": {
             "$ref": "#/responses/TooLarge"
+          },
+          "502": {
+            "$ref": "#/responses/Refused"
           },
           "503": {
             "$ref": "#/responses/Unavailable"
@@ -1531,6 +1591,9 @@ func init() {
           },
           "404": {
             "$ref": "#/responses/NotFound"
+          },
+          "502": {
+            "$ref": "#/responses/Refused"
           },
           "503": {
             "$ref": "#/responses/Unavailable"
@@ -2248,6 +2311,12 @@ func init() {
     },
     "NotFound": {
       "description": "Unknown task, task type or worker",
+      "schema": {
+        "$ref": "#/definitions/Error"
+      }
+    },
+    "Refused": {
+      "description": "The broker or result backend refused the operation to the account\nstamen logs in as (a Redis ACL's NOPERM): the error quotes its reply,\nwhich names the command, key or channel refused. The same call fails\nthe same way, on any replica, until that account's permissions change.\n",
       "schema": {
         "$ref": "#/definitions/Error"
       }
@@ -2568,6 +2637,12 @@ func init() {
               "$ref": "#/definitions/Error"
             }
           },
+          "502": {
+            "description": "The broker or result backend refused the operation to the account\nstamen logs in as (a Redis ACL's NOPERM): the error quotes its reply,\nwhich names the command, key or channel refused. The same call fails\nthe same way, on any replica, until that account's permissions change.\n",
+            "schema": {
+              "$ref": "#/definitions/Error"
+            }
+          },
           "503": {
             "description": "The broker, the result backend or the task store (PostgreSQL) is unavailable",
             "schema": {
@@ -2644,6 +2719,12 @@ func init() {
               "$ref": "#/definitions/Error"
             }
           },
+          "502": {
+            "description": "The broker or result backend refused the operation to the account\nstamen logs in as (a Redis ACL's NOPERM): the error quotes its reply,\nwhich names the command, key or channel refused. The same call fails\nthe same way, on any replica, until that account's permissions change.\n",
+            "schema": {
+              "$ref": "#/definitions/Error"
+            }
+          },
           "503": {
             "description": "The broker, the result backend or the task store (PostgreSQL) is unavailable",
             "schema": {
@@ -2703,6 +2784,12 @@ func init() {
           },
           "413": {
             "description": "The request body is larger than the server accepts (1 MiB)",
+            "schema": {
+              "$ref": "#/definitions/Error"
+            }
+          },
+          "502": {
+            "description": "The broker or result backend refused the operation to the account\nstamen logs in as (a Redis ACL's NOPERM): the error quotes its reply,\nwhich names the command, key or channel refused. The same call fails\nthe same way, on any replica, until that account's permissions change.\n",
             "schema": {
               "$ref": "#/definitions/Error"
             }
@@ -2799,6 +2886,12 @@ func init() {
               "$ref": "#/definitions/ResultUnreadable"
             }
           },
+          "502": {
+            "description": "The broker or result backend refused the operation to the account\nstamen logs in as (a Redis ACL's NOPERM): the error quotes its reply,\nwhich names the command, key or channel refused. The same call fails\nthe same way, on any replica, until that account's permissions change.\n",
+            "schema": {
+              "$ref": "#/definitions/Error"
+            }
+          },
           "503": {
             "description": "The broker, the result backend or the task store (PostgreSQL) is unavailable",
             "schema": {
@@ -2872,6 +2965,12 @@ func init() {
           },
           "413": {
             "description": "The request body is larger than the server accepts (1 MiB)",
+            "schema": {
+              "$ref": "#/definitions/Error"
+            }
+          },
+          "502": {
+            "description": "The broker or result backend refused the operation to the account\nstamen logs in as (a Redis ACL's NOPERM): the error quotes its reply,\nwhich names the command, key or channel refused. The same call fails\nthe same way, on any replica, until that account's permissions change.\n",
             "schema": {
               "$ref": "#/definitions/Error"
             }
@@ -3014,6 +3113,12 @@ func init() {
               "$ref": "#/definitions/Error"
             }
           },
+          "502": {
+            "description": "The broker or result backend refused the operation to the account\nstamen logs in as (a Redis ACL's NOPERM): the error quotes its reply,\nwhich names the command, key or channel refused. The same call fails\nthe same way, on any replica, until that account's permissions change.\n",
+            "schema": {
+              "$ref": "#/definitions/Error"
+            }
+          },
           "503": {
             "description": "The broker, the result backend or the task store (PostgreSQL) is unavailable",
             "schema": {
@@ -3078,6 +3183,12 @@ func init() {
             "description": "The result backend holds the task's result in a serialization stamen\ncannot read (pickle, msgpack, yaml, compressed): the body names it and\ngives the task's state as stamen's events show it.\n",
             "schema": {
               "$ref": "#/definitions/ResultUnreadable"
+            }
+          },
+          "502": {
+            "description": "The broker or result backend refused the operation to the account\nstamen logs in as (a Redis ACL's NOPERM): the error quotes its reply,\nwhich names the command, key or channel refused. The same call fails\nthe same way, on any replica, until that account's permissions change.\n",
+            "schema": {
+              "$ref": "#/definitions/Error"
             }
           },
           "503": {
@@ -3162,6 +3273,12 @@ func init() {
               "$ref": "#/definitions/Error"
             }
           },
+          "502": {
+            "description": "The broker or result backend refused the operation to the account\nstamen logs in as (a Redis ACL's NOPERM): the error quotes its reply,\nwhich names the command, key or channel refused. The same call fails\nthe same way, on any replica, until that account's permissions change.\n",
+            "schema": {
+              "$ref": "#/definitions/Error"
+            }
+          },
           "503": {
             "description": "The broker, the result backend or the task store (PostgreSQL) is unavailable",
             "schema": {
@@ -3240,6 +3357,12 @@ func init() {
               "$ref": "#/definitions/Error"
             }
           },
+          "502": {
+            "description": "The broker or result backend refused the operation to the account\nstamen logs in as (a Redis ACL's NOPERM): the error quotes its reply,\nwhich names the command, key or channel refused. The same call fails\nthe same way, on any replica, until that account's permissions change.\n",
+            "schema": {
+              "$ref": "#/definitions/Error"
+            }
+          },
           "503": {
             "description": "The broker, the result backend or the task store (PostgreSQL) is unavailable",
             "schema": {
@@ -3307,6 +3430,12 @@ func init() {
           },
           "413": {
             "description": "The request body is larger than the server accepts (1 MiB)",
+            "schema": {
+              "$ref": "#/definitions/Error"
+            }
+          },
+          "502": {
+            "description": "The broker or result backend refused the operation to the account\nstamen logs in as (a Redis ACL's NOPERM): the error quotes its reply,\nwhich names the command, key or channel refused. The same call fails\nthe same way, on any replica, until that account's permissions change.\n",
             "schema": {
               "$ref": "#/definitions/Error"
             }
@@ -3400,6 +3529,12 @@ func init() {
           },
           "413": {
             "description": "The request body is larger than the server accepts (1 MiB)",
+            "schema": {
+              "$ref": "#/definitions/Error"
+            }
+          },
+          "502": {
+            "description": "The broker or result backend refused the operation to the account\nstamen logs in as (a Redis ACL's NOPERM): the error quotes its reply,\nwhich names the command, key or channel refused. The same call fails\nthe same way, on any replica, until that account's permissions change.\n",
             "schema": {
               "$ref": "#/definitions/Error"
             }
@@ -3659,6 +3794,12 @@ func init() {
               "$ref": "#/definitions/Error"
             }
           },
+          "502": {
+            "description": "The broker or result backend refused the operation to the account\nstamen logs in as (a Redis ACL's NOPERM): the error quotes its reply,\nwhich names the command, key or channel refused. The same call fails\nthe same way, on any replica, until that account's permissions change.\n",
+            "schema": {
+              "$ref": "#/definitions/Error"
+            }
+          },
           "503": {
             "description": "The broker, the result backend or the task store (PostgreSQL) is unavailable",
             "schema": {
@@ -3788,6 +3929,12 @@ func init() {
               "$ref": "#/definitions/Error"
             }
           },
+          "502": {
+            "description": "The broker or result backend refused the operation to the account\nstamen logs in as (a Redis ACL's NOPERM): the error quotes its reply,\nwhich names the command, key or channel refused. The same call fails\nthe same way, on any replica, until that account's permissions change.\n",
+            "schema": {
+              "$ref": "#/definitions/Error"
+            }
+          },
           "503": {
             "description": "The broker, the result backend or the task store (PostgreSQL) is unavailable",
             "schema": {
@@ -3877,6 +4024,12 @@ func init() {
               "$ref": "#/definitions/Error"
             }
           },
+          "502": {
+            "description": "The broker or result backend refused the operation to the account\nstamen logs in as (a Redis ACL's NOPERM): the error quotes its reply,\nwhich names the command, key or channel refused. The same call fails\nthe same way, on any replica, until that account's permissions change.\n",
+            "schema": {
+              "$ref": "#/definitions/Error"
+            }
+          },
           "503": {
             "description": "The broker, the result backend or the task store (PostgreSQL) is unavailable",
             "schema": {
@@ -3956,6 +4109,12 @@ func init() {
               "$ref": "#/definitions/Error"
             }
           },
+          "502": {
+            "description": "The broker or result backend refused the operation to the account\nstamen logs in as (a Redis ACL's NOPERM): the error quotes its reply,\nwhich names the command, key or channel refused. The same call fails\nthe same way, on any replica, until that account's permissions change.\n",
+            "schema": {
+              "$ref": "#/definitions/Error"
+            }
+          },
           "503": {
             "description": "The broker, the result backend or the task store (PostgreSQL) is unavailable",
             "schema": {
@@ -4021,6 +4180,12 @@ func init() {
           },
           "413": {
             "description": "The request body is larger than the server accepts (1 MiB)",
+            "schema": {
+              "$ref": "#/definitions/Error"
+            }
+          },
+          "502": {
+            "description": "The broker or result backend refused the operation to the account\nstamen logs in as (a Redis ACL's NOPERM): the error quotes its reply,\nwhich names the command, key or channel refused. The same call fails\nthe same way, on any replica, until that account's permissions change.\n",
             "schema": {
               "$ref": "#/definitions/Error"
             }
@@ -4104,6 +4269,12 @@ func init() {
               "$ref": "#/definitions/Error"
             }
           },
+          "502": {
+            "description": "The broker or result backend refused the operation to the account\nstamen logs in as (a Redis ACL's NOPERM): the error quotes its reply,\nwhich names the command, key or channel refused. The same call fails\nthe same way, on any replica, until that account's permissions change.\n",
+            "schema": {
+              "$ref": "#/definitions/Error"
+            }
+          },
           "503": {
             "description": "The broker, the result backend or the task store (PostgreSQL) is unavailable",
             "schema": {
@@ -4178,6 +4349,12 @@ func init() {
           },
           "413": {
             "description": "The request body is larger than the server accepts (1 MiB)",
+            "schema": {
+              "$ref": "#/definitions/Error"
+            }
+          },
+          "502": {
+            "description": "The broker or result backend refused the operation to the account\nstamen logs in as (a Redis ACL's NOPERM): the error quotes its reply,\nwhich names the command, key or channel refused. The same call fails\nthe same way, on any replica, until that account's permissions change.\n",
             "schema": {
               "$ref": "#/definitions/Error"
             }
@@ -4260,6 +4437,12 @@ func init() {
               "$ref": "#/definitions/Error"
             }
           },
+          "502": {
+            "description": "The broker or result backend refused the operation to the account\nstamen logs in as (a Redis ACL's NOPERM): the error quotes its reply,\nwhich names the command, key or channel refused. The same call fails\nthe same way, on any replica, until that account's permissions change.\n",
+            "schema": {
+              "$ref": "#/definitions/Error"
+            }
+          },
           "503": {
             "description": "The broker, the result backend or the task store (PostgreSQL) is unavailable",
             "schema": {
@@ -4325,6 +4508,12 @@ func init() {
           },
           "413": {
             "description": "The request body is larger than the server accepts (1 MiB)",
+            "schema": {
+              "$ref": "#/definitions/Error"
+            }
+          },
+          "502": {
+            "description": "The broker or result backend refused the operation to the account\nstamen logs in as (a Redis ACL's NOPERM): the error quotes its reply,\nwhich names the command, key or channel refused. The same call fails\nthe same way, on any replica, until that account's permissions change.\n",
             "schema": {
               "$ref": "#/definitions/Error"
             }
@@ -4399,6 +4588,12 @@ func init() {
           },
           "404": {
             "description": "Unknown task, task type or worker",
+            "schema": {
+              "$ref": "#/definitions/Error"
+            }
+          },
+          "502": {
+            "description": "The broker or result backend refused the operation to the account\nstamen logs in as (a Redis ACL's NOPERM): the error quotes its reply,\nwhich names the command, key or channel refused. The same call fails\nthe same way, on any replica, until that account's permissions change.\n",
             "schema": {
               "$ref": "#/definitions/Error"
             }
@@ -5125,6 +5320,12 @@ func init() {
     },
     "NotFound": {
       "description": "Unknown task, task type or worker",
+      "schema": {
+        "$ref": "#/definitions/Error"
+      }
+    },
+    "Refused": {
+      "description": "The broker or result backend refused the operation to the account\nstamen logs in as (a Redis ACL's NOPERM): the error quotes its reply,\nwhich names the command, key or channel refused. The same call fails\nthe same way, on any replica, until that account's permissions change.\n",
       "schema": {
         "$ref": "#/definitions/Error"
       }

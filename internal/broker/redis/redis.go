@@ -206,10 +206,20 @@ func wrap(ctx context.Context, op string, err error) error {
 	if cerr := ctxErr(ctx); cerr != nil {
 		return fmt.Errorf("redis %s: %w", op, cerr)
 	}
+	if isNoPerm(err) {
+		return fmt.Errorf("redis %s: %w", op, &celery.RefusedError{Reply: err.Error()})
+	}
 	if isServerError(err) {
 		return fmt.Errorf("redis %s: %w", op, err)
 	}
 	return fmt.Errorf("redis %s: %w: %v", op, celery.ErrUnavailable, err)
+}
+
+// isNoPerm reports Redis' refusal of a command, key or channel to the
+// user stamen logs in as (an ACL's NOPERM reply).
+func isNoPerm(err error) bool {
+	var rerr goredis.Error
+	return errors.As(err, &rerr) && strings.HasPrefix(rerr.Error(), "NOPERM ")
 }
 
 // isServerError reports an error reply from Redis (as opposed to not
