@@ -1688,7 +1688,8 @@ func init() {
       "required": [
         "matched",
         "dry_run",
-        "retried"
+        "retried",
+        "skipped"
       ],
       "properties": {
         "dry_run": {
@@ -1707,7 +1708,7 @@ func init() {
           }
         },
         "skipped": {
-          "description": "old task id -\u003e why it was not sent again",
+          "description": "old task id -\u003e why it was not sent again (empty when none was skipped, and on a dry run)",
           "type": "object",
           "additionalProperties": {
             "type": "string"
@@ -4697,7 +4698,8 @@ func init() {
       "required": [
         "matched",
         "dry_run",
-        "retried"
+        "retried",
+        "skipped"
       ],
       "properties": {
         "dry_run": {
@@ -4716,7 +4718,7 @@ func init() {
           }
         },
         "skipped": {
-          "description": "old task id -\u003e why it was not sent again",
+          "description": "old task id -\u003e why it was not sent again (empty when none was skipped, and on a dry run)",
           "type": "object",
           "additionalProperties": {
             "type": "string"
