@@ -755,6 +755,23 @@ func (s *Store) Counts(ctx context.Context) (tasks, workers, types int, err erro
 	return tasks, workers, types, err
 }
 
+// tables are the tables of stamen's schema, as Size counts them.
+var tables = []string{"stamen_schema_version", "stamen_tasks", "stamen_workers", "stamen_task_types",
+	"stamen_audit", "stamen_sent", "stamen_queues"}
+
+// Size is the bytes stamen's tables take in the database, their indexes
+// and TOAST included (pg_total_relation_size), as the search path finds
+// them (the schema the store reads and writes). It is one catalog read,
+// under the read timeout, not a scan of the rows.
+func (s *Store) Size(ctx context.Context) (int64, error) {
+	var n int64
+	err := s.read(ctx, func(ctx context.Context) error {
+		return s.pool.QueryRow(ctx, `SELECT coalesce(sum(pg_total_relation_size(r)), 0)::bigint
+			FROM unnest($1::text[]) AS t(name), to_regclass(t.name) AS r WHERE r IS NOT NULL`, tables).Scan(&n)
+	})
+	return n, err
+}
+
 // Unwritable is how many task records and worker events Write has left
 // out because a key of theirs is longer than the indexes take.
 func (s *Store) Unwritable() int64 { return s.unwritable.Load() }
