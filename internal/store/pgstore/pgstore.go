@@ -312,7 +312,7 @@ func (s *Store) retry(ctx context.Context, err error) bool {
 	if !retryable(ctx, err) {
 		return false
 	}
-	s.log.Info("a PostgreSQL connection failed; reading again on a new one", slog.String("err", redact.String(err.Error())))
+	s.log.Debug("a PostgreSQL connection failed; reading again on a new one", slog.String("err", redact.String(err.Error())))
 	s.pool.Reset()
 	return true
 }
