@@ -28,11 +28,13 @@ func (a Audit) Append(ctx context.Context, r audit.Record) error {
 	if err != nil {
 		return fmt.Errorf("encode audit record: %w", err)
 	}
-	ctx, cancel := context.WithTimeout(ctx, a.S.cfg.WriteTimeout)
-	defer cancel()
-	_, err = a.S.pool.Exec(ctx,
-		`INSERT INTO stamen_audit (at, operation, username, record) VALUES ($1, $2, $3, $4)`,
-		r.Time, r.Operation, r.User, data)
+	// Not idempotent: run again only when it cannot have been stored.
+	err = a.S.write(ctx, false, func(ctx context.Context) error {
+		_, err := a.S.pool.Exec(ctx,
+			`INSERT INTO stamen_audit (at, operation, username, record) VALUES ($1, $2, $3, $4)`,
+			r.Time, r.Operation, r.User, data)
+		return err
+	})
 	if err != nil {
 		return fmt.Errorf("store audit record: %w", unavailable(err))
 	}
@@ -130,8 +132,11 @@ func (l Sent) PutSent(id string, at time.Time, data []byte) error {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), l.S.cfg.WriteTimeout)
 	defer cancel()
-	_, err := l.S.pool.Exec(ctx, `INSERT INTO stamen_sent (id, at, data) VALUES ($1, $2, $3)
+	err := l.S.write(ctx, true, func(ctx context.Context) error {
+		_, err := l.S.pool.Exec(ctx, `INSERT INTO stamen_sent (id, at, data) VALUES ($1, $2, $3)
 ON CONFLICT (id) DO UPDATE SET at = excluded.at, data = excluded.data`, id, at, data)
+		return err
+	})
 	if err != nil {
 		return fmt.Errorf("put sent task %s: %w", id, unavailable(err))
 	}
@@ -186,8 +191,11 @@ type Queues struct {
 func (q Queues) PutQueue(name string, at time.Time) error {
 	ctx, cancel := context.WithTimeout(context.Background(), q.S.cfg.WriteTimeout)
 	defer cancel()
-	_, err := q.S.pool.Exec(ctx, `INSERT INTO stamen_queues (name, at) VALUES ($1, $2)
+	err := q.S.write(ctx, true, func(ctx context.Context) error {
+		_, err := q.S.pool.Exec(ctx, `INSERT INTO stamen_queues (name, at) VALUES ($1, $2)
 ON CONFLICT (name) DO UPDATE SET at = greatest(stamen_queues.at, excluded.at)`, name, at)
+		return err
+	})
 	if err != nil {
 		return fmt.Errorf("put queue %s: %w", name, unavailable(err))
 	}

@@ -349,6 +349,36 @@ func retryable(ctx context.Context, err error) bool {
 	return errors.As(err, &ne) && !ne.Timeout()
 }
 
+// write runs fn, a write, under the write timeout, and once more on a new
+// connection when its connection failed (as read does): always when fn is
+// idempotent (an upsert, a trim), else only when the statement cannot have
+// taken effect (notRun). A failure is returned as it is, for the caller to
+// wrap.
+func (s *Store) write(ctx context.Context, idempotent bool, fn func(ctx context.Context) error) error {
+	ctx, cancel := context.WithTimeout(ctx, s.cfg.WriteTimeout)
+	defer cancel()
+	err := fn(ctx)
+	if err != nil && (idempotent || notRun(err)) && s.retry(ctx, err) {
+		err = fn(ctx)
+	}
+	return err
+}
+
+// notRun reports whether a statement that failed with err cannot have
+// taken effect: pgx sent nothing, or the server ended the session (57P01
+// to 57P03), which it does before a statement it has not begun (the case
+// of a connection that sat in the pool after PostgreSQL's restart) and by
+// rolling back one it was running. Only a session ended between a
+// commit and its reply escapes this; a socket that failed (EOF) may have
+// carried the statement through, and is not retried.
+func notRun(err error) bool {
+	if pgconn.SafeToRetry(err) {
+		return true
+	}
+	pe := (*pgconn.PgError)(nil)
+	return errors.As(err, &pe) && (pe.Code == "57P01" || pe.Code == "57P02" || pe.Code == "57P03")
+}
+
 // handedOutError marks the failure of a read that had already handed rows
 // out: running it again would hand them out twice.
 type handedOutError struct{ err error }

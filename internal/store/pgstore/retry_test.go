@@ -124,3 +124,61 @@ func zero(v any) any {
 	}
 	return ""
 }
+
+// TestWritesSurviveTerminatedSessions: the fleet's records written as an
+// operation is answered (its audit record, the task it sent for a later
+// retry, the queue it published to) are written, once, at the first try
+// after PostgreSQL ended the store's sessions, rather than lost: the write
+// runs again on a new connection. Each write follows a read, as on a busy
+// replica, so that the pool hands that connection out unpinged.
+func TestWritesSurviveTerminatedSessions(t *testing.T) {
+	db := testcluster.PostgresDB(t)
+	s := openStore(t, testcluster.PostgresURL(testcluster.PostgresAddr, db))
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	at := time.Date(2026, 11, 27, 6, 0, 0, 0, time.UTC)
+	for _, tc := range []struct {
+		name  string
+		write func() error
+		// read says what the history holds of the write.
+		read func() (string, error)
+		want string
+	}{
+		{"audit", func() error {
+			return pgstore.Audit{S: s}.Append(ctx, audit.Record{Time: at, User: "alice", Operation: "revokeTask", Status: 200})
+		}, func() (string, error) {
+			recs, err := pgstore.Audit{S: s}.List(ctx, audit.Query{})
+			var got []string
+			for _, r := range recs {
+				got = append(got, r.User+"/"+r.Operation)
+			}
+			return fmt.Sprint(got), err
+		}, "[alice/revokeTask]"},
+		{"sent", func() error {
+			return pgstore.Sent{S: s}.PutSent("sent-1", at, []byte(`{"task": "proj.add"}`))
+		}, func() (string, error) {
+			data, ok, err := pgstore.Sent{S: s}.Sent("sent-1")
+			return fmt.Sprint(string(data), " ", ok), err
+		}, `{"task": "proj.add"} true`},
+		{"queues", func() error {
+			return pgstore.Queues{S: s}.PutQueue("q1", at)
+		}, func() (string, error) {
+			names, err := pgstore.Queues{S: s}.Queues(ctx)
+			return fmt.Sprint(names), err
+		}, "[q1]"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if _, err := tc.read(); err != nil {
+				t.Fatal(err)
+			}
+			testcluster.TerminatePostgresBackends(t, db)
+			if err := tc.write(); err != nil {
+				t.Fatalf("first write after PostgreSQL ended the sessions: %v", err)
+			}
+			got, err := tc.read()
+			if err != nil || got != tc.want {
+				t.Errorf("the history holds %s (%v), want %s", got, err, tc.want)
+			}
+		})
+	}
+}

@@ -41,3 +41,25 @@ func TestRetryable(t *testing.T) {
 		})
 	}
 }
+
+// TestNotRun: a write that is not idempotent runs again only when its
+// statement cannot have taken effect: the server ended the session, not
+// a socket that failed after the statement may have gone through.
+func TestNotRun(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		err  error
+		want bool
+	}{
+		{"administrator's termination", &pgconn.PgError{Code: "57P01"}, true},
+		{"crash", &pgconn.PgError{Code: "57P02"}, true},
+		{"closed socket", fmt.Errorf("read: %w", io.ErrUnexpectedEOF), false},
+		{"unique violation", &pgconn.PgError{Code: "23505"}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := notRun(tc.err); got != tc.want {
+				t.Errorf("notRun(%v) = %v, want %v", tc.err, got, tc.want)
+			}
+		})
+	}
+}
