@@ -1,11 +1,15 @@
 package redis
 
 import (
+	"errors"
 	"fmt"
 	"strings"
 	"testing"
 	"time"
 
+	goredis "github.com/redis/go-redis/v9"
+
+	"github.com/stamen-dev/stamen/internal/celery"
 	"github.com/stamen-dev/stamen/internal/testcluster"
 )
 
@@ -60,4 +64,50 @@ func TestNewRejectsUnknownMasterName(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestMasterNameLostWhileRunning: sentinels that stop knowing the master's
+// name while stamen runs (one being reconfigured) are an outage, not a
+// refusal: calls answer ErrUnavailable (503) while it lasts, and work
+// again once the sentinels know the master again.
+func TestMasterNameLostWhileRunning(t *testing.T) {
+	needRedis(t)
+	s := testcluster.StartSentinel(t)
+	b, err := New(t.Context(), Config{BrokerURL: s.URL(0), OpTimeout: 2 * time.Second, Logger: testLogger(t),
+		Transport: TransportOptions{MasterName: testcluster.SentinelMaster, SentinelKwargs: &SentinelKwargs{Password: s.Password}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	if _, err := b.QueueLengths(t.Context(), []string{"celery"}); err != nil {
+		t.Fatal(err)
+	}
+	sentinel := goredis.NewClient(&goredis.Options{Addr: fmt.Sprintf("127.0.0.1:%d", s.Port), Password: s.Password})
+	defer sentinel.Close()
+	master := goredis.NewClient(&goredis.Options{Addr: fmt.Sprintf("127.0.0.1:%d", s.Master.Port), Password: s.Password})
+	defer master.Close()
+	if err := sentinel.Do(t.Context(), "SENTINEL", "REMOVE", testcluster.SentinelMaster).Err(); err != nil {
+		t.Fatal(err)
+	}
+	// stamen's connections to the master go, so that its next call asks
+	// the sentinels where the master is.
+	if err := master.Do(t.Context(), "CLIENT", "KILL", "TYPE", "normal").Err(); err != nil {
+		t.Fatal(err)
+	}
+	_, err = b.QueueLengths(t.Context(), []string{"celery"})
+	if !errors.Is(err, celery.ErrUnavailable) {
+		t.Fatalf("QueueLengths while the sentinels know no such master: %v, want ErrUnavailable", err)
+	}
+	for _, args := range [][]any{
+		{"SENTINEL", "MONITOR", testcluster.SentinelMaster, "127.0.0.1", s.Master.Port, 1},
+		{"SENTINEL", "SET", testcluster.SentinelMaster, "auth-pass", s.Password},
+	} {
+		if err := sentinel.Do(t.Context(), args...).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	testcluster.Eventually(t, 10*time.Second, "a call once the sentinels know the master again", func() bool {
+		_, err := b.QueueLengths(t.Context(), []string{"celery"})
+		return err == nil
+	})
 }
