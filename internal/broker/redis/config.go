@@ -55,14 +55,10 @@ type Config struct {
 // returns the database number it uses. A ";"-separated list of redis://
 // URLs is Celery's failover list: each connection goes to the first server
 // that accepts it, from the one in use on (listOptions).
-func newClient(ctx context.Context, raw string, topts TransportOptions, useSSL *brokertls.Settings, opTimeout time.Duration, log *slog.Logger) (*goredis.Client, int, error) {
-	c, db, _, err := newClientOptions(ctx, raw, topts, useSSL, opTimeout, log)
-	return c, db, err
-}
-
-// newClientOptions is newClient, returning too the failover options of a
-// sentinel:// URL (nil for another), for New's check of the master name.
-func newClientOptions(ctx context.Context, raw string, topts TransportOptions, useSSL *brokertls.Settings, opTimeout time.Duration, log *slog.Logger) (*goredis.Client, int, *goredis.FailoverOptions, error) {
+//
+// A sentinel:// URL's failover options are returned too (nil for another),
+// for New's check of the master name.
+func newClient(ctx context.Context, raw string, topts TransportOptions, useSSL *brokertls.Settings, opTimeout time.Duration, log *slog.Logger) (*goredis.Client, int, *goredis.FailoverOptions, error) {
 	if !strings.HasPrefix(raw, "sentinel://") {
 		var opts []*goredis.Options
 		for part := range strings.SplitSeq(raw, ";") {

@@ -87,7 +87,7 @@ func New(ctx context.Context, cfg Config) (*Broker, error) {
 	if opTimeout <= 0 {
 		opTimeout = DefaultOpTimeout
 	}
-	client, db, fopt, err := newClientOptions(ctx, cfg.BrokerURL, cfg.Transport, cfg.TLS, opTimeout, log)
+	client, db, fopt, err := newClient(ctx, cfg.BrokerURL, cfg.Transport, cfg.TLS, opTimeout, log)
 	if err != nil {
 		return nil, fmt.Errorf("broker: %w", err)
 	}
@@ -109,7 +109,7 @@ func New(ctx context.Context, cfg Config) (*Broker, error) {
 		if cfg.ResultBackendURL == cfg.BrokerURL {
 			b.results = b.client
 		} else {
-			b.results, _, resultFopt, err = newClientOptions(ctx, cfg.ResultBackendURL, cfg.ResultTransport, cfg.ResultTLS, opTimeout, log)
+			b.results, _, resultFopt, err = newClient(ctx, cfg.ResultBackendURL, cfg.ResultTransport, cfg.ResultTLS, opTimeout, log)
 			if err != nil {
 				_ = b.client.Close()
 				return nil, fmt.Errorf("result backend: %w", err)
