@@ -84,6 +84,9 @@ type Handlers struct {
 	// Queues.
 	mu         sync.Mutex
 	sentQueues map[string]time.Time
+	// refusals are the broker refusals logged (logRefusal), by operation
+	// and reply.
+	refusals map[string]struct{}
 }
 
 // MaxSentQueues bounds sentQueues, and the fleet's record of queues,

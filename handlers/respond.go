@@ -71,6 +71,7 @@ func apiError(status int, format string, args ...any) middleware.Responder {
 // brokerError maps an error from a broker or result backend to a status code
 // without revealing connection details (URLs may hold passwords).
 func (h *Handlers) brokerError(op string, err error) middleware.Responder {
+	var refused *celery.RefusedError
 	switch {
 	case errors.Is(err, context.DeadlineExceeded):
 		return apiError(http.StatusGatewayTimeout, "%s: timed out", op)
@@ -93,6 +94,15 @@ func (h *Handlers) brokerError(op string, err error) middleware.Responder {
 		return apiError(http.StatusServiceUnavailable, "%s: no result backend configured", op)
 	case errors.Is(err, celery.ErrUnsupported):
 		return apiError(http.StatusServiceUnavailable, "%s: %v", op, err)
+	case errors.As(err, &refused):
+		// 502, not 503: repeating the call, here or on another replica
+		// (load balancers retry a 503), gets the same refusal until the
+		// broker account's permissions change; nor is it the client's
+		// fault, as a 4xx would say (a 403 would read as stamen's own
+		// roles refusing the caller). The server's reply names what the
+		// account may not do.
+		h.logRefusal(op, refused)
+		return apiError(http.StatusBadGateway, "%s: %s", op, refused.Error())
 	case errors.Is(err, celery.ErrUnavailable):
 		h.log.Warn("broker unavailable", slog.String("op", op), slog.Any("err", err))
 		return apiError(http.StatusServiceUnavailable, "Broker or result backend unavailable")
@@ -100,6 +110,33 @@ func (h *Handlers) brokerError(op string, err error) middleware.Responder {
 		h.log.Error("broker call failed", slog.String("op", op), slog.Any("err", err))
 		return apiError(http.StatusServiceUnavailable, "Broker or result backend unavailable")
 	}
+}
+
+// maxRefusals bounds the broker refusals logged once each.
+const maxRefusals = 64
+
+// logRefusal logs a broker's refusal once per operation and reply, not at
+// every request that meets it: the account's permissions stay what they
+// are until someone changes them. Past maxRefusals kinds, further ones go
+// to the debug log.
+func (h *Handlers) logRefusal(op string, refused *celery.RefusedError) {
+	key := op + "\x00" + refused.Reply
+	h.mu.Lock()
+	_, seen := h.refusals[key]
+	first := !seen && len(h.refusals) < maxRefusals
+	if first {
+		if h.refusals == nil {
+			h.refusals = map[string]struct{}{}
+		}
+		h.refusals[key] = struct{}{}
+	}
+	h.mu.Unlock()
+	if first {
+		h.log.Error("the broker refused an operation to stamen's account; grant the permission (logged once)",
+			slog.String("op", op), slog.String("reply", refused.Reply))
+		return
+	}
+	h.log.Debug("the broker refused an operation to stamen's account", slog.String("op", op), slog.String("reply", refused.Reply))
 }
 
 // ServeError replaces go-openapi's default error writer, which answers

@@ -282,7 +282,9 @@ func (h *Handlers) retryTasks(p tasks.RetryTasksParams, _ any) middleware.Respon
 	}
 	dry := deref(p.DryRun)
 	n := int64(len(ids))
-	out := &models.BulkRetry{Matched: &n, DryRun: &dry, Retried: map[string]string{}}
+	// skipped is always there, {} when empty, as retried is: a client
+	// reads r["skipped"] without first asking whether it is there.
+	out := &models.BulkRetry{Matched: &n, DryRun: &dry, Retried: map[string]string{}, Skipped: map[string]string{}}
 	if dry {
 		return tasks.NewRetryTasksOK().WithPayload(out)
 	}
@@ -294,9 +296,6 @@ func (h *Handlers) retryTasks(p tasks.RetryTasksParams, _ any) middleware.Respon
 			continue
 		}
 		if jr, ok := fail.(jsonResponse); ok && (jr.status == http.StatusConflict || jr.status == http.StatusNotFound || jr.status == http.StatusBadRequest) {
-			if out.Skipped == nil {
-				out.Skipped = map[string]string{}
-			}
 			out.Skipped[id] = errorText(jr)
 			continue
 		}

@@ -223,6 +223,9 @@ func init() {
           "401": {
             "$ref": "#/responses/Unauthorized"
           },
+          "502": {
+            "$ref": "#/responses/Refused"
+          },
           "503": {
             "$ref": "#/responses/Unavailable"
           },
@@ -278,6 +281,9 @@ func init() {
           "413": {
             "$ref": "#/responses/TooLarge"
           },
+          "502": {
+            "$ref": "#/responses/Refused"
+          },
           "503": {
             "$ref": "#/responses/Unavailable"
           },
@@ -317,6 +323,9 @@ func init() {
           },
           "413": {
             "$ref": "#/responses/TooLarge"
+          },
+          "502": {
+            "$ref": "#/responses/Refused"
           },
           "503": {
             "$ref": "#/responses/Unavailable"
@@ -376,6 +385,9 @@ func init() {
           "422": {
             "$ref": "#/responses/ResultUnreadable"
           },
+          "502": {
+            "$ref": "#/responses/Refused"
+          },
           "503": {
             "$ref": "#/responses/Unavailable"
           },
@@ -421,6 +433,9 @@ func init() {
           },
           "413": {
             "$ref": "#/responses/TooLarge"
+          },
+          "502": {
+            "$ref": "#/responses/Refused"
           },
           "503": {
             "$ref": "#/responses/Unavailable"
@@ -517,6 +532,9 @@ func init() {
           "413": {
             "$ref": "#/responses/TooLarge"
           },
+          "502": {
+            "$ref": "#/responses/Refused"
+          },
           "503": {
             "$ref": "#/responses/Unavailable"
           },
@@ -562,6 +580,9 @@ func init() {
           },
           "422": {
             "$ref": "#/responses/ResultUnreadable"
+          },
+          "502": {
+            "$ref": "#/responses/Refused"
           },
           "503": {
             "$ref": "#/responses/Unavailable"
@@ -615,6 +636,9 @@ func init() {
           },
           "413": {
             "$ref": "#/responses/TooLarge"
+          },
+          "502": {
+            "$ref": "#/responses/Refused"
           },
           "503": {
             "$ref": "#/responses/Unavailable"
@@ -671,6 +695,9 @@ func init() {
           "413": {
             "$ref": "#/responses/TooLarge"
           },
+          "502": {
+            "$ref": "#/responses/Refused"
+          },
           "503": {
             "$ref": "#/responses/Unavailable"
           },
@@ -713,6 +740,9 @@ func init() {
           },
           "413": {
             "$ref": "#/responses/TooLarge"
+          },
+          "502": {
+            "$ref": "#/responses/Refused"
           },
           "503": {
             "$ref": "#/responses/Unavailable"
@@ -780,6 +810,9 @@ func init() {
           },
           "413": {
             "$ref": "#/responses/TooLarge"
+          },
+          "502": {
+            "$ref": "#/responses/Refused"
           },
           "503": {
             "$ref": "#/responses/Unavailable"
@@ -1003,6 +1036,9 @@ func init() {
           "413": {
             "$ref": "#/responses/TooLarge"
           },
+          "502": {
+            "$ref": "#/responses/Refused"
+          },
           "503": {
             "$ref": "#/responses/Unavailable"
           },
@@ -1114,6 +1150,9 @@ func init() {
           "413": {
             "$ref": "#/responses/TooLarge"
           },
+          "502": {
+            "$ref": "#/responses/Refused"
+          },
           "503": {
             "$ref": "#/responses/Unavailable"
           },
@@ -1177,6 +1216,9 @@ func init() {
           "413": {
             "$ref": "#/responses/TooLarge"
           },
+          "502": {
+            "$ref": "#/responses/Refused"
+          },
           "503": {
             "$ref": "#/responses/Unavailable"
           },
@@ -1230,6 +1272,9 @@ func init() {
           "413": {
             "$ref": "#/responses/TooLarge"
           },
+          "502": {
+            "$ref": "#/responses/Refused"
+          },
           "503": {
             "$ref": "#/responses/Unavailable"
           },
@@ -1272,6 +1317,9 @@ func init() {
           },
           "413": {
             "$ref": "#/responses/TooLarge"
+          },
+          "502": {
+            "$ref": "#/responses/Refused"
           },
           "503": {
             "$ref": "#/responses/Unavailable"
@@ -1326,6 +1374,9 @@ func init() {
           "413": {
             "$ref": "#/responses/TooLarge"
           },
+          "502": {
+            "$ref": "#/responses/Refused"
+          },
           "503": {
             "$ref": "#/responses/Unavailable"
           },
@@ -1377,6 +1428,9 @@ func init() {
           },
           "413": {
             "$ref": "#/responses/TooLarge"
+          },
+          "502": {
+            "$ref": "#/responses/Refused"
           },
           "503": {
             "$ref": "#/responses/Unavailable"
@@ -1430,6 +1484,9 @@ func init() {
           "413": {
             "$ref": "#/responses/TooLarge"
           },
+          "502": {
+            "$ref": "#/responses/Refused"
+          },
           "503": {
             "$ref": "#/responses/Unavailable"
           },
@@ -1472,6 +1529,9 @@ func init() {
           },
           "413": {
             "$ref": "#/responses/TooLarge"
+          },
+          "502": {
+            "$ref": "#/responses/Refused"
           },
           "503": {
             "$ref": "#/responses/Unavailable"
@@ -1531,6 +1591,9 @@ func init() {
           },
           "404": {
             "$ref": "#/responses/NotFound"
+          },
+          "502": {
+            "$ref": "#/responses/Refused"
           },
           "503": {
             "$ref": "#/responses/Unavailable"
@@ -1625,7 +1688,8 @@ func init() {
       "required": [
         "matched",
         "dry_run",
-        "retried"
+        "retried",
+        "skipped"
       ],
       "properties": {
         "dry_run": {
@@ -1644,7 +1708,7 @@ func init() {
           }
         },
         "skipped": {
-          "description": "old task id -\u003e why it was not sent again",
+          "description": "old task id -\u003e why it was not sent again (empty when none was skipped, and on a dry run)",
           "type": "object",
           "additionalProperties": {
             "type": "string"
@@ -2248,6 +2312,12 @@ func init() {
     },
     "NotFound": {
       "description": "Unknown task, task type or worker",
+      "schema": {
+        "$ref": "#/definitions/Error"
+      }
+    },
+    "Refused": {
+      "description": "The broker or result backend refused the operation to the account\nstamen logs in as (a Redis ACL's NOPERM): the error quotes its reply,\nwhich names the command, key or channel refused. The same call fails\nthe same way, on any replica, until that account's permissions change.\n",
       "schema": {
         "$ref": "#/definitions/Error"
       }
@@ -2568,6 +2638,12 @@ func init() {
               "$ref": "#/definitions/Error"
             }
           },
+          "502": {
+            "description": "The broker or result backend refused the operation to the account\nstamen logs in as (a Redis ACL's NOPERM): the error quotes its reply,\nwhich names the command, key or channel refused. The same call fails\nthe same way, on any replica, until that account's permissions change.\n",
+            "schema": {
+              "$ref": "#/definitions/Error"
+            }
+          },
           "503": {
             "description": "The broker, the result backend or the task store (PostgreSQL) is unavailable",
             "schema": {
@@ -2644,6 +2720,12 @@ func init() {
               "$ref": "#/definitions/Error"
             }
           },
+          "502": {
+            "description": "The broker or result backend refused the operation to the account\nstamen logs in as (a Redis ACL's NOPERM): the error quotes its reply,\nwhich names the command, key or channel refused. The same call fails\nthe same way, on any replica, until that account's permissions change.\n",
+            "schema": {
+              "$ref": "#/definitions/Error"
+            }
+          },
           "503": {
             "description": "The broker, the result backend or the task store (PostgreSQL) is unavailable",
             "schema": {
@@ -2703,6 +2785,12 @@ func init() {
           },
           "413": {
             "description": "The request body is larger than the server accepts (1 MiB)",
+            "schema": {
+              "$ref": "#/definitions/Error"
+            }
+          },
+          "502": {
+            "description": "The broker or result backend refused the operation to the account\nstamen logs in as (a Redis ACL's NOPERM): the error quotes its reply,\nwhich names the command, key or channel refused. The same call fails\nthe same way, on any replica, until that account's permissions change.\n",
             "schema": {
               "$ref": "#/definitions/Error"
             }
@@ -2799,6 +2887,12 @@ func init() {
               "$ref": "#/definitions/ResultUnreadable"
             }
           },
+          "502": {
+            "description": "The broker or result backend refused the operation to the account\nstamen logs in as (a Redis ACL's NOPERM): the error quotes its reply,\nwhich names the command, key or channel refused. The same call fails\nthe same way, on any replica, until that account's permissions change.\n",
+            "schema": {
+              "$ref": "#/definitions/Error"
+            }
+          },
           "503": {
             "description": "The broker, the result backend or the task store (PostgreSQL) is unavailable",
             "schema": {
@@ -2872,6 +2966,12 @@ func init() {
           },
           "413": {
             "description": "The request body is larger than the server accepts (1 MiB)",
+            "schema": {
+              "$ref": "#/definitions/Error"
+            }
+          },
+          "502": {
+            "description": "The broker or result backend refused the operation to the account\nstamen logs in as (a Redis ACL's NOPERM): the error quotes its reply,\nwhich names the command, key or channel refused. The same call fails\nthe same way, on any replica, until that account's permissions change.\n",
             "schema": {
               "$ref": "#/definitions/Error"
             }
@@ -3014,6 +3114,12 @@ func init() {
               "$ref": "#/definitions/Error"
             }
           },
+          "502": {
+            "description": "The broker or result backend refused the operation to the account\nstamen logs in as (a Redis ACL's NOPERM): the error quotes its reply,\nwhich names the command, key or channel refused. The same call fails\nthe same way, on any replica, until that account's permissions change.\n",
+            "schema": {
+              "$ref": "#/definitions/Error"
+            }
+          },
           "503": {
             "description": "The broker, the result backend or the task store (PostgreSQL) is unavailable",
             "schema": {
@@ -3078,6 +3184,12 @@ func init() {
             "description": "The result backend holds the task's result in a serialization stamen\ncannot read (pickle, msgpack, yaml, compressed): the body names it and\ngives the task's state as stamen's events show it.\n",
             "schema": {
               "$ref": "#/definitions/ResultUnreadable"
+            }
+          },
+          "502": {
+            "description": "The broker or result backend refused the operation to the account\nstamen logs in as (a Redis ACL's NOPERM): the error quotes its reply,\nwhich names the command, key or channel refused. The same call fails\nthe same way, on any replica, until that account's permissions change.\n",
+            "schema": {
+              "$ref": "#/definitions/Error"
             }
           },
           "503": {
@@ -3162,6 +3274,12 @@ func init() {
               "$ref": "#/definitions/Error"
             }
           },
+          "502": {
+            "description": "The broker or result backend refused the operation to the account\nstamen logs in as (a Redis ACL's NOPERM): the error quotes its reply,\nwhich names the command, key or channel refused. The same call fails\nthe same way, on any replica, until that account's permissions change.\n",
+            "schema": {
+              "$ref": "#/definitions/Error"
+            }
+          },
           "503": {
             "description": "The broker, the result backend or the task store (PostgreSQL) is unavailable",
             "schema": {
@@ -3240,6 +3358,12 @@ func init() {
               "$ref": "#/definitions/Error"
             }
           },
+          "502": {
+            "description": "The broker or result backend refused the operation to the account\nstamen logs in as (a Redis ACL's NOPERM): the error quotes its reply,\nwhich names the command, key or channel refused. The same call fails\nthe same way, on any replica, until that account's permissions change.\n",
+            "schema": {
+              "$ref": "#/definitions/Error"
+            }
+          },
           "503": {
             "description": "The broker, the result backend or the task store (PostgreSQL) is unavailable",
             "schema": {
@@ -3307,6 +3431,12 @@ func init() {
           },
           "413": {
             "description": "The request body is larger than the server accepts (1 MiB)",
+            "schema": {
+              "$ref": "#/definitions/Error"
+            }
+          },
+          "502": {
+            "description": "The broker or result backend refused the operation to the account\nstamen logs in as (a Redis ACL's NOPERM): the error quotes its reply,\nwhich names the command, key or channel refused. The same call fails\nthe same way, on any replica, until that account's permissions change.\n",
             "schema": {
               "$ref": "#/definitions/Error"
             }
@@ -3400,6 +3530,12 @@ func init() {
           },
           "413": {
             "description": "The request body is larger than the server accepts (1 MiB)",
+            "schema": {
+              "$ref": "#/definitions/Error"
+            }
+          },
+          "502": {
+            "description": "The broker or result backend refused the operation to the account\nstamen logs in as (a Redis ACL's NOPERM): the error quotes its reply,\nwhich names the command, key or channel refused. The same call fails\nthe same way, on any replica, until that account's permissions change.\n",
             "schema": {
               "$ref": "#/definitions/Error"
             }
@@ -3659,6 +3795,12 @@ func init() {
               "$ref": "#/definitions/Error"
             }
           },
+          "502": {
+            "description": "The broker or result backend refused the operation to the account\nstamen logs in as (a Redis ACL's NOPERM): the error quotes its reply,\nwhich names the command, key or channel refused. The same call fails\nthe same way, on any replica, until that account's permissions change.\n",
+            "schema": {
+              "$ref": "#/definitions/Error"
+            }
+          },
           "503": {
             "description": "The broker, the result backend or the task store (PostgreSQL) is unavailable",
             "schema": {
@@ -3788,6 +3930,12 @@ func init() {
               "$ref": "#/definitions/Error"
             }
           },
+          "502": {
+            "description": "The broker or result backend refused the operation to the account\nstamen logs in as (a Redis ACL's NOPERM): the error quotes its reply,\nwhich names the command, key or channel refused. The same call fails\nthe same way, on any replica, until that account's permissions change.\n",
+            "schema": {
+              "$ref": "#/definitions/Error"
+            }
+          },
           "503": {
             "description": "The broker, the result backend or the task store (PostgreSQL) is unavailable",
             "schema": {
@@ -3877,6 +4025,12 @@ func init() {
               "$ref": "#/definitions/Error"
             }
           },
+          "502": {
+            "description": "The broker or result backend refused the operation to the account\nstamen logs in as (a Redis ACL's NOPERM): the error quotes its reply,\nwhich names the command, key or channel refused. The same call fails\nthe same way, on any replica, until that account's permissions change.\n",
+            "schema": {
+              "$ref": "#/definitions/Error"
+            }
+          },
           "503": {
             "description": "The broker, the result backend or the task store (PostgreSQL) is unavailable",
             "schema": {
@@ -3956,6 +4110,12 @@ func init() {
               "$ref": "#/definitions/Error"
             }
           },
+          "502": {
+            "description": "The broker or result backend refused the operation to the account\nstamen logs in as (a Redis ACL's NOPERM): the error quotes its reply,\nwhich names the command, key or channel refused. The same call fails\nthe same way, on any replica, until that account's permissions change.\n",
+            "schema": {
+              "$ref": "#/definitions/Error"
+            }
+          },
           "503": {
             "description": "The broker, the result backend or the task store (PostgreSQL) is unavailable",
             "schema": {
@@ -4021,6 +4181,12 @@ func init() {
           },
           "413": {
             "description": "The request body is larger than the server accepts (1 MiB)",
+            "schema": {
+              "$ref": "#/definitions/Error"
+            }
+          },
+          "502": {
+            "description": "The broker or result backend refused the operation to the account\nstamen logs in as (a Redis ACL's NOPERM): the error quotes its reply,\nwhich names the command, key or channel refused. The same call fails\nthe same way, on any replica, until that account's permissions change.\n",
             "schema": {
               "$ref": "#/definitions/Error"
             }
@@ -4104,6 +4270,12 @@ func init() {
               "$ref": "#/definitions/Error"
             }
           },
+          "502": {
+            "description": "The broker or result backend refused the operation to the account\nstamen logs in as (a Redis ACL's NOPERM): the error quotes its reply,\nwhich names the command, key or channel refused. The same call fails\nthe same way, on any replica, until that account's permissions change.\n",
+            "schema": {
+              "$ref": "#/definitions/Error"
+            }
+          },
           "503": {
             "description": "The broker, the result backend or the task store (PostgreSQL) is unavailable",
             "schema": {
@@ -4178,6 +4350,12 @@ func init() {
           },
           "413": {
             "description": "The request body is larger than the server accepts (1 MiB)",
+            "schema": {
+              "$ref": "#/definitions/Error"
+            }
+          },
+          "502": {
+            "description": "The broker or result backend refused the operation to the account\nstamen logs in as (a Redis ACL's NOPERM): the error quotes its reply,\nwhich names the command, key or channel refused. The same call fails\nthe same way, on any replica, until that account's permissions change.\n",
             "schema": {
               "$ref": "#/definitions/Error"
             }
@@ -4260,6 +4438,12 @@ func init() {
               "$ref": "#/definitions/Error"
             }
           },
+          "502": {
+            "description": "The broker or result backend refused the operation to the account\nstamen logs in as (a Redis ACL's NOPERM): the error quotes its reply,\nwhich names the command, key or channel refused. The same call fails\nthe same way, on any replica, until that account's permissions change.\n",
+            "schema": {
+              "$ref": "#/definitions/Error"
+            }
+          },
           "503": {
             "description": "The broker, the result backend or the task store (PostgreSQL) is unavailable",
             "schema": {
@@ -4325,6 +4509,12 @@ func init() {
           },
           "413": {
             "description": "The request body is larger than the server accepts (1 MiB)",
+            "schema": {
+              "$ref": "#/definitions/Error"
+            }
+          },
+          "502": {
+            "description": "The broker or result backend refused the operation to the account\nstamen logs in as (a Redis ACL's NOPERM): the error quotes its reply,\nwhich names the command, key or channel refused. The same call fails\nthe same way, on any replica, until that account's permissions change.\n",
             "schema": {
               "$ref": "#/definitions/Error"
             }
@@ -4399,6 +4589,12 @@ func init() {
           },
           "404": {
             "description": "Unknown task, task type or worker",
+            "schema": {
+              "$ref": "#/definitions/Error"
+            }
+          },
+          "502": {
+            "description": "The broker or result backend refused the operation to the account\nstamen logs in as (a Redis ACL's NOPERM): the error quotes its reply,\nwhich names the command, key or channel refused. The same call fails\nthe same way, on any replica, until that account's permissions change.\n",
             "schema": {
               "$ref": "#/definitions/Error"
             }
@@ -4502,7 +4698,8 @@ func init() {
       "required": [
         "matched",
         "dry_run",
-        "retried"
+        "retried",
+        "skipped"
       ],
       "properties": {
         "dry_run": {
@@ -4521,7 +4718,7 @@ func init() {
           }
         },
         "skipped": {
-          "description": "old task id -\u003e why it was not sent again",
+          "description": "old task id -\u003e why it was not sent again (empty when none was skipped, and on a dry run)",
           "type": "object",
           "additionalProperties": {
             "type": "string"
@@ -5125,6 +5322,12 @@ func init() {
     },
     "NotFound": {
       "description": "Unknown task, task type or worker",
+      "schema": {
+        "$ref": "#/definitions/Error"
+      }
+    },
+    "Refused": {
+      "description": "The broker or result backend refused the operation to the account\nstamen logs in as (a Redis ACL's NOPERM): the error quotes its reply,\nwhich names the command, key or channel refused. The same call fails\nthe same way, on any replica, until that account's permissions change.\n",
       "schema": {
         "$ref": "#/definitions/Error"
       }

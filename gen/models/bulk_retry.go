@@ -28,8 +28,9 @@ type BulkRetry struct {
 	// Required: true
 	Retried map[string]string `json:"retried"`
 
-	// old task id -> why it was not sent again
-	Skipped map[string]string `json:"skipped,omitempty"`
+	// old task id -> why it was not sent again (empty when none was skipped, and on a dry run)
+	// Required: true
+	Skipped map[string]string `json:"skipped"`
 }
 
 // Validate validates this bulk retry
@@ -45,6 +46,10 @@ func (m *BulkRetry) Validate(formats strfmt.Registry) error {
 	}
 
 	if err := m.validateRetried(formats); err != nil {
+		res = append(res, err)
+	}
+
+	if err := m.validateSkipped(formats); err != nil {
 		res = append(res, err)
 	}
 
@@ -75,6 +80,15 @@ func (m *BulkRetry) validateMatched(formats strfmt.Registry) error {
 func (m *BulkRetry) validateRetried(formats strfmt.Registry) error {
 
 	if err := validate.Required("retried", "body", m.Retried); err != nil {
+		return err
+	}
+
+	return nil
+}
+
+func (m *BulkRetry) validateSkipped(formats strfmt.Registry) error {
+
+	if err := validate.Required("skipped", "body", m.Skipped); err != nil {
 		return err
 	}
 

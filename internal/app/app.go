@@ -189,6 +189,8 @@ type App struct {
 	// bbolt file) or pg, or nil.
 	db    history
 	store *store.Store
+	// pgSize is stamen_store_size_bytes with PostgreSQL.
+	pgSize pgSize
 	// Postgres is the shared history with --db postgres://..., else nil.
 	Postgres *pgstore.Store
 	// lost counts the task records dropped from the unsaved buffer while
@@ -1015,12 +1017,16 @@ func (a *App) gauges() []prometheus.Collector {
 			Name: "stamen_tasks_stored", Help: "Tasks held in the state.",
 		}, func() float64 { return float64(a.State.Len()) }),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
-			Name: "stamen_store_size_bytes", Help: "Size of the on-disk store (0 without --persistent).",
+			Name: "stamen_store_size_bytes",
+			Help: "Size of the store: the --db file, or with PostgreSQL the fleet's stamen tables with their indexes (read at most every 30 s). 0 without --persistent.",
 		}, func() float64 {
-			if a.store == nil {
-				return 0
+			switch {
+			case a.store != nil:
+				return float64(a.store.Size())
+			case a.Postgres != nil:
+				return a.pgSize.get(a.Postgres, a.log)
 			}
-			return float64(a.store.Size())
+			return 0
 		}),
 	}
 }

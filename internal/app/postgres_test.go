@@ -258,3 +258,53 @@ func TestTaskListCutShortFromPostgres(t *testing.T) {
 		t.Errorf("the body is not the tasks listed before the cut (ends %q)", body[max(0, len(body)-40):])
 	}
 }
+
+// TestPostgresStoreSize: with --db postgres://, stamen_store_size_bytes is
+// the size of stamen's tables in the database, indexes included, as
+// PostgreSQL reports it (pg_total_relation_size), not 0.
+func TestPostgresStoreSize(t *testing.T) {
+	db := testcluster.PostgresDB(t)
+	url := testcluster.PostgresURL(testcluster.PostgresAddr, db)
+	a, err := New(context.Background(), Config{
+		EmbeddedAddr: fmt.Sprintf("127.0.0.1:%d", testcluster.FreePort(t)),
+		DBPath:       url,
+		SaveInterval: 100 * time.Millisecond,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	srv := httptest.NewServer(a.Handler)
+	defer srv.Close()
+	publishUntil(t, a, eventPayloads(200), func() bool { return storedTasks(a) == 200 })
+
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	conn, err := pgx.Connect(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	// The tables only grow meanwhile (nothing is deleted; autovacuum may
+	// add a table's free space and visibility maps): the gauge lies
+	// between their size before the scrape and after it.
+	size := func() float64 {
+		var n int64
+		if err := conn.QueryRow(ctx, `SELECT sum(pg_total_relation_size(c.oid))::bigint FROM pg_class c
+			WHERE c.relkind = 'r' AND c.relname LIKE 'stamen\_%'`).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return float64(n)
+	}
+	before := size()
+	resp, err := http.Get(srv.URL + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := testcluster.ParseMetrics(t, resp.Body).Sum("stamen_store_size_bytes", nil)
+	resp.Body.Close()
+	after := size()
+	if got < before || got > after || before < 200*100 {
+		t.Errorf("stamen_store_size_bytes = %.0f, want the stamen tables' size, %.0f (%.0f after the scrape)", got, before, after)
+	}
+}

@@ -357,10 +357,10 @@ func (r statusRequest) do(t *testing.T, base string) (int, []byte, http.Header) 
 }
 
 // TestAnsweredStatusesAreDeclared sends requests to every operation, good
-// ones and bad ones, while the fake broker works, is unavailable and times
-// out (the task store failing with it), and checks both ways that the spec tells the truth: every status
+// ones and bad ones, while the fake broker works, is unavailable, times
+// out (the task store failing with it) and refuses (an ACL's NOPERM), and checks both ways that the spec tells the truth: every status
 // answered is declared for its operation, and every declared 400, 404, 413,
-// 503 and 504 is answered by some request. (401 and 403 need credentials:
+// 502, 503 and 504 is answered by some request. (401 and 403 need credentials:
 // the security tests cover them.)
 func TestAnsweredStatusesAreDeclared(t *testing.T) {
 	fb := &fakeBroker{events: stream.NewHub(64)}
@@ -445,6 +445,7 @@ func TestAnsweredStatusesAreDeclared(t *testing.T) {
 		{"broker up", nil},
 		{"broker unavailable", fmt.Errorf("fake: %w", celery.ErrUnavailable)},
 		{"broker wait expired", fmt.Errorf("fake: %w", context.DeadlineExceeded)},
+		{"broker refuses", fmt.Errorf("fake: %w", &celery.RefusedError{Reply: "NOPERM this user has no permissions to run the 'llen' command"})},
 	} {
 		fb.fail(mode.err, mode.err)
 		for _, r := range reqs {
@@ -484,7 +485,7 @@ func TestAnsweredStatusesAreDeclared(t *testing.T) {
 		}
 		for code := range declared[op] {
 			switch code {
-			case 400, 404, 413, 503, 504, 200:
+			case 400, 404, 413, 502, 503, 504, 200:
 				if !answered[op][code] {
 					t.Errorf("%s declares %d, which no request got", op, code)
 				}

@@ -19,6 +19,18 @@ var (
 	ErrNoResultBackend = errors.New("no result backend configured")
 )
 
+// RefusedError means the broker or result backend refused an operation
+// that the account stamen logs in as may not perform (a Redis ACL's
+// NOPERM): a misconfiguration, not an outage, since the same call, here or
+// on another replica, gets the same answer until the account's
+// permissions change. Reply is the server's answer, which names the
+// command, key or channel refused (never a password).
+type RefusedError struct {
+	Reply string
+}
+
+func (e *RefusedError) Error() string { return "the broker refused: " + e.Reply }
+
 // UnreadableResultError means a result document (or an rpc:// result
 // message) is not JSON: the workers store results with another serializer
 // (result_serializer = pickle, msgpack or yaml) or compressed. The task did

@@ -233,13 +233,17 @@ func retryCases() []suiteCase {
 				t.Errorf("3 matches over max=2: status %d: %s", r.Status, r.Body)
 			}
 			dry := c.api.mustOK(c.api.post("/api/tasks/retry", filter("max", "3", "dry_run", "true"), nil))
-			if dry["matched"] != float64(3) || len(dry["retried"].(map[string]any)) != 0 {
-				t.Errorf("dry run: %v", dry)
+			// skipped is always there (the spec requires it), {} here.
+			if skipped, ok := dry["skipped"].(map[string]any); dry["matched"] != float64(3) || len(dry["retried"].(map[string]any)) != 0 || !ok || len(skipped) != 0 {
+				t.Errorf("dry run: %v, want 3 matched, retried and skipped {}", dry)
 			}
 			r := c.api.mustOK(c.api.post("/api/tasks/retry", filter("max", "3"), nil))
 			retried, _ := r["retried"].(map[string]any)
 			if r["matched"] != float64(3) || len(retried) != 3 {
 				t.Fatalf("bulk retry: %v", r)
+			}
+			if skipped, ok := r["skipped"].(map[string]any); !ok || len(skipped) != 0 {
+				t.Errorf("bulk retry: skipped %v, want {}", r["skipped"])
 			}
 			for i, old := range olds {
 				newID, _ := retried[old].(string)

@@ -106,3 +106,31 @@ func pgAdmin(sql string) error {
 	_, err = conn.Exec(ctx, sql)
 	return err
 }
+
+// TerminatePostgresBackends ends every client session PostgresUser has
+// open to database db, as
+// PostgreSQL's restart or a failover does (pg_terminate_backend), and
+// waits until they are gone; the clients find out at their next statement.
+func TerminatePostgresBackends(t testing.TB, db string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	conn, err := pgx.Connect(ctx, PostgresURL(PostgresAddr, "postgres"))
+	if err != nil {
+		t.Fatalf("testcluster: connect to PostgreSQL: %v", err)
+	}
+	defer conn.Close(ctx)
+	// With a timeout, pg_terminate_backend waits for the backend to exit.
+	var n int
+	// The sessions are chosen first (MATERIALIZED): PostgreSQL may test
+	// the conditions of one WHERE in any order, and would then try to end
+	// other users' sessions.
+	if err := conn.QueryRow(ctx, `WITH s AS MATERIALIZED (SELECT pid FROM pg_stat_activity
+		WHERE datname = $1 AND usename = current_user AND backend_type = 'client backend' AND pid <> pg_backend_pid())
+		SELECT count(*) FROM s WHERE pg_terminate_backend(pid, 10000)`, db).Scan(&n); err != nil {
+		t.Fatalf("testcluster: terminate the sessions of %s: %v", db, err)
+	}
+	if n == 0 {
+		t.Fatalf("testcluster: no session of %s to terminate", db)
+	}
+}

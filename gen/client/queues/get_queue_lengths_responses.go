@@ -33,6 +33,12 @@ func (o *GetQueueLengthsReader) ReadResponse(response runtime.ClientResponse, co
 			return nil, err
 		}
 		return nil, result
+	case 502:
+		result := NewGetQueueLengthsBadGateway()
+		if err := result.readResponse(response, consumer, o.formats); err != nil {
+			return nil, err
+		}
+		return nil, result
 	case 503:
 		result := NewGetQueueLengthsServiceUnavailable()
 		if err := result.readResponse(response, consumer, o.formats); err != nil {
@@ -175,6 +181,77 @@ func (o *GetQueueLengthsUnauthorized) GetPayload() *models.Error {
 }
 
 func (o *GetQueueLengthsUnauthorized) readResponse(response runtime.ClientResponse, consumer runtime.Consumer, formats strfmt.Registry) error {
+
+	o.Payload = new(models.Error)
+
+	// response payload
+	if err := consumer.Consume(response.Body(), o.Payload); err != nil && !stderrors.Is(err, io.EOF) {
+		return err
+	}
+
+	return nil
+}
+
+// NewGetQueueLengthsBadGateway creates a GetQueueLengthsBadGateway with default headers values
+func NewGetQueueLengthsBadGateway() *GetQueueLengthsBadGateway {
+	return &GetQueueLengthsBadGateway{}
+}
+
+// GetQueueLengthsBadGateway describes a response with status code 502, with default header values.
+//
+// The broker or result backend refused the operation to the account
+// stamen logs in as (a Redis ACL's NOPERM): the error quotes its reply,
+// which names the command, key or channel refused. The same call fails
+// the same way, on any replica, until that account's permissions change.
+type GetQueueLengthsBadGateway struct {
+	Payload *models.Error
+}
+
+// IsSuccess returns true when this get queue lengths bad gateway response has a 2xx status code
+func (o *GetQueueLengthsBadGateway) IsSuccess() bool {
+	return false
+}
+
+// IsRedirect returns true when this get queue lengths bad gateway response has a 3xx status code
+func (o *GetQueueLengthsBadGateway) IsRedirect() bool {
+	return false
+}
+
+// IsClientError returns true when this get queue lengths bad gateway response has a 4xx status code
+func (o *GetQueueLengthsBadGateway) IsClientError() bool {
+	return false
+}
+
+// IsServerError returns true when this get queue lengths bad gateway response has a 5xx status code
+func (o *GetQueueLengthsBadGateway) IsServerError() bool {
+	return true
+}
+
+// IsCode returns true when this get queue lengths bad gateway response a status code equal to that given
+func (o *GetQueueLengthsBadGateway) IsCode(code int) bool {
+	return code == 502
+}
+
+// Code gets the status code for the get queue lengths bad gateway response
+func (o *GetQueueLengthsBadGateway) Code() int {
+	return 502
+}
+
+func (o *GetQueueLengthsBadGateway) Error() string {
+	payload, _ := json.Marshal(o.Payload)
+	return fmt.Sprintf("[GET /api/queues/length][%d] getQueueLengthsBadGateway %s", 502, payload)
+}
+
+func (o *GetQueueLengthsBadGateway) String() string {
+	payload, _ := json.Marshal(o.Payload)
+	return fmt.Sprintf("[GET /api/queues/length][%d] getQueueLengthsBadGateway %s", 502, payload)
+}
+
+func (o *GetQueueLengthsBadGateway) GetPayload() *models.Error {
+	return o.Payload
+}
+
+func (o *GetQueueLengthsBadGateway) readResponse(response runtime.ClientResponse, consumer runtime.Consumer, formats strfmt.Registry) error {
 
 	o.Payload = new(models.Error)
 

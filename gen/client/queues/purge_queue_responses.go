@@ -57,6 +57,12 @@ func (o *PurgeQueueReader) ReadResponse(response runtime.ClientResponse, consume
 			return nil, err
 		}
 		return nil, result
+	case 502:
+		result := NewPurgeQueueBadGateway()
+		if err := result.readResponse(response, consumer, o.formats); err != nil {
+			return nil, err
+		}
+		return nil, result
 	case 503:
 		result := NewPurgeQueueServiceUnavailable()
 		if err := result.readResponse(response, consumer, o.formats); err != nil {
@@ -471,6 +477,77 @@ func (o *PurgeQueueRequestEntityTooLarge) GetPayload() *models.Error {
 }
 
 func (o *PurgeQueueRequestEntityTooLarge) readResponse(response runtime.ClientResponse, consumer runtime.Consumer, formats strfmt.Registry) error {
+
+	o.Payload = new(models.Error)
+
+	// response payload
+	if err := consumer.Consume(response.Body(), o.Payload); err != nil && !stderrors.Is(err, io.EOF) {
+		return err
+	}
+
+	return nil
+}
+
+// NewPurgeQueueBadGateway creates a PurgeQueueBadGateway with default headers values
+func NewPurgeQueueBadGateway() *PurgeQueueBadGateway {
+	return &PurgeQueueBadGateway{}
+}
+
+// PurgeQueueBadGateway describes a response with status code 502, with default header values.
+//
+// The broker or result backend refused the operation to the account
+// stamen logs in as (a Redis ACL's NOPERM): the error quotes its reply,
+// which names the command, key or channel refused. The same call fails
+// the same way, on any replica, until that account's permissions change.
+type PurgeQueueBadGateway struct {
+	Payload *models.Error
+}
+
+// IsSuccess returns true when this purge queue bad gateway response has a 2xx status code
+func (o *PurgeQueueBadGateway) IsSuccess() bool {
+	return false
+}
+
+// IsRedirect returns true when this purge queue bad gateway response has a 3xx status code
+func (o *PurgeQueueBadGateway) IsRedirect() bool {
+	return false
+}
+
+// IsClientError returns true when this purge queue bad gateway response has a 4xx status code
+func (o *PurgeQueueBadGateway) IsClientError() bool {
+	return false
+}
+
+// IsServerError returns true when this purge queue bad gateway response has a 5xx status code
+func (o *PurgeQueueBadGateway) IsServerError() bool {
+	return true
+}
+
+// IsCode returns true when this purge queue bad gateway response a status code equal to that given
+func (o *PurgeQueueBadGateway) IsCode(code int) bool {
+	return code == 502
+}
+
+// Code gets the status code for the purge queue bad gateway response
+func (o *PurgeQueueBadGateway) Code() int {
+	return 502
+}
+
+func (o *PurgeQueueBadGateway) Error() string {
+	payload, _ := json.Marshal(o.Payload)
+	return fmt.Sprintf("[POST /api/queues/purge/{queue}][%d] purgeQueueBadGateway %s", 502, payload)
+}
+
+func (o *PurgeQueueBadGateway) String() string {
+	payload, _ := json.Marshal(o.Payload)
+	return fmt.Sprintf("[POST /api/queues/purge/{queue}][%d] purgeQueueBadGateway %s", 502, payload)
+}
+
+func (o *PurgeQueueBadGateway) GetPayload() *models.Error {
+	return o.Payload
+}
+
+func (o *PurgeQueueBadGateway) readResponse(response runtime.ClientResponse, consumer runtime.Consumer, formats strfmt.Registry) error {
 
 	o.Payload = new(models.Error)
 

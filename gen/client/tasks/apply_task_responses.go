@@ -63,6 +63,12 @@ func (o *ApplyTaskReader) ReadResponse(response runtime.ClientResponse, consumer
 			return nil, err
 		}
 		return nil, result
+	case 502:
+		result := NewApplyTaskBadGateway()
+		if err := result.readResponse(response, consumer, o.formats); err != nil {
+			return nil, err
+		}
+		return nil, result
 	case 503:
 		result := NewApplyTaskServiceUnavailable()
 		if err := result.readResponse(response, consumer, o.formats); err != nil {
@@ -549,6 +555,77 @@ func (o *ApplyTaskUnprocessableEntity) GetPayload() *models.ResultUnreadable {
 func (o *ApplyTaskUnprocessableEntity) readResponse(response runtime.ClientResponse, consumer runtime.Consumer, formats strfmt.Registry) error {
 
 	o.Payload = new(models.ResultUnreadable)
+
+	// response payload
+	if err := consumer.Consume(response.Body(), o.Payload); err != nil && !stderrors.Is(err, io.EOF) {
+		return err
+	}
+
+	return nil
+}
+
+// NewApplyTaskBadGateway creates a ApplyTaskBadGateway with default headers values
+func NewApplyTaskBadGateway() *ApplyTaskBadGateway {
+	return &ApplyTaskBadGateway{}
+}
+
+// ApplyTaskBadGateway describes a response with status code 502, with default header values.
+//
+// The broker or result backend refused the operation to the account
+// stamen logs in as (a Redis ACL's NOPERM): the error quotes its reply,
+// which names the command, key or channel refused. The same call fails
+// the same way, on any replica, until that account's permissions change.
+type ApplyTaskBadGateway struct {
+	Payload *models.Error
+}
+
+// IsSuccess returns true when this apply task bad gateway response has a 2xx status code
+func (o *ApplyTaskBadGateway) IsSuccess() bool {
+	return false
+}
+
+// IsRedirect returns true when this apply task bad gateway response has a 3xx status code
+func (o *ApplyTaskBadGateway) IsRedirect() bool {
+	return false
+}
+
+// IsClientError returns true when this apply task bad gateway response has a 4xx status code
+func (o *ApplyTaskBadGateway) IsClientError() bool {
+	return false
+}
+
+// IsServerError returns true when this apply task bad gateway response has a 5xx status code
+func (o *ApplyTaskBadGateway) IsServerError() bool {
+	return true
+}
+
+// IsCode returns true when this apply task bad gateway response a status code equal to that given
+func (o *ApplyTaskBadGateway) IsCode(code int) bool {
+	return code == 502
+}
+
+// Code gets the status code for the apply task bad gateway response
+func (o *ApplyTaskBadGateway) Code() int {
+	return 502
+}
+
+func (o *ApplyTaskBadGateway) Error() string {
+	payload, _ := json.Marshal(o.Payload)
+	return fmt.Sprintf("[POST /api/task/apply/{taskname}][%d] applyTaskBadGateway %s", 502, payload)
+}
+
+func (o *ApplyTaskBadGateway) String() string {
+	payload, _ := json.Marshal(o.Payload)
+	return fmt.Sprintf("[POST /api/task/apply/{taskname}][%d] applyTaskBadGateway %s", 502, payload)
+}
+
+func (o *ApplyTaskBadGateway) GetPayload() *models.Error {
+	return o.Payload
+}
+
+func (o *ApplyTaskBadGateway) readResponse(response runtime.ClientResponse, consumer runtime.Consumer, formats strfmt.Registry) error {
+
+	o.Payload = new(models.Error)
 
 	// response payload
 	if err := consumer.Consume(response.Body(), o.Payload); err != nil && !stderrors.Is(err, io.EOF) {

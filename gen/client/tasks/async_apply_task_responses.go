@@ -57,6 +57,12 @@ func (o *AsyncApplyTaskReader) ReadResponse(response runtime.ClientResponse, con
 			return nil, err
 		}
 		return nil, result
+	case 502:
+		result := NewAsyncApplyTaskBadGateway()
+		if err := result.readResponse(response, consumer, o.formats); err != nil {
+			return nil, err
+		}
+		return nil, result
 	case 503:
 		result := NewAsyncApplyTaskServiceUnavailable()
 		if err := result.readResponse(response, consumer, o.formats); err != nil {
@@ -471,6 +477,77 @@ func (o *AsyncApplyTaskRequestEntityTooLarge) GetPayload() *models.Error {
 }
 
 func (o *AsyncApplyTaskRequestEntityTooLarge) readResponse(response runtime.ClientResponse, consumer runtime.Consumer, formats strfmt.Registry) error {
+
+	o.Payload = new(models.Error)
+
+	// response payload
+	if err := consumer.Consume(response.Body(), o.Payload); err != nil && !stderrors.Is(err, io.EOF) {
+		return err
+	}
+
+	return nil
+}
+
+// NewAsyncApplyTaskBadGateway creates a AsyncApplyTaskBadGateway with default headers values
+func NewAsyncApplyTaskBadGateway() *AsyncApplyTaskBadGateway {
+	return &AsyncApplyTaskBadGateway{}
+}
+
+// AsyncApplyTaskBadGateway describes a response with status code 502, with default header values.
+//
+// The broker or result backend refused the operation to the account
+// stamen logs in as (a Redis ACL's NOPERM): the error quotes its reply,
+// which names the command, key or channel refused. The same call fails
+// the same way, on any replica, until that account's permissions change.
+type AsyncApplyTaskBadGateway struct {
+	Payload *models.Error
+}
+
+// IsSuccess returns true when this async apply task bad gateway response has a 2xx status code
+func (o *AsyncApplyTaskBadGateway) IsSuccess() bool {
+	return false
+}
+
+// IsRedirect returns true when this async apply task bad gateway response has a 3xx status code
+func (o *AsyncApplyTaskBadGateway) IsRedirect() bool {
+	return false
+}
+
+// IsClientError returns true when this async apply task bad gateway response has a 4xx status code
+func (o *AsyncApplyTaskBadGateway) IsClientError() bool {
+	return false
+}
+
+// IsServerError returns true when this async apply task bad gateway response has a 5xx status code
+func (o *AsyncApplyTaskBadGateway) IsServerError() bool {
+	return true
+}
+
+// IsCode returns true when this async apply task bad gateway response a status code equal to that given
+func (o *AsyncApplyTaskBadGateway) IsCode(code int) bool {
+	return code == 502
+}
+
+// Code gets the status code for the async apply task bad gateway response
+func (o *AsyncApplyTaskBadGateway) Code() int {
+	return 502
+}
+
+func (o *AsyncApplyTaskBadGateway) Error() string {
+	payload, _ := json.Marshal(o.Payload)
+	return fmt.Sprintf("[POST /api/task/async-apply/{taskname}][%d] asyncApplyTaskBadGateway %s", 502, payload)
+}
+
+func (o *AsyncApplyTaskBadGateway) String() string {
+	payload, _ := json.Marshal(o.Payload)
+	return fmt.Sprintf("[POST /api/task/async-apply/{taskname}][%d] asyncApplyTaskBadGateway %s", 502, payload)
+}
+
+func (o *AsyncApplyTaskBadGateway) GetPayload() *models.Error {
+	return o.Payload
+}
+
+func (o *AsyncApplyTaskBadGateway) readResponse(response runtime.ClientResponse, consumer runtime.Consumer, formats strfmt.Registry) error {
 
 	o.Payload = new(models.Error)
 

@@ -45,6 +45,12 @@ func (o *GetTaskResultReader) ReadResponse(response runtime.ClientResponse, cons
 			return nil, err
 		}
 		return nil, result
+	case 502:
+		result := NewGetTaskResultBadGateway()
+		if err := result.readResponse(response, consumer, o.formats); err != nil {
+			return nil, err
+		}
+		return nil, result
 	case 503:
 		result := NewGetTaskResultServiceUnavailable()
 		if err := result.readResponse(response, consumer, o.formats); err != nil {
@@ -327,6 +333,77 @@ func (o *GetTaskResultUnprocessableEntity) GetPayload() *models.ResultUnreadable
 func (o *GetTaskResultUnprocessableEntity) readResponse(response runtime.ClientResponse, consumer runtime.Consumer, formats strfmt.Registry) error {
 
 	o.Payload = new(models.ResultUnreadable)
+
+	// response payload
+	if err := consumer.Consume(response.Body(), o.Payload); err != nil && !stderrors.Is(err, io.EOF) {
+		return err
+	}
+
+	return nil
+}
+
+// NewGetTaskResultBadGateway creates a GetTaskResultBadGateway with default headers values
+func NewGetTaskResultBadGateway() *GetTaskResultBadGateway {
+	return &GetTaskResultBadGateway{}
+}
+
+// GetTaskResultBadGateway describes a response with status code 502, with default header values.
+//
+// The broker or result backend refused the operation to the account
+// stamen logs in as (a Redis ACL's NOPERM): the error quotes its reply,
+// which names the command, key or channel refused. The same call fails
+// the same way, on any replica, until that account's permissions change.
+type GetTaskResultBadGateway struct {
+	Payload *models.Error
+}
+
+// IsSuccess returns true when this get task result bad gateway response has a 2xx status code
+func (o *GetTaskResultBadGateway) IsSuccess() bool {
+	return false
+}
+
+// IsRedirect returns true when this get task result bad gateway response has a 3xx status code
+func (o *GetTaskResultBadGateway) IsRedirect() bool {
+	return false
+}
+
+// IsClientError returns true when this get task result bad gateway response has a 4xx status code
+func (o *GetTaskResultBadGateway) IsClientError() bool {
+	return false
+}
+
+// IsServerError returns true when this get task result bad gateway response has a 5xx status code
+func (o *GetTaskResultBadGateway) IsServerError() bool {
+	return true
+}
+
+// IsCode returns true when this get task result bad gateway response a status code equal to that given
+func (o *GetTaskResultBadGateway) IsCode(code int) bool {
+	return code == 502
+}
+
+// Code gets the status code for the get task result bad gateway response
+func (o *GetTaskResultBadGateway) Code() int {
+	return 502
+}
+
+func (o *GetTaskResultBadGateway) Error() string {
+	payload, _ := json.Marshal(o.Payload)
+	return fmt.Sprintf("[GET /api/task/result/{taskid}][%d] getTaskResultBadGateway %s", 502, payload)
+}
+
+func (o *GetTaskResultBadGateway) String() string {
+	payload, _ := json.Marshal(o.Payload)
+	return fmt.Sprintf("[GET /api/task/result/{taskid}][%d] getTaskResultBadGateway %s", 502, payload)
+}
+
+func (o *GetTaskResultBadGateway) GetPayload() *models.Error {
+	return o.Payload
+}
+
+func (o *GetTaskResultBadGateway) readResponse(response runtime.ClientResponse, consumer runtime.Consumer, formats strfmt.Registry) error {
+
+	o.Payload = new(models.Error)
 
 	// response payload
 	if err := consumer.Consume(response.Body(), o.Payload); err != nil && !stderrors.Is(err, io.EOF) {

@@ -63,6 +63,12 @@ func (o *RetryTaskReader) ReadResponse(response runtime.ClientResponse, consumer
 			return nil, err
 		}
 		return nil, result
+	case 502:
+		result := NewRetryTaskBadGateway()
+		if err := result.readResponse(response, consumer, o.formats); err != nil {
+			return nil, err
+		}
+		return nil, result
 	case 503:
 		result := NewRetryTaskServiceUnavailable()
 		if err := result.readResponse(response, consumer, o.formats); err != nil {
@@ -545,6 +551,77 @@ func (o *RetryTaskRequestEntityTooLarge) GetPayload() *models.Error {
 }
 
 func (o *RetryTaskRequestEntityTooLarge) readResponse(response runtime.ClientResponse, consumer runtime.Consumer, formats strfmt.Registry) error {
+
+	o.Payload = new(models.Error)
+
+	// response payload
+	if err := consumer.Consume(response.Body(), o.Payload); err != nil && !stderrors.Is(err, io.EOF) {
+		return err
+	}
+
+	return nil
+}
+
+// NewRetryTaskBadGateway creates a RetryTaskBadGateway with default headers values
+func NewRetryTaskBadGateway() *RetryTaskBadGateway {
+	return &RetryTaskBadGateway{}
+}
+
+// RetryTaskBadGateway describes a response with status code 502, with default header values.
+//
+// The broker or result backend refused the operation to the account
+// stamen logs in as (a Redis ACL's NOPERM): the error quotes its reply,
+// which names the command, key or channel refused. The same call fails
+// the same way, on any replica, until that account's permissions change.
+type RetryTaskBadGateway struct {
+	Payload *models.Error
+}
+
+// IsSuccess returns true when this retry task bad gateway response has a 2xx status code
+func (o *RetryTaskBadGateway) IsSuccess() bool {
+	return false
+}
+
+// IsRedirect returns true when this retry task bad gateway response has a 3xx status code
+func (o *RetryTaskBadGateway) IsRedirect() bool {
+	return false
+}
+
+// IsClientError returns true when this retry task bad gateway response has a 4xx status code
+func (o *RetryTaskBadGateway) IsClientError() bool {
+	return false
+}
+
+// IsServerError returns true when this retry task bad gateway response has a 5xx status code
+func (o *RetryTaskBadGateway) IsServerError() bool {
+	return true
+}
+
+// IsCode returns true when this retry task bad gateway response a status code equal to that given
+func (o *RetryTaskBadGateway) IsCode(code int) bool {
+	return code == 502
+}
+
+// Code gets the status code for the retry task bad gateway response
+func (o *RetryTaskBadGateway) Code() int {
+	return 502
+}
+
+func (o *RetryTaskBadGateway) Error() string {
+	payload, _ := json.Marshal(o.Payload)
+	return fmt.Sprintf("[POST /api/task/retry/{taskid}][%d] retryTaskBadGateway %s", 502, payload)
+}
+
+func (o *RetryTaskBadGateway) String() string {
+	payload, _ := json.Marshal(o.Payload)
+	return fmt.Sprintf("[POST /api/task/retry/{taskid}][%d] retryTaskBadGateway %s", 502, payload)
+}
+
+func (o *RetryTaskBadGateway) GetPayload() *models.Error {
+	return o.Payload
+}
+
+func (o *RetryTaskBadGateway) readResponse(response runtime.ClientResponse, consumer runtime.Consumer, formats strfmt.Registry) error {
 
 	o.Payload = new(models.Error)
 

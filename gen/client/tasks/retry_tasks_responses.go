@@ -51,6 +51,12 @@ func (o *RetryTasksReader) ReadResponse(response runtime.ClientResponse, consume
 			return nil, err
 		}
 		return nil, result
+	case 502:
+		result := NewRetryTasksBadGateway()
+		if err := result.readResponse(response, consumer, o.formats); err != nil {
+			return nil, err
+		}
+		return nil, result
 	case 503:
 		result := NewRetryTasksServiceUnavailable()
 		if err := result.readResponse(response, consumer, o.formats); err != nil {
@@ -397,6 +403,77 @@ func (o *RetryTasksRequestEntityTooLarge) GetPayload() *models.Error {
 }
 
 func (o *RetryTasksRequestEntityTooLarge) readResponse(response runtime.ClientResponse, consumer runtime.Consumer, formats strfmt.Registry) error {
+
+	o.Payload = new(models.Error)
+
+	// response payload
+	if err := consumer.Consume(response.Body(), o.Payload); err != nil && !stderrors.Is(err, io.EOF) {
+		return err
+	}
+
+	return nil
+}
+
+// NewRetryTasksBadGateway creates a RetryTasksBadGateway with default headers values
+func NewRetryTasksBadGateway() *RetryTasksBadGateway {
+	return &RetryTasksBadGateway{}
+}
+
+// RetryTasksBadGateway describes a response with status code 502, with default header values.
+//
+// The broker or result backend refused the operation to the account
+// stamen logs in as (a Redis ACL's NOPERM): the error quotes its reply,
+// which names the command, key or channel refused. The same call fails
+// the same way, on any replica, until that account's permissions change.
+type RetryTasksBadGateway struct {
+	Payload *models.Error
+}
+
+// IsSuccess returns true when this retry tasks bad gateway response has a 2xx status code
+func (o *RetryTasksBadGateway) IsSuccess() bool {
+	return false
+}
+
+// IsRedirect returns true when this retry tasks bad gateway response has a 3xx status code
+func (o *RetryTasksBadGateway) IsRedirect() bool {
+	return false
+}
+
+// IsClientError returns true when this retry tasks bad gateway response has a 4xx status code
+func (o *RetryTasksBadGateway) IsClientError() bool {
+	return false
+}
+
+// IsServerError returns true when this retry tasks bad gateway response has a 5xx status code
+func (o *RetryTasksBadGateway) IsServerError() bool {
+	return true
+}
+
+// IsCode returns true when this retry tasks bad gateway response a status code equal to that given
+func (o *RetryTasksBadGateway) IsCode(code int) bool {
+	return code == 502
+}
+
+// Code gets the status code for the retry tasks bad gateway response
+func (o *RetryTasksBadGateway) Code() int {
+	return 502
+}
+
+func (o *RetryTasksBadGateway) Error() string {
+	payload, _ := json.Marshal(o.Payload)
+	return fmt.Sprintf("[POST /api/tasks/retry][%d] retryTasksBadGateway %s", 502, payload)
+}
+
+func (o *RetryTasksBadGateway) String() string {
+	payload, _ := json.Marshal(o.Payload)
+	return fmt.Sprintf("[POST /api/tasks/retry][%d] retryTasksBadGateway %s", 502, payload)
+}
+
+func (o *RetryTasksBadGateway) GetPayload() *models.Error {
+	return o.Payload
+}
+
+func (o *RetryTasksBadGateway) readResponse(response runtime.ClientResponse, consumer runtime.Consumer, formats strfmt.Registry) error {
 
 	o.Payload = new(models.Error)
 

@@ -51,6 +51,12 @@ func (o *RevokeTaskReader) ReadResponse(response runtime.ClientResponse, consume
 			return nil, err
 		}
 		return nil, result
+	case 502:
+		result := NewRevokeTaskBadGateway()
+		if err := result.readResponse(response, consumer, o.formats); err != nil {
+			return nil, err
+		}
+		return nil, result
 	case 503:
 		result := NewRevokeTaskServiceUnavailable()
 		if err := result.readResponse(response, consumer, o.formats); err != nil {
@@ -397,6 +403,77 @@ func (o *RevokeTaskRequestEntityTooLarge) GetPayload() *models.Error {
 }
 
 func (o *RevokeTaskRequestEntityTooLarge) readResponse(response runtime.ClientResponse, consumer runtime.Consumer, formats strfmt.Registry) error {
+
+	o.Payload = new(models.Error)
+
+	// response payload
+	if err := consumer.Consume(response.Body(), o.Payload); err != nil && !stderrors.Is(err, io.EOF) {
+		return err
+	}
+
+	return nil
+}
+
+// NewRevokeTaskBadGateway creates a RevokeTaskBadGateway with default headers values
+func NewRevokeTaskBadGateway() *RevokeTaskBadGateway {
+	return &RevokeTaskBadGateway{}
+}
+
+// RevokeTaskBadGateway describes a response with status code 502, with default header values.
+//
+// The broker or result backend refused the operation to the account
+// stamen logs in as (a Redis ACL's NOPERM): the error quotes its reply,
+// which names the command, key or channel refused. The same call fails
+// the same way, on any replica, until that account's permissions change.
+type RevokeTaskBadGateway struct {
+	Payload *models.Error
+}
+
+// IsSuccess returns true when this revoke task bad gateway response has a 2xx status code
+func (o *RevokeTaskBadGateway) IsSuccess() bool {
+	return false
+}
+
+// IsRedirect returns true when this revoke task bad gateway response has a 3xx status code
+func (o *RevokeTaskBadGateway) IsRedirect() bool {
+	return false
+}
+
+// IsClientError returns true when this revoke task bad gateway response has a 4xx status code
+func (o *RevokeTaskBadGateway) IsClientError() bool {
+	return false
+}
+
+// IsServerError returns true when this revoke task bad gateway response has a 5xx status code
+func (o *RevokeTaskBadGateway) IsServerError() bool {
+	return true
+}
+
+// IsCode returns true when this revoke task bad gateway response a status code equal to that given
+func (o *RevokeTaskBadGateway) IsCode(code int) bool {
+	return code == 502
+}
+
+// Code gets the status code for the revoke task bad gateway response
+func (o *RevokeTaskBadGateway) Code() int {
+	return 502
+}
+
+func (o *RevokeTaskBadGateway) Error() string {
+	payload, _ := json.Marshal(o.Payload)
+	return fmt.Sprintf("[POST /api/task/revoke/{taskid}][%d] revokeTaskBadGateway %s", 502, payload)
+}
+
+func (o *RevokeTaskBadGateway) String() string {
+	payload, _ := json.Marshal(o.Payload)
+	return fmt.Sprintf("[POST /api/task/revoke/{taskid}][%d] revokeTaskBadGateway %s", 502, payload)
+}
+
+func (o *RevokeTaskBadGateway) GetPayload() *models.Error {
+	return o.Payload
+}
+
+func (o *RevokeTaskBadGateway) readResponse(response runtime.ClientResponse, consumer runtime.Consumer, formats strfmt.Registry) error {
 
 	o.Payload = new(models.Error)
 

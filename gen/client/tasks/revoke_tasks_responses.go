@@ -51,6 +51,12 @@ func (o *RevokeTasksReader) ReadResponse(response runtime.ClientResponse, consum
 			return nil, err
 		}
 		return nil, result
+	case 502:
+		result := NewRevokeTasksBadGateway()
+		if err := result.readResponse(response, consumer, o.formats); err != nil {
+			return nil, err
+		}
+		return nil, result
 	case 503:
 		result := NewRevokeTasksServiceUnavailable()
 		if err := result.readResponse(response, consumer, o.formats); err != nil {
@@ -397,6 +403,77 @@ func (o *RevokeTasksRequestEntityTooLarge) GetPayload() *models.Error {
 }
 
 func (o *RevokeTasksRequestEntityTooLarge) readResponse(response runtime.ClientResponse, consumer runtime.Consumer, formats strfmt.Registry) error {
+
+	o.Payload = new(models.Error)
+
+	// response payload
+	if err := consumer.Consume(response.Body(), o.Payload); err != nil && !stderrors.Is(err, io.EOF) {
+		return err
+	}
+
+	return nil
+}
+
+// NewRevokeTasksBadGateway creates a RevokeTasksBadGateway with default headers values
+func NewRevokeTasksBadGateway() *RevokeTasksBadGateway {
+	return &RevokeTasksBadGateway{}
+}
+
+// RevokeTasksBadGateway describes a response with status code 502, with default header values.
+//
+// The broker or result backend refused the operation to the account
+// stamen logs in as (a Redis ACL's NOPERM): the error quotes its reply,
+// which names the command, key or channel refused. The same call fails
+// the same way, on any replica, until that account's permissions change.
+type RevokeTasksBadGateway struct {
+	Payload *models.Error
+}
+
+// IsSuccess returns true when this revoke tasks bad gateway response has a 2xx status code
+func (o *RevokeTasksBadGateway) IsSuccess() bool {
+	return false
+}
+
+// IsRedirect returns true when this revoke tasks bad gateway response has a 3xx status code
+func (o *RevokeTasksBadGateway) IsRedirect() bool {
+	return false
+}
+
+// IsClientError returns true when this revoke tasks bad gateway response has a 4xx status code
+func (o *RevokeTasksBadGateway) IsClientError() bool {
+	return false
+}
+
+// IsServerError returns true when this revoke tasks bad gateway response has a 5xx status code
+func (o *RevokeTasksBadGateway) IsServerError() bool {
+	return true
+}
+
+// IsCode returns true when this revoke tasks bad gateway response a status code equal to that given
+func (o *RevokeTasksBadGateway) IsCode(code int) bool {
+	return code == 502
+}
+
+// Code gets the status code for the revoke tasks bad gateway response
+func (o *RevokeTasksBadGateway) Code() int {
+	return 502
+}
+
+func (o *RevokeTasksBadGateway) Error() string {
+	payload, _ := json.Marshal(o.Payload)
+	return fmt.Sprintf("[POST /api/tasks/revoke][%d] revokeTasksBadGateway %s", 502, payload)
+}
+
+func (o *RevokeTasksBadGateway) String() string {
+	payload, _ := json.Marshal(o.Payload)
+	return fmt.Sprintf("[POST /api/tasks/revoke][%d] revokeTasksBadGateway %s", 502, payload)
+}
+
+func (o *RevokeTasksBadGateway) GetPayload() *models.Error {
+	return o.Payload
+}
+
+func (o *RevokeTasksBadGateway) readResponse(response runtime.ClientResponse, consumer runtime.Consumer, formats strfmt.Registry) error {
 
 	o.Payload = new(models.Error)
 

@@ -51,6 +51,12 @@ func (o *SendTaskReader) ReadResponse(response runtime.ClientResponse, consumer 
 			return nil, err
 		}
 		return nil, result
+	case 502:
+		result := NewSendTaskBadGateway()
+		if err := result.readResponse(response, consumer, o.formats); err != nil {
+			return nil, err
+		}
+		return nil, result
 	case 503:
 		result := NewSendTaskServiceUnavailable()
 		if err := result.readResponse(response, consumer, o.formats); err != nil {
@@ -397,6 +403,77 @@ func (o *SendTaskRequestEntityTooLarge) GetPayload() *models.Error {
 }
 
 func (o *SendTaskRequestEntityTooLarge) readResponse(response runtime.ClientResponse, consumer runtime.Consumer, formats strfmt.Registry) error {
+
+	o.Payload = new(models.Error)
+
+	// response payload
+	if err := consumer.Consume(response.Body(), o.Payload); err != nil && !stderrors.Is(err, io.EOF) {
+		return err
+	}
+
+	return nil
+}
+
+// NewSendTaskBadGateway creates a SendTaskBadGateway with default headers values
+func NewSendTaskBadGateway() *SendTaskBadGateway {
+	return &SendTaskBadGateway{}
+}
+
+// SendTaskBadGateway describes a response with status code 502, with default header values.
+//
+// The broker or result backend refused the operation to the account
+// stamen logs in as (a Redis ACL's NOPERM): the error quotes its reply,
+// which names the command, key or channel refused. The same call fails
+// the same way, on any replica, until that account's permissions change.
+type SendTaskBadGateway struct {
+	Payload *models.Error
+}
+
+// IsSuccess returns true when this send task bad gateway response has a 2xx status code
+func (o *SendTaskBadGateway) IsSuccess() bool {
+	return false
+}
+
+// IsRedirect returns true when this send task bad gateway response has a 3xx status code
+func (o *SendTaskBadGateway) IsRedirect() bool {
+	return false
+}
+
+// IsClientError returns true when this send task bad gateway response has a 4xx status code
+func (o *SendTaskBadGateway) IsClientError() bool {
+	return false
+}
+
+// IsServerError returns true when this send task bad gateway response has a 5xx status code
+func (o *SendTaskBadGateway) IsServerError() bool {
+	return true
+}
+
+// IsCode returns true when this send task bad gateway response a status code equal to that given
+func (o *SendTaskBadGateway) IsCode(code int) bool {
+	return code == 502
+}
+
+// Code gets the status code for the send task bad gateway response
+func (o *SendTaskBadGateway) Code() int {
+	return 502
+}
+
+func (o *SendTaskBadGateway) Error() string {
+	payload, _ := json.Marshal(o.Payload)
+	return fmt.Sprintf("[POST /api/task/send-task/{taskname}][%d] sendTaskBadGateway %s", 502, payload)
+}
+
+func (o *SendTaskBadGateway) String() string {
+	payload, _ := json.Marshal(o.Payload)
+	return fmt.Sprintf("[POST /api/task/send-task/{taskname}][%d] sendTaskBadGateway %s", 502, payload)
+}
+
+func (o *SendTaskBadGateway) GetPayload() *models.Error {
+	return o.Payload
+}
+
+func (o *SendTaskBadGateway) readResponse(response runtime.ClientResponse, consumer runtime.Consumer, formats strfmt.Registry) error {
 
 	o.Payload = new(models.Error)
 

@@ -57,6 +57,12 @@ func (o *SetTaskRateLimitReader) ReadResponse(response runtime.ClientResponse, c
 			return nil, err
 		}
 		return nil, result
+	case 502:
+		result := NewSetTaskRateLimitBadGateway()
+		if err := result.readResponse(response, consumer, o.formats); err != nil {
+			return nil, err
+		}
+		return nil, result
 	case 503:
 		result := NewSetTaskRateLimitServiceUnavailable()
 		if err := result.readResponse(response, consumer, o.formats); err != nil {
@@ -471,6 +477,77 @@ func (o *SetTaskRateLimitRequestEntityTooLarge) GetPayload() *models.Error {
 }
 
 func (o *SetTaskRateLimitRequestEntityTooLarge) readResponse(response runtime.ClientResponse, consumer runtime.Consumer, formats strfmt.Registry) error {
+
+	o.Payload = new(models.Error)
+
+	// response payload
+	if err := consumer.Consume(response.Body(), o.Payload); err != nil && !stderrors.Is(err, io.EOF) {
+		return err
+	}
+
+	return nil
+}
+
+// NewSetTaskRateLimitBadGateway creates a SetTaskRateLimitBadGateway with default headers values
+func NewSetTaskRateLimitBadGateway() *SetTaskRateLimitBadGateway {
+	return &SetTaskRateLimitBadGateway{}
+}
+
+// SetTaskRateLimitBadGateway describes a response with status code 502, with default header values.
+//
+// The broker or result backend refused the operation to the account
+// stamen logs in as (a Redis ACL's NOPERM): the error quotes its reply,
+// which names the command, key or channel refused. The same call fails
+// the same way, on any replica, until that account's permissions change.
+type SetTaskRateLimitBadGateway struct {
+	Payload *models.Error
+}
+
+// IsSuccess returns true when this set task rate limit bad gateway response has a 2xx status code
+func (o *SetTaskRateLimitBadGateway) IsSuccess() bool {
+	return false
+}
+
+// IsRedirect returns true when this set task rate limit bad gateway response has a 3xx status code
+func (o *SetTaskRateLimitBadGateway) IsRedirect() bool {
+	return false
+}
+
+// IsClientError returns true when this set task rate limit bad gateway response has a 4xx status code
+func (o *SetTaskRateLimitBadGateway) IsClientError() bool {
+	return false
+}
+
+// IsServerError returns true when this set task rate limit bad gateway response has a 5xx status code
+func (o *SetTaskRateLimitBadGateway) IsServerError() bool {
+	return true
+}
+
+// IsCode returns true when this set task rate limit bad gateway response a status code equal to that given
+func (o *SetTaskRateLimitBadGateway) IsCode(code int) bool {
+	return code == 502
+}
+
+// Code gets the status code for the set task rate limit bad gateway response
+func (o *SetTaskRateLimitBadGateway) Code() int {
+	return 502
+}
+
+func (o *SetTaskRateLimitBadGateway) Error() string {
+	payload, _ := json.Marshal(o.Payload)
+	return fmt.Sprintf("[POST /api/task/rate-limit/{taskname}][%d] setTaskRateLimitBadGateway %s", 502, payload)
+}
+
+func (o *SetTaskRateLimitBadGateway) String() string {
+	payload, _ := json.Marshal(o.Payload)
+	return fmt.Sprintf("[POST /api/task/rate-limit/{taskname}][%d] setTaskRateLimitBadGateway %s", 502, payload)
+}
+
+func (o *SetTaskRateLimitBadGateway) GetPayload() *models.Error {
+	return o.Payload
+}
+
+func (o *SetTaskRateLimitBadGateway) readResponse(response runtime.ClientResponse, consumer runtime.Consumer, formats strfmt.Registry) error {
 
 	o.Payload = new(models.Error)
 

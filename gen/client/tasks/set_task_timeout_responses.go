@@ -57,6 +57,12 @@ func (o *SetTaskTimeoutReader) ReadResponse(response runtime.ClientResponse, con
 			return nil, err
 		}
 		return nil, result
+	case 502:
+		result := NewSetTaskTimeoutBadGateway()
+		if err := result.readResponse(response, consumer, o.formats); err != nil {
+			return nil, err
+		}
+		return nil, result
 	case 503:
 		result := NewSetTaskTimeoutServiceUnavailable()
 		if err := result.readResponse(response, consumer, o.formats); err != nil {
@@ -471,6 +477,77 @@ func (o *SetTaskTimeoutRequestEntityTooLarge) GetPayload() *models.Error {
 }
 
 func (o *SetTaskTimeoutRequestEntityTooLarge) readResponse(response runtime.ClientResponse, consumer runtime.Consumer, formats strfmt.Registry) error {
+
+	o.Payload = new(models.Error)
+
+	// response payload
+	if err := consumer.Consume(response.Body(), o.Payload); err != nil && !stderrors.Is(err, io.EOF) {
+		return err
+	}
+
+	return nil
+}
+
+// NewSetTaskTimeoutBadGateway creates a SetTaskTimeoutBadGateway with default headers values
+func NewSetTaskTimeoutBadGateway() *SetTaskTimeoutBadGateway {
+	return &SetTaskTimeoutBadGateway{}
+}
+
+// SetTaskTimeoutBadGateway describes a response with status code 502, with default header values.
+//
+// The broker or result backend refused the operation to the account
+// stamen logs in as (a Redis ACL's NOPERM): the error quotes its reply,
+// which names the command, key or channel refused. The same call fails
+// the same way, on any replica, until that account's permissions change.
+type SetTaskTimeoutBadGateway struct {
+	Payload *models.Error
+}
+
+// IsSuccess returns true when this set task timeout bad gateway response has a 2xx status code
+func (o *SetTaskTimeoutBadGateway) IsSuccess() bool {
+	return false
+}
+
+// IsRedirect returns true when this set task timeout bad gateway response has a 3xx status code
+func (o *SetTaskTimeoutBadGateway) IsRedirect() bool {
+	return false
+}
+
+// IsClientError returns true when this set task timeout bad gateway response has a 4xx status code
+func (o *SetTaskTimeoutBadGateway) IsClientError() bool {
+	return false
+}
+
+// IsServerError returns true when this set task timeout bad gateway response has a 5xx status code
+func (o *SetTaskTimeoutBadGateway) IsServerError() bool {
+	return true
+}
+
+// IsCode returns true when this set task timeout bad gateway response a status code equal to that given
+func (o *SetTaskTimeoutBadGateway) IsCode(code int) bool {
+	return code == 502
+}
+
+// Code gets the status code for the set task timeout bad gateway response
+func (o *SetTaskTimeoutBadGateway) Code() int {
+	return 502
+}
+
+func (o *SetTaskTimeoutBadGateway) Error() string {
+	payload, _ := json.Marshal(o.Payload)
+	return fmt.Sprintf("[POST /api/task/timeout/{taskname}][%d] setTaskTimeoutBadGateway %s", 502, payload)
+}
+
+func (o *SetTaskTimeoutBadGateway) String() string {
+	payload, _ := json.Marshal(o.Payload)
+	return fmt.Sprintf("[POST /api/task/timeout/{taskname}][%d] setTaskTimeoutBadGateway %s", 502, payload)
+}
+
+func (o *SetTaskTimeoutBadGateway) GetPayload() *models.Error {
+	return o.Payload
+}
+
+func (o *SetTaskTimeoutBadGateway) readResponse(response runtime.ClientResponse, consumer runtime.Consumer, formats strfmt.Registry) error {
 
 	o.Payload = new(models.Error)
 

@@ -57,6 +57,12 @@ func (o *AddConsumerReader) ReadResponse(response runtime.ClientResponse, consum
 			return nil, err
 		}
 		return nil, result
+	case 502:
+		result := NewAddConsumerBadGateway()
+		if err := result.readResponse(response, consumer, o.formats); err != nil {
+			return nil, err
+		}
+		return nil, result
 	case 503:
 		result := NewAddConsumerServiceUnavailable()
 		if err := result.readResponse(response, consumer, o.formats); err != nil {
@@ -471,6 +477,77 @@ func (o *AddConsumerRequestEntityTooLarge) GetPayload() *models.Error {
 }
 
 func (o *AddConsumerRequestEntityTooLarge) readResponse(response runtime.ClientResponse, consumer runtime.Consumer, formats strfmt.Registry) error {
+
+	o.Payload = new(models.Error)
+
+	// response payload
+	if err := consumer.Consume(response.Body(), o.Payload); err != nil && !stderrors.Is(err, io.EOF) {
+		return err
+	}
+
+	return nil
+}
+
+// NewAddConsumerBadGateway creates a AddConsumerBadGateway with default headers values
+func NewAddConsumerBadGateway() *AddConsumerBadGateway {
+	return &AddConsumerBadGateway{}
+}
+
+// AddConsumerBadGateway describes a response with status code 502, with default header values.
+//
+// The broker or result backend refused the operation to the account
+// stamen logs in as (a Redis ACL's NOPERM): the error quotes its reply,
+// which names the command, key or channel refused. The same call fails
+// the same way, on any replica, until that account's permissions change.
+type AddConsumerBadGateway struct {
+	Payload *models.Error
+}
+
+// IsSuccess returns true when this add consumer bad gateway response has a 2xx status code
+func (o *AddConsumerBadGateway) IsSuccess() bool {
+	return false
+}
+
+// IsRedirect returns true when this add consumer bad gateway response has a 3xx status code
+func (o *AddConsumerBadGateway) IsRedirect() bool {
+	return false
+}
+
+// IsClientError returns true when this add consumer bad gateway response has a 4xx status code
+func (o *AddConsumerBadGateway) IsClientError() bool {
+	return false
+}
+
+// IsServerError returns true when this add consumer bad gateway response has a 5xx status code
+func (o *AddConsumerBadGateway) IsServerError() bool {
+	return true
+}
+
+// IsCode returns true when this add consumer bad gateway response a status code equal to that given
+func (o *AddConsumerBadGateway) IsCode(code int) bool {
+	return code == 502
+}
+
+// Code gets the status code for the add consumer bad gateway response
+func (o *AddConsumerBadGateway) Code() int {
+	return 502
+}
+
+func (o *AddConsumerBadGateway) Error() string {
+	payload, _ := json.Marshal(o.Payload)
+	return fmt.Sprintf("[POST /api/worker/queue/add-consumer/{workername}][%d] addConsumerBadGateway %s", 502, payload)
+}
+
+func (o *AddConsumerBadGateway) String() string {
+	payload, _ := json.Marshal(o.Payload)
+	return fmt.Sprintf("[POST /api/worker/queue/add-consumer/{workername}][%d] addConsumerBadGateway %s", 502, payload)
+}
+
+func (o *AddConsumerBadGateway) GetPayload() *models.Error {
+	return o.Payload
+}
+
+func (o *AddConsumerBadGateway) readResponse(response runtime.ClientResponse, consumer runtime.Consumer, formats strfmt.Registry) error {
 
 	o.Payload = new(models.Error)
 

@@ -57,6 +57,12 @@ func (o *AutoscaleWorkerPoolReader) ReadResponse(response runtime.ClientResponse
 			return nil, err
 		}
 		return nil, result
+	case 502:
+		result := NewAutoscaleWorkerPoolBadGateway()
+		if err := result.readResponse(response, consumer, o.formats); err != nil {
+			return nil, err
+		}
+		return nil, result
 	case 503:
 		result := NewAutoscaleWorkerPoolServiceUnavailable()
 		if err := result.readResponse(response, consumer, o.formats); err != nil {
@@ -471,6 +477,77 @@ func (o *AutoscaleWorkerPoolRequestEntityTooLarge) GetPayload() *models.Error {
 }
 
 func (o *AutoscaleWorkerPoolRequestEntityTooLarge) readResponse(response runtime.ClientResponse, consumer runtime.Consumer, formats strfmt.Registry) error {
+
+	o.Payload = new(models.Error)
+
+	// response payload
+	if err := consumer.Consume(response.Body(), o.Payload); err != nil && !stderrors.Is(err, io.EOF) {
+		return err
+	}
+
+	return nil
+}
+
+// NewAutoscaleWorkerPoolBadGateway creates a AutoscaleWorkerPoolBadGateway with default headers values
+func NewAutoscaleWorkerPoolBadGateway() *AutoscaleWorkerPoolBadGateway {
+	return &AutoscaleWorkerPoolBadGateway{}
+}
+
+// AutoscaleWorkerPoolBadGateway describes a response with status code 502, with default header values.
+//
+// The broker or result backend refused the operation to the account
+// stamen logs in as (a Redis ACL's NOPERM): the error quotes its reply,
+// which names the command, key or channel refused. The same call fails
+// the same way, on any replica, until that account's permissions change.
+type AutoscaleWorkerPoolBadGateway struct {
+	Payload *models.Error
+}
+
+// IsSuccess returns true when this autoscale worker pool bad gateway response has a 2xx status code
+func (o *AutoscaleWorkerPoolBadGateway) IsSuccess() bool {
+	return false
+}
+
+// IsRedirect returns true when this autoscale worker pool bad gateway response has a 3xx status code
+func (o *AutoscaleWorkerPoolBadGateway) IsRedirect() bool {
+	return false
+}
+
+// IsClientError returns true when this autoscale worker pool bad gateway response has a 4xx status code
+func (o *AutoscaleWorkerPoolBadGateway) IsClientError() bool {
+	return false
+}
+
+// IsServerError returns true when this autoscale worker pool bad gateway response has a 5xx status code
+func (o *AutoscaleWorkerPoolBadGateway) IsServerError() bool {
+	return true
+}
+
+// IsCode returns true when this autoscale worker pool bad gateway response a status code equal to that given
+func (o *AutoscaleWorkerPoolBadGateway) IsCode(code int) bool {
+	return code == 502
+}
+
+// Code gets the status code for the autoscale worker pool bad gateway response
+func (o *AutoscaleWorkerPoolBadGateway) Code() int {
+	return 502
+}
+
+func (o *AutoscaleWorkerPoolBadGateway) Error() string {
+	payload, _ := json.Marshal(o.Payload)
+	return fmt.Sprintf("[POST /api/worker/pool/autoscale/{workername}][%d] autoscaleWorkerPoolBadGateway %s", 502, payload)
+}
+
+func (o *AutoscaleWorkerPoolBadGateway) String() string {
+	payload, _ := json.Marshal(o.Payload)
+	return fmt.Sprintf("[POST /api/worker/pool/autoscale/{workername}][%d] autoscaleWorkerPoolBadGateway %s", 502, payload)
+}
+
+func (o *AutoscaleWorkerPoolBadGateway) GetPayload() *models.Error {
+	return o.Payload
+}
+
+func (o *AutoscaleWorkerPoolBadGateway) readResponse(response runtime.ClientResponse, consumer runtime.Consumer, formats strfmt.Registry) error {
 
 	o.Payload = new(models.Error)
 

@@ -57,6 +57,12 @@ func (o *CancelConsumerReader) ReadResponse(response runtime.ClientResponse, con
 			return nil, err
 		}
 		return nil, result
+	case 502:
+		result := NewCancelConsumerBadGateway()
+		if err := result.readResponse(response, consumer, o.formats); err != nil {
+			return nil, err
+		}
+		return nil, result
 	case 503:
 		result := NewCancelConsumerServiceUnavailable()
 		if err := result.readResponse(response, consumer, o.formats); err != nil {
@@ -471,6 +477,77 @@ func (o *CancelConsumerRequestEntityTooLarge) GetPayload() *models.Error {
 }
 
 func (o *CancelConsumerRequestEntityTooLarge) readResponse(response runtime.ClientResponse, consumer runtime.Consumer, formats strfmt.Registry) error {
+
+	o.Payload = new(models.Error)
+
+	// response payload
+	if err := consumer.Consume(response.Body(), o.Payload); err != nil && !stderrors.Is(err, io.EOF) {
+		return err
+	}
+
+	return nil
+}
+
+// NewCancelConsumerBadGateway creates a CancelConsumerBadGateway with default headers values
+func NewCancelConsumerBadGateway() *CancelConsumerBadGateway {
+	return &CancelConsumerBadGateway{}
+}
+
+// CancelConsumerBadGateway describes a response with status code 502, with default header values.
+//
+// The broker or result backend refused the operation to the account
+// stamen logs in as (a Redis ACL's NOPERM): the error quotes its reply,
+// which names the command, key or channel refused. The same call fails
+// the same way, on any replica, until that account's permissions change.
+type CancelConsumerBadGateway struct {
+	Payload *models.Error
+}
+
+// IsSuccess returns true when this cancel consumer bad gateway response has a 2xx status code
+func (o *CancelConsumerBadGateway) IsSuccess() bool {
+	return false
+}
+
+// IsRedirect returns true when this cancel consumer bad gateway response has a 3xx status code
+func (o *CancelConsumerBadGateway) IsRedirect() bool {
+	return false
+}
+
+// IsClientError returns true when this cancel consumer bad gateway response has a 4xx status code
+func (o *CancelConsumerBadGateway) IsClientError() bool {
+	return false
+}
+
+// IsServerError returns true when this cancel consumer bad gateway response has a 5xx status code
+func (o *CancelConsumerBadGateway) IsServerError() bool {
+	return true
+}
+
+// IsCode returns true when this cancel consumer bad gateway response a status code equal to that given
+func (o *CancelConsumerBadGateway) IsCode(code int) bool {
+	return code == 502
+}
+
+// Code gets the status code for the cancel consumer bad gateway response
+func (o *CancelConsumerBadGateway) Code() int {
+	return 502
+}
+
+func (o *CancelConsumerBadGateway) Error() string {
+	payload, _ := json.Marshal(o.Payload)
+	return fmt.Sprintf("[POST /api/worker/queue/cancel-consumer/{workername}][%d] cancelConsumerBadGateway %s", 502, payload)
+}
+
+func (o *CancelConsumerBadGateway) String() string {
+	payload, _ := json.Marshal(o.Payload)
+	return fmt.Sprintf("[POST /api/worker/queue/cancel-consumer/{workername}][%d] cancelConsumerBadGateway %s", 502, payload)
+}
+
+func (o *CancelConsumerBadGateway) GetPayload() *models.Error {
+	return o.Payload
+}
+
+func (o *CancelConsumerBadGateway) readResponse(response runtime.ClientResponse, consumer runtime.Consumer, formats strfmt.Registry) error {
 
 	o.Payload = new(models.Error)
 

@@ -57,6 +57,12 @@ func (o *GrowWorkerPoolReader) ReadResponse(response runtime.ClientResponse, con
 			return nil, err
 		}
 		return nil, result
+	case 502:
+		result := NewGrowWorkerPoolBadGateway()
+		if err := result.readResponse(response, consumer, o.formats); err != nil {
+			return nil, err
+		}
+		return nil, result
 	case 503:
 		result := NewGrowWorkerPoolServiceUnavailable()
 		if err := result.readResponse(response, consumer, o.formats); err != nil {
@@ -471,6 +477,77 @@ func (o *GrowWorkerPoolRequestEntityTooLarge) GetPayload() *models.Error {
 }
 
 func (o *GrowWorkerPoolRequestEntityTooLarge) readResponse(response runtime.ClientResponse, consumer runtime.Consumer, formats strfmt.Registry) error {
+
+	o.Payload = new(models.Error)
+
+	// response payload
+	if err := consumer.Consume(response.Body(), o.Payload); err != nil && !stderrors.Is(err, io.EOF) {
+		return err
+	}
+
+	return nil
+}
+
+// NewGrowWorkerPoolBadGateway creates a GrowWorkerPoolBadGateway with default headers values
+func NewGrowWorkerPoolBadGateway() *GrowWorkerPoolBadGateway {
+	return &GrowWorkerPoolBadGateway{}
+}
+
+// GrowWorkerPoolBadGateway describes a response with status code 502, with default header values.
+//
+// The broker or result backend refused the operation to the account
+// stamen logs in as (a Redis ACL's NOPERM): the error quotes its reply,
+// which names the command, key or channel refused. The same call fails
+// the same way, on any replica, until that account's permissions change.
+type GrowWorkerPoolBadGateway struct {
+	Payload *models.Error
+}
+
+// IsSuccess returns true when this grow worker pool bad gateway response has a 2xx status code
+func (o *GrowWorkerPoolBadGateway) IsSuccess() bool {
+	return false
+}
+
+// IsRedirect returns true when this grow worker pool bad gateway response has a 3xx status code
+func (o *GrowWorkerPoolBadGateway) IsRedirect() bool {
+	return false
+}
+
+// IsClientError returns true when this grow worker pool bad gateway response has a 4xx status code
+func (o *GrowWorkerPoolBadGateway) IsClientError() bool {
+	return false
+}
+
+// IsServerError returns true when this grow worker pool bad gateway response has a 5xx status code
+func (o *GrowWorkerPoolBadGateway) IsServerError() bool {
+	return true
+}
+
+// IsCode returns true when this grow worker pool bad gateway response a status code equal to that given
+func (o *GrowWorkerPoolBadGateway) IsCode(code int) bool {
+	return code == 502
+}
+
+// Code gets the status code for the grow worker pool bad gateway response
+func (o *GrowWorkerPoolBadGateway) Code() int {
+	return 502
+}
+
+func (o *GrowWorkerPoolBadGateway) Error() string {
+	payload, _ := json.Marshal(o.Payload)
+	return fmt.Sprintf("[POST /api/worker/pool/grow/{workername}][%d] growWorkerPoolBadGateway %s", 502, payload)
+}
+
+func (o *GrowWorkerPoolBadGateway) String() string {
+	payload, _ := json.Marshal(o.Payload)
+	return fmt.Sprintf("[POST /api/worker/pool/grow/{workername}][%d] growWorkerPoolBadGateway %s", 502, payload)
+}
+
+func (o *GrowWorkerPoolBadGateway) GetPayload() *models.Error {
+	return o.Payload
+}
+
+func (o *GrowWorkerPoolBadGateway) readResponse(response runtime.ClientResponse, consumer runtime.Consumer, formats strfmt.Registry) error {
 
 	o.Payload = new(models.Error)
 

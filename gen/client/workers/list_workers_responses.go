@@ -45,6 +45,12 @@ func (o *ListWorkersReader) ReadResponse(response runtime.ClientResponse, consum
 			return nil, err
 		}
 		return nil, result
+	case 502:
+		result := NewListWorkersBadGateway()
+		if err := result.readResponse(response, consumer, o.formats); err != nil {
+			return nil, err
+		}
+		return nil, result
 	case 503:
 		result := NewListWorkersServiceUnavailable()
 		if err := result.readResponse(response, consumer, o.formats); err != nil {
@@ -338,6 +344,77 @@ func (o *ListWorkersNotFound) GetPayload() *models.Error {
 }
 
 func (o *ListWorkersNotFound) readResponse(response runtime.ClientResponse, consumer runtime.Consumer, formats strfmt.Registry) error {
+
+	o.Payload = new(models.Error)
+
+	// response payload
+	if err := consumer.Consume(response.Body(), o.Payload); err != nil && !stderrors.Is(err, io.EOF) {
+		return err
+	}
+
+	return nil
+}
+
+// NewListWorkersBadGateway creates a ListWorkersBadGateway with default headers values
+func NewListWorkersBadGateway() *ListWorkersBadGateway {
+	return &ListWorkersBadGateway{}
+}
+
+// ListWorkersBadGateway describes a response with status code 502, with default header values.
+//
+// The broker or result backend refused the operation to the account
+// stamen logs in as (a Redis ACL's NOPERM): the error quotes its reply,
+// which names the command, key or channel refused. The same call fails
+// the same way, on any replica, until that account's permissions change.
+type ListWorkersBadGateway struct {
+	Payload *models.Error
+}
+
+// IsSuccess returns true when this list workers bad gateway response has a 2xx status code
+func (o *ListWorkersBadGateway) IsSuccess() bool {
+	return false
+}
+
+// IsRedirect returns true when this list workers bad gateway response has a 3xx status code
+func (o *ListWorkersBadGateway) IsRedirect() bool {
+	return false
+}
+
+// IsClientError returns true when this list workers bad gateway response has a 4xx status code
+func (o *ListWorkersBadGateway) IsClientError() bool {
+	return false
+}
+
+// IsServerError returns true when this list workers bad gateway response has a 5xx status code
+func (o *ListWorkersBadGateway) IsServerError() bool {
+	return true
+}
+
+// IsCode returns true when this list workers bad gateway response a status code equal to that given
+func (o *ListWorkersBadGateway) IsCode(code int) bool {
+	return code == 502
+}
+
+// Code gets the status code for the list workers bad gateway response
+func (o *ListWorkersBadGateway) Code() int {
+	return 502
+}
+
+func (o *ListWorkersBadGateway) Error() string {
+	payload, _ := json.Marshal(o.Payload)
+	return fmt.Sprintf("[GET /api/workers][%d] listWorkersBadGateway %s", 502, payload)
+}
+
+func (o *ListWorkersBadGateway) String() string {
+	payload, _ := json.Marshal(o.Payload)
+	return fmt.Sprintf("[GET /api/workers][%d] listWorkersBadGateway %s", 502, payload)
+}
+
+func (o *ListWorkersBadGateway) GetPayload() *models.Error {
+	return o.Payload
+}
+
+func (o *ListWorkersBadGateway) readResponse(response runtime.ClientResponse, consumer runtime.Consumer, formats strfmt.Registry) error {
 
 	o.Payload = new(models.Error)
 

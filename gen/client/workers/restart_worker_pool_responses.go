@@ -57,6 +57,12 @@ func (o *RestartWorkerPoolReader) ReadResponse(response runtime.ClientResponse, 
 			return nil, err
 		}
 		return nil, result
+	case 502:
+		result := NewRestartWorkerPoolBadGateway()
+		if err := result.readResponse(response, consumer, o.formats); err != nil {
+			return nil, err
+		}
+		return nil, result
 	case 503:
 		result := NewRestartWorkerPoolServiceUnavailable()
 		if err := result.readResponse(response, consumer, o.formats); err != nil {
@@ -471,6 +477,77 @@ func (o *RestartWorkerPoolRequestEntityTooLarge) GetPayload() *models.Error {
 }
 
 func (o *RestartWorkerPoolRequestEntityTooLarge) readResponse(response runtime.ClientResponse, consumer runtime.Consumer, formats strfmt.Registry) error {
+
+	o.Payload = new(models.Error)
+
+	// response payload
+	if err := consumer.Consume(response.Body(), o.Payload); err != nil && !stderrors.Is(err, io.EOF) {
+		return err
+	}
+
+	return nil
+}
+
+// NewRestartWorkerPoolBadGateway creates a RestartWorkerPoolBadGateway with default headers values
+func NewRestartWorkerPoolBadGateway() *RestartWorkerPoolBadGateway {
+	return &RestartWorkerPoolBadGateway{}
+}
+
+// RestartWorkerPoolBadGateway describes a response with status code 502, with default header values.
+//
+// The broker or result backend refused the operation to the account
+// stamen logs in as (a Redis ACL's NOPERM): the error quotes its reply,
+// which names the command, key or channel refused. The same call fails
+// the same way, on any replica, until that account's permissions change.
+type RestartWorkerPoolBadGateway struct {
+	Payload *models.Error
+}
+
+// IsSuccess returns true when this restart worker pool bad gateway response has a 2xx status code
+func (o *RestartWorkerPoolBadGateway) IsSuccess() bool {
+	return false
+}
+
+// IsRedirect returns true when this restart worker pool bad gateway response has a 3xx status code
+func (o *RestartWorkerPoolBadGateway) IsRedirect() bool {
+	return false
+}
+
+// IsClientError returns true when this restart worker pool bad gateway response has a 4xx status code
+func (o *RestartWorkerPoolBadGateway) IsClientError() bool {
+	return false
+}
+
+// IsServerError returns true when this restart worker pool bad gateway response has a 5xx status code
+func (o *RestartWorkerPoolBadGateway) IsServerError() bool {
+	return true
+}
+
+// IsCode returns true when this restart worker pool bad gateway response a status code equal to that given
+func (o *RestartWorkerPoolBadGateway) IsCode(code int) bool {
+	return code == 502
+}
+
+// Code gets the status code for the restart worker pool bad gateway response
+func (o *RestartWorkerPoolBadGateway) Code() int {
+	return 502
+}
+
+func (o *RestartWorkerPoolBadGateway) Error() string {
+	payload, _ := json.Marshal(o.Payload)
+	return fmt.Sprintf("[POST /api/worker/pool/restart/{workername}][%d] restartWorkerPoolBadGateway %s", 502, payload)
+}
+
+func (o *RestartWorkerPoolBadGateway) String() string {
+	payload, _ := json.Marshal(o.Payload)
+	return fmt.Sprintf("[POST /api/worker/pool/restart/{workername}][%d] restartWorkerPoolBadGateway %s", 502, payload)
+}
+
+func (o *RestartWorkerPoolBadGateway) GetPayload() *models.Error {
+	return o.Payload
+}
+
+func (o *RestartWorkerPoolBadGateway) readResponse(response runtime.ClientResponse, consumer runtime.Consumer, formats strfmt.Registry) error {
 
 	o.Payload = new(models.Error)
 

@@ -57,6 +57,12 @@ func (o *ShrinkWorkerPoolReader) ReadResponse(response runtime.ClientResponse, c
 			return nil, err
 		}
 		return nil, result
+	case 502:
+		result := NewShrinkWorkerPoolBadGateway()
+		if err := result.readResponse(response, consumer, o.formats); err != nil {
+			return nil, err
+		}
+		return nil, result
 	case 503:
 		result := NewShrinkWorkerPoolServiceUnavailable()
 		if err := result.readResponse(response, consumer, o.formats); err != nil {
@@ -471,6 +477,77 @@ func (o *ShrinkWorkerPoolRequestEntityTooLarge) GetPayload() *models.Error {
 }
 
 func (o *ShrinkWorkerPoolRequestEntityTooLarge) readResponse(response runtime.ClientResponse, consumer runtime.Consumer, formats strfmt.Registry) error {
+
+	o.Payload = new(models.Error)
+
+	// response payload
+	if err := consumer.Consume(response.Body(), o.Payload); err != nil && !stderrors.Is(err, io.EOF) {
+		return err
+	}
+
+	return nil
+}
+
+// NewShrinkWorkerPoolBadGateway creates a ShrinkWorkerPoolBadGateway with default headers values
+func NewShrinkWorkerPoolBadGateway() *ShrinkWorkerPoolBadGateway {
+	return &ShrinkWorkerPoolBadGateway{}
+}
+
+// ShrinkWorkerPoolBadGateway describes a response with status code 502, with default header values.
+//
+// The broker or result backend refused the operation to the account
+// stamen logs in as (a Redis ACL's NOPERM): the error quotes its reply,
+// which names the command, key or channel refused. The same call fails
+// the same way, on any replica, until that account's permissions change.
+type ShrinkWorkerPoolBadGateway struct {
+	Payload *models.Error
+}
+
+// IsSuccess returns true when this shrink worker pool bad gateway response has a 2xx status code
+func (o *ShrinkWorkerPoolBadGateway) IsSuccess() bool {
+	return false
+}
+
+// IsRedirect returns true when this shrink worker pool bad gateway response has a 3xx status code
+func (o *ShrinkWorkerPoolBadGateway) IsRedirect() bool {
+	return false
+}
+
+// IsClientError returns true when this shrink worker pool bad gateway response has a 4xx status code
+func (o *ShrinkWorkerPoolBadGateway) IsClientError() bool {
+	return false
+}
+
+// IsServerError returns true when this shrink worker pool bad gateway response has a 5xx status code
+func (o *ShrinkWorkerPoolBadGateway) IsServerError() bool {
+	return true
+}
+
+// IsCode returns true when this shrink worker pool bad gateway response a status code equal to that given
+func (o *ShrinkWorkerPoolBadGateway) IsCode(code int) bool {
+	return code == 502
+}
+
+// Code gets the status code for the shrink worker pool bad gateway response
+func (o *ShrinkWorkerPoolBadGateway) Code() int {
+	return 502
+}
+
+func (o *ShrinkWorkerPoolBadGateway) Error() string {
+	payload, _ := json.Marshal(o.Payload)
+	return fmt.Sprintf("[POST /api/worker/pool/shrink/{workername}][%d] shrinkWorkerPoolBadGateway %s", 502, payload)
+}
+
+func (o *ShrinkWorkerPoolBadGateway) String() string {
+	payload, _ := json.Marshal(o.Payload)
+	return fmt.Sprintf("[POST /api/worker/pool/shrink/{workername}][%d] shrinkWorkerPoolBadGateway %s", 502, payload)
+}
+
+func (o *ShrinkWorkerPoolBadGateway) GetPayload() *models.Error {
+	return o.Payload
+}
+
+func (o *ShrinkWorkerPoolBadGateway) readResponse(response runtime.ClientResponse, consumer runtime.Consumer, formats strfmt.Registry) error {
 
 	o.Payload = new(models.Error)
 

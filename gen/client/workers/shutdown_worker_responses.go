@@ -57,6 +57,12 @@ func (o *ShutdownWorkerReader) ReadResponse(response runtime.ClientResponse, con
 			return nil, err
 		}
 		return nil, result
+	case 502:
+		result := NewShutdownWorkerBadGateway()
+		if err := result.readResponse(response, consumer, o.formats); err != nil {
+			return nil, err
+		}
+		return nil, result
 	case 503:
 		result := NewShutdownWorkerServiceUnavailable()
 		if err := result.readResponse(response, consumer, o.formats); err != nil {
@@ -471,6 +477,77 @@ func (o *ShutdownWorkerRequestEntityTooLarge) GetPayload() *models.Error {
 }
 
 func (o *ShutdownWorkerRequestEntityTooLarge) readResponse(response runtime.ClientResponse, consumer runtime.Consumer, formats strfmt.Registry) error {
+
+	o.Payload = new(models.Error)
+
+	// response payload
+	if err := consumer.Consume(response.Body(), o.Payload); err != nil && !stderrors.Is(err, io.EOF) {
+		return err
+	}
+
+	return nil
+}
+
+// NewShutdownWorkerBadGateway creates a ShutdownWorkerBadGateway with default headers values
+func NewShutdownWorkerBadGateway() *ShutdownWorkerBadGateway {
+	return &ShutdownWorkerBadGateway{}
+}
+
+// ShutdownWorkerBadGateway describes a response with status code 502, with default header values.
+//
+// The broker or result backend refused the operation to the account
+// stamen logs in as (a Redis ACL's NOPERM): the error quotes its reply,
+// which names the command, key or channel refused. The same call fails
+// the same way, on any replica, until that account's permissions change.
+type ShutdownWorkerBadGateway struct {
+	Payload *models.Error
+}
+
+// IsSuccess returns true when this shutdown worker bad gateway response has a 2xx status code
+func (o *ShutdownWorkerBadGateway) IsSuccess() bool {
+	return false
+}
+
+// IsRedirect returns true when this shutdown worker bad gateway response has a 3xx status code
+func (o *ShutdownWorkerBadGateway) IsRedirect() bool {
+	return false
+}
+
+// IsClientError returns true when this shutdown worker bad gateway response has a 4xx status code
+func (o *ShutdownWorkerBadGateway) IsClientError() bool {
+	return false
+}
+
+// IsServerError returns true when this shutdown worker bad gateway response has a 5xx status code
+func (o *ShutdownWorkerBadGateway) IsServerError() bool {
+	return true
+}
+
+// IsCode returns true when this shutdown worker bad gateway response a status code equal to that given
+func (o *ShutdownWorkerBadGateway) IsCode(code int) bool {
+	return code == 502
+}
+
+// Code gets the status code for the shutdown worker bad gateway response
+func (o *ShutdownWorkerBadGateway) Code() int {
+	return 502
+}
+
+func (o *ShutdownWorkerBadGateway) Error() string {
+	payload, _ := json.Marshal(o.Payload)
+	return fmt.Sprintf("[POST /api/worker/shutdown/{workername}][%d] shutdownWorkerBadGateway %s", 502, payload)
+}
+
+func (o *ShutdownWorkerBadGateway) String() string {
+	payload, _ := json.Marshal(o.Payload)
+	return fmt.Sprintf("[POST /api/worker/shutdown/{workername}][%d] shutdownWorkerBadGateway %s", 502, payload)
+}
+
+func (o *ShutdownWorkerBadGateway) GetPayload() *models.Error {
+	return o.Payload
+}
+
+func (o *ShutdownWorkerBadGateway) readResponse(response runtime.ClientResponse, consumer runtime.Consumer, formats strfmt.Registry) error {
 
 	o.Payload = new(models.Error)
 

@@ -55,7 +55,10 @@ type Config struct {
 // returns the database number it uses. A ";"-separated list of redis://
 // URLs is Celery's failover list: each connection goes to the first server
 // that accepts it, from the one in use on (listOptions).
-func newClient(ctx context.Context, raw string, topts TransportOptions, useSSL *brokertls.Settings, opTimeout time.Duration, log *slog.Logger) (*goredis.Client, int, error) {
+//
+// A sentinel:// URL's failover options are returned too (nil for another),
+// for New's check of the master name.
+func newClient(ctx context.Context, raw string, topts TransportOptions, useSSL *brokertls.Settings, opTimeout time.Duration, log *slog.Logger) (*goredis.Client, int, *goredis.FailoverOptions, error) {
 	if !strings.HasPrefix(raw, "sentinel://") {
 		var opts []*goredis.Options
 		for part := range strings.SplitSeq(raw, ";") {
@@ -64,26 +67,26 @@ func newClient(ctx context.Context, raw string, topts TransportOptions, useSSL *
 			}
 			opt, err := options(part, useSSL, opTimeout, log)
 			if err != nil {
-				return nil, 0, err
+				return nil, 0, nil, err
 			}
 			opts = append(opts, opt)
 		}
 		if len(opts) == 0 {
-			return nil, 0, fmt.Errorf("invalid Redis URL %s: empty", redact.URL(raw))
+			return nil, 0, nil, fmt.Errorf("invalid Redis URL %s: empty", redact.URL(raw))
 		}
 		opt, err := listOptions(opts)
 		if err != nil {
-			return nil, 0, err
+			return nil, 0, nil, err
 		}
 		warnUnverified(opt.TLSConfig, raw, log)
-		return goredis.NewClient(opt), opt.DB, nil
+		return goredis.NewClient(opt), opt.DB, nil, nil
 	}
 	fopt, err := failoverOptions(raw, topts, useSSL, opTimeout, log)
 	if err != nil {
-		return nil, 0, err
+		return nil, 0, nil, err
 	}
 	warnUnverified(fopt.TLSConfig, raw, log)
-	return goredis.NewFailoverClient(fopt), fopt.DB, nil
+	return goredis.NewFailoverClient(fopt), fopt.DB, fopt, nil
 }
 
 // warnUnverified says once per client that its servers' certificates are
@@ -93,6 +96,31 @@ func warnUnverified(cfg *tls.Config, raw string, log *slog.Logger) {
 		log.Warn("TLS without verifying the server's certificate (cert_reqs CERT_NONE): anyone on the path can impersonate Redis",
 			slog.String("url", redact.URL(raw)))
 	}
+}
+
+// unknownMaster asks each sentinel of f for f.MasterName's master and
+// returns the addresses of those that answered that they know no such
+// master, none when any sentinel knows it or none answered (an outage,
+// which is retried). The sentinels are asked one at a time, each within
+// opTimeout.
+func unknownMaster(ctx context.Context, f *goredis.FailoverOptions, opTimeout time.Duration) []string {
+	var unknown []string
+	for _, addr := range f.SentinelAddrs {
+		c := goredis.NewSentinelClient(&goredis.Options{Addr: addr, Username: f.SentinelUsername, Password: f.SentinelPassword,
+			DialTimeout: opTimeout, ReadTimeout: opTimeout, WriteTimeout: opTimeout, MaxRetries: -1,
+			Protocol: f.Protocol, DisableIdentity: true})
+		octx, cancel := context.WithTimeout(ctx, opTimeout)
+		_, err := c.GetMasterAddrByName(octx, f.MasterName).Result()
+		cancel()
+		_ = c.Close()
+		switch {
+		case err == nil:
+			return nil
+		case errors.Is(err, goredis.Nil):
+			unknown = append(unknown, addr)
+		}
+	}
+	return unknown
 }
 
 // defaultSentinelPort is the port of a sentinel:// URL that names none.

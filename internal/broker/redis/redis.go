@@ -87,7 +87,7 @@ func New(ctx context.Context, cfg Config) (*Broker, error) {
 	if opTimeout <= 0 {
 		opTimeout = DefaultOpTimeout
 	}
-	client, db, err := newClient(ctx, cfg.BrokerURL, cfg.Transport, cfg.TLS, opTimeout, log)
+	client, db, fopt, err := newClient(ctx, cfg.BrokerURL, cfg.Transport, cfg.TLS, opTimeout, log)
 	if err != nil {
 		return nil, fmt.Errorf("broker: %w", err)
 	}
@@ -104,23 +104,24 @@ func New(ctx context.Context, cfg Config) (*Broker, error) {
 		eventsIdle:   eventsIdle,
 		enableEvents: !cfg.NoEnableEvents,
 	}
+	var resultFopt *goredis.FailoverOptions
 	if cfg.ResultBackendURL != "" {
 		if cfg.ResultBackendURL == cfg.BrokerURL {
 			b.results = b.client
 		} else {
-			b.results, _, err = newClient(ctx, cfg.ResultBackendURL, cfg.ResultTransport, cfg.ResultTLS, opTimeout, log)
+			b.results, _, resultFopt, err = newClient(ctx, cfg.ResultBackendURL, cfg.ResultTransport, cfg.ResultTLS, opTimeout, log)
 			if err != nil {
 				_ = b.client.Close()
 				return nil, fmt.Errorf("result backend: %w", err)
 			}
 		}
 	}
-	if err := b.check(ctx, b.client, "broker", cfg.BrokerURL); err != nil {
+	if err := b.check(ctx, b.client, fopt, "broker", cfg.BrokerURL); err != nil {
 		_ = b.Close()
 		return nil, err
 	}
 	if b.results != nil && b.results != b.client {
-		if err := b.check(ctx, b.results, "result backend", cfg.ResultBackendURL); err != nil {
+		if err := b.check(ctx, b.results, resultFopt, "result backend", cfg.ResultBackendURL); err != nil {
 			_ = b.Close()
 			return nil, err
 		}
@@ -129,8 +130,13 @@ func New(ctx context.Context, cfg Config) (*Broker, error) {
 }
 
 // check pings a server once: a refusal is fatal, silence only logged. The
-// caller giving up is an error too.
-func (b *Broker) check(ctx context.Context, c *goredis.Client, what, rawURL string) error {
+// caller giving up is an error too. So are sentinels (f, of a sentinel://
+// URL) that answer but know no master of the name given: a typo in
+// master_name, which go-redis reports as every sentinel unreachable
+// ("redis: nil") and would have stamen retry forever. Later, while
+// running, the same answer is taken for an outage (a sentinel being
+// reconfigured), as any other failure to find the master is.
+func (b *Broker) check(ctx context.Context, c *goredis.Client, f *goredis.FailoverOptions, what, rawURL string) error {
 	octx, cancel := b.opContext(ctx)
 	defer cancel()
 	err := c.Ping(octx).Err()
@@ -142,6 +148,14 @@ func (b *Broker) check(ctx context.Context, c *goredis.Client, what, rawURL stri
 		return fmt.Errorf("connect to %s %s: %w", what, redact.URL(rawURL), ctxErr(ctx))
 	case isServerError(err):
 		return fmt.Errorf("%s %s refused the connection: %w", what, redact.URL(rawURL), err)
+	case f != nil && errors.Is(err, goredis.Nil):
+		if unknown := unknownMaster(ctx, f, b.opTimeout); len(unknown) > 0 {
+			return fmt.Errorf("%s %s: sentinels at %s know no master named %q (master_name in the transport options)",
+				what, redact.URL(rawURL), strings.Join(unknown, ", "), f.MasterName)
+		}
+		b.log.Warn("Redis not reachable yet; will keep trying",
+			slog.String("role", what), slog.String("url", redact.URL(rawURL)), slog.Any("err", err))
+		return nil
 	case brokertls.IsRefusal(err):
 		return fmt.Errorf("%s %s: TLS handshake failed: %w", what, redact.URL(rawURL), brokertls.Refusal(err))
 	default:
@@ -192,10 +206,20 @@ func wrap(ctx context.Context, op string, err error) error {
 	if cerr := ctxErr(ctx); cerr != nil {
 		return fmt.Errorf("redis %s: %w", op, cerr)
 	}
+	if isNoPerm(err) {
+		return fmt.Errorf("redis %s: %w", op, &celery.RefusedError{Reply: err.Error()})
+	}
 	if isServerError(err) {
 		return fmt.Errorf("redis %s: %w", op, err)
 	}
 	return fmt.Errorf("redis %s: %w: %v", op, celery.ErrUnavailable, err)
+}
+
+// isNoPerm reports Redis' refusal of a command, key or channel to the
+// user stamen logs in as (an ACL's NOPERM reply).
+func isNoPerm(err error) bool {
+	var rerr goredis.Error
+	return errors.As(err, &rerr) && strings.HasPrefix(rerr.Error(), "NOPERM ")
 }
 
 // isServerError reports an error reply from Redis (as opposed to not

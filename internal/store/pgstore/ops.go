@@ -28,11 +28,13 @@ func (a Audit) Append(ctx context.Context, r audit.Record) error {
 	if err != nil {
 		return fmt.Errorf("encode audit record: %w", err)
 	}
-	ctx, cancel := context.WithTimeout(ctx, a.S.cfg.WriteTimeout)
-	defer cancel()
-	_, err = a.S.pool.Exec(ctx,
-		`INSERT INTO stamen_audit (at, operation, username, record) VALUES ($1, $2, $3, $4)`,
-		r.Time, r.Operation, r.User, data)
+	// Not idempotent: run again only when it cannot have been stored.
+	err = a.S.write(ctx, false, func(ctx context.Context) error {
+		_, err := a.S.pool.Exec(ctx,
+			`INSERT INTO stamen_audit (at, operation, username, record) VALUES ($1, $2, $3, $4)`,
+			r.Time, r.Operation, r.User, data)
+		return err
+	})
 	if err != nil {
 		return fmt.Errorf("store audit record: %w", unavailable(err))
 	}
@@ -52,25 +54,27 @@ func (a Audit) List(ctx context.Context, q audit.Query) ([]audit.Record, error) 
 	if !q.Until.IsZero() {
 		until = &q.Until
 	}
-	ctx, cancel := context.WithTimeout(ctx, a.S.cfg.ReadTimeout)
-	defer cancel()
-	rows, err := a.S.pool.Query(ctx, `SELECT record FROM stamen_audit
+	var out []audit.Record
+	err := a.S.read(ctx, func(ctx context.Context) error {
+		rows, err := a.S.pool.Query(ctx, `SELECT record FROM stamen_audit
 WHERE ($1 = '' OR operation = $1) AND ($2 = '' OR username = $2)
   AND ($3::timestamptz IS NULL OR at >= $3) AND ($4::timestamptz IS NULL OR at < $4)
 ORDER BY at DESC, id DESC LIMIT $5 OFFSET $6`, q.Operation, q.User, since, until, limit, max(q.Offset, 0))
-	if err != nil {
-		return nil, fmt.Errorf("read audit records: %w", unavailable(err))
-	}
-	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (audit.Record, error) {
-		var data []byte
-		var r audit.Record
-		if err := row.Scan(&data); err != nil {
-			return r, err
+		if err != nil {
+			return err
 		}
-		return r, json.Unmarshal(data, &r)
+		out, err = pgx.CollectRows(rows, func(row pgx.CollectableRow) (audit.Record, error) {
+			var data []byte
+			var r audit.Record
+			if err := row.Scan(&data); err != nil {
+				return r, err
+			}
+			return r, json.Unmarshal(data, &r)
+		})
+		return err
 	})
 	if err != nil {
-		return nil, fmt.Errorf("read audit records: %w", unavailable(err))
+		return nil, fmt.Errorf("read audit records: %w", err)
 	}
 	return out, nil
 }
@@ -128,8 +132,11 @@ func (l Sent) PutSent(id string, at time.Time, data []byte) error {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), l.S.cfg.WriteTimeout)
 	defer cancel()
-	_, err := l.S.pool.Exec(ctx, `INSERT INTO stamen_sent (id, at, data) VALUES ($1, $2, $3)
+	err := l.S.write(ctx, true, func(ctx context.Context) error {
+		_, err := l.S.pool.Exec(ctx, `INSERT INTO stamen_sent (id, at, data) VALUES ($1, $2, $3)
 ON CONFLICT (id) DO UPDATE SET at = excluded.at, data = excluded.data`, id, at, data)
+		return err
+	})
 	if err != nil {
 		return fmt.Errorf("put sent task %s: %w", id, unavailable(err))
 	}
@@ -152,17 +159,20 @@ ON CONFLICT (id) DO UPDATE SET at = excluded.at, data = excluded.data`, id, at, 
 
 // Sent returns what PutSent kept for id.
 func (l Sent) Sent(id string) ([]byte, bool, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), l.S.cfg.ReadTimeout)
-	defer cancel()
 	var data []byte
-	err := l.S.pool.QueryRow(ctx, `SELECT data FROM stamen_sent WHERE id = $1`, id).Scan(&data)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return nil, false, nil
-	}
+	found := true
+	err := l.S.read(context.Background(), func(ctx context.Context) error {
+		err := l.S.pool.QueryRow(ctx, `SELECT data FROM stamen_sent WHERE id = $1`, id).Scan(&data)
+		if errors.Is(err, pgx.ErrNoRows) {
+			found = false
+			return nil
+		}
+		return err
+	})
 	if err != nil {
-		return nil, false, fmt.Errorf("read sent task %s: %w", id, unavailable(err))
+		return nil, false, fmt.Errorf("read sent task %s: %w", id, err)
 	}
-	return data, true, nil
+	return data, found, nil
 }
 
 // Queues is the fleet's record of the queues stamen published to, for
@@ -181,8 +191,11 @@ type Queues struct {
 func (q Queues) PutQueue(name string, at time.Time) error {
 	ctx, cancel := context.WithTimeout(context.Background(), q.S.cfg.WriteTimeout)
 	defer cancel()
-	_, err := q.S.pool.Exec(ctx, `INSERT INTO stamen_queues (name, at) VALUES ($1, $2)
+	err := q.S.write(ctx, true, func(ctx context.Context) error {
+		_, err := q.S.pool.Exec(ctx, `INSERT INTO stamen_queues (name, at) VALUES ($1, $2)
 ON CONFLICT (name) DO UPDATE SET at = greatest(stamen_queues.at, excluded.at)`, name, at)
+		return err
+	})
 	if err != nil {
 		return fmt.Errorf("put queue %s: %w", name, unavailable(err))
 	}

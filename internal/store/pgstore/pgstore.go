@@ -18,7 +18,9 @@
 // types, workers, the failures, the bulk operations' selection) are
 // answered from here, through indexes (see schema.go), with the in-memory
 // state's ordering rules, so every replica answers the same. Each read is bounded by Config.ReadTimeout; a failed one is
-// store.ErrUnavailable (503).
+// store.ErrUnavailable (503), but for one whose connection failed before
+// anything of it was handed out, which is run once more on a new
+// connection within the same bound (Store.retry).
 package pgstore
 
 import (
@@ -26,8 +28,10 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
+	"io"
 	"log/slog"
 	"maps"
+	"net"
 	"slices"
 	"strings"
 	"sync/atomic"
@@ -35,6 +39,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/stamen-dev/stamen/internal/celery"
@@ -274,14 +279,120 @@ func (s *Store) SchemaVersion(ctx context.Context) (int, error) {
 	return v, err
 }
 
-// read runs fn under the read timeout; a failure is ErrUnavailable.
+// read runs fn under the read timeout; a failure is ErrUnavailable. A
+// failure of the connection rather than of the statement (see retryable)
+// runs fn once more, on a new connection, within the same timeout: fn must
+// hand nothing out before it returns, or wrap its error with handedOut once
+// it has.
 func (s *Store) read(ctx context.Context, fn func(ctx context.Context) error) error {
 	ctx, cancel := context.WithTimeout(ctx, s.cfg.ReadTimeout)
 	defer cancel()
-	if err := fn(ctx); err != nil {
+	err := fn(ctx)
+	if err != nil && s.retry(ctx, err) {
+		err = fn(ctx)
+	}
+	if err != nil {
 		return unavailable(err)
 	}
 	return nil
+}
+
+// retry reports whether a read that failed with err, having handed
+// nothing out, is to run again, and if so makes the pool's connections
+// new ones. PostgreSQL's restart, a failover, or pg_terminate_backend
+// ends every backend of the database: each pooled connection then holds
+// the server's goodbye (57P01), or a closed socket, which pgx finds only
+// when it next sends a statement on it. pgxpool pings a connection idle
+// over a second before handing it out, but those used in the last second
+// (every one, on a busy replica) are handed out as they are, so the first
+// read on each answered 503, and behind a load balancer every replica did
+// once per restart. Reset closes the idle ones (those in use are closed
+// as they come back), so that the second run connects anew.
+func (s *Store) retry(ctx context.Context, err error) bool {
+	if !retryable(ctx, err) {
+		return false
+	}
+	s.log.Debug("a PostgreSQL connection failed; reading again on a new one", slog.String("err", redact.String(err.Error())))
+	s.pool.Reset()
+	return true
+}
+
+// retryable reports whether err is the failure of a connection rather
+// than of a statement, so that the same read on a new connection may
+// succeed: pgx's own judgement that nothing was sent (SafeToRetry), the
+// server ending the session (class 57P: an administrator's or the
+// shutdown's termination, a crash, a server still starting), or the
+// socket failing (EOF, a reset, another network error but a timeout). A
+// read past its deadline, or one that handed rows out (handedOut), is
+// not retried.
+func retryable(ctx context.Context, err error) bool {
+	if ctx.Err() != nil || errors.As(err, new(*handedOutError)) {
+		return false
+	}
+	if pgconn.SafeToRetry(err) {
+		return true
+	}
+	if pe := (*pgconn.PgError)(nil); errors.As(err, &pe) {
+		switch pe.Code {
+		case "57P01", "57P02", "57P03":
+			return true
+		}
+		return false
+	}
+	if pgconn.Timeout(err) {
+		return false
+	}
+	if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
+		return true
+	}
+	var ne net.Error
+	return errors.As(err, &ne) && !ne.Timeout()
+}
+
+// write runs fn, a write, under the write timeout, and once more on a new
+// connection when its connection failed (as read does): always when fn is
+// idempotent (an upsert, a trim), else only when the statement cannot have
+// taken effect (notRun). A failure is returned as it is, for the caller to
+// wrap.
+func (s *Store) write(ctx context.Context, idempotent bool, fn func(ctx context.Context) error) error {
+	ctx, cancel := context.WithTimeout(ctx, s.cfg.WriteTimeout)
+	defer cancel()
+	err := fn(ctx)
+	if err != nil && (idempotent || notRun(err)) && s.retry(ctx, err) {
+		err = fn(ctx)
+	}
+	return err
+}
+
+// notRun reports whether a statement that failed with err cannot have
+// taken effect: pgx sent nothing, or the server ended the session (57P01
+// to 57P03), which it does before a statement it has not begun (the case
+// of a connection that sat in the pool after PostgreSQL's restart) and by
+// rolling back one it was running. Only a session ended between a
+// commit and its reply escapes this; a socket that failed (EOF) may have
+// carried the statement through, and is not retried.
+func notRun(err error) bool {
+	if pgconn.SafeToRetry(err) {
+		return true
+	}
+	pe := (*pgconn.PgError)(nil)
+	return errors.As(err, &pe) && (pe.Code == "57P01" || pe.Code == "57P02" || pe.Code == "57P03")
+}
+
+// handedOutError marks the failure of a read that had already handed rows
+// out: running it again would hand them out twice.
+type handedOutError struct{ err error }
+
+func (e *handedOutError) Error() string { return e.err.Error() }
+func (e *handedOutError) Unwrap() error { return e.err }
+
+// handedOut marks err, if any, as the failure of a read that handed rows
+// out.
+func handedOut(err error) error {
+	if err == nil {
+		return nil
+	}
+	return &handedOutError{err}
 }
 
 // unavailable wraps a database error as store.ErrUnavailable, its text
@@ -630,10 +741,15 @@ func (s *Store) WorkerEvents(ctx context.Context, fn func(raw []byte)) error {
 			return err
 		}
 		var raw []byte
+		handed := false
 		_, err = pgx.ForEachRow(rows, []any{&raw}, func() error {
+			handed = true
 			fn(raw)
 			return nil
 		})
+		if handed {
+			return handedOut(err)
+		}
 		return err
 	})
 }
@@ -667,6 +783,23 @@ func (s *Store) Counts(ctx context.Context) (tasks, workers, types int, err erro
 			(SELECT count(*) FROM stamen_task_types)`).Scan(&tasks, &workers, &types)
 	})
 	return tasks, workers, types, err
+}
+
+// tables are the tables of stamen's schema, as Size counts them.
+var tables = []string{"stamen_schema_version", "stamen_tasks", "stamen_workers", "stamen_task_types",
+	"stamen_audit", "stamen_sent", "stamen_queues"}
+
+// Size is the bytes stamen's tables take in the database, their indexes
+// and TOAST included (pg_total_relation_size), as the search path finds
+// them (the schema the store reads and writes). It is one catalog read,
+// under the read timeout, not a scan of the rows.
+func (s *Store) Size(ctx context.Context) (int64, error) {
+	var n int64
+	err := s.read(ctx, func(ctx context.Context) error {
+		return s.pool.QueryRow(ctx, `SELECT coalesce(sum(pg_total_relation_size(r)), 0)::bigint
+			FROM unnest($1::text[]) AS t(name), to_regclass(t.name) AS r WHERE r IS NOT NULL`, tables).Scan(&n)
+	})
+	return n, err
 }
 
 // Unwritable is how many task records and worker events Write has left

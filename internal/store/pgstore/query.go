@@ -41,14 +41,35 @@ func (s *Store) List(ctx context.Context, q state.Query) (*Cursor, error) {
 
 // open runs sel and reads its first task: pgx reports a failed query at
 // its first row, so that an outage is an error (503) rather than an empty
-// 200. cancel ends ctx; the cursor calls it when closed.
+// 200. A connection that fails before that first task (see Store.retry) is
+// replaced and sel run once more, within ctx; once a task is handed out
+// it is not. cancel ends ctx; the cursor calls it when closed.
 func (s *Store) open(ctx context.Context, cancel context.CancelFunc, sel selection) (*Cursor, error) {
-	c := &Cursor{ctx: ctx, cancel: cancel, match: sel.match, skip: sel.offset, left: sel.limit}
+	c, cause, err := s.start(ctx, sel)
+	if err != nil && s.retry(ctx, cause) {
+		c, _, err = s.start(ctx, sel)
+	}
+	if err != nil {
+		cancel()
+		return nil, err
+	}
+	if c.rows == nil {
+		cancel()
+		return c, nil
+	}
+	c.cancel = cancel
+	return c, nil
+}
+
+// start runs sel and reads its first task, as open says, returning the
+// error and, for retry, the driver's error it came from. The cursor has
+// no cancel yet: open sets it.
+func (s *Store) start(ctx context.Context, sel selection) (*Cursor, error, error) {
+	c := &Cursor{ctx: ctx, match: sel.match, skip: sel.offset, left: sel.limit}
 	if sel.match == nil {
 		rows, err := s.pool.Query(ctx, sel.sql, sel.args...)
 		if err != nil {
-			cancel()
-			return nil, unavailable(err)
+			return nil, err, unavailable(err)
 		}
 		c.rows = rows
 	} else {
@@ -57,8 +78,7 @@ func (s *Store) open(ctx context.Context, cancel context.CancelFunc, sel selecti
 		// found: closing a query's rows early reads them to their end.
 		tx, err := s.pool.BeginTx(ctx, pgx.TxOptions{AccessMode: pgx.ReadOnly})
 		if err != nil {
-			cancel()
-			return nil, unavailable(err)
+			return nil, err, unavailable(err)
 		}
 		c.tx = tx
 		// A walk of the whole order, filtered, is costed past
@@ -75,11 +95,11 @@ func (s *Store) open(ctx context.Context, cancel context.CancelFunc, sel selecti
 	if !c.advance() {
 		c.Close()
 		if err := c.Err(); err != nil {
-			return nil, err
+			return nil, c.cause, err
 		}
-		return &Cursor{}, nil
+		return &Cursor{}, nil, nil
 	}
-	return c, nil
+	return c, nil, nil
 }
 
 // UnpagedTimeout bounds the query of a GET /api/tasks without limit.
@@ -99,7 +119,9 @@ type Cursor struct {
 	rows   pgx.Rows
 	cancel context.CancelFunc
 	err    error
-	t      state.Task
+	// cause is the driver's error err came from.
+	cause error
+	t     state.Task
 	// ready is set when t holds a task not yet passed on.
 	ready bool
 	// A superset (selection) is read from tx's cursor, fetchN rows a
@@ -199,6 +221,7 @@ func (c *Cursor) fail(err error) {
 	if c.err != nil {
 		return
 	}
+	c.cause = err
 	if c.match != nil && c.checked > 0 && errors.Is(c.ctx.Err(), context.DeadlineExceeded) {
 		c.err = &state.SearchError{Position: -1, Message: fmt.Sprintf("Search terms kwargs:key=value are checked on each task their words select: "+
 			"%d were checked within the store's read timeout without completing the answer; narrow the search or add a filter", c.checked)}

@@ -91,6 +91,50 @@ func (o *GetQueueLengthsUnauthorized) WriteResponse(rw http.ResponseWriter, prod
 	}
 }
 
+// GetQueueLengthsBadGatewayCode is the HTTP code returned for type GetQueueLengthsBadGateway
+const GetQueueLengthsBadGatewayCode int = 502
+
+// GetQueueLengthsBadGateway The broker or result backend refused the operation to the account
+// stamen logs in as (a Redis ACL's NOPERM): the error quotes its reply,
+// which names the command, key or channel refused. The same call fails
+// the same way, on any replica, until that account's permissions change.
+//
+// swagger:response getQueueLengthsBadGateway
+type GetQueueLengthsBadGateway struct {
+
+	// In: Body
+	Payload *models.Error `json:"body,omitempty"`
+}
+
+// NewGetQueueLengthsBadGateway creates GetQueueLengthsBadGateway with default headers values
+func NewGetQueueLengthsBadGateway() *GetQueueLengthsBadGateway {
+
+	return &GetQueueLengthsBadGateway{}
+}
+
+// WithPayload adds the payload to the get queue lengths bad gateway response
+func (o *GetQueueLengthsBadGateway) WithPayload(payload *models.Error) *GetQueueLengthsBadGateway {
+	o.Payload = payload
+	return o
+}
+
+// SetPayload sets the payload to the get queue lengths bad gateway response
+func (o *GetQueueLengthsBadGateway) SetPayload(payload *models.Error) {
+	o.Payload = payload
+}
+
+// WriteResponse to the client
+func (o *GetQueueLengthsBadGateway) WriteResponse(rw http.ResponseWriter, producer runtime.Producer) {
+
+	rw.WriteHeader(502)
+	if o.Payload != nil {
+		payload := o.Payload
+		if err := producer.Produce(rw, payload); err != nil {
+			panic(err) // let the recovery middleware deal with this
+		}
+	}
+}
+
 // GetQueueLengthsServiceUnavailableCode is the HTTP code returned for type GetQueueLengthsServiceUnavailable
 const GetQueueLengthsServiceUnavailableCode int = 503
 

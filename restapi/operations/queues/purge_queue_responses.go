@@ -255,6 +255,50 @@ func (o *PurgeQueueRequestEntityTooLarge) WriteResponse(rw http.ResponseWriter, 
 	}
 }
 
+// PurgeQueueBadGatewayCode is the HTTP code returned for type PurgeQueueBadGateway
+const PurgeQueueBadGatewayCode int = 502
+
+// PurgeQueueBadGateway The broker or result backend refused the operation to the account
+// stamen logs in as (a Redis ACL's NOPERM): the error quotes its reply,
+// which names the command, key or channel refused. The same call fails
+// the same way, on any replica, until that account's permissions change.
+//
+// swagger:response purgeQueueBadGateway
+type PurgeQueueBadGateway struct {
+
+	// In: Body
+	Payload *models.Error `json:"body,omitempty"`
+}
+
+// NewPurgeQueueBadGateway creates PurgeQueueBadGateway with default headers values
+func NewPurgeQueueBadGateway() *PurgeQueueBadGateway {
+
+	return &PurgeQueueBadGateway{}
+}
+
+// WithPayload adds the payload to the purge queue bad gateway response
+func (o *PurgeQueueBadGateway) WithPayload(payload *models.Error) *PurgeQueueBadGateway {
+	o.Payload = payload
+	return o
+}
+
+// SetPayload sets the payload to the purge queue bad gateway response
+func (o *PurgeQueueBadGateway) SetPayload(payload *models.Error) {
+	o.Payload = payload
+}
+
+// WriteResponse to the client
+func (o *PurgeQueueBadGateway) WriteResponse(rw http.ResponseWriter, producer runtime.Producer) {
+
+	rw.WriteHeader(502)
+	if o.Payload != nil {
+		payload := o.Payload
+		if err := producer.Produce(rw, payload); err != nil {
+			panic(err) // let the recovery middleware deal with this
+		}
+	}
+}
+
 // PurgeQueueServiceUnavailableCode is the HTTP code returned for type PurgeQueueServiceUnavailable
 const PurgeQueueServiceUnavailableCode int = 503
 

@@ -214,6 +214,50 @@ func (o *AbortTaskRequestEntityTooLarge) WriteResponse(rw http.ResponseWriter, p
 	}
 }
 
+// AbortTaskBadGatewayCode is the HTTP code returned for type AbortTaskBadGateway
+const AbortTaskBadGatewayCode int = 502
+
+// AbortTaskBadGateway The broker or result backend refused the operation to the account
+// stamen logs in as (a Redis ACL's NOPERM): the error quotes its reply,
+// which names the command, key or channel refused. The same call fails
+// the same way, on any replica, until that account's permissions change.
+//
+// swagger:response abortTaskBadGateway
+type AbortTaskBadGateway struct {
+
+	// In: Body
+	Payload *models.Error `json:"body,omitempty"`
+}
+
+// NewAbortTaskBadGateway creates AbortTaskBadGateway with default headers values
+func NewAbortTaskBadGateway() *AbortTaskBadGateway {
+
+	return &AbortTaskBadGateway{}
+}
+
+// WithPayload adds the payload to the abort task bad gateway response
+func (o *AbortTaskBadGateway) WithPayload(payload *models.Error) *AbortTaskBadGateway {
+	o.Payload = payload
+	return o
+}
+
+// SetPayload sets the payload to the abort task bad gateway response
+func (o *AbortTaskBadGateway) SetPayload(payload *models.Error) {
+	o.Payload = payload
+}
+
+// WriteResponse to the client
+func (o *AbortTaskBadGateway) WriteResponse(rw http.ResponseWriter, producer runtime.Producer) {
+
+	rw.WriteHeader(502)
+	if o.Payload != nil {
+		payload := o.Payload
+		if err := producer.Produce(rw, payload); err != nil {
+			panic(err) // let the recovery middleware deal with this
+		}
+	}
+}
+
 // AbortTaskServiceUnavailableCode is the HTTP code returned for type AbortTaskServiceUnavailable
 const AbortTaskServiceUnavailableCode int = 503
 

@@ -298,6 +298,50 @@ func (o *ApplyTaskUnprocessableEntity) WriteResponse(rw http.ResponseWriter, pro
 	}
 }
 
+// ApplyTaskBadGatewayCode is the HTTP code returned for type ApplyTaskBadGateway
+const ApplyTaskBadGatewayCode int = 502
+
+// ApplyTaskBadGateway The broker or result backend refused the operation to the account
+// stamen logs in as (a Redis ACL's NOPERM): the error quotes its reply,
+// which names the command, key or channel refused. The same call fails
+// the same way, on any replica, until that account's permissions change.
+//
+// swagger:response applyTaskBadGateway
+type ApplyTaskBadGateway struct {
+
+	// In: Body
+	Payload *models.Error `json:"body,omitempty"`
+}
+
+// NewApplyTaskBadGateway creates ApplyTaskBadGateway with default headers values
+func NewApplyTaskBadGateway() *ApplyTaskBadGateway {
+
+	return &ApplyTaskBadGateway{}
+}
+
+// WithPayload adds the payload to the apply task bad gateway response
+func (o *ApplyTaskBadGateway) WithPayload(payload *models.Error) *ApplyTaskBadGateway {
+	o.Payload = payload
+	return o
+}
+
+// SetPayload sets the payload to the apply task bad gateway response
+func (o *ApplyTaskBadGateway) SetPayload(payload *models.Error) {
+	o.Payload = payload
+}
+
+// WriteResponse to the client
+func (o *ApplyTaskBadGateway) WriteResponse(rw http.ResponseWriter, producer runtime.Producer) {
+
+	rw.WriteHeader(502)
+	if o.Payload != nil {
+		payload := o.Payload
+		if err := producer.Produce(rw, payload); err != nil {
+			panic(err) // let the recovery middleware deal with this
+		}
+	}
+}
+
 // ApplyTaskServiceUnavailableCode is the HTTP code returned for type ApplyTaskServiceUnavailable
 const ApplyTaskServiceUnavailableCode int = 503
 

@@ -255,6 +255,50 @@ func (o *AsyncApplyTaskRequestEntityTooLarge) WriteResponse(rw http.ResponseWrit
 	}
 }
 
+// AsyncApplyTaskBadGatewayCode is the HTTP code returned for type AsyncApplyTaskBadGateway
+const AsyncApplyTaskBadGatewayCode int = 502
+
+// AsyncApplyTaskBadGateway The broker or result backend refused the operation to the account
+// stamen logs in as (a Redis ACL's NOPERM): the error quotes its reply,
+// which names the command, key or channel refused. The same call fails
+// the same way, on any replica, until that account's permissions change.
+//
+// swagger:response asyncApplyTaskBadGateway
+type AsyncApplyTaskBadGateway struct {
+
+	// In: Body
+	Payload *models.Error `json:"body,omitempty"`
+}
+
+// NewAsyncApplyTaskBadGateway creates AsyncApplyTaskBadGateway with default headers values
+func NewAsyncApplyTaskBadGateway() *AsyncApplyTaskBadGateway {
+
+	return &AsyncApplyTaskBadGateway{}
+}
+
+// WithPayload adds the payload to the async apply task bad gateway response
+func (o *AsyncApplyTaskBadGateway) WithPayload(payload *models.Error) *AsyncApplyTaskBadGateway {
+	o.Payload = payload
+	return o
+}
+
+// SetPayload sets the payload to the async apply task bad gateway response
+func (o *AsyncApplyTaskBadGateway) SetPayload(payload *models.Error) {
+	o.Payload = payload
+}
+
+// WriteResponse to the client
+func (o *AsyncApplyTaskBadGateway) WriteResponse(rw http.ResponseWriter, producer runtime.Producer) {
+
+	rw.WriteHeader(502)
+	if o.Payload != nil {
+		payload := o.Payload
+		if err := producer.Produce(rw, payload); err != nil {
+			panic(err) // let the recovery middleware deal with this
+		}
+	}
+}
+
 // AsyncApplyTaskServiceUnavailableCode is the HTTP code returned for type AsyncApplyTaskServiceUnavailable
 const AsyncApplyTaskServiceUnavailableCode int = 503
 

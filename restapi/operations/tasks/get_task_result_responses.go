@@ -175,6 +175,50 @@ func (o *GetTaskResultUnprocessableEntity) WriteResponse(rw http.ResponseWriter,
 	}
 }
 
+// GetTaskResultBadGatewayCode is the HTTP code returned for type GetTaskResultBadGateway
+const GetTaskResultBadGatewayCode int = 502
+
+// GetTaskResultBadGateway The broker or result backend refused the operation to the account
+// stamen logs in as (a Redis ACL's NOPERM): the error quotes its reply,
+// which names the command, key or channel refused. The same call fails
+// the same way, on any replica, until that account's permissions change.
+//
+// swagger:response getTaskResultBadGateway
+type GetTaskResultBadGateway struct {
+
+	// In: Body
+	Payload *models.Error `json:"body,omitempty"`
+}
+
+// NewGetTaskResultBadGateway creates GetTaskResultBadGateway with default headers values
+func NewGetTaskResultBadGateway() *GetTaskResultBadGateway {
+
+	return &GetTaskResultBadGateway{}
+}
+
+// WithPayload adds the payload to the get task result bad gateway response
+func (o *GetTaskResultBadGateway) WithPayload(payload *models.Error) *GetTaskResultBadGateway {
+	o.Payload = payload
+	return o
+}
+
+// SetPayload sets the payload to the get task result bad gateway response
+func (o *GetTaskResultBadGateway) SetPayload(payload *models.Error) {
+	o.Payload = payload
+}
+
+// WriteResponse to the client
+func (o *GetTaskResultBadGateway) WriteResponse(rw http.ResponseWriter, producer runtime.Producer) {
+
+	rw.WriteHeader(502)
+	if o.Payload != nil {
+		payload := o.Payload
+		if err := producer.Produce(rw, payload); err != nil {
+			panic(err) // let the recovery middleware deal with this
+		}
+	}
+}
+
 // GetTaskResultServiceUnavailableCode is the HTTP code returned for type GetTaskResultServiceUnavailable
 const GetTaskResultServiceUnavailableCode int = 503
 

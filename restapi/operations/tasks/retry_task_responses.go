@@ -296,6 +296,50 @@ func (o *RetryTaskRequestEntityTooLarge) WriteResponse(rw http.ResponseWriter, p
 	}
 }
 
+// RetryTaskBadGatewayCode is the HTTP code returned for type RetryTaskBadGateway
+const RetryTaskBadGatewayCode int = 502
+
+// RetryTaskBadGateway The broker or result backend refused the operation to the account
+// stamen logs in as (a Redis ACL's NOPERM): the error quotes its reply,
+// which names the command, key or channel refused. The same call fails
+// the same way, on any replica, until that account's permissions change.
+//
+// swagger:response retryTaskBadGateway
+type RetryTaskBadGateway struct {
+
+	// In: Body
+	Payload *models.Error `json:"body,omitempty"`
+}
+
+// NewRetryTaskBadGateway creates RetryTaskBadGateway with default headers values
+func NewRetryTaskBadGateway() *RetryTaskBadGateway {
+
+	return &RetryTaskBadGateway{}
+}
+
+// WithPayload adds the payload to the retry task bad gateway response
+func (o *RetryTaskBadGateway) WithPayload(payload *models.Error) *RetryTaskBadGateway {
+	o.Payload = payload
+	return o
+}
+
+// SetPayload sets the payload to the retry task bad gateway response
+func (o *RetryTaskBadGateway) SetPayload(payload *models.Error) {
+	o.Payload = payload
+}
+
+// WriteResponse to the client
+func (o *RetryTaskBadGateway) WriteResponse(rw http.ResponseWriter, producer runtime.Producer) {
+
+	rw.WriteHeader(502)
+	if o.Payload != nil {
+		payload := o.Payload
+		if err := producer.Produce(rw, payload); err != nil {
+			panic(err) // let the recovery middleware deal with this
+		}
+	}
+}
+
 // RetryTaskServiceUnavailableCode is the HTTP code returned for type RetryTaskServiceUnavailable
 const RetryTaskServiceUnavailableCode int = 503
 

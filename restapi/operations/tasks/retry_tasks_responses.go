@@ -214,6 +214,50 @@ func (o *RetryTasksRequestEntityTooLarge) WriteResponse(rw http.ResponseWriter, 
 	}
 }
 
+// RetryTasksBadGatewayCode is the HTTP code returned for type RetryTasksBadGateway
+const RetryTasksBadGatewayCode int = 502
+
+// RetryTasksBadGateway The broker or result backend refused the operation to the account
+// stamen logs in as (a Redis ACL's NOPERM): the error quotes its reply,
+// which names the command, key or channel refused. The same call fails
+// the same way, on any replica, until that account's permissions change.
+//
+// swagger:response retryTasksBadGateway
+type RetryTasksBadGateway struct {
+
+	// In: Body
+	Payload *models.Error `json:"body,omitempty"`
+}
+
+// NewRetryTasksBadGateway creates RetryTasksBadGateway with default headers values
+func NewRetryTasksBadGateway() *RetryTasksBadGateway {
+
+	return &RetryTasksBadGateway{}
+}
+
+// WithPayload adds the payload to the retry tasks bad gateway response
+func (o *RetryTasksBadGateway) WithPayload(payload *models.Error) *RetryTasksBadGateway {
+	o.Payload = payload
+	return o
+}
+
+// SetPayload sets the payload to the retry tasks bad gateway response
+func (o *RetryTasksBadGateway) SetPayload(payload *models.Error) {
+	o.Payload = payload
+}
+
+// WriteResponse to the client
+func (o *RetryTasksBadGateway) WriteResponse(rw http.ResponseWriter, producer runtime.Producer) {
+
+	rw.WriteHeader(502)
+	if o.Payload != nil {
+		payload := o.Payload
+		if err := producer.Produce(rw, payload); err != nil {
+			panic(err) // let the recovery middleware deal with this
+		}
+	}
+}
+
 // RetryTasksServiceUnavailableCode is the HTTP code returned for type RetryTasksServiceUnavailable
 const RetryTasksServiceUnavailableCode int = 503
 

@@ -214,6 +214,50 @@ func (o *RevokeTaskRequestEntityTooLarge) WriteResponse(rw http.ResponseWriter, 
 	}
 }
 
+// RevokeTaskBadGatewayCode is the HTTP code returned for type RevokeTaskBadGateway
+const RevokeTaskBadGatewayCode int = 502
+
+// RevokeTaskBadGateway The broker or result backend refused the operation to the account
+// stamen logs in as (a Redis ACL's NOPERM): the error quotes its reply,
+// which names the command, key or channel refused. The same call fails
+// the same way, on any replica, until that account's permissions change.
+//
+// swagger:response revokeTaskBadGateway
+type RevokeTaskBadGateway struct {
+
+	// In: Body
+	Payload *models.Error `json:"body,omitempty"`
+}
+
+// NewRevokeTaskBadGateway creates RevokeTaskBadGateway with default headers values
+func NewRevokeTaskBadGateway() *RevokeTaskBadGateway {
+
+	return &RevokeTaskBadGateway{}
+}
+
+// WithPayload adds the payload to the revoke task bad gateway response
+func (o *RevokeTaskBadGateway) WithPayload(payload *models.Error) *RevokeTaskBadGateway {
+	o.Payload = payload
+	return o
+}
+
+// SetPayload sets the payload to the revoke task bad gateway response
+func (o *RevokeTaskBadGateway) SetPayload(payload *models.Error) {
+	o.Payload = payload
+}
+
+// WriteResponse to the client
+func (o *RevokeTaskBadGateway) WriteResponse(rw http.ResponseWriter, producer runtime.Producer) {
+
+	rw.WriteHeader(502)
+	if o.Payload != nil {
+		payload := o.Payload
+		if err := producer.Produce(rw, payload); err != nil {
+			panic(err) // let the recovery middleware deal with this
+		}
+	}
+}
+
 // RevokeTaskServiceUnavailableCode is the HTTP code returned for type RevokeTaskServiceUnavailable
 const RevokeTaskServiceUnavailableCode int = 503
 

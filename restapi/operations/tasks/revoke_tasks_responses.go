@@ -214,6 +214,50 @@ func (o *RevokeTasksRequestEntityTooLarge) WriteResponse(rw http.ResponseWriter,
 	}
 }
 
+// RevokeTasksBadGatewayCode is the HTTP code returned for type RevokeTasksBadGateway
+const RevokeTasksBadGatewayCode int = 502
+
+// RevokeTasksBadGateway The broker or result backend refused the operation to the account
+// stamen logs in as (a Redis ACL's NOPERM): the error quotes its reply,
+// which names the command, key or channel refused. The same call fails
+// the same way, on any replica, until that account's permissions change.
+//
+// swagger:response revokeTasksBadGateway
+type RevokeTasksBadGateway struct {
+
+	// In: Body
+	Payload *models.Error `json:"body,omitempty"`
+}
+
+// NewRevokeTasksBadGateway creates RevokeTasksBadGateway with default headers values
+func NewRevokeTasksBadGateway() *RevokeTasksBadGateway {
+
+	return &RevokeTasksBadGateway{}
+}
+
+// WithPayload adds the payload to the revoke tasks bad gateway response
+func (o *RevokeTasksBadGateway) WithPayload(payload *models.Error) *RevokeTasksBadGateway {
+	o.Payload = payload
+	return o
+}
+
+// SetPayload sets the payload to the revoke tasks bad gateway response
+func (o *RevokeTasksBadGateway) SetPayload(payload *models.Error) {
+	o.Payload = payload
+}
+
+// WriteResponse to the client
+func (o *RevokeTasksBadGateway) WriteResponse(rw http.ResponseWriter, producer runtime.Producer) {
+
+	rw.WriteHeader(502)
+	if o.Payload != nil {
+		payload := o.Payload
+		if err := producer.Produce(rw, payload); err != nil {
+			panic(err) // let the recovery middleware deal with this
+		}
+	}
+}
+
 // RevokeTasksServiceUnavailableCode is the HTTP code returned for type RevokeTasksServiceUnavailable
 const RevokeTasksServiceUnavailableCode int = 503
 

@@ -214,6 +214,50 @@ func (o *SendTaskRequestEntityTooLarge) WriteResponse(rw http.ResponseWriter, pr
 	}
 }
 
+// SendTaskBadGatewayCode is the HTTP code returned for type SendTaskBadGateway
+const SendTaskBadGatewayCode int = 502
+
+// SendTaskBadGateway The broker or result backend refused the operation to the account
+// stamen logs in as (a Redis ACL's NOPERM): the error quotes its reply,
+// which names the command, key or channel refused. The same call fails
+// the same way, on any replica, until that account's permissions change.
+//
+// swagger:response sendTaskBadGateway
+type SendTaskBadGateway struct {
+
+	// In: Body
+	Payload *models.Error `json:"body,omitempty"`
+}
+
+// NewSendTaskBadGateway creates SendTaskBadGateway with default headers values
+func NewSendTaskBadGateway() *SendTaskBadGateway {
+
+	return &SendTaskBadGateway{}
+}
+
+// WithPayload adds the payload to the send task bad gateway response
+func (o *SendTaskBadGateway) WithPayload(payload *models.Error) *SendTaskBadGateway {
+	o.Payload = payload
+	return o
+}
+
+// SetPayload sets the payload to the send task bad gateway response
+func (o *SendTaskBadGateway) SetPayload(payload *models.Error) {
+	o.Payload = payload
+}
+
+// WriteResponse to the client
+func (o *SendTaskBadGateway) WriteResponse(rw http.ResponseWriter, producer runtime.Producer) {
+
+	rw.WriteHeader(502)
+	if o.Payload != nil {
+		payload := o.Payload
+		if err := producer.Produce(rw, payload); err != nil {
+			panic(err) // let the recovery middleware deal with this
+		}
+	}
+}
+
 // SendTaskServiceUnavailableCode is the HTTP code returned for type SendTaskServiceUnavailable
 const SendTaskServiceUnavailableCode int = 503
 

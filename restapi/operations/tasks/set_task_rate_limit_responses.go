@@ -255,6 +255,50 @@ func (o *SetTaskRateLimitRequestEntityTooLarge) WriteResponse(rw http.ResponseWr
 	}
 }
 
+// SetTaskRateLimitBadGatewayCode is the HTTP code returned for type SetTaskRateLimitBadGateway
+const SetTaskRateLimitBadGatewayCode int = 502
+
+// SetTaskRateLimitBadGateway The broker or result backend refused the operation to the account
+// stamen logs in as (a Redis ACL's NOPERM): the error quotes its reply,
+// which names the command, key or channel refused. The same call fails
+// the same way, on any replica, until that account's permissions change.
+//
+// swagger:response setTaskRateLimitBadGateway
+type SetTaskRateLimitBadGateway struct {
+
+	// In: Body
+	Payload *models.Error `json:"body,omitempty"`
+}
+
+// NewSetTaskRateLimitBadGateway creates SetTaskRateLimitBadGateway with default headers values
+func NewSetTaskRateLimitBadGateway() *SetTaskRateLimitBadGateway {
+
+	return &SetTaskRateLimitBadGateway{}
+}
+
+// WithPayload adds the payload to the set task rate limit bad gateway response
+func (o *SetTaskRateLimitBadGateway) WithPayload(payload *models.Error) *SetTaskRateLimitBadGateway {
+	o.Payload = payload
+	return o
+}
+
+// SetPayload sets the payload to the set task rate limit bad gateway response
+func (o *SetTaskRateLimitBadGateway) SetPayload(payload *models.Error) {
+	o.Payload = payload
+}
+
+// WriteResponse to the client
+func (o *SetTaskRateLimitBadGateway) WriteResponse(rw http.ResponseWriter, producer runtime.Producer) {
+
+	rw.WriteHeader(502)
+	if o.Payload != nil {
+		payload := o.Payload
+		if err := producer.Produce(rw, payload); err != nil {
+			panic(err) // let the recovery middleware deal with this
+		}
+	}
+}
+
 // SetTaskRateLimitServiceUnavailableCode is the HTTP code returned for type SetTaskRateLimitServiceUnavailable
 const SetTaskRateLimitServiceUnavailableCode int = 503
 

@@ -255,6 +255,50 @@ func (o *SetTaskTimeoutRequestEntityTooLarge) WriteResponse(rw http.ResponseWrit
 	}
 }
 
+// SetTaskTimeoutBadGatewayCode is the HTTP code returned for type SetTaskTimeoutBadGateway
+const SetTaskTimeoutBadGatewayCode int = 502
+
+// SetTaskTimeoutBadGateway The broker or result backend refused the operation to the account
+// stamen logs in as (a Redis ACL's NOPERM): the error quotes its reply,
+// which names the command, key or channel refused. The same call fails
+// the same way, on any replica, until that account's permissions change.
+//
+// swagger:response setTaskTimeoutBadGateway
+type SetTaskTimeoutBadGateway struct {
+
+	// In: Body
+	Payload *models.Error `json:"body,omitempty"`
+}
+
+// NewSetTaskTimeoutBadGateway creates SetTaskTimeoutBadGateway with default headers values
+func NewSetTaskTimeoutBadGateway() *SetTaskTimeoutBadGateway {
+
+	return &SetTaskTimeoutBadGateway{}
+}
+
+// WithPayload adds the payload to the set task timeout bad gateway response
+func (o *SetTaskTimeoutBadGateway) WithPayload(payload *models.Error) *SetTaskTimeoutBadGateway {
+	o.Payload = payload
+	return o
+}
+
+// SetPayload sets the payload to the set task timeout bad gateway response
+func (o *SetTaskTimeoutBadGateway) SetPayload(payload *models.Error) {
+	o.Payload = payload
+}
+
+// WriteResponse to the client
+func (o *SetTaskTimeoutBadGateway) WriteResponse(rw http.ResponseWriter, producer runtime.Producer) {
+
+	rw.WriteHeader(502)
+	if o.Payload != nil {
+		payload := o.Payload
+		if err := producer.Produce(rw, payload); err != nil {
+			panic(err) // let the recovery middleware deal with this
+		}
+	}
+}
+
 // SetTaskTimeoutServiceUnavailableCode is the HTTP code returned for type SetTaskTimeoutServiceUnavailable
 const SetTaskTimeoutServiceUnavailableCode int = 503
 

@@ -255,6 +255,50 @@ func (o *AddConsumerRequestEntityTooLarge) WriteResponse(rw http.ResponseWriter,
 	}
 }
 
+// AddConsumerBadGatewayCode is the HTTP code returned for type AddConsumerBadGateway
+const AddConsumerBadGatewayCode int = 502
+
+// AddConsumerBadGateway The broker or result backend refused the operation to the account
+// stamen logs in as (a Redis ACL's NOPERM): the error quotes its reply,
+// which names the command, key or channel refused. The same call fails
+// the same way, on any replica, until that account's permissions change.
+//
+// swagger:response addConsumerBadGateway
+type AddConsumerBadGateway struct {
+
+	// In: Body
+	Payload *models.Error `json:"body,omitempty"`
+}
+
+// NewAddConsumerBadGateway creates AddConsumerBadGateway with default headers values
+func NewAddConsumerBadGateway() *AddConsumerBadGateway {
+
+	return &AddConsumerBadGateway{}
+}
+
+// WithPayload adds the payload to the add consumer bad gateway response
+func (o *AddConsumerBadGateway) WithPayload(payload *models.Error) *AddConsumerBadGateway {
+	o.Payload = payload
+	return o
+}
+
+// SetPayload sets the payload to the add consumer bad gateway response
+func (o *AddConsumerBadGateway) SetPayload(payload *models.Error) {
+	o.Payload = payload
+}
+
+// WriteResponse to the client
+func (o *AddConsumerBadGateway) WriteResponse(rw http.ResponseWriter, producer runtime.Producer) {
+
+	rw.WriteHeader(502)
+	if o.Payload != nil {
+		payload := o.Payload
+		if err := producer.Produce(rw, payload); err != nil {
+			panic(err) // let the recovery middleware deal with this
+		}
+	}
+}
+
 // AddConsumerServiceUnavailableCode is the HTTP code returned for type AddConsumerServiceUnavailable
 const AddConsumerServiceUnavailableCode int = 503
 

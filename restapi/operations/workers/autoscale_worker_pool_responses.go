@@ -255,6 +255,50 @@ func (o *AutoscaleWorkerPoolRequestEntityTooLarge) WriteResponse(rw http.Respons
 	}
 }
 
+// AutoscaleWorkerPoolBadGatewayCode is the HTTP code returned for type AutoscaleWorkerPoolBadGateway
+const AutoscaleWorkerPoolBadGatewayCode int = 502
+
+// AutoscaleWorkerPoolBadGateway The broker or result backend refused the operation to the account
+// stamen logs in as (a Redis ACL's NOPERM): the error quotes its reply,
+// which names the command, key or channel refused. The same call fails
+// the same way, on any replica, until that account's permissions change.
+//
+// swagger:response autoscaleWorkerPoolBadGateway
+type AutoscaleWorkerPoolBadGateway struct {
+
+	// In: Body
+	Payload *models.Error `json:"body,omitempty"`
+}
+
+// NewAutoscaleWorkerPoolBadGateway creates AutoscaleWorkerPoolBadGateway with default headers values
+func NewAutoscaleWorkerPoolBadGateway() *AutoscaleWorkerPoolBadGateway {
+
+	return &AutoscaleWorkerPoolBadGateway{}
+}
+
+// WithPayload adds the payload to the autoscale worker pool bad gateway response
+func (o *AutoscaleWorkerPoolBadGateway) WithPayload(payload *models.Error) *AutoscaleWorkerPoolBadGateway {
+	o.Payload = payload
+	return o
+}
+
+// SetPayload sets the payload to the autoscale worker pool bad gateway response
+func (o *AutoscaleWorkerPoolBadGateway) SetPayload(payload *models.Error) {
+	o.Payload = payload
+}
+
+// WriteResponse to the client
+func (o *AutoscaleWorkerPoolBadGateway) WriteResponse(rw http.ResponseWriter, producer runtime.Producer) {
+
+	rw.WriteHeader(502)
+	if o.Payload != nil {
+		payload := o.Payload
+		if err := producer.Produce(rw, payload); err != nil {
+			panic(err) // let the recovery middleware deal with this
+		}
+	}
+}
+
 // AutoscaleWorkerPoolServiceUnavailableCode is the HTTP code returned for type AutoscaleWorkerPoolServiceUnavailable
 const AutoscaleWorkerPoolServiceUnavailableCode int = 503
 

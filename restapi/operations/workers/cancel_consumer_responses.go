@@ -255,6 +255,50 @@ func (o *CancelConsumerRequestEntityTooLarge) WriteResponse(rw http.ResponseWrit
 	}
 }
 
+// CancelConsumerBadGatewayCode is the HTTP code returned for type CancelConsumerBadGateway
+const CancelConsumerBadGatewayCode int = 502
+
+// CancelConsumerBadGateway The broker or result backend refused the operation to the account
+// stamen logs in as (a Redis ACL's NOPERM): the error quotes its reply,
+// which names the command, key or channel refused. The same call fails
+// the same way, on any replica, until that account's permissions change.
+//
+// swagger:response cancelConsumerBadGateway
+type CancelConsumerBadGateway struct {
+
+	// In: Body
+	Payload *models.Error `json:"body,omitempty"`
+}
+
+// NewCancelConsumerBadGateway creates CancelConsumerBadGateway with default headers values
+func NewCancelConsumerBadGateway() *CancelConsumerBadGateway {
+
+	return &CancelConsumerBadGateway{}
+}
+
+// WithPayload adds the payload to the cancel consumer bad gateway response
+func (o *CancelConsumerBadGateway) WithPayload(payload *models.Error) *CancelConsumerBadGateway {
+	o.Payload = payload
+	return o
+}
+
+// SetPayload sets the payload to the cancel consumer bad gateway response
+func (o *CancelConsumerBadGateway) SetPayload(payload *models.Error) {
+	o.Payload = payload
+}
+
+// WriteResponse to the client
+func (o *CancelConsumerBadGateway) WriteResponse(rw http.ResponseWriter, producer runtime.Producer) {
+
+	rw.WriteHeader(502)
+	if o.Payload != nil {
+		payload := o.Payload
+		if err := producer.Produce(rw, payload); err != nil {
+			panic(err) // let the recovery middleware deal with this
+		}
+	}
+}
+
 // CancelConsumerServiceUnavailableCode is the HTTP code returned for type CancelConsumerServiceUnavailable
 const CancelConsumerServiceUnavailableCode int = 503
 

@@ -255,6 +255,50 @@ func (o *GrowWorkerPoolRequestEntityTooLarge) WriteResponse(rw http.ResponseWrit
 	}
 }
 
+// GrowWorkerPoolBadGatewayCode is the HTTP code returned for type GrowWorkerPoolBadGateway
+const GrowWorkerPoolBadGatewayCode int = 502
+
+// GrowWorkerPoolBadGateway The broker or result backend refused the operation to the account
+// stamen logs in as (a Redis ACL's NOPERM): the error quotes its reply,
+// which names the command, key or channel refused. The same call fails
+// the same way, on any replica, until that account's permissions change.
+//
+// swagger:response growWorkerPoolBadGateway
+type GrowWorkerPoolBadGateway struct {
+
+	// In: Body
+	Payload *models.Error `json:"body,omitempty"`
+}
+
+// NewGrowWorkerPoolBadGateway creates GrowWorkerPoolBadGateway with default headers values
+func NewGrowWorkerPoolBadGateway() *GrowWorkerPoolBadGateway {
+
+	return &GrowWorkerPoolBadGateway{}
+}
+
+// WithPayload adds the payload to the grow worker pool bad gateway response
+func (o *GrowWorkerPoolBadGateway) WithPayload(payload *models.Error) *GrowWorkerPoolBadGateway {
+	o.Payload = payload
+	return o
+}
+
+// SetPayload sets the payload to the grow worker pool bad gateway response
+func (o *GrowWorkerPoolBadGateway) SetPayload(payload *models.Error) {
+	o.Payload = payload
+}
+
+// WriteResponse to the client
+func (o *GrowWorkerPoolBadGateway) WriteResponse(rw http.ResponseWriter, producer runtime.Producer) {
+
+	rw.WriteHeader(502)
+	if o.Payload != nil {
+		payload := o.Payload
+		if err := producer.Produce(rw, payload); err != nil {
+			panic(err) // let the recovery middleware deal with this
+		}
+	}
+}
+
 // GrowWorkerPoolServiceUnavailableCode is the HTTP code returned for type GrowWorkerPoolServiceUnavailable
 const GrowWorkerPoolServiceUnavailableCode int = 503
 

@@ -203,6 +203,50 @@ func (o *ListWorkersNotFound) WriteResponse(rw http.ResponseWriter, producer run
 	}
 }
 
+// ListWorkersBadGatewayCode is the HTTP code returned for type ListWorkersBadGateway
+const ListWorkersBadGatewayCode int = 502
+
+// ListWorkersBadGateway The broker or result backend refused the operation to the account
+// stamen logs in as (a Redis ACL's NOPERM): the error quotes its reply,
+// which names the command, key or channel refused. The same call fails
+// the same way, on any replica, until that account's permissions change.
+//
+// swagger:response listWorkersBadGateway
+type ListWorkersBadGateway struct {
+
+	// In: Body
+	Payload *models.Error `json:"body,omitempty"`
+}
+
+// NewListWorkersBadGateway creates ListWorkersBadGateway with default headers values
+func NewListWorkersBadGateway() *ListWorkersBadGateway {
+
+	return &ListWorkersBadGateway{}
+}
+
+// WithPayload adds the payload to the list workers bad gateway response
+func (o *ListWorkersBadGateway) WithPayload(payload *models.Error) *ListWorkersBadGateway {
+	o.Payload = payload
+	return o
+}
+
+// SetPayload sets the payload to the list workers bad gateway response
+func (o *ListWorkersBadGateway) SetPayload(payload *models.Error) {
+	o.Payload = payload
+}
+
+// WriteResponse to the client
+func (o *ListWorkersBadGateway) WriteResponse(rw http.ResponseWriter, producer runtime.Producer) {
+
+	rw.WriteHeader(502)
+	if o.Payload != nil {
+		payload := o.Payload
+		if err := producer.Produce(rw, payload); err != nil {
+			panic(err) // let the recovery middleware deal with this
+		}
+	}
+}
+
 // ListWorkersServiceUnavailableCode is the HTTP code returned for type ListWorkersServiceUnavailable
 const ListWorkersServiceUnavailableCode int = 503
 

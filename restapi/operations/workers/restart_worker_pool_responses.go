@@ -255,6 +255,50 @@ func (o *RestartWorkerPoolRequestEntityTooLarge) WriteResponse(rw http.ResponseW
 	}
 }
 
+// RestartWorkerPoolBadGatewayCode is the HTTP code returned for type RestartWorkerPoolBadGateway
+const RestartWorkerPoolBadGatewayCode int = 502
+
+// RestartWorkerPoolBadGateway The broker or result backend refused the operation to the account
+// stamen logs in as (a Redis ACL's NOPERM): the error quotes its reply,
+// which names the command, key or channel refused. The same call fails
+// the same way, on any replica, until that account's permissions change.
+//
+// swagger:response restartWorkerPoolBadGateway
+type RestartWorkerPoolBadGateway struct {
+
+	// In: Body
+	Payload *models.Error `json:"body,omitempty"`
+}
+
+// NewRestartWorkerPoolBadGateway creates RestartWorkerPoolBadGateway with default headers values
+func NewRestartWorkerPoolBadGateway() *RestartWorkerPoolBadGateway {
+
+	return &RestartWorkerPoolBadGateway{}
+}
+
+// WithPayload adds the payload to the restart worker pool bad gateway response
+func (o *RestartWorkerPoolBadGateway) WithPayload(payload *models.Error) *RestartWorkerPoolBadGateway {
+	o.Payload = payload
+	return o
+}
+
+// SetPayload sets the payload to the restart worker pool bad gateway response
+func (o *RestartWorkerPoolBadGateway) SetPayload(payload *models.Error) {
+	o.Payload = payload
+}
+
+// WriteResponse to the client
+func (o *RestartWorkerPoolBadGateway) WriteResponse(rw http.ResponseWriter, producer runtime.Producer) {
+
+	rw.WriteHeader(502)
+	if o.Payload != nil {
+		payload := o.Payload
+		if err := producer.Produce(rw, payload); err != nil {
+			panic(err) // let the recovery middleware deal with this
+		}
+	}
+}
+
 // RestartWorkerPoolServiceUnavailableCode is the HTTP code returned for type RestartWorkerPoolServiceUnavailable
 const RestartWorkerPoolServiceUnavailableCode int = 503
 

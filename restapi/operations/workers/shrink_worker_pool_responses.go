@@ -255,6 +255,50 @@ func (o *ShrinkWorkerPoolRequestEntityTooLarge) WriteResponse(rw http.ResponseWr
 	}
 }
 
+// ShrinkWorkerPoolBadGatewayCode is the HTTP code returned for type ShrinkWorkerPoolBadGateway
+const ShrinkWorkerPoolBadGatewayCode int = 502
+
+// ShrinkWorkerPoolBadGateway The broker or result backend refused the operation to the account
+// stamen logs in as (a Redis ACL's NOPERM): the error quotes its reply,
+// which names the command, key or channel refused. The same call fails
+// the same way, on any replica, until that account's permissions change.
+//
+// swagger:response shrinkWorkerPoolBadGateway
+type ShrinkWorkerPoolBadGateway struct {
+
+	// In: Body
+	Payload *models.Error `json:"body,omitempty"`
+}
+
+// NewShrinkWorkerPoolBadGateway creates ShrinkWorkerPoolBadGateway with default headers values
+func NewShrinkWorkerPoolBadGateway() *ShrinkWorkerPoolBadGateway {
+
+	return &ShrinkWorkerPoolBadGateway{}
+}
+
+// WithPayload adds the payload to the shrink worker pool bad gateway response
+func (o *ShrinkWorkerPoolBadGateway) WithPayload(payload *models.Error) *ShrinkWorkerPoolBadGateway {
+	o.Payload = payload
+	return o
+}
+
+// SetPayload sets the payload to the shrink worker pool bad gateway response
+func (o *ShrinkWorkerPoolBadGateway) SetPayload(payload *models.Error) {
+	o.Payload = payload
+}
+
+// WriteResponse to the client
+func (o *ShrinkWorkerPoolBadGateway) WriteResponse(rw http.ResponseWriter, producer runtime.Producer) {
+
+	rw.WriteHeader(502)
+	if o.Payload != nil {
+		payload := o.Payload
+		if err := producer.Produce(rw, payload); err != nil {
+			panic(err) // let the recovery middleware deal with this
+		}
+	}
+}
+
 // ShrinkWorkerPoolServiceUnavailableCode is the HTTP code returned for type ShrinkWorkerPoolServiceUnavailable
 const ShrinkWorkerPoolServiceUnavailableCode int = 503
 

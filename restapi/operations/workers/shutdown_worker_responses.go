@@ -255,6 +255,50 @@ func (o *ShutdownWorkerRequestEntityTooLarge) WriteResponse(rw http.ResponseWrit
 	}
 }
 
+// ShutdownWorkerBadGatewayCode is the HTTP code returned for type ShutdownWorkerBadGateway
+const ShutdownWorkerBadGatewayCode int = 502
+
+// ShutdownWorkerBadGateway The broker or result backend refused the operation to the account
+// stamen logs in as (a Redis ACL's NOPERM): the error quotes its reply,
+// which names the command, key or channel refused. The same call fails
+// the same way, on any replica, until that account's permissions change.
+//
+// swagger:response shutdownWorkerBadGateway
+type ShutdownWorkerBadGateway struct {
+
+	// In: Body
+	Payload *models.Error `json:"body,omitempty"`
+}
+
+// NewShutdownWorkerBadGateway creates ShutdownWorkerBadGateway with default headers values
+func NewShutdownWorkerBadGateway() *ShutdownWorkerBadGateway {
+
+	return &ShutdownWorkerBadGateway{}
+}
+
+// WithPayload adds the payload to the shutdown worker bad gateway response
+func (o *ShutdownWorkerBadGateway) WithPayload(payload *models.Error) *ShutdownWorkerBadGateway {
+	o.Payload = payload
+	return o
+}
+
+// SetPayload sets the payload to the shutdown worker bad gateway response
+func (o *ShutdownWorkerBadGateway) SetPayload(payload *models.Error) {
+	o.Payload = payload
+}
+
+// WriteResponse to the client
+func (o *ShutdownWorkerBadGateway) WriteResponse(rw http.ResponseWriter, producer runtime.Producer) {
+
+	rw.WriteHeader(502)
+	if o.Payload != nil {
+		payload := o.Payload
+		if err := producer.Produce(rw, payload); err != nil {
+			panic(err) // let the recovery middleware deal with this
+		}
+	}
+}
+
 // ShutdownWorkerServiceUnavailableCode is the HTTP code returned for type ShutdownWorkerServiceUnavailable
 const ShutdownWorkerServiceUnavailableCode int = 503
 
