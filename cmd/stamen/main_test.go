@@ -578,7 +578,8 @@ func TestRefusesBadTransportOptions(t *testing.T) {
 		args              []string
 		want              string
 	}{
-		{"unknown", broker, `{"visibility_timeout": 3600, "sentinel_kwargs": {"password": "s3cret-pw"}}`, nil, "visibility_timeout"},
+		{"unknown", broker, `{"visibilty_timeout": 3600, "sentinel_kwargs": {"password": "s3cret-pw"}}`, nil, "visibilty_timeout"},
+		{"fanout off", broker, `{"fanout_patterns": false, "sentinel_kwargs": {"password": "s3cret-pw"}}`, nil, "fanout_patterns: only true"},
 		{"ill-typed", broker, `{"sentinel_kwargs": {"password": 12}}`, nil, "sentinel_kwargs.password: want a string"},
 		{"flag wins", broker, `{"global_keyprefix": "ok"}`, []string{"--broker_transport_options", `{"sep": ["s3cret-pw"]}`}, "sep: want a string"},
 		{"result backend", broker, "", []string{"--result_backend_transport_options", `{"master_name": 1}`}, "result_backend_transport_options: master_name"},
