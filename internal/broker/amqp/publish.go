@@ -52,13 +52,19 @@ func (b *Broker) Publish(ctx context.Context, msg *celery.TaskMessage) error {
 		return err
 	}
 	exchange, routingKey := celery.Route(msg)
+	delayedEx, delayedKey, delayed, err := b.delayedRoute(ctx, msg, queue)
+	if err != nil {
+		return fmt.Errorf("publish %s: %w", msg.ID, err)
+	}
+	if delayed {
+		// The cascade's first queue takes the message whether or not its
+		// own queue still exists, so no return would tell: look at the
+		// queue itself rather than trust the cache.
+		s.forget(queue)
+	}
 	// Through an exchange, the exchange's bindings pick the queues: a
 	// missing queue of that name is no reason to refuse.
 	if err := b.ensureQueue(ctx, s, queue, msg.Declare); err != nil && (exchange == "" || !errors.Is(err, celery.ErrNoQueue)) {
-		return fmt.Errorf("publish %s: %w", msg.ID, err)
-	}
-	delayedEx, delayedKey, delayed, err := b.delayedRoute(ctx, msg, queue)
-	if err != nil {
 		return fmt.Errorf("publish %s: %w", msg.ID, err)
 	}
 	if delayed {
