@@ -172,7 +172,10 @@ func (h *Handlers) publish(ctx context.Context, name string, body *models.TaskAp
 		h.route(msg)
 	}
 	queue := celery.QueueName(msg)
-	msg.Declare, _ = h.Inspector.QueueDeclaration(queue)
+	// A missing queue is declared only as a worker alive by heartbeat
+	// declares it: one that stopped consumes nothing any more, and a queue
+	// declared from its last reply would hold the task for nobody.
+	msg.Declare, _ = h.Inspector.QueueDeclarationBy(queue, h.State.WorkerAlive)
 	send := func() error {
 		pctx, cancel := context.WithTimeout(ctx, h.BrokerTimeout)
 		defer cancel()
@@ -189,7 +192,7 @@ func (h *Handlers) publish(ctx context.Context, name string, body *models.TaskAp
 			h.route(msg)
 			queue = celery.QueueName(msg)
 		}
-		if d, ok := h.Inspector.QueueDeclaration(queue); ok {
+		if d, ok := h.Inspector.QueueDeclarationBy(queue, h.State.WorkerAlive); ok {
 			msg.Declare = d
 			err = send()
 		}

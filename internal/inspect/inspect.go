@@ -426,6 +426,14 @@ func (in *Inspector) QueueNames() []string {
 // app declare a queue alike (RabbitMQ would refuse them otherwise); the
 // first in name order wins.
 func (in *Inspector) QueueDeclaration(queue string) (*celery.QueueDeclaration, bool) {
+	return in.QueueDeclarationBy(queue, nil)
+}
+
+// QueueDeclarationBy is QueueDeclaration from the workers for which alive
+// is true only (every cached worker when alive is nil). The cache keeps a
+// worker's last active_queues after it stopped: declaring a missing queue
+// from a gone worker's reply would park tasks in a queue nobody consumes.
+func (in *Inspector) QueueDeclarationBy(queue string, alive func(worker string) bool) (*celery.QueueDeclaration, bool) {
 	in.mu.RLock()
 	defer in.mu.RUnlock()
 	names := make([]string, 0, len(in.workers))
@@ -434,6 +442,9 @@ func (in *Inspector) QueueDeclaration(queue string) (*celery.QueueDeclaration, b
 	}
 	sort.Strings(names)
 	for _, n := range names {
+		if alive != nil && !alive(n) {
+			continue
+		}
 		if d, ok := celery.QueueDeclarations(in.workers[n].replies["active_queues"])[queue]; ok {
 			return d, true
 		}

@@ -49,3 +49,31 @@ func TestQueueFromActiveQueues(t *testing.T) {
 		t.Error("a queue no worker consumes is known")
 	}
 }
+
+// TestQueueDeclarationByAliveWorkers: only the workers alive says are
+// asked how they declare a queue; a cached reply of a gone worker is not
+// used.
+func TestQueueDeclarationByAliveWorkers(t *testing.T) {
+	w := queuesWorker{activeQueues: `[{"name": "q", "exchange": {"name": "q", "type": "direct"}, "routing_key": "q"}]`}
+	in := New(w, time.Second, 0, slog.New(slog.DiscardHandler))
+	if err := in.Refresh(t.Context(), ""); err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name  string
+		alive func(string) bool
+		want  bool
+	}{
+		{"any cached worker", nil, true},
+		{"its worker alive", func(n string) bool { return n == "w@h" }, true},
+		{"its worker gone", func(string) bool { return false }, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			q, ok := in.QueueDeclarationBy("q", tt.alive)
+			if ok != tt.want || ok && q.Name != "q" {
+				t.Errorf("QueueDeclarationBy(q) = %+v, %v, want found %v", q, ok, tt.want)
+			}
+		})
+	}
+}

@@ -51,6 +51,17 @@ type session struct {
 	// cache, so that not every publish costs a passive declare.
 	declMu   sync.Mutex
 	declared map[string]time.Time
+
+	// returns matches RabbitMQ's returns of mandatory publishes on pub to
+	// the publishes waiting for their confirm.
+	returns *returns
+}
+
+// forget drops queue from the declared cache: it was found missing.
+func (s *session) forget(queue string) {
+	s.declMu.Lock()
+	delete(s.declared, queue)
+	s.declMu.Unlock()
 }
 
 // alive reports whether the session is still usable.
@@ -228,6 +239,7 @@ func (b *Broker) dialSession(url string) (s *session, err error) {
 		return nil, classify("enable publisher confirms", err)
 	}
 	b.watchChannel(s, "publish", s.pub)
+	b.watchReturns(s)
 
 	replies, err := b.consumeQueue(s, "pidbox replies", b.replyQueue, amqp091.Table{
 		// kombu's control_queue_expires and control_queue_ttl.

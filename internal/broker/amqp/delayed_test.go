@@ -1,6 +1,7 @@
 package amqp
 
 import (
+	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -95,6 +96,17 @@ func TestPublishDelayedRoute(t *testing.T) {
 	}
 	if eta, _ := d.Headers["eta"].(string); eta == "" {
 		t.Error("the delayed task lost its eta header: the worker would run it at once")
+	}
+	// The cascade takes a message whatever becomes of its queue: a queue
+	// deleted since it was last seen (and cached) is looked at again, and
+	// refused when no worker declares it.
+	a.deleteQueue(quorum)
+	eta := time.Now().Add(10*time.Second + 500*time.Millisecond)
+	if err := b.Publish(t.Context(), &celery.TaskMessage{ID: uuid.NewString(), Name: "stamen.add", Queue: quorum, ETA: &eta}); !errors.Is(err, celery.ErrNoQueue) {
+		t.Errorf("delayed task for a deleted queue: err %v, want ErrNoQueue", err)
+	}
+	if _, err := a.channel().QueueDeclare(quorum, true, false, false, false, nil); err != nil {
+		t.Fatal(err)
 	}
 	// A direct exchange is not bound to the cascade by the workers.
 	arrived(direct, publish(b, direct))

@@ -92,7 +92,7 @@ func (b *Broker) publishRequest(ctx context.Context, s *session, op string, body
 		// a string; the lab saw 2.
 		DeliveryMode: persistent,
 		Body:         body,
-	})
+	}, false) // no worker, no queue bound: nobody to ask, not an error
 }
 
 // dispatchReplies hands each pidbox reply to the broadcast waiting for its

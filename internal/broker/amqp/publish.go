@@ -52,13 +52,19 @@ func (b *Broker) Publish(ctx context.Context, msg *celery.TaskMessage) error {
 		return err
 	}
 	exchange, routingKey := celery.Route(msg)
+	delayedEx, delayedKey, delayed, err := b.delayedRoute(ctx, msg, queue)
+	if err != nil {
+		return fmt.Errorf("publish %s: %w", msg.ID, err)
+	}
+	if delayed {
+		// The cascade's first queue takes the message whether or not its
+		// own queue still exists, so no return would tell: look at the
+		// queue itself rather than trust the cache.
+		s.forget(queue)
+	}
 	// Through an exchange, the exchange's bindings pick the queues: a
 	// missing queue of that name is no reason to refuse.
 	if err := b.ensureQueue(ctx, s, queue, msg.Declare); err != nil && (exchange == "" || !errors.Is(err, celery.ErrNoQueue)) {
-		return fmt.Errorf("publish %s: %w", msg.ID, err)
-	}
-	delayedEx, delayedKey, delayed, err := b.delayedRoute(ctx, msg, queue)
-	if err != nil {
 		return fmt.Errorf("publish %s: %w", msg.ID, err)
 	}
 	if delayed {
@@ -90,7 +96,21 @@ func (b *Broker) Publish(ctx context.Context, msg *celery.TaskMessage) error {
 		ms := max(time.Until(*msg.Expires).Milliseconds(), 0)
 		p.Expiration = strconv.FormatInt(ms, 10)
 	}
-	return b.publish(ctx, s, "publish "+msg.ID, exchange, routingKey, p)
+	op := "publish " + msg.ID
+	err = b.publish(ctx, s, op, exchange, routingKey, p, true)
+	if !errors.Is(err, errReturned) || exchange != "" {
+		return err
+	}
+	// Through the default exchange a return means the queue is gone,
+	// though it was there when ensureQueue last looked: deleted since
+	// (its declaration was trusted for declaredFor) or meanwhile. Nothing
+	// was delivered: look again, as for a queue never seen, and send once
+	// more.
+	s.forget(queue)
+	if err := b.ensureQueue(ctx, s, queue, msg.Declare); err != nil {
+		return fmt.Errorf("%s: %w", op, err)
+	}
+	return b.publish(ctx, s, op, exchange, routingKey, p, true)
 }
 
 // checkExchange makes sure an exchange a message is sent to exists:
@@ -110,15 +130,25 @@ func (b *Broker) checkExchange(ctx context.Context, exchange string) error {
 	return err
 }
 
-// publish sends p and waits for the broker's confirm.
-func (b *Broker) publish(ctx context.Context, s *session, op, exchange, key string, p amqp091.Publishing) error {
+// errReturned marks the error of a mandatory publish that RabbitMQ
+// returned (an *unroutableError).
+var errReturned = errors.New("returned")
+
+// publish sends p and waits for the broker's confirm. A mandatory message
+// that no queue takes is returned by RabbitMQ instead of dropped: publish
+// then fails with an *unroutableError (celery.ErrNoRoute, errReturned).
+func (b *Broker) publish(ctx context.Context, s *session, op, exchange, key string, p amqp091.Publishing, mandatory bool) error {
 	if s.blocked.Load() {
 		return fmt.Errorf("amqp %s: RabbitMQ is blocking publishers (resource alarm): %w", op, celery.ErrUnavailable)
 	}
 	octx, cancel := b.opContext(ctx)
 	defer cancel()
+	if mandatory {
+		p.MessageId = s.returns.add()
+		defer s.returns.remove(p.MessageId)
+	}
 	dc, err := bounded(octx, b, s, op, func() (*amqp091.DeferredConfirmation, error) {
-		return s.pub.PublishWithDeferredConfirmWithContext(octx, exchange, key, false, false, p)
+		return s.pub.PublishWithDeferredConfirmWithContext(octx, exchange, key, mandatory, false, p)
 	}, nil)
 	if err != nil {
 		return err
@@ -141,6 +171,16 @@ func (b *Broker) publish(ctx context.Context, s *session, op, exchange, key stri
 			return fmt.Errorf("amqp %s: connection lost before the confirm (the message may or may not be queued): %w", op, celery.ErrUnavailable)
 		}
 		return fmt.Errorf("amqp %s: RabbitMQ refused the message (nack)", op)
+	}
+	if !mandatory {
+		return nil
+	}
+	ret, err := s.returns.returned(octx, s, op, p.MessageId)
+	if err != nil {
+		return err
+	}
+	if ret != nil {
+		return fmt.Errorf("amqp %s: %w", op, &unroutableError{exchange: exchange, key: key, reason: ret.ReplyText})
 	}
 	return nil
 }
