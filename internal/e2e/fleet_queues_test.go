@@ -45,12 +45,7 @@ func replicaQueueLength(r *replica, queue string) (int, error) {
 // one answer to the next, and b refused the purge with 404 ("stamen never
 // published to it").
 func TestFleetQueuesPublishedByAnotherReplica(t *testing.T) {
-	testcluster.Require(t)
-	redis := testcluster.StartRedis(t)
-	broker, backend := redis.URL(0), redis.URL(1)
-	db := testcluster.PostgresURL(testcluster.PostgresAddr, testcluster.PostgresDB(t))
-	bin := buildStamen(t)
-	args := fleetArgs(db, broker, backend)
+	broker, backend, bin, args := newFleet(t)
 
 	w := testcluster.StartWorker(t, testcluster.WorkerOptions{Name: "fleetq", Broker: broker, Backend: backend, Celery: testcluster.Celery56})
 	rs := startReplicas(t, bin, args, "a", "b")

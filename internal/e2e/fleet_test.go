@@ -21,6 +21,19 @@ func fleetArgs(db, broker, backend string) []string {
 	return []string{"--db", db, "--broker", broker, "--result_backend", backend, "--inspect_timeout", "2000"}
 }
 
+// newFleet is what a fleet test starts from: a private Redis whose
+// databases 0 and 1 are the broker and the result backend, a PostgreSQL
+// database of the test's own, the stamen binary, and the replicas'
+// arguments for them (fleetArgs).
+func newFleet(t *testing.T) (broker, backend, bin string, args []string) {
+	t.Helper()
+	testcluster.Require(t)
+	redis := testcluster.StartRedis(t)
+	broker, backend = redis.URL(0), redis.URL(1)
+	db := testcluster.PostgresURL(testcluster.PostgresAddr, testcluster.PostgresDB(t))
+	return broker, backend, buildStamen(t), fleetArgs(db, broker, backend)
+}
+
 // startReplicas starts the named replicas at once, as a deployment rolls
 // them out together: they migrate the schema concurrently.
 func startReplicas(t *testing.T, bin string, args []string, names ...string) []*replica {
@@ -73,12 +86,7 @@ print("\n".join(ids))
 // selection of the bulk revoke and retry, and the events a retry rebuilds
 // a task from there (fleetOperations).
 func TestFleetSameAnswers(t *testing.T) {
-	testcluster.Require(t)
-	redis := testcluster.StartRedis(t)
-	broker, backend := redis.URL(0), redis.URL(1)
-	db := testcluster.PostgresURL(testcluster.PostgresAddr, testcluster.PostgresDB(t))
-	bin := buildStamen(t)
-	args := fleetArgs(db, broker, backend)
+	broker, backend, bin, args := newFleet(t)
 
 	var w1, w2 *testcluster.Worker
 	var wg sync.WaitGroup
@@ -389,12 +397,7 @@ print("\n".join(ids))
 // state in both, and a third replica started after the stream serves all of
 // it too.
 func TestFleetReplicaKilled(t *testing.T) {
-	testcluster.Require(t)
-	redis := testcluster.StartRedis(t)
-	broker, backend := redis.URL(0), redis.URL(1)
-	db := testcluster.PostgresURL(testcluster.PostgresAddr, testcluster.PostgresDB(t))
-	bin := buildStamen(t)
-	args := fleetArgs(db, broker, backend)
+	broker, backend, bin, args := newFleet(t)
 	const total = 2000
 
 	var w *testcluster.Worker

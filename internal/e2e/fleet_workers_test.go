@@ -38,12 +38,7 @@ func workerStatus(r *replica) (map[string]bool, error) {
 // as if received at the read, a dead worker's last heartbeat was always
 // new, and it showed online until purged a day later.
 func TestFleetWorkerKilledGoesOffline(t *testing.T) {
-	testcluster.Require(t)
-	redis := testcluster.StartRedis(t)
-	broker, backend := redis.URL(0), redis.URL(1)
-	db := testcluster.PostgresURL(testcluster.PostgresAddr, testcluster.PostgresDB(t))
-	bin := buildStamen(t)
-	args := fleetArgs(db, broker, backend)
+	broker, backend, bin, args := newFleet(t)
 
 	var keep, dead *testcluster.Worker
 	var wg sync.WaitGroup

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/uuid"
 	amqp091 "github.com/rabbitmq/amqp091-go"
 	"go.uber.org/goleak"
 
@@ -133,6 +134,22 @@ func (a *admin) deleteQueue(name string) {
 	}
 	del()
 	a.t.Cleanup(del)
+}
+
+// freshQueue names a queue of the test's own, removed now and after the
+// test with the direct exchange of the same name that Celery's
+// declaration (and so stamen's) makes for it.
+func (a *admin) freshQueue() string {
+	a.t.Helper()
+	queue := "stamen-test-" + uuid.NewString()
+	a.deleteQueue(queue)
+	a.t.Cleanup(func() {
+		if ch, err := a.conn.Channel(); err == nil {
+			_ = ch.ExchangeDelete(queue, false, false)
+			_ = ch.Close()
+		}
+	})
+	return queue
 }
 
 // get fetches one message from queue, waiting up to 5 s for it.

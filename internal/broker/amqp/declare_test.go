@@ -41,14 +41,7 @@ func workerDecl(t *testing.T, queue string, maxPriority int) *celery.QueueDeclar
 func TestPublishNeverDeclaresUnlikeWorkers(t *testing.T) {
 	b := newTestBroker(t, "")
 	a := newAdmin(t)
-	queue := "stamen-test-" + uuid.NewString()
-	a.deleteQueue(queue)
-	t.Cleanup(func() {
-		if ch, err := a.conn.Channel(); err == nil {
-			_ = ch.ExchangeDelete(queue, false, false)
-			_ = ch.Close()
-		}
-	})
+	queue := a.freshQueue()
 
 	err := b.Publish(t.Context(), &celery.TaskMessage{ID: uuid.NewString(), Name: "t", Queue: queue})
 	if !errors.Is(err, celery.ErrNoQueue) || errors.Is(err, celery.ErrUnavailable) {

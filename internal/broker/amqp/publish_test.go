@@ -93,15 +93,7 @@ func TestPublishMatchesCelery(t *testing.T) {
 	b := newTestBroker(t, "rpc://")
 	a := newAdmin(t)
 	capture := readWire(t, "task-message-add-amqp.json")
-	queue := "stamen-test-" + uuid.NewString()
-	a.deleteQueue(queue)
-	t.Cleanup(func() {
-		ch, err := a.conn.Channel()
-		if err == nil {
-			_ = ch.ExchangeDelete(queue, false, false)
-			_ = ch.Close()
-		}
-	})
+	queue := a.freshQueue()
 
 	headers := capture.Properties["headers"].(map[string]any)
 	id := capture.Properties["correlation_id"].(string)

@@ -33,14 +33,7 @@ func TestPublishToQueueDeletedSinceSeen(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			a := newAdmin(t)
-			queue := "stamen-test-" + uuid.NewString()
-			a.deleteQueue(queue)
-			t.Cleanup(func() {
-				if ch, err := a.conn.Channel(); err == nil {
-					_ = ch.ExchangeDelete(queue, false, false)
-					_ = ch.Close()
-				}
-			})
+			queue := a.freshQueue()
 			if _, err := a.channel().QueueDeclare(queue, true, false, false, false, nil); err != nil {
 				t.Fatal(err)
 			}
