@@ -73,6 +73,12 @@ func apiError(status int, format string, args ...any) middleware.Responder {
 func (h *Handlers) brokerError(op string, err error) middleware.Responder {
 	var refused *celery.RefusedError
 	switch {
+	case errors.Is(err, celery.ErrResultLost):
+		// The wait's time is up, as with a plain timeout, but the reason
+		// is worth saying: the task may have run, and its result will not
+		// come however long one waits.
+		h.log.Warn("a result may have been lost with the broker connection", slog.String("op", op), slog.Any("err", err))
+		return apiError(http.StatusGatewayTimeout, "%s: %v (the task may have run: see /api/task/info)", op, err)
 	case errors.Is(err, context.DeadlineExceeded):
 		return apiError(http.StatusGatewayTimeout, "%s: timed out", op)
 	case errors.Is(err, context.Canceled):

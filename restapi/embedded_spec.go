@@ -2317,7 +2317,7 @@ func init() {
       }
     },
     "Refused": {
-      "description": "The broker or result backend refused the operation to the account\nstamen logs in as (a Redis ACL's NOPERM): the error quotes its reply,\nwhich names the command, key or channel refused. The same call fails\nthe same way, on any replica, until that account's permissions change.\n",
+      "description": "The broker or result backend refused the operation to the account\nstamen logs in as (a Redis ACL's NOPERM, RabbitMQ's ACCESS_REFUSED\nfrom the user's vhost permissions): the error quotes its reply, which\nnames the command, key, channel, queue or exchange refused. The same\ncall fails the same way, on any replica, until that account's\npermissions change.\n",
       "schema": {
         "$ref": "#/definitions/Error"
       }
@@ -2639,7 +2639,7 @@ func init() {
             }
           },
           "502": {
-            "description": "The broker or result backend refused the operation to the account\nstamen logs in as (a Redis ACL's NOPERM): the error quotes its reply,\nwhich names the command, key or channel refused. The same call fails\nthe same way, on any replica, until that account's permissions change.\n",
+            "description": "The broker or result backend refused the operation to the account\nstamen logs in as (a Redis ACL's NOPERM, RabbitMQ's ACCESS_REFUSED\nfrom the user's vhost permissions): the error quotes its reply, which\nnames the command, key, channel, queue or exchange refused. The same\ncall fails the same way, on any replica, until that account's\npermissions change.\n",
             "schema": {
               "$ref": "#/definitions/Error"
             }
@@ -2721,7 +2721,7 @@ func init() {
             }
           },
           "502": {
-            "description": "The broker or result backend refused the operation to the account\nstamen logs in as (a Redis ACL's NOPERM): the error quotes its reply,\nwhich names the command, key or channel refused. The same call fails\nthe same way, on any replica, until that account's permissions change.\n",
+            "description": "The broker or result backend refused the operation to the account\nstamen logs in as (a Redis ACL's NOPERM, RabbitMQ's ACCESS_REFUSED\nfrom the user's vhost permissions): the error quotes its reply, which\nnames the command, key, channel, queue or exchange refused. The same\ncall fails the same way, on any replica, until that account's\npermissions change.\n",
             "schema": {
               "$ref": "#/definitions/Error"
             }
@@ -2790,7 +2790,7 @@ func init() {
             }
           },
           "502": {
-            "description": "The broker or result backend refused the operation to the account\nstamen logs in as (a Redis ACL's NOPERM): the error quotes its reply,\nwhich names the command, key or channel refused. The same call fails\nthe same way, on any replica, until that account's permissions change.\n",
+            "description": "The broker or result backend refused the operation to the account\nstamen logs in as (a Redis ACL's NOPERM, RabbitMQ's ACCESS_REFUSED\nfrom the user's vhost permissions): the error quotes its reply, which\nnames the command, key, channel, queue or exchange refused. The same\ncall fails the same way, on any replica, until that account's\npermissions change.\n",
             "schema": {
               "$ref": "#/definitions/Error"
             }
@@ -2888,7 +2888,7 @@ func init() {
             }
           },
           "502": {
-            "description": "The broker or result backend refused the operation to the account\nstamen logs in as (a Redis ACL's NOPERM): the error quotes its reply,\nwhich names the command, key or channel refused. The same call fails\nthe same way, on any replica, until that account's permissions change.\n",
+            "description": "The broker or result backend refused the operation to the account\nstamen logs in as (a Redis ACL's NOPERM, RabbitMQ's ACCESS_REFUSED\nfrom the user's vhost permissions): the error quotes its reply, which\nnames the command, key, channel, queue or exchange refused. The same\ncall fails the same way, on any replica, until that account's\npermissions change.\n",
             "schema": {
               "$ref": "#/definitions/Error"
             }
@@ -2971,7 +2971,7 @@ func init() {
             }
           },
           "502": {
-            "description": "The broker or result backend refused the operation to the account\nstamen logs in as (a Redis ACL's NOPERM): the error quotes its reply,\nwhich names the command, key or channel refused. The same call fails\nthe same way, on any replica, until that account's permissions change.\n",
+            "description": "The broker or result backend refused the operation to the account\nstamen logs in as (a Redis ACL's NOPERM, RabbitMQ's ACCESS_REFUSED\nfrom the user's vhost permissions): the error quotes its reply, which\nnames the command, key, channel, queue or exchange refused. The same\ncall fails the same way, on any replica, until that account's\npermissions change.\n",
             "schema": {
               "$ref": "#/definitions/Error"
             }
@@ -3115,7 +3115,7 @@ func init() {
             }
           },
           "502": {
-            "description": "The broker or result backend refused the operation to the account\nstamen logs in as (a Redis ACL's NOPERM): the error quotes its reply,\nwhich names the command, key or channel refused. The same call fails\nthe same way, on any replica, until that account's permissions change.\n",
+            "description": "The broker or result backend refused the operation to the account\nstamen logs in as (a Redis ACL's NOPERM, RabbitMQ's ACCESS_REFUSED\nfrom the user's vhost permissions): the error quotes its reply, which\nnames the command, key, channel, queue or exchange refused. The same\ncall fails the same way, on any replica, until that account's\npermissions change.\n",
             "schema": {
               "$ref": "#/definitions/Error"
             }
@@ -3187,7 +3187,7 @@ func init() {
             }
           },
           "502": {
-            "description": "The broker or result backend refused the operation to the account\nstamen logs in as (a Redis ACL's NOPERM): the error quotes its reply,\nwhich names the command, key or channel refused. The same call fails\nthe same way, on any replica, until that account's permissions change.\n",
+            "description": "The broker or result backend refused the operation to the account\nstamen logs in as (a Redis ACL's NOPERM, RabbitMQ's ACCESS_REFUSED\nfrom the user's vhost permissions): the error quotes its reply, which\nnames the command, key, channel, queue or exchange refused. The same\ncall fails the same way, on any replica, until that account's\npermissions change.\n",
             "schema": {
               "$ref": "#/definitions/Error"
             }
@@ -3275,7 +3275,7 @@ func init() {
             }
           },
           "502": {
-            "description": "The broker or result backend refused the operation to the account\nstamen logs in as (a Redis ACL's NOPERM): the error quotes its reply,\nwhich names the command, key or channel refused. The same call fails\nthe same way, on any replica, until that account's permissions change.\n",
+            "description": "The broker or result backend refused the operation to the account\nstamen logs in as (a Redis ACL's NOPERM, RabbitMQ's ACCESS_REFUSED\nfrom the user's vhost permissions): the error quotes its reply, which\nnames the command, key, channel, queue or exchange refused. The same\ncall fails the same way, on any replica, until that account's\npermissions change.\n",
             "schema": {
               "$ref": "#/definitions/Error"
             }
@@ -3359,7 +3359,7 @@ func init() {
             }
           },
           "502": {
-            "description": "The broker or result backend refused the operation to the account\nstamen logs in as (a Redis ACL's NOPERM): the error quotes its reply,\nwhich names the command, key or channel refused. The same call fails\nthe same way, on any replica, until that account's permissions change.\n",
+            "description": "The broker or result backend refused the operation to the account\nstamen logs in as (a Redis ACL's NOPERM, RabbitMQ's ACCESS_REFUSED\nfrom the user's vhost permissions): the error quotes its reply, which\nnames the command, key, channel, queue or exchange refused. The same\ncall fails the same way, on any replica, until that account's\npermissions change.\n",
             "schema": {
               "$ref": "#/definitions/Error"
             }
@@ -3436,7 +3436,7 @@ func init() {
             }
           },
           "502": {
-            "description": "The broker or result backend refused the operation to the account\nstamen logs in as (a Redis ACL's NOPERM): the error quotes its reply,\nwhich names the command, key or channel refused. The same call fails\nthe same way, on any replica, until that account's permissions change.\n",
+            "description": "The broker or result backend refused the operation to the account\nstamen logs in as (a Redis ACL's NOPERM, RabbitMQ's ACCESS_REFUSED\nfrom the user's vhost permissions): the error quotes its reply, which\nnames the command, key, channel, queue or exchange refused. The same\ncall fails the same way, on any replica, until that account's\npermissions change.\n",
             "schema": {
               "$ref": "#/definitions/Error"
             }
@@ -3535,7 +3535,7 @@ func init() {
             }
           },
           "502": {
-            "description": "The broker or result backend refused the operation to the account\nstamen logs in as (a Redis ACL's NOPERM): the error quotes its reply,\nwhich names the command, key or channel refused. The same call fails\nthe same way, on any replica, until that account's permissions change.\n",
+            "description": "The broker or result backend refused the operation to the account\nstamen logs in as (a Redis ACL's NOPERM, RabbitMQ's ACCESS_REFUSED\nfrom the user's vhost permissions): the error quotes its reply, which\nnames the command, key, channel, queue or exchange refused. The same\ncall fails the same way, on any replica, until that account's\npermissions change.\n",
             "schema": {
               "$ref": "#/definitions/Error"
             }
@@ -3796,7 +3796,7 @@ func init() {
             }
           },
           "502": {
-            "description": "The broker or result backend refused the operation to the account\nstamen logs in as (a Redis ACL's NOPERM): the error quotes its reply,\nwhich names the command, key or channel refused. The same call fails\nthe same way, on any replica, until that account's permissions change.\n",
+            "description": "The broker or result backend refused the operation to the account\nstamen logs in as (a Redis ACL's NOPERM, RabbitMQ's ACCESS_REFUSED\nfrom the user's vhost permissions): the error quotes its reply, which\nnames the command, key, channel, queue or exchange refused. The same\ncall fails the same way, on any replica, until that account's\npermissions change.\n",
             "schema": {
               "$ref": "#/definitions/Error"
             }
@@ -3931,7 +3931,7 @@ func init() {
             }
           },
           "502": {
-            "description": "The broker or result backend refused the operation to the account\nstamen logs in as (a Redis ACL's NOPERM): the error quotes its reply,\nwhich names the command, key or channel refused. The same call fails\nthe same way, on any replica, until that account's permissions change.\n",
+            "description": "The broker or result backend refused the operation to the account\nstamen logs in as (a Redis ACL's NOPERM, RabbitMQ's ACCESS_REFUSED\nfrom the user's vhost permissions): the error quotes its reply, which\nnames the command, key, channel, queue or exchange refused. The same\ncall fails the same way, on any replica, until that account's\npermissions change.\n",
             "schema": {
               "$ref": "#/definitions/Error"
             }
@@ -4026,7 +4026,7 @@ func init() {
             }
           },
           "502": {
-            "description": "The broker or result backend refused the operation to the account\nstamen logs in as (a Redis ACL's NOPERM): the error quotes its reply,\nwhich names the command, key or channel refused. The same call fails\nthe same way, on any replica, until that account's permissions change.\n",
+            "description": "The broker or result backend refused the operation to the account\nstamen logs in as (a Redis ACL's NOPERM, RabbitMQ's ACCESS_REFUSED\nfrom the user's vhost permissions): the error quotes its reply, which\nnames the command, key, channel, queue or exchange refused. The same\ncall fails the same way, on any replica, until that account's\npermissions change.\n",
             "schema": {
               "$ref": "#/definitions/Error"
             }
@@ -4111,7 +4111,7 @@ func init() {
             }
           },
           "502": {
-            "description": "The broker or result backend refused the operation to the account\nstamen logs in as (a Redis ACL's NOPERM): the error quotes its reply,\nwhich names the command, key or channel refused. The same call fails\nthe same way, on any replica, until that account's permissions change.\n",
+            "description": "The broker or result backend refused the operation to the account\nstamen logs in as (a Redis ACL's NOPERM, RabbitMQ's ACCESS_REFUSED\nfrom the user's vhost permissions): the error quotes its reply, which\nnames the command, key, channel, queue or exchange refused. The same\ncall fails the same way, on any replica, until that account's\npermissions change.\n",
             "schema": {
               "$ref": "#/definitions/Error"
             }
@@ -4186,7 +4186,7 @@ func init() {
             }
           },
           "502": {
-            "description": "The broker or result backend refused the operation to the account\nstamen logs in as (a Redis ACL's NOPERM): the error quotes its reply,\nwhich names the command, key or channel refused. The same call fails\nthe same way, on any replica, until that account's permissions change.\n",
+            "description": "The broker or result backend refused the operation to the account\nstamen logs in as (a Redis ACL's NOPERM, RabbitMQ's ACCESS_REFUSED\nfrom the user's vhost permissions): the error quotes its reply, which\nnames the command, key, channel, queue or exchange refused. The same\ncall fails the same way, on any replica, until that account's\npermissions change.\n",
             "schema": {
               "$ref": "#/definitions/Error"
             }
@@ -4271,7 +4271,7 @@ func init() {
             }
           },
           "502": {
-            "description": "The broker or result backend refused the operation to the account\nstamen logs in as (a Redis ACL's NOPERM): the error quotes its reply,\nwhich names the command, key or channel refused. The same call fails\nthe same way, on any replica, until that account's permissions change.\n",
+            "description": "The broker or result backend refused the operation to the account\nstamen logs in as (a Redis ACL's NOPERM, RabbitMQ's ACCESS_REFUSED\nfrom the user's vhost permissions): the error quotes its reply, which\nnames the command, key, channel, queue or exchange refused. The same\ncall fails the same way, on any replica, until that account's\npermissions change.\n",
             "schema": {
               "$ref": "#/definitions/Error"
             }
@@ -4355,7 +4355,7 @@ func init() {
             }
           },
           "502": {
-            "description": "The broker or result backend refused the operation to the account\nstamen logs in as (a Redis ACL's NOPERM): the error quotes its reply,\nwhich names the command, key or channel refused. The same call fails\nthe same way, on any replica, until that account's permissions change.\n",
+            "description": "The broker or result backend refused the operation to the account\nstamen logs in as (a Redis ACL's NOPERM, RabbitMQ's ACCESS_REFUSED\nfrom the user's vhost permissions): the error quotes its reply, which\nnames the command, key, channel, queue or exchange refused. The same\ncall fails the same way, on any replica, until that account's\npermissions change.\n",
             "schema": {
               "$ref": "#/definitions/Error"
             }
@@ -4439,7 +4439,7 @@ func init() {
             }
           },
           "502": {
-            "description": "The broker or result backend refused the operation to the account\nstamen logs in as (a Redis ACL's NOPERM): the error quotes its reply,\nwhich names the command, key or channel refused. The same call fails\nthe same way, on any replica, until that account's permissions change.\n",
+            "description": "The broker or result backend refused the operation to the account\nstamen logs in as (a Redis ACL's NOPERM, RabbitMQ's ACCESS_REFUSED\nfrom the user's vhost permissions): the error quotes its reply, which\nnames the command, key, channel, queue or exchange refused. The same\ncall fails the same way, on any replica, until that account's\npermissions change.\n",
             "schema": {
               "$ref": "#/definitions/Error"
             }
@@ -4514,7 +4514,7 @@ func init() {
             }
           },
           "502": {
-            "description": "The broker or result backend refused the operation to the account\nstamen logs in as (a Redis ACL's NOPERM): the error quotes its reply,\nwhich names the command, key or channel refused. The same call fails\nthe same way, on any replica, until that account's permissions change.\n",
+            "description": "The broker or result backend refused the operation to the account\nstamen logs in as (a Redis ACL's NOPERM, RabbitMQ's ACCESS_REFUSED\nfrom the user's vhost permissions): the error quotes its reply, which\nnames the command, key, channel, queue or exchange refused. The same\ncall fails the same way, on any replica, until that account's\npermissions change.\n",
             "schema": {
               "$ref": "#/definitions/Error"
             }
@@ -4594,7 +4594,7 @@ func init() {
             }
           },
           "502": {
-            "description": "The broker or result backend refused the operation to the account\nstamen logs in as (a Redis ACL's NOPERM): the error quotes its reply,\nwhich names the command, key or channel refused. The same call fails\nthe same way, on any replica, until that account's permissions change.\n",
+            "description": "The broker or result backend refused the operation to the account\nstamen logs in as (a Redis ACL's NOPERM, RabbitMQ's ACCESS_REFUSED\nfrom the user's vhost permissions): the error quotes its reply, which\nnames the command, key, channel, queue or exchange refused. The same\ncall fails the same way, on any replica, until that account's\npermissions change.\n",
             "schema": {
               "$ref": "#/definitions/Error"
             }
@@ -5327,7 +5327,7 @@ func init() {
       }
     },
     "Refused": {
-      "description": "The broker or result backend refused the operation to the account\nstamen logs in as (a Redis ACL's NOPERM): the error quotes its reply,\nwhich names the command, key or channel refused. The same call fails\nthe same way, on any replica, until that account's permissions change.\n",
+      "description": "The broker or result backend refused the operation to the account\nstamen logs in as (a Redis ACL's NOPERM, RabbitMQ's ACCESS_REFUSED\nfrom the user's vhost permissions): the error quotes its reply, which\nnames the command, key, channel, queue or exchange refused. The same\ncall fails the same way, on any replica, until that account's\npermissions change.\n",
       "schema": {
         "$ref": "#/definitions/Error"
       }

@@ -17,6 +17,11 @@ var (
 	ErrUnsupported = errors.New("not supported by this broker or result backend")
 	// ErrNoResultBackend means no result backend is configured.
 	ErrNoResultBackend = errors.New("no result backend configured")
+	// ErrResultLost means a wait for a result ended without it after the
+	// connection that receives results was lost and re-established
+	// meanwhile (rpc://): a result sent while it was down is gone, so
+	// the task may have finished although no result came.
+	ErrResultLost = errors.New("no result within the wait, and it may never come")
 )
 
 // RefusedError means the broker or result backend refused an operation

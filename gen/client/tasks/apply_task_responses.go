@@ -572,9 +572,11 @@ func NewApplyTaskBadGateway() *ApplyTaskBadGateway {
 // ApplyTaskBadGateway describes a response with status code 502, with default header values.
 //
 // The broker or result backend refused the operation to the account
-// stamen logs in as (a Redis ACL's NOPERM): the error quotes its reply,
-// which names the command, key or channel refused. The same call fails
-// the same way, on any replica, until that account's permissions change.
+// stamen logs in as (a Redis ACL's NOPERM, RabbitMQ's ACCESS_REFUSED
+// from the user's vhost permissions): the error quotes its reply, which
+// names the command, key, channel, queue or exchange refused. The same
+// call fails the same way, on any replica, until that account's
+// permissions change.
 type ApplyTaskBadGateway struct {
 	Payload *models.Error
 }

@@ -25,10 +25,15 @@ const heartbeat = 10 * time.Second
 // a fresh connection redeclares everything.
 type session struct {
 	conn *amqp091.Connection
-	// pub is in confirm mode and shared by every publish (amqp091
-	// serializes publishes on a channel and matches confirms by tag).
-	pub     *amqp091.Channel
-	started time.Time
+	// pub is the confirm-mode channel shared by every publish (amqp091
+	// serializes publishes on a channel and matches confirms by tag). A
+	// publish RabbitMQ refuses (ACCESS_REFUSED) closes it: it is then
+	// replaced, not the whole session. pubChanged is closed and replaced
+	// when pub is.
+	pubMu      sync.Mutex
+	pub        *publisher
+	pubChanged chan struct{}
+	started    time.Time
 
 	done     chan struct{}
 	doneOnce sync.Once
@@ -51,10 +56,51 @@ type session struct {
 	// cache, so that not every publish costs a passive declare.
 	declMu   sync.Mutex
 	declared map[string]time.Time
+}
 
-	// returns matches RabbitMQ's returns of mandatory publishes on pub to
+// publisher is one publish channel, in confirm mode, with the returns of
+// its mandatory publishes.
+type publisher struct {
+	ch *amqp091.Channel
+	// returns matches RabbitMQ's returns of mandatory publishes on ch to
 	// the publishes waiting for their confirm.
 	returns *returns
+	// done is closed once ch is; err, set before, is why (nil when the
+	// connection closed without a reason).
+	done chan struct{}
+	err  *amqp091.Error
+}
+
+// publisher returns the session's publish channel, waiting until ctx ends
+// for the replacement of one that closed.
+func (s *session) publisher(ctx context.Context) (*publisher, error) {
+	for {
+		s.pubMu.Lock()
+		p, changed := s.pub, s.pubChanged
+		s.pubMu.Unlock()
+		select {
+		case <-p.done:
+		default:
+			return p, nil
+		}
+		select {
+		case <-changed:
+		case <-s.done:
+			return nil, fmt.Errorf("connection lost: %w", celery.ErrUnavailable)
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+}
+
+func (s *session) setPublisher(p *publisher) {
+	s.pubMu.Lock()
+	s.pub = p
+	if s.pubChanged != nil {
+		close(s.pubChanged)
+	}
+	s.pubChanged = make(chan struct{})
+	s.pubMu.Unlock()
 }
 
 // forget drops queue from the declared cache: it was found missing.
@@ -231,15 +277,11 @@ func (b *Broker) dialSession(url string) (s *session, err error) {
 	}
 	_ = setup.Close()
 
-	s.pub, err = conn.Channel()
+	pub, err := b.openPublisher(s)
 	if err != nil {
-		return nil, classify("open publish channel", err)
+		return nil, err
 	}
-	if err := s.pub.Confirm(false); err != nil {
-		return nil, classify("enable publisher confirms", err)
-	}
-	b.watchChannel(s, "publish", s.pub)
-	b.watchReturns(s)
+	s.setPublisher(pub)
 
 	replies, err := b.consumeQueue(s, "pidbox replies", b.replyQueue, amqp091.Table{
 		// kombu's control_queue_expires and control_queue_ttl.
@@ -288,6 +330,49 @@ func (b *Broker) consumeQueue(s *session, what, queue string, args amqp091.Table
 		return nil, classify("consume "+queue, err)
 	}
 	return deliveries, nil
+}
+
+// openPublisher opens a publish channel on s, in confirm mode, with its
+// returns watched. When RabbitMQ closes it for a soft error (a publish
+// the user's permissions refuse: ACCESS_REFUSED to an exchange) another
+// replaces it, and the session, its consumers and the rpc:// results
+// queue with them, goes on; any other close kills the session.
+func (b *Broker) openPublisher(s *session) (*publisher, error) {
+	ch, err := s.conn.Channel()
+	if err != nil {
+		return nil, classify("open publish channel", err)
+	}
+	if err := ch.Confirm(false); err != nil {
+		_ = ch.Close()
+		return nil, classify("enable publisher confirms", err)
+	}
+	p := &publisher{ch: ch, done: make(chan struct{})}
+	closed := ch.NotifyClose(make(chan *amqp091.Error, 1))
+	b.watchReturns(s, p)
+	b.wg.Go(func() {
+		err, ok := <-closed
+		if ok {
+			p.err = err
+		}
+		close(p.done)
+		if err == nil || !err.Server || !err.Recover || !s.alive() {
+			if err != nil {
+				s.fail(fmt.Errorf("publish channel closed: %w", err))
+			} else {
+				s.fail(errors.New("publish channel closed"))
+			}
+			return
+		}
+		// The publish that met the refusal answers it (see publish).
+		b.log.Debug("RabbitMQ closed the publish channel; opening another", slog.Any("err", err))
+		np, oerr := b.openPublisher(s)
+		if oerr != nil {
+			s.fail(fmt.Errorf("reopen the publish channel after %v: %w", err, oerr))
+			return
+		}
+		s.setPublisher(np)
+	})
+	return p, nil
 }
 
 // watchConn kills s when its connection closes and tracks flow control.
@@ -588,18 +673,37 @@ func (c *channels) close() {
 }
 
 // classify wraps an amqp091 error. A refusal from the broker that leaves
-// the connection usable (access refused, not found, precondition failed:
-// AMQP's soft errors) stays a plain error; anything else means the broker
-// is unavailable.
+// the connection usable (AMQP's soft errors) is no outage: ACCESS_REFUSED,
+// the vhost permissions of stamen's user not covering a queue or exchange,
+// is a celery.RefusedError quoting RabbitMQ's reason; the others (not
+// found, precondition failed) stay plain errors. Anything else means the
+// broker is unavailable.
 func classify(op string, err error) error {
 	if err == nil {
 		return nil
+	}
+	if refused := accessRefused(err); refused != nil {
+		return fmt.Errorf("amqp %s: %w", op, refused)
 	}
 	var aerr *amqp091.Error
 	if errors.As(err, &aerr) && aerr.Server && aerr.Recover {
 		return fmt.Errorf("amqp %s: %w", op, err)
 	}
 	return fmt.Errorf("amqp %s: %w: %w", op, celery.ErrUnavailable, err)
+}
+
+// accessRefused is RabbitMQ's channel-level ACCESS_REFUSED (403) within
+// err as a celery.RefusedError, or nil. Its reason names the resource,
+// the vhost and the user ("ACCESS_REFUSED - access to queue 'q' in vhost
+// 'v' refused for user 'u'"), never a password. The same 403 closing the
+// connection (a login or vhost refused) is not one: that is the broker
+// refusing the connection, which New reports and the supervisor retries.
+func accessRefused(err error) *celery.RefusedError {
+	var aerr *amqp091.Error
+	if errors.As(err, &aerr) && aerr.Server && aerr.Recover && aerr.Code == amqp091.AccessRefused {
+		return &celery.RefusedError{Reply: aerr.Reason}
+	}
+	return nil
 }
 
 // isRefusal reports whether err is the broker refusing us for good: bad

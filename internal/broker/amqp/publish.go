@@ -143,12 +143,22 @@ func (b *Broker) publish(ctx context.Context, s *session, op, exchange, key stri
 	}
 	octx, cancel := b.opContext(ctx)
 	defer cancel()
+	pub, err := s.publisher(octx)
+	if err != nil {
+		if cerr := ctxErr(ctx); cerr != nil {
+			return fmt.Errorf("amqp %s: %w", op, cerr)
+		}
+		if errors.Is(err, celery.ErrUnavailable) {
+			return fmt.Errorf("amqp %s: %w", op, err)
+		}
+		return fmt.Errorf("amqp %s: no publish channel within %s: %w", op, b.opTimeout, celery.ErrUnavailable)
+	}
 	if mandatory {
-		p.MessageId = s.returns.add()
-		defer s.returns.remove(p.MessageId)
+		p.MessageId = pub.returns.add()
+		defer pub.returns.remove(p.MessageId)
 	}
 	dc, err := bounded(octx, b, s, op, func() (*amqp091.DeferredConfirmation, error) {
-		return s.pub.PublishWithDeferredConfirmWithContext(octx, exchange, key, mandatory, false, p)
+		return pub.ch.PublishWithDeferredConfirmWithContext(octx, exchange, key, mandatory, false, p)
 	}, nil)
 	if err != nil {
 		return err
@@ -166,16 +176,31 @@ func (b *Broker) publish(ctx context.Context, s *session, op, exchange, key stri
 		return fmt.Errorf("amqp %s: no confirm within %s (the message may or may not be queued): %w", op, b.opTimeout, celery.ErrUnavailable)
 	}
 	if !dc.Acked() {
-		if !s.alive() {
+		// A publish the user's permissions refuse (no write access to
+		// the exchange) closes the channel: amqp091 marks it closed and
+		// hands the reason to its watcher before it nacks what was
+		// pending. A nack on an open channel is RabbitMQ's own.
+		if pub.ch.IsClosed() {
+			select {
+			case <-pub.done:
+			case <-octx.Done():
+			}
+			select {
+			case <-pub.done:
+				if refused := accessRefused(pub.err); refused != nil {
+					return fmt.Errorf("amqp %s: %w", op, refused)
+				}
+			default:
+			}
 			// amqp091 nacks what is pending when the channel closes.
-			return fmt.Errorf("amqp %s: connection lost before the confirm (the message may or may not be queued): %w", op, celery.ErrUnavailable)
+			return fmt.Errorf("amqp %s: the publish channel closed before the confirm (the message may or may not be queued): %w", op, celery.ErrUnavailable)
 		}
 		return fmt.Errorf("amqp %s: RabbitMQ refused the message (nack)", op)
 	}
 	if !mandatory {
 		return nil
 	}
-	ret, err := s.returns.returned(octx, s, op, p.MessageId)
+	ret, err := pub.returns.returned(octx, pub, op, p.MessageId)
 	if err != nil {
 		return err
 	}

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"time"
 
 	amqp091 "github.com/rabbitmq/amqp091-go"
 
@@ -48,8 +49,15 @@ func (b *Broker) Result(ctx context.Context, taskID string) (*celery.Result, err
 }
 
 // WaitResult waits until a ready state (SUCCESS, FAILURE, REVOKED) of the
-// task arrives or ctx ends. Losing the connection ends the wait with
-// celery.ErrUnavailable: a result sent meanwhile is lost with the queue.
+// task arrives or ctx ends. It needs a live connection to start. Losing
+// the connection meanwhile does not end the wait: the supervisor opens a
+// new one and declares the results queue again under the same name, the
+// task's reply_to, so a result the worker sends after that arrives. One
+// sent while the queue was gone (it is auto-delete, like Celery's) is
+// dropped by RabbitMQ; no one can tell, so the wait goes on until ctx
+// ends, and then fails with celery.ErrResultLost rather than a plain
+// timeout, saying why no result may come. A connection still down when
+// ctx ends is celery.ErrUnavailable.
 func (b *Broker) WaitResult(ctx context.Context, taskID string) (*celery.Result, error) {
 	if b.results == nil {
 		return nil, celery.ErrNoResultBackend
@@ -61,23 +69,46 @@ func (b *Broker) WaitResult(ctx context.Context, taskID string) (*celery.Result,
 		return finalResult(taskID, r)
 	default:
 	}
-	s, err := b.current("wait for result of " + taskID)
+	op := "wait for result of " + taskID
+	s, err := b.current(op)
 	if err != nil {
 		return nil, err
 	}
-	select {
-	case r := <-ready:
-		return finalResult(taskID, r)
-	case <-ctx.Done():
-		return nil, fmt.Errorf("wait for result of %s: %w", taskID, ctx.Err())
-	case <-s.done:
+	// down adds up the time the results queue was gone during the wait.
+	var down time.Duration
+	for {
+		select {
+		case r := <-ready:
+			return finalResult(taskID, r)
+		case <-ctx.Done():
+			if down > 0 && errors.Is(ctx.Err(), context.DeadlineExceeded) {
+				return nil, fmt.Errorf("%s: %w: the connection to RabbitMQ was lost for %s while waiting, and a result the worker sent meanwhile was dropped with the results queue",
+					op, celery.ErrResultLost, down.Round(time.Millisecond))
+			}
+			return nil, fmt.Errorf("%s: %w", op, ctx.Err())
+		case <-s.done:
+		}
 		// The result may have come just before.
 		select {
 		case r := <-ready:
 			return finalResult(taskID, r)
 		default:
 		}
-		return nil, fmt.Errorf("wait for result of %s: connection lost: %w", taskID, celery.ErrUnavailable)
+		lost := time.Now()
+		ns, err := b.waitSession(ctx)
+		down += time.Since(lost)
+		if err != nil {
+			if errors.Is(err, context.DeadlineExceeded) {
+				return nil, fmt.Errorf("%s: the connection to RabbitMQ was lost %s ago and is not back: %w",
+					op, time.Since(lost).Round(time.Millisecond), celery.ErrUnavailable)
+			}
+			if ctx.Err() != nil {
+				return nil, fmt.Errorf("%s: %w", op, err)
+			}
+			return nil, err
+		}
+		b.log.Debug("still waiting for a result after reconnecting", slog.String("task", taskID))
+		s = ns
 	}
 }
 

@@ -37,17 +37,17 @@ type returns struct {
 	pending map[string]*amqp091.Return
 }
 
-// watchReturns subscribes to the returns of s.pub and records them on a
-// goroutine that ends with the session (or the channel).
-func (b *Broker) watchReturns(s *session) {
+// watchReturns subscribes to the returns of p's channel and records them
+// on a goroutine that ends with the channel (or the session).
+func (b *Broker) watchReturns(s *session, p *publisher) {
 	r := &returns{barrier: make(chan struct{}), pending: map[string]*amqp091.Return{}}
-	s.returns = r
+	p.returns = r
 	// Unbuffered: amqp091's reader waits until the watcher has taken a
 	// return before it reads the ack that follows it, so a barrier
 	// handed to the watcher after the ack comes after the return's
 	// recording. (amqp091 gives a listener up to 5 s before dropping a
 	// notification; the watcher only takes a lock.)
-	ch := s.pub.NotifyReturn(make(chan amqp091.Return))
+	ch := p.ch.NotifyReturn(make(chan amqp091.Return))
 	b.wg.Go(func() {
 		for {
 			select {
@@ -101,11 +101,12 @@ func (r *returns) record(log *slog.Logger, ret amqp091.Return) {
 // none. It must be called once the publish's confirm is in: the barrier
 // waits until the watcher has recorded every return handed over before
 // that confirm.
-func (r *returns) returned(ctx context.Context, s *session, op, id string) (*amqp091.Return, error) {
+func (r *returns) returned(ctx context.Context, pub *publisher, op, id string) (*amqp091.Return, error) {
 	select {
 	case r.barrier <- struct{}{}:
-	case <-s.done:
-		return nil, fmt.Errorf("amqp %s: connection lost after the confirm (the message may or may not be queued): %w", op, celery.ErrUnavailable)
+	case <-pub.done:
+		// It closes with the connection too.
+		return nil, fmt.Errorf("amqp %s: publish channel lost after the confirm (the message may or may not be queued): %w", op, celery.ErrUnavailable)
 	case <-ctx.Done():
 		return nil, fmt.Errorf("amqp %s: checking for a return: %w", op, ctx.Err())
 	}

@@ -218,9 +218,11 @@ func (o *AbortTaskRequestEntityTooLarge) WriteResponse(rw http.ResponseWriter, p
 const AbortTaskBadGatewayCode int = 502
 
 // AbortTaskBadGateway The broker or result backend refused the operation to the account
-// stamen logs in as (a Redis ACL's NOPERM): the error quotes its reply,
-// which names the command, key or channel refused. The same call fails
-// the same way, on any replica, until that account's permissions change.
+// stamen logs in as (a Redis ACL's NOPERM, RabbitMQ's ACCESS_REFUSED
+// from the user's vhost permissions): the error quotes its reply, which
+// names the command, key, channel, queue or exchange refused. The same
+// call fails the same way, on any replica, until that account's
+// permissions change.
 //
 // swagger:response abortTaskBadGateway
 type AbortTaskBadGateway struct {

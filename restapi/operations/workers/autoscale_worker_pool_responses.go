@@ -259,9 +259,11 @@ func (o *AutoscaleWorkerPoolRequestEntityTooLarge) WriteResponse(rw http.Respons
 const AutoscaleWorkerPoolBadGatewayCode int = 502
 
 // AutoscaleWorkerPoolBadGateway The broker or result backend refused the operation to the account
-// stamen logs in as (a Redis ACL's NOPERM): the error quotes its reply,
-// which names the command, key or channel refused. The same call fails
-// the same way, on any replica, until that account's permissions change.
+// stamen logs in as (a Redis ACL's NOPERM, RabbitMQ's ACCESS_REFUSED
+// from the user's vhost permissions): the error quotes its reply, which
+// names the command, key, channel, queue or exchange refused. The same
+// call fails the same way, on any replica, until that account's
+// permissions change.
 //
 // swagger:response autoscaleWorkerPoolBadGateway
 type AutoscaleWorkerPoolBadGateway struct {

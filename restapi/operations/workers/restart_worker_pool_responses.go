@@ -259,9 +259,11 @@ func (o *RestartWorkerPoolRequestEntityTooLarge) WriteResponse(rw http.ResponseW
 const RestartWorkerPoolBadGatewayCode int = 502
 
 // RestartWorkerPoolBadGateway The broker or result backend refused the operation to the account
-// stamen logs in as (a Redis ACL's NOPERM): the error quotes its reply,
-// which names the command, key or channel refused. The same call fails
-// the same way, on any replica, until that account's permissions change.
+// stamen logs in as (a Redis ACL's NOPERM, RabbitMQ's ACCESS_REFUSED
+// from the user's vhost permissions): the error quotes its reply, which
+// names the command, key, channel, queue or exchange refused. The same
+// call fails the same way, on any replica, until that account's
+// permissions change.
 //
 // swagger:response restartWorkerPoolBadGateway
 type RestartWorkerPoolBadGateway struct {
