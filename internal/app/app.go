@@ -593,8 +593,17 @@ func (a *App) startEmbedded() error {
 		}
 	}()
 	a.closers = append(a.closers, func() error { close(stop); m.Close(); return nil })
-	// The one place the password is shown, on purpose: this line is how
-	// the operator learns the URLs to give the workers.
+	if a.cfg.EmbeddedPassword != "" {
+		// The operator chose it and knows it, and gave it through the
+		// environment or a flag to keep it out of sight: like every
+		// secret stamen is given, it is masked.
+		a.log.Info("embedded broker started: point Celery workers at it (with the password you gave)",
+			slog.String("broker_url", redact.URL(a.BrokerURL)),
+			slog.String("result_backend", redact.URL(shownBackend)))
+		return nil
+	}
+	// The one place a generated password is shown, on purpose: this line
+	// is how the operator learns the URLs to give the workers.
 	a.log.Info("embedded broker started: point Celery workers at it",
 		slog.Any("broker_url", redact.Disclosed(a.BrokerURL)),
 		slog.Any("result_backend", redact.Disclosed(shownBackend)))

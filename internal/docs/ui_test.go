@@ -6,8 +6,10 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"net"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -15,6 +17,7 @@ import (
 	"time"
 
 	"github.com/chromedp/cdproto/fetch"
+	"github.com/chromedp/cdproto/network"
 	"github.com/chromedp/chromedp"
 
 	"github.com/stamen-dev/stamen/internal/app"
@@ -63,6 +66,94 @@ func TestSwaggerUITryItOut(t *testing.T) {
 			httptest.NewTLSServer)
 		tryItOut(t, srv.URL, w.Name)
 	})
+}
+
+// TestSwaggerUIStaysOffline loads /docs in headless Chromium by a host
+// name that is not loopback, as a deployment behind a proxy serves it:
+// the page asks nothing of any other host. Swagger UI's default shows a
+// badge loaded from validator.swagger.io for such a host, which sent the
+// spec's URL to a third party and is a broken image offline.
+func TestSwaggerUIStaysOffline(t *testing.T) {
+	testcluster.Require(t)
+	testcluster.RequireChromium(t)
+
+	addr := fmt.Sprintf("127.0.0.1:%d", testcluster.FreePort(t))
+	_, srv := startStamen(t, app.Config{EmbeddedAddr: addr})
+	// A name Chromium resolves to the test server, and no other name at all.
+	const host = "stamen.test"
+	_, port, err := net.SplitHostPort(srv.Listener.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	origin := "http://" + host + ":" + port
+	browser := newBrowser(t, 2*time.Minute,
+		chromedp.Flag("host-resolver-rules", "MAP "+host+" 127.0.0.1, MAP * ~NOTFOUND"))
+	foreign := refuseForeignRequests(t, browser, origin)
+
+	if err := chromedp.Do(browser,
+		chromedp.Navigate(origin+"/docs"),
+		chromedp.WaitVisible(chromedp.CSS(listWorkersOp)),
+	); err != nil {
+		t.Fatalf("load %s/docs: %v%s", origin, err, pageText(browser))
+	}
+	// The page is rendered. Swagger UI's validator badge is a link around
+	// an image it loads with new Image(), outside the page until it loads:
+	// the link shows the badge was rendered even if the request is not
+	// seen yet.
+	refs, err := chromedp.Run(browser, chromedp.Evaluate[[]string](`[...document.querySelectorAll("img[src], script[src], link[href], iframe[src], a[href]")]
+		.map(e => e.src || e.href).filter(u => !u.startsWith(location.origin + "/"))`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(refs) > 0 {
+		t.Errorf("/docs refers to other hosts: %q", refs)
+	}
+	if got := foreign(); len(got) > 0 {
+		t.Errorf("/docs asked other hosts for %q", got)
+	}
+}
+
+// refuseForeignRequests fails every request the browser makes to a host
+// other than origin's, and returns the list of them so far.
+func refuseForeignRequests(t *testing.T, browser context.Context, origin string) func() []string {
+	t.Helper()
+	if err := chromedp.Do(browser); err != nil { // starts the browser
+		t.Fatalf("start %s: %v", testcluster.Chromium, err)
+	}
+	ctx, stop := context.WithCancel(browser)
+	var wg sync.WaitGroup
+	t.Cleanup(func() {
+		stop()
+		wg.Wait()
+	})
+	paused := chromedp.Events(ctx, fetch.RequestPaused)
+	var mu sync.Mutex
+	var foreign []string
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for ev, err := range paused {
+			if err != nil {
+				return
+			}
+			if u := ev.Request.URL; u == origin || strings.HasPrefix(u, origin+"/") || strings.HasPrefix(u, "data:") {
+				_, _ = chromedp.Call(ctx, fetch.ContinueRequest, fetch.ContinueRequestParams{RequestID: ev.RequestID})
+				continue
+			}
+			mu.Lock()
+			foreign = append(foreign, ev.Request.URL)
+			mu.Unlock()
+			_, _ = chromedp.Call(ctx, fetch.FailRequest, fetch.FailRequestParams{RequestID: ev.RequestID, ErrorReason: network.ErrorReasonBlockedByClient})
+		}
+	}()
+	if _, err := chromedp.Call(browser, fetch.Enable, fetch.EnableParams{Patterns: []*fetch.RequestPattern{{URLPattern: "*"}}}); err != nil {
+		t.Fatalf("Fetch.enable: %v", err)
+	}
+	return func() []string {
+		mu.Lock()
+		defer mu.Unlock()
+		return slices.Clone(foreign)
+	}
 }
 
 func startStamen(t *testing.T, cfg app.Config) (*app.App, *httptest.Server) {
@@ -181,8 +272,8 @@ func waitForWorker(t *testing.T, base, name string) {
 }
 
 // newBrowser starts headless Chromium for the test, bounded by timeout, and
-// stops it when the test ends.
-func newBrowser(t *testing.T, timeout time.Duration) context.Context {
+// stops it when the test ends; extra adds command line options.
+func newBrowser(t *testing.T, timeout time.Duration, extra ...chromedp.ExecAllocatorOption) context.Context {
 	t.Helper()
 	opts := append(chromedp.DefaultExecAllocatorOptions[:],
 		chromedp.ExecPath(testcluster.Chromium),
@@ -192,6 +283,7 @@ func newBrowser(t *testing.T, timeout time.Duration) context.Context {
 		// httptest's TLS server has a certificate no authority signed.
 		chromedp.IgnoreCertErrors,
 	)
+	opts = append(opts, extra...)
 	ctx, cancelTimeout := context.WithTimeout(context.Background(), timeout)
 	allocCtx, cancelAlloc := chromedp.NewExecAllocator(ctx, opts...)
 	browser, cancelBrowser := chromedp.NewContext(allocCtx)

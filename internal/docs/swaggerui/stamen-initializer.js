@@ -11,6 +11,11 @@ window.onload = function () {
     plugins: [SwaggerUIBundle.plugins.DownloadUrl],
     layout: "StandaloneLayout",
     persistAuthorization: true,
+    // Swagger UI's default shows a badge that loads
+    // https://validator.swagger.io/validator?url=<this spec's URL> on any
+    // host but localhost: it tells a third party where stamen runs, and
+    // offline it is a broken image.
+    validatorUrl: null,
     // The spec's basePath is "/", so under --url_prefix the calls of "Try
     // it out" would miss the prefix the operations are served under.
     requestInterceptor: function (req) {
