@@ -74,11 +74,17 @@ func newHTTPHandler(h *handlers.Handlers, m *metrics.Metrics, log *audit.Log, cf
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 		_, _ = w.Write([]byte("OK"))
 	})
+	// The served spec names the prefix as its basePath, so that a client
+	// generated from it calls the operations where they are served.
+	specJSON, err := docs.WithBasePath(restapi.SwaggerJSON, urlPrefixPath(cfg.URLPrefix))
+	if err != nil {
+		return nil, fmt.Errorf("set the served spec's basePath: %w", err)
+	}
 	mux.HandleFunc("GET /swagger.json", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
-		_, _ = w.Write(restapi.SwaggerJSON)
+		_, _ = w.Write(specJSON)
 	})
-	specYAML, err := docs.SpecYAML(restapi.SwaggerJSON)
+	specYAML, err := docs.SpecYAML(specJSON)
 	if err != nil {
 		return nil, fmt.Errorf("convert the spec to YAML: %w", err)
 	}
@@ -213,14 +219,23 @@ func recoverPanics(log *slog.Logger, next http.Handler) http.Handler {
 	})
 }
 
+// urlPrefixPath is --url_prefix as a path: "/" and the leading slash but no
+// trailing one ("/flower"), or "" without a prefix.
+func urlPrefixPath(prefix string) string {
+	prefix = strings.Trim(prefix, "/")
+	if prefix == "" {
+		return ""
+	}
+	return "/" + prefix
+}
+
 // withPrefix serves everything under /<prefix> (Flower's url_prefix) and
 // nothing outside it.
 func withPrefix(prefix string, next http.Handler) http.Handler {
-	prefix = strings.Trim(prefix, "/")
-	if prefix == "" {
+	p := urlPrefixPath(prefix)
+	if p == "" {
 		return next
 	}
-	p := "/" + prefix
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		rest, ok := strings.CutPrefix(r.URL.Path, p)
 		if !ok || (rest != "" && rest[0] != '/') {

@@ -56,32 +56,44 @@ func get(t *testing.T, url string) (int, string, http.Header) {
 	return resp.StatusCode, string(b), resp.Header
 }
 
+// TestServedSpecEqualsSwaggerYAML checks that the spec served is
+// swagger.yaml but for its basePath, which is where the operations are
+// served: --url_prefix under one, so that a client generated from the
+// served spec calls them there.
 func TestServedSpecEqualsSwaggerYAML(t *testing.T) {
-	srv := newEmbedded(t, "")
 	raw, err := os.ReadFile("../../swagger.yaml")
 	if err != nil {
 		t.Fatal(err)
 	}
-	var fromFile any
-	if err := yaml.Unmarshal(raw, &fromFile); err != nil {
-		t.Fatal(err)
-	}
-	for _, path := range []string{"/swagger.json", "/swagger.yaml"} {
-		code, body, _ := get(t, srv.URL+path)
-		if code != 200 {
-			t.Fatalf("%s: %d", path, code)
+	for _, tc := range []struct{ prefix, basePath string }{
+		{"", "/"},
+		{"flower", "/flower"},
+		{"/team/flower/", "/team/flower"},
+	} {
+		srv := newEmbedded(t, tc.prefix)
+		base := srv.URL + strings.TrimSuffix(tc.basePath, "/")
+		var fromFile map[string]any
+		if err := yaml.Unmarshal(raw, &fromFile); err != nil {
+			t.Fatal(err)
 		}
-		var served any
-		if err := yaml.Unmarshal([]byte(body), &served); err != nil {
-			t.Fatalf("%s: %v", path, err)
-		}
-		// Compare through JSON so that YAML's and JSON's number types agree;
-		// go-swagger leaves out "required: false", the default.
-		dropDefaultRequired(fromFile)
-		a, _ := json.Marshal(fromFile)
-		b, _ := json.Marshal(served)
-		if string(a) != string(b) {
-			t.Errorf("%s differs from swagger.yaml", path)
+		fromFile["basePath"] = tc.basePath
+		for _, path := range []string{"/swagger.json", "/swagger.yaml"} {
+			code, body, _ := get(t, base+path)
+			if code != 200 {
+				t.Fatalf("prefix %q: %s: %d", tc.prefix, path, code)
+			}
+			var served any
+			if err := yaml.Unmarshal([]byte(body), &served); err != nil {
+				t.Fatalf("prefix %q: %s: %v", tc.prefix, path, err)
+			}
+			// Compare through JSON so that YAML's and JSON's number types agree;
+			// go-swagger leaves out "required: false", the default.
+			dropDefaultRequired(fromFile)
+			a, _ := json.Marshal(fromFile)
+			b, _ := json.Marshal(served)
+			if string(a) != string(b) {
+				t.Errorf("prefix %q: %s differs from swagger.yaml with basePath %s", tc.prefix, path, tc.basePath)
+			}
 		}
 	}
 }

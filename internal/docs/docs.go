@@ -4,7 +4,10 @@
 package docs
 
 import (
+	"bytes"
 	"embed"
+	"encoding/json"
+	"fmt"
 	"io/fs"
 	"net/http"
 	"strings"
@@ -37,6 +40,60 @@ func Handler() http.Handler {
 		}
 		files.ServeHTTP(w, r)
 	})
+}
+
+// WithBasePath returns the JSON spec with its top-level basePath set to
+// basePath (added when the spec has none), the rest as it is, keys in their
+// order; an empty basePath returns the spec unchanged.
+func WithBasePath(specJSON []byte, basePath string) ([]byte, error) {
+	if basePath == "" {
+		return specJSON, nil
+	}
+	value, err := json.Marshal(basePath)
+	if err != nil {
+		return nil, err
+	}
+	dec := json.NewDecoder(bytes.NewReader(specJSON))
+	if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
+		return nil, fmt.Errorf("the spec is not a JSON object (%v)", err)
+	}
+	var out bytes.Buffer
+	out.WriteByte('{')
+	set := false
+	for dec.More() {
+		tok, err := dec.Token()
+		if err != nil {
+			return nil, fmt.Errorf("read the spec: %w", err)
+		}
+		key, _ := tok.(string)
+		var raw json.RawMessage
+		if err := dec.Decode(&raw); err != nil {
+			return nil, fmt.Errorf("read the spec's %q: %w", key, err)
+		}
+		if key == "basePath" {
+			raw, set = value, true
+		}
+		if out.Len() > 1 {
+			out.WriteByte(',')
+		}
+		k, _ := json.Marshal(key)
+		out.Write(k)
+		out.WriteByte(':')
+		out.Write(raw)
+	}
+	if !set {
+		if out.Len() > 1 {
+			out.WriteByte(',')
+		}
+		out.WriteString(`"basePath":`)
+		out.Write(value)
+	}
+	out.WriteByte('}')
+	var indented bytes.Buffer
+	if err := json.Indent(&indented, out.Bytes(), "", "  "); err != nil {
+		return nil, fmt.Errorf("indent the spec: %w", err)
+	}
+	return indented.Bytes(), nil
 }
 
 // SpecYAML converts the JSON spec to YAML, keeping the key order.

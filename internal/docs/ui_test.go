@@ -9,6 +9,8 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
 	"slices"
 	"strings"
 	"sync"
@@ -33,7 +35,8 @@ const (
 
 // TestSwaggerUITryItOut drives Swagger UI in headless Chromium against a
 // stamen with credentials and a real Celery worker, at the root and under
-// --url_prefix: "Try it out" on GET /api/workers answers 401 until the
+// --url_prefix, directly and behind a proxy that serves it under another
+// path, and over HTTPS: "Try it out" on GET /api/workers answers 401 until the
 // Authorize dialog is given the basic credentials, then 200 with the worker
 // in the body.
 func TestSwaggerUITryItOut(t *testing.T) {
@@ -57,6 +60,18 @@ func TestSwaggerUITryItOut(t *testing.T) {
 		// A second stamen on the same broker, serving under /flower.
 		_, prefixed := startStamen(t, app.Config{BrokerURL: a.BrokerURL, ResultBackend: backend, URLPrefix: "flower", Auth: &authn})
 		tryItOut(t, prefixed.URL+"/flower", w.Name)
+	})
+	// Behind a reverse proxy that serves stamen under another path, the
+	// page's own path is where the browser reaches the API, whatever the
+	// served spec's basePath (the prefix, or "/") says.
+	t.Run("url_prefix behind a proxy", func(t *testing.T) {
+		_, prefixed := startStamen(t, app.Config{BrokerURL: a.BrokerURL, ResultBackend: backend, URLPrefix: "flower", Auth: &authn})
+		proxy := pathProxy(t, "/ops/celery", prefixed.URL+"/flower")
+		tryItOut(t, proxy.URL+"/ops/celery", w.Name)
+	})
+	t.Run("root behind a proxy", func(t *testing.T) {
+		proxy := pathProxy(t, "/stamen", root.URL)
+		tryItOut(t, proxy.URL+"/stamen", w.Name)
 	})
 	t.Run("https", func(t *testing.T) {
 		// The spec names no scheme, so Swagger UI calls the API with the
@@ -154,6 +169,31 @@ func refuseForeignRequests(t *testing.T, browser context.Context, origin string)
 		defer mu.Unlock()
 		return slices.Clone(foreign)
 	}
+}
+
+// pathProxy is a reverse proxy that serves target's URL space under the
+// path from, as a proxy that maps a path onto stamen does
+// (from/api/workers is target/api/workers), and answers 404 outside it.
+func pathProxy(t *testing.T, from, target string) *httptest.Server {
+	t.Helper()
+	to, err := url.Parse(target)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rp := &httputil.ReverseProxy{Rewrite: func(pr *httputil.ProxyRequest) {
+		pr.Out.URL.Path = strings.TrimPrefix(pr.In.URL.Path, from)
+		pr.Out.URL.RawPath = ""
+		pr.SetURL(to)
+	}}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != from && !strings.HasPrefix(r.URL.Path, from+"/") {
+			http.Error(w, "outside the proxied path", http.StatusNotFound)
+			return
+		}
+		rp.ServeHTTP(w, r)
+	}))
+	t.Cleanup(srv.Close)
+	return srv
 }
 
 func startStamen(t *testing.T, cfg app.Config) (*app.App, *httptest.Server) {
