@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"net/url"
 	"strings"
 	"time"
 
@@ -240,6 +241,23 @@ func withPrefix(prefix string, next http.Handler) http.Handler {
 		rest, ok := strings.CutPrefix(r.URL.Path, p)
 		if !ok || (rest != "" && rest[0] != '/') {
 			handlers.WriteError(w, http.StatusNotFound, "path "+r.URL.Path+" was not found")
+			return
+		}
+		if rest == "" {
+			// The bare prefix is the prefix's "/", which is what the server
+			// without a prefix answers for the path the client left empty:
+			// send the client there. Passed on, the empty path would reach
+			// the mux, which redirects it to the root, outside the prefix,
+			// with an HTML body. The Location is relative ("./<last
+			// segment>/"), resolved against the URL the client used, so it
+			// stays right behind a proxy that serves the prefix under a
+			// longer path, as /docs's redirect does.
+			loc := "./" + url.PathEscape(p[strings.LastIndex(p, "/")+1:]) + "/"
+			if r.URL.RawQuery != "" {
+				loc += "?" + r.URL.RawQuery
+			}
+			w.Header().Set("Location", loc)
+			w.WriteHeader(http.StatusTemporaryRedirect)
 			return
 		}
 		r2 := r.Clone(r.Context())

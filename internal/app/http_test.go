@@ -98,6 +98,63 @@ func TestServedSpecEqualsSwaggerYAML(t *testing.T) {
 	}
 }
 
+// TestBarePrefixRedirectsIntoIt checks that GET /<prefix>, the prefix's
+// root, redirects to /<prefix>/ (the prefix's "/"), never outside the
+// prefix, with no HTML body, and that what it leads to is what "/" answers
+// without a prefix.
+func TestBarePrefixRedirectsIntoIt(t *testing.T) {
+	var authn auth.Authenticator
+	if err := authn.AddBasic("op:op-secret", auth.Operator); err != nil {
+		t.Fatal(err)
+	}
+	root := newEmbeddedWith(t, Config{Auth: &authn})
+	noFollow := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	call := func(t *testing.T, c *http.Client, u string) (*http.Response, string) {
+		t.Helper()
+		req, err := http.NewRequest("GET", u, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.SetBasicAuth("op", "op-secret")
+		resp, err := c.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, err := io.ReadAll(resp.Body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp, string(b)
+	}
+	rootResp, rootBody := call(t, noFollow, root.URL+"/")
+	for _, tc := range []struct{ prefix, path, want string }{
+		{"flower", "/flower", "/flower/"},
+		{"flower", "/flower?refresh=1", "/flower/?refresh=1"},
+		{"team/flower", "/team/flower", "/team/flower/"},
+	} {
+		srv := newEmbeddedWith(t, Config{URLPrefix: tc.prefix, Auth: &authn})
+		resp, body := call(t, noFollow, srv.URL+tc.path)
+		if resp.StatusCode != http.StatusTemporaryRedirect {
+			t.Errorf("GET %s = %d, want 307: %.200s", tc.path, resp.StatusCode, body)
+			continue
+		}
+		loc, err := resp.Request.URL.Parse(resp.Header.Get("Location"))
+		if err != nil || loc.RequestURI() != tc.want || loc.Host != resp.Request.URL.Host {
+			t.Errorf("GET %s: Location %q resolves to %v (%v), want %s", tc.path, resp.Header.Get("Location"), loc, err, tc.want)
+		}
+		if ct := resp.Header.Get("Content-Type"); body != "" && ct != "application/json" {
+			t.Errorf("GET %s: body %q of type %q, want none or JSON", tc.path, body, ct)
+		}
+		// Followed, it answers as "/" does without a prefix.
+		end, endBody := call(t, http.DefaultClient, srv.URL+tc.path)
+		if end.StatusCode != rootResp.StatusCode || endBody != rootBody || end.Request.URL.Path != tc.want[:strings.Index(tc.want+"?", "?")] {
+			t.Errorf("GET %s leads to %s: %d %q; \"/\" without a prefix answers %d %q",
+				tc.path, end.Request.URL, end.StatusCode, endBody, rootResp.StatusCode, rootBody)
+		}
+	}
+}
+
 func TestDocsServeSwaggerUIOffline(t *testing.T) {
 	for _, prefix := range []string{"", "flower"} {
 		srv := newEmbedded(t, prefix)
