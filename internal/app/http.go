@@ -93,8 +93,9 @@ func newHTTPHandler(h *handlers.Handlers, m *metrics.Metrics, log *audit.Log, cf
 		w.Header().Set("Content-Type", "application/yaml")
 		_, _ = w.Write(specYAML)
 	})
-	mux.Handle("GET /docs", docs.Handler())
-	mux.Handle("GET /docs/", docs.Handler())
+	docsHandler := docs.Handler(handlers.WriteError)
+	mux.Handle("GET /docs", docsHandler)
+	mux.Handle("GET /docs/", docsHandler)
 	mux.Handle("GET /metrics", m.Handler())
 	// These paths answer GET, and HEAD, which the mux serves with GET's
 	// handler, only. Another method would fall through to the API handler

@@ -155,6 +155,51 @@ func TestBarePrefixRedirectsIntoIt(t *testing.T) {
 	}
 }
 
+// TestDocsErrorsAreJSON checks that an error of /docs/ (a file Swagger UI
+// does not have, a range a file does not have) is the JSON
+// {"error": "..."} of every other error, under --url_prefix too.
+func TestDocsErrorsAreJSON(t *testing.T) {
+	for _, prefix := range []string{"", "flower"} {
+		srv := newEmbedded(t, prefix)
+		base := srv.URL
+		if prefix != "" {
+			base += "/" + prefix
+		}
+		for _, tc := range []struct {
+			path, rangeHeader string
+			want              int
+		}{
+			{"/docs/no-such-file", "", 404},
+			{"/docs/no-such-file.js", "", 404},
+			{"/docs/no/such/dir/", "", 404},
+			{"/docs/swagger-ui.css", "bytes=999999999-", 416},
+		} {
+			req, err := http.NewRequest("GET", base+tc.path, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if tc.rangeHeader != "" {
+				req.Header.Set("Range", tc.rangeHeader)
+			}
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			b, err := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if err != nil {
+				t.Fatal(err)
+			}
+			var e map[string]string
+			if resp.StatusCode != tc.want || resp.Header.Get("Content-Type") != "application/json" ||
+				json.Unmarshal(b, &e) != nil || e["error"] == "" || len(e) != 1 {
+				t.Errorf("prefix %q: GET %s = %d %s %q, want %d JSON {\"error\": \"...\"}",
+					prefix, tc.path, resp.StatusCode, resp.Header.Get("Content-Type"), b, tc.want)
+			}
+		}
+	}
+}
+
 func TestDocsServeSwaggerUIOffline(t *testing.T) {
 	for _, prefix := range []string{"", "flower"} {
 		srv := newEmbedded(t, prefix)

@@ -19,8 +19,10 @@ import (
 var assets embed.FS
 
 // Handler serves Swagger UI under /docs/; /docs redirects there so that the
-// page's relative asset URLs resolve.
-func Handler() http.Handler {
+// page's relative asset URLs resolve. An error (a file that does not exist,
+// a range the file does not have) is answered by writeError, so that it is
+// JSON as every other error, not the file server's plain text.
+func Handler(writeError func(w http.ResponseWriter, status int, msg string)) http.Handler {
 	sub, err := fs.Sub(assets, "swaggerui")
 	if err != nil {
 		panic(err) // the embedded tree is fixed at build time
@@ -38,8 +40,54 @@ func Handler() http.Handler {
 		if strings.HasSuffix(r.URL.Path, ".js") || strings.HasSuffix(r.URL.Path, ".css") {
 			w.Header().Set("Cache-Control", "public, max-age=3600")
 		}
-		files.ServeHTTP(w, r)
+		ew := &errorWriter{ResponseWriter: w}
+		files.ServeHTTP(ew, r)
+		if ew.status == 0 {
+			return
+		}
+		msg := strings.TrimSpace(ew.body.String())
+		switch {
+		case ew.status == http.StatusNotFound:
+			msg = "path " + r.URL.Path + " was not found"
+		case msg == "":
+			msg = http.StatusText(ew.status)
+		}
+		h := w.Header()
+		for _, k := range []string{"Cache-Control", "Content-Length", "Content-Type", "X-Content-Type-Options"} {
+			h.Del(k)
+		}
+		writeError(w, ew.status, msg)
 	})
+}
+
+// errorWriter holds back an error answer (a status of 400 or more) of the
+// file server, keeping its message (bounded) for a JSON one; any other
+// answer goes through.
+type errorWriter struct {
+	http.ResponseWriter
+	status int // the error status held back, or 0
+	body   bytes.Buffer
+}
+
+// maxErrorMessage bounds the file server's error text that is kept.
+const maxErrorMessage = 256
+
+func (w *errorWriter) WriteHeader(code int) {
+	if code >= http.StatusBadRequest {
+		w.status = code
+		return
+	}
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *errorWriter) Write(b []byte) (int, error) {
+	if w.status == 0 {
+		return w.ResponseWriter.Write(b)
+	}
+	if room := maxErrorMessage - w.body.Len(); room > 0 {
+		w.body.Write(b[:min(len(b), room)])
+	}
+	return len(b), nil
 }
 
 // WithBasePath returns the JSON spec with its top-level basePath set to
