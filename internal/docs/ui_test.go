@@ -128,6 +128,37 @@ func TestSwaggerUIStaysOffline(t *testing.T) {
 	}
 }
 
+// TestSwaggerUIDescriptionHasNoList loads /docs in headless Chromium and
+// checks that the API's description renders as the paragraphs it is
+// written as: a line of it starting with a number and a period ("403.")
+// became a numbered list item, cutting a sentence in two.
+func TestSwaggerUIDescriptionHasNoList(t *testing.T) {
+	testcluster.Require(t)
+	testcluster.RequireChromium(t)
+
+	addr := fmt.Sprintf("127.0.0.1:%d", testcluster.FreePort(t))
+	_, srv := startStamen(t, app.Config{EmbeddedAddr: addr})
+	browser := newBrowser(t, 2*time.Minute)
+	const description = ".information-container .info .description"
+	if err := chromedp.Do(browser,
+		chromedp.Navigate(srv.URL+"/docs"),
+		chromedp.WaitVisible(chromedp.CSS(description)),
+	); err != nil {
+		t.Fatalf("load %s/docs: %v%s", srv.URL, err, pageText(browser))
+	}
+	if got := strings.Join(strings.Fields(text(t, browser, description)), " "); !strings.Contains(got, "Without credentials configured stamen listens on loopback only") {
+		t.Fatalf("the description shown is not the spec's: %.300s", got)
+	}
+	items, err := chromedp.Run(browser, chromedp.Evaluate[[]string](
+		`[...document.querySelectorAll("`+description+` ol, `+description+` li")].map(e => e.outerHTML)`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(items) > 0 {
+		t.Errorf("the description renders list elements: %q", items)
+	}
+}
+
 // refuseForeignRequests fails every request the browser makes to a host
 // other than origin's, and returns the list of them so far.
 func refuseForeignRequests(t *testing.T, browser context.Context, origin string) func() []string {
