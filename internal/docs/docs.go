@@ -102,8 +102,12 @@ func WithBasePath(specJSON []byte, basePath string) ([]byte, error) {
 		return nil, err
 	}
 	dec := json.NewDecoder(bytes.NewReader(specJSON))
-	if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
-		return nil, fmt.Errorf("the spec is not a JSON object (%v)", err)
+	tok, err := dec.Token()
+	if err != nil {
+		return nil, fmt.Errorf("read the spec: %w", err)
+	}
+	if tok != json.Delim('{') {
+		return nil, fmt.Errorf("the spec is not a JSON object")
 	}
 	var out bytes.Buffer
 	out.WriteByte('{')
