@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"net/url"
 	"strings"
 	"time"
 
@@ -74,11 +75,17 @@ func newHTTPHandler(h *handlers.Handlers, m *metrics.Metrics, log *audit.Log, cf
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 		_, _ = w.Write([]byte("OK"))
 	})
+	// The served spec names the prefix as its basePath, so that a client
+	// generated from it calls the operations where they are served.
+	specJSON, err := docs.WithBasePath(restapi.SwaggerJSON, urlPrefixPath(cfg.URLPrefix))
+	if err != nil {
+		return nil, fmt.Errorf("set the served spec's basePath: %w", err)
+	}
 	mux.HandleFunc("GET /swagger.json", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
-		_, _ = w.Write(restapi.SwaggerJSON)
+		_, _ = w.Write(specJSON)
 	})
-	specYAML, err := docs.SpecYAML(restapi.SwaggerJSON)
+	specYAML, err := docs.SpecYAML(specJSON)
 	if err != nil {
 		return nil, fmt.Errorf("convert the spec to YAML: %w", err)
 	}
@@ -86,8 +93,9 @@ func newHTTPHandler(h *handlers.Handlers, m *metrics.Metrics, log *audit.Log, cf
 		w.Header().Set("Content-Type", "application/yaml")
 		_, _ = w.Write(specYAML)
 	})
-	mux.Handle("GET /docs", docs.Handler())
-	mux.Handle("GET /docs/", docs.Handler())
+	docsHandler := docs.Handler(handlers.WriteError)
+	mux.Handle("GET /docs", docsHandler)
+	mux.Handle("GET /docs/", docsHandler)
 	mux.Handle("GET /metrics", m.Handler())
 	// These paths answer GET, and HEAD, which the mux serves with GET's
 	// handler, only. Another method would fall through to the API handler
@@ -213,18 +221,44 @@ func recoverPanics(log *slog.Logger, next http.Handler) http.Handler {
 	})
 }
 
+// urlPrefixPath is --url_prefix as a path: "/" and the leading slash but no
+// trailing one ("/flower"), or "" without a prefix.
+func urlPrefixPath(prefix string) string {
+	prefix = strings.Trim(prefix, "/")
+	if prefix == "" {
+		return ""
+	}
+	return "/" + prefix
+}
+
 // withPrefix serves everything under /<prefix> (Flower's url_prefix) and
 // nothing outside it.
 func withPrefix(prefix string, next http.Handler) http.Handler {
-	prefix = strings.Trim(prefix, "/")
-	if prefix == "" {
+	p := urlPrefixPath(prefix)
+	if p == "" {
 		return next
 	}
-	p := "/" + prefix
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		rest, ok := strings.CutPrefix(r.URL.Path, p)
 		if !ok || (rest != "" && rest[0] != '/') {
 			handlers.WriteError(w, http.StatusNotFound, "path "+r.URL.Path+" was not found")
+			return
+		}
+		if rest == "" {
+			// The bare prefix is the prefix's "/", which is what the server
+			// without a prefix answers for the path the client left empty:
+			// send the client there. Passed on, the empty path would reach
+			// the mux, which redirects it to the root, outside the prefix,
+			// with an HTML body. The Location is relative ("./<last
+			// segment>/"), resolved against the URL the client used, so it
+			// stays right behind a proxy that serves the prefix under a
+			// longer path, as /docs's redirect does.
+			loc := "./" + url.PathEscape(p[strings.LastIndex(p, "/")+1:]) + "/"
+			if r.URL.RawQuery != "" {
+				loc += "?" + r.URL.RawQuery
+			}
+			w.Header().Set("Location", loc)
+			w.WriteHeader(http.StatusTemporaryRedirect)
 			return
 		}
 		r2 := r.Clone(r.Context())

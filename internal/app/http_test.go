@@ -56,32 +56,146 @@ func get(t *testing.T, url string) (int, string, http.Header) {
 	return resp.StatusCode, string(b), resp.Header
 }
 
+// TestServedSpecEqualsSwaggerYAML checks that the spec served is
+// swagger.yaml but for its basePath, which is where the operations are
+// served: --url_prefix under one, so that a client generated from the
+// served spec calls them there.
 func TestServedSpecEqualsSwaggerYAML(t *testing.T) {
-	srv := newEmbedded(t, "")
 	raw, err := os.ReadFile("../../swagger.yaml")
 	if err != nil {
 		t.Fatal(err)
 	}
-	var fromFile any
-	if err := yaml.Unmarshal(raw, &fromFile); err != nil {
+	for _, tc := range []struct{ prefix, basePath string }{
+		{"", "/"},
+		{"flower", "/flower"},
+		{"/team/flower/", "/team/flower"},
+	} {
+		srv := newEmbedded(t, tc.prefix)
+		base := srv.URL + strings.TrimSuffix(tc.basePath, "/")
+		var fromFile map[string]any
+		if err := yaml.Unmarshal(raw, &fromFile); err != nil {
+			t.Fatal(err)
+		}
+		fromFile["basePath"] = tc.basePath
+		for _, path := range []string{"/swagger.json", "/swagger.yaml"} {
+			code, body, _ := get(t, base+path)
+			if code != 200 {
+				t.Fatalf("prefix %q: %s: %d", tc.prefix, path, code)
+			}
+			var served any
+			if err := yaml.Unmarshal([]byte(body), &served); err != nil {
+				t.Fatalf("prefix %q: %s: %v", tc.prefix, path, err)
+			}
+			// Compare through JSON so that YAML's and JSON's number types agree;
+			// go-swagger leaves out "required: false", the default.
+			dropDefaultRequired(fromFile)
+			a, _ := json.Marshal(fromFile)
+			b, _ := json.Marshal(served)
+			if string(a) != string(b) {
+				t.Errorf("prefix %q: %s differs from swagger.yaml with basePath %s", tc.prefix, path, tc.basePath)
+			}
+		}
+	}
+}
+
+// TestBarePrefixRedirectsIntoIt checks that GET /<prefix>, the prefix's
+// root, redirects to /<prefix>/ (the prefix's "/"), never outside the
+// prefix, with no HTML body, and that what it leads to is what "/" answers
+// without a prefix.
+func TestBarePrefixRedirectsIntoIt(t *testing.T) {
+	var authn auth.Authenticator
+	if err := authn.AddBasic("op:op-secret", auth.Operator); err != nil {
 		t.Fatal(err)
 	}
-	for _, path := range []string{"/swagger.json", "/swagger.yaml"} {
-		code, body, _ := get(t, srv.URL+path)
-		if code != 200 {
-			t.Fatalf("%s: %d", path, code)
+	root := newEmbeddedWith(t, Config{Auth: &authn})
+	noFollow := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	call := func(t *testing.T, c *http.Client, u string) (*http.Response, string) {
+		t.Helper()
+		req, err := http.NewRequest("GET", u, nil)
+		if err != nil {
+			t.Fatal(err)
 		}
-		var served any
-		if err := yaml.Unmarshal([]byte(body), &served); err != nil {
-			t.Fatalf("%s: %v", path, err)
+		req.SetBasicAuth("op", "op-secret")
+		resp, err := c.Do(req)
+		if err != nil {
+			t.Fatal(err)
 		}
-		// Compare through JSON so that YAML's and JSON's number types agree;
-		// go-swagger leaves out "required: false", the default.
-		dropDefaultRequired(fromFile)
-		a, _ := json.Marshal(fromFile)
-		b, _ := json.Marshal(served)
-		if string(a) != string(b) {
-			t.Errorf("%s differs from swagger.yaml", path)
+		defer resp.Body.Close()
+		b, err := io.ReadAll(resp.Body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp, string(b)
+	}
+	rootResp, rootBody := call(t, noFollow, root.URL+"/")
+	for _, tc := range []struct{ prefix, path, want string }{
+		{"flower", "/flower", "/flower/"},
+		{"flower", "/flower?refresh=1", "/flower/?refresh=1"},
+		{"team/flower", "/team/flower", "/team/flower/"},
+	} {
+		srv := newEmbeddedWith(t, Config{URLPrefix: tc.prefix, Auth: &authn})
+		resp, body := call(t, noFollow, srv.URL+tc.path)
+		if resp.StatusCode != http.StatusTemporaryRedirect {
+			t.Errorf("GET %s = %d, want 307: %.200s", tc.path, resp.StatusCode, body)
+			continue
+		}
+		loc, err := resp.Request.URL.Parse(resp.Header.Get("Location"))
+		if err != nil || loc.RequestURI() != tc.want || loc.Host != resp.Request.URL.Host {
+			t.Errorf("GET %s: Location %q resolves to %v (%v), want %s", tc.path, resp.Header.Get("Location"), loc, err, tc.want)
+		}
+		if ct := resp.Header.Get("Content-Type"); body != "" && ct != "application/json" {
+			t.Errorf("GET %s: body %q of type %q, want none or JSON", tc.path, body, ct)
+		}
+		// Followed, it answers as "/" does without a prefix.
+		end, endBody := call(t, http.DefaultClient, srv.URL+tc.path)
+		if end.StatusCode != rootResp.StatusCode || endBody != rootBody || end.Request.URL.Path != tc.want[:strings.Index(tc.want+"?", "?")] {
+			t.Errorf("GET %s leads to %s: %d %q; \"/\" without a prefix answers %d %q",
+				tc.path, end.Request.URL, end.StatusCode, endBody, rootResp.StatusCode, rootBody)
+		}
+	}
+}
+
+// TestDocsErrorsAreJSON checks that an error of /docs/ (a file Swagger UI
+// does not have, a range a file does not have) is the JSON
+// {"error": "..."} of every other error, under --url_prefix too.
+func TestDocsErrorsAreJSON(t *testing.T) {
+	for _, prefix := range []string{"", "flower"} {
+		srv := newEmbedded(t, prefix)
+		base := srv.URL
+		if prefix != "" {
+			base += "/" + prefix
+		}
+		for _, tc := range []struct {
+			path, rangeHeader string
+			want              int
+		}{
+			{"/docs/no-such-file", "", 404},
+			{"/docs/no-such-file.js", "", 404},
+			{"/docs/no/such/dir/", "", 404},
+			{"/docs/swagger-ui.css", "bytes=999999999-", 416},
+		} {
+			req, err := http.NewRequest("GET", base+tc.path, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if tc.rangeHeader != "" {
+				req.Header.Set("Range", tc.rangeHeader)
+			}
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			b, err := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if err != nil {
+				t.Fatal(err)
+			}
+			var e map[string]string
+			if resp.StatusCode != tc.want || resp.Header.Get("Content-Type") != "application/json" ||
+				json.Unmarshal(b, &e) != nil || e["error"] == "" || len(e) != 1 {
+				t.Errorf("prefix %q: GET %s = %d %s %q, want %d JSON {\"error\": \"...\"}",
+					prefix, tc.path, resp.StatusCode, resp.Header.Get("Content-Type"), b, tc.want)
+			}
 		}
 	}
 }

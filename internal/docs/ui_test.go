@@ -9,6 +9,8 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
 	"slices"
 	"strings"
 	"sync"
@@ -33,7 +35,8 @@ const (
 
 // TestSwaggerUITryItOut drives Swagger UI in headless Chromium against a
 // stamen with credentials and a real Celery worker, at the root and under
-// --url_prefix: "Try it out" on GET /api/workers answers 401 until the
+// --url_prefix, directly and behind a proxy that serves it under another
+// path, and over HTTPS: "Try it out" on GET /api/workers answers 401 until the
 // Authorize dialog is given the basic credentials, then 200 with the worker
 // in the body.
 func TestSwaggerUITryItOut(t *testing.T) {
@@ -57,6 +60,18 @@ func TestSwaggerUITryItOut(t *testing.T) {
 		// A second stamen on the same broker, serving under /flower.
 		_, prefixed := startStamen(t, app.Config{BrokerURL: a.BrokerURL, ResultBackend: backend, URLPrefix: "flower", Auth: &authn})
 		tryItOut(t, prefixed.URL+"/flower", w.Name)
+	})
+	// Behind a reverse proxy that serves stamen under another path, the
+	// page's own path is where the browser reaches the API, whatever the
+	// served spec's basePath (the prefix, or "/") says.
+	t.Run("url_prefix behind a proxy", func(t *testing.T) {
+		_, prefixed := startStamen(t, app.Config{BrokerURL: a.BrokerURL, ResultBackend: backend, URLPrefix: "flower", Auth: &authn})
+		proxy := pathProxy(t, "/ops/celery", prefixed.URL+"/flower")
+		tryItOut(t, proxy.URL+"/ops/celery", w.Name)
+	})
+	t.Run("root behind a proxy", func(t *testing.T) {
+		proxy := pathProxy(t, "/stamen", root.URL)
+		tryItOut(t, proxy.URL+"/stamen", w.Name)
 	})
 	t.Run("https", func(t *testing.T) {
 		// The spec names no scheme, so Swagger UI calls the API with the
@@ -113,6 +128,37 @@ func TestSwaggerUIStaysOffline(t *testing.T) {
 	}
 }
 
+// TestSwaggerUIDescriptionHasNoList loads /docs in headless Chromium and
+// checks that the API's description renders as the paragraphs it is
+// written as: a line of it starting with a number and a period ("403.")
+// became a numbered list item, cutting a sentence in two.
+func TestSwaggerUIDescriptionHasNoList(t *testing.T) {
+	testcluster.Require(t)
+	testcluster.RequireChromium(t)
+
+	addr := fmt.Sprintf("127.0.0.1:%d", testcluster.FreePort(t))
+	_, srv := startStamen(t, app.Config{EmbeddedAddr: addr})
+	browser := newBrowser(t, 2*time.Minute)
+	const description = ".information-container .info .description"
+	if err := chromedp.Do(browser,
+		chromedp.Navigate(srv.URL+"/docs"),
+		chromedp.WaitVisible(chromedp.CSS(description)),
+	); err != nil {
+		t.Fatalf("load %s/docs: %v%s", srv.URL, err, pageText(browser))
+	}
+	if got := strings.Join(strings.Fields(text(t, browser, description)), " "); !strings.Contains(got, "Without credentials configured stamen listens on loopback only") {
+		t.Fatalf("the description shown is not the spec's: %.300s", got)
+	}
+	items, err := chromedp.Run(browser, chromedp.Evaluate[[]string](
+		`[...document.querySelectorAll("`+description+` ol, `+description+` li")].map(e => e.outerHTML)`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(items) > 0 {
+		t.Errorf("the description renders list elements: %q", items)
+	}
+}
+
 // refuseForeignRequests fails every request the browser makes to a host
 // other than origin's, and returns the list of them so far.
 func refuseForeignRequests(t *testing.T, browser context.Context, origin string) func() []string {
@@ -154,6 +200,31 @@ func refuseForeignRequests(t *testing.T, browser context.Context, origin string)
 		defer mu.Unlock()
 		return slices.Clone(foreign)
 	}
+}
+
+// pathProxy is a reverse proxy that serves target's URL space under the
+// path from, as a proxy that maps a path onto stamen does
+// (from/api/workers is target/api/workers), and answers 404 outside it.
+func pathProxy(t *testing.T, from, target string) *httptest.Server {
+	t.Helper()
+	to, err := url.Parse(target)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rp := &httputil.ReverseProxy{Rewrite: func(pr *httputil.ProxyRequest) {
+		pr.Out.URL.Path = strings.TrimPrefix(pr.In.URL.Path, from)
+		pr.Out.URL.RawPath = ""
+		pr.SetURL(to)
+	}}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != from && !strings.HasPrefix(r.URL.Path, from+"/") {
+			http.Error(w, "outside the proxied path", http.StatusNotFound)
+			return
+		}
+		rp.ServeHTTP(w, r)
+	}))
+	t.Cleanup(srv.Close)
+	return srv
 }
 
 func startStamen(t *testing.T, cfg app.Config) (*app.App, *httptest.Server) {

@@ -272,9 +272,9 @@ func NewStamenAPI(spec *loads.Document) *StamenAPI {
 // credentials or a bearer token (Authorize, in Swagger UI). Viewers may
 // call the GET operations but /api/audit; operators may call every
 // operation. With --read_only every operation that is not a GET answers
-// 403. Every call of such an operation is recorded in the audit log. Without
-// credentials configured stamen listens on loopback only and asks for
-// none.
+// with status 403. Every call of such an operation is recorded in the audit
+// log. Without credentials configured stamen listens on loopback only and
+// asks for none.
 type StamenAPI struct {
 	spec            *loads.Document
 	context         *middleware.Context
