@@ -56,6 +56,21 @@ func get(t *testing.T, url string) (int, string, http.Header) {
 	return resp.StatusCode, string(b), resp.Header
 }
 
+// do sends req and returns the response with its whole body read.
+func do(t *testing.T, req *http.Request) (*http.Response, []byte) {
+	t.Helper()
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp, b
+}
+
 // TestServedSpecEqualsSwaggerYAML checks that the spec served is
 // swagger.yaml but for its basePath, which is where the operations are
 // served: --url_prefix under one, so that a client generated from the
@@ -181,15 +196,7 @@ func TestDocsErrorsAreJSON(t *testing.T) {
 			if tc.rangeHeader != "" {
 				req.Header.Set("Range", tc.rangeHeader)
 			}
-			resp, err := http.DefaultClient.Do(req)
-			if err != nil {
-				t.Fatal(err)
-			}
-			b, err := io.ReadAll(resp.Body)
-			resp.Body.Close()
-			if err != nil {
-				t.Fatal(err)
-			}
+			resp, b := do(t, req)
 			var e map[string]string
 			if resp.StatusCode != tc.want || resp.Header.Get("Content-Type") != "application/json" ||
 				json.Unmarshal(b, &e) != nil || e["error"] == "" || len(e) != 1 {
@@ -265,12 +272,7 @@ func TestAuthThroughTheGeneratedAPI(t *testing.T) {
 		if set != nil {
 			set(req)
 		}
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		b, _ := io.ReadAll(resp.Body)
+		resp, b := do(t, req)
 		return resp.StatusCode, string(b), resp.Header
 	}
 	basic := func(u, p string) func(*http.Request) { return func(r *http.Request) { r.SetBasicAuth(u, p) } }
@@ -443,15 +445,7 @@ func TestPathsOutsideTheSpecAnswerOnlyGET(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				resp, err := http.DefaultClient.Do(req)
-				if err != nil {
-					t.Fatal(err)
-				}
-				b, err := io.ReadAll(resp.Body)
-				resp.Body.Close()
-				if err != nil {
-					t.Fatal(err)
-				}
+				resp, b := do(t, req)
 				if resp.StatusCode != tc.want {
 					t.Errorf("prefix %q: %s %s = %d, want %d: %.100s", prefix, tc.method, path, resp.StatusCode, tc.want, b)
 					continue

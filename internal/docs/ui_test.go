@@ -163,15 +163,7 @@ func TestSwaggerUIDescriptionHasNoList(t *testing.T) {
 // other than origin's, and returns the list of them so far.
 func refuseForeignRequests(t *testing.T, browser context.Context, origin string) func() []string {
 	t.Helper()
-	if err := chromedp.Do(browser); err != nil { // starts the browser
-		t.Fatalf("start %s: %v", testcluster.Chromium, err)
-	}
-	ctx, stop := context.WithCancel(browser)
-	var wg sync.WaitGroup
-	t.Cleanup(func() {
-		stop()
-		wg.Wait()
-	})
+	ctx, wg := listenTo(t, browser)
 	paused := chromedp.Events(ctx, fetch.RequestPaused)
 	var mu sync.Mutex
 	var foreign []string
@@ -366,6 +358,23 @@ func newBrowser(t *testing.T, timeout time.Duration, extra ...chromedp.ExecAlloc
 	return browser
 }
 
+// listenTo starts the browser and returns a context for following its
+// events, and the group of the goroutines that follow them: the context
+// ends, and the goroutines are waited for, when the test does.
+func listenTo(t *testing.T, browser context.Context) (context.Context, *sync.WaitGroup) {
+	t.Helper()
+	if err := chromedp.Do(browser); err != nil { // starts the browser
+		t.Fatalf("start %s: %v", testcluster.Chromium, err)
+	}
+	ctx, stop := context.WithCancel(browser)
+	wg := &sync.WaitGroup{}
+	t.Cleanup(func() {
+		stop()
+		wg.Wait()
+	})
+	return ctx, wg
+}
+
 // cancelLoginPrompts answers the browser's login prompt for the URLs
 // matching pattern as a user who has not authorized in Swagger UI would:
 // Cancel, after which the page gets the 401. A 401 with a Basic challenge
@@ -374,15 +383,7 @@ func newBrowser(t *testing.T, timeout time.Duration, extra ...chromedp.ExecAlloc
 // number of prompts so far.
 func cancelLoginPrompts(t *testing.T, browser context.Context, pattern string) *atomic.Int32 {
 	t.Helper()
-	if err := chromedp.Do(browser); err != nil { // starts the browser
-		t.Fatalf("start %s: %v", testcluster.Chromium, err)
-	}
-	ctx, stop := context.WithCancel(browser)
-	var wg sync.WaitGroup
-	t.Cleanup(func() {
-		stop()
-		wg.Wait()
-	})
+	ctx, wg := listenTo(t, browser)
 	// Subscribed before Fetch.enable, so that no paused request is missed.
 	paused := chromedp.Events(ctx, fetch.RequestPaused)
 	challenged := chromedp.Events(ctx, fetch.AuthRequired)
