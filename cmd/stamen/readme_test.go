@@ -147,15 +147,18 @@ func TestReadmeRunIt(t *testing.T) {
 				b, _ := io.ReadAll(resp.Body)
 				return resp.StatusCode, string(b)
 			}
-			for deadline := time.Now().Add(15 * time.Second); ; time.Sleep(50 * time.Millisecond) {
-				if resp, err := http.Get(base + "/healthcheck"); err == nil {
+			defer func() {
+				if t.Failed() {
+					t.Logf("worker output:\n%s", out.String())
+				}
+			}()
+			testcluster.Eventually(t, 15*time.Second, "stamen answering /healthcheck", func() bool {
+				resp, err := http.Get(base + "/healthcheck")
+				if err == nil {
 					resp.Body.Close()
-					break
 				}
-				if time.Now().After(deadline) {
-					t.Fatal("stamen did not answer /healthcheck")
-				}
-			}
+				return err == nil
+			})
 			// The README's calls in order; the first (the workers) until
 			// the worker shows, the others once.
 			var taskID string
@@ -164,45 +167,38 @@ func TestReadmeRunIt(t *testing.T) {
 				if method == "" {
 					method = http.MethodGet
 				}
-				for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(200 * time.Millisecond) {
+				var status int
+				var got string
+				testcluster.Eventually(t, 60*time.Second, method+" "+path+" listing the README's worker", func() bool {
 					select {
 					case err := <-exited:
 						exited <- err // for the deferred wait
-						t.Fatalf("the README's worker command %q exited: %v\n%s", m[1], err, out.String())
+						t.Fatalf("the README's worker command %q exited: %v", m[1], err)
 					default:
 					}
-					status, got := call(method, path, body)
-					if i > 0 || (status == http.StatusOK && strings.Contains(got, `"proj.add"`)) {
-						if status != http.StatusOK {
-							t.Fatalf("%s %s: %d %s", method, path, status, got)
-						}
-						var v struct {
-							TaskID string `json:"task-id"`
-						}
-						if json.Unmarshal([]byte(got), &v) == nil && v.TaskID != "" {
-							taskID = v.TaskID
-						}
-						break
-					}
-					if time.Now().After(deadline) {
-						t.Fatalf("%s %s never listed the README's worker: %d %s\nworker output:\n%s", method, path, status, got, out.String())
-					}
+					status, got = call(method, path, body)
+					return i > 0 || (status == http.StatusOK && strings.Contains(got, `"proj.add"`))
+				})
+				if status != http.StatusOK {
+					t.Fatalf("%s %s: %d %s", method, path, status, got)
+				}
+				var v struct {
+					TaskID string `json:"task-id"`
+				}
+				if json.Unmarshal([]byte(got), &v) == nil && v.TaskID != "" {
+					taskID = v.TaskID
 				}
 			}
 			if taskID == "" {
 				t.Fatal("none of the README's calls sent a task")
 			}
-			for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(200 * time.Millisecond) {
-				_, got := call(http.MethodGet, "/api/task/result/"+taskID, "")
-				if strings.Contains(got, `"SUCCESS"`) {
-					if !strings.Contains(got, `"result":5`) {
-						t.Fatalf("the README's task answered %s, want result 5", got)
-					}
-					return
-				}
-				if time.Now().After(deadline) {
-					t.Fatalf("the README's task %s did not succeed: %s\nworker output:\n%s", taskID, got, out.String())
-				}
+			var got string
+			testcluster.Eventually(t, 30*time.Second, "the README's task "+taskID+" SUCCESS", func() bool {
+				_, got = call(http.MethodGet, "/api/task/result/"+taskID, "")
+				return strings.Contains(got, `"SUCCESS"`)
+			})
+			if !strings.Contains(got, `"result":5`) {
+				t.Fatalf("the README's task answered %s, want result 5", got)
 			}
 		})
 	}
