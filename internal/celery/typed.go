@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 )
@@ -121,7 +122,7 @@ func writePlainRaw(b *bytes.Buffer, raw json.RawMessage, top func(key, value str
 	}
 	switch raw[0] {
 	case '{':
-		keys, vals, err := objectMembers(raw)
+		keys, vals, err := ObjectMembers(raw)
 		if err != nil {
 			return err
 		}
@@ -183,12 +184,15 @@ func writePlainRaw(b *bytes.Buffer, raw json.RawMessage, top func(key, value str
 	return nil
 }
 
-// objectMembers splits a JSON object into its keys and raw values, in order.
-func objectMembers(raw []byte) ([]string, []json.RawMessage, error) {
+// ObjectMembers splits a JSON object into its keys and raw values, in
+// order (a map would lose it: Celery tries task_routes' patterns in turn).
+func ObjectMembers(raw []byte) ([]string, []json.RawMessage, error) {
 	dec := json.NewDecoder(bytes.NewReader(raw))
 	dec.UseNumber()
-	if _, err := dec.Token(); err != nil { // {
+	if t, err := dec.Token(); err != nil {
 		return nil, nil, err
+	} else if t != json.Delim('{') {
+		return nil, nil, errors.New("not a JSON object")
 	}
 	var keys []string
 	var vals []json.RawMessage

@@ -3,11 +3,11 @@ package inspect
 import (
 	"bytes"
 	"encoding/json"
-	"fmt"
-	"io"
 	"regexp"
 	"slices"
 	"strings"
+
+	"github.com/stamen-dev/stamen/internal/celery"
 )
 
 // Route is where Celery's client would send a task that was given no
@@ -93,7 +93,7 @@ func parseRouter(conf json.RawMessage) *taskRouter {
 
 // parseMapRoute reads one task_routes map, keeping the order of its keys.
 func parseMapRoute(raw json.RawMessage) (mapRoute, bool) {
-	keys, vals, err := orderedMembers(raw)
+	keys, vals, err := celery.ObjectMembers(raw)
 	if err != nil {
 		return mapRoute{}, false
 	}
@@ -134,32 +134,6 @@ func parseRoute(raw json.RawMessage) (Route, bool) {
 	str := func(v any) string { s, _ := v.(string); return s }
 	r := Route{Queue: str(opts.Queue), Exchange: str(opts.Exchange), RoutingKey: str(opts.RoutingKey)}
 	return r, r != Route{}
-}
-
-// orderedMembers splits a JSON object into its keys and values, in order.
-func orderedMembers(raw json.RawMessage) ([]string, []json.RawMessage, error) {
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	if t, err := dec.Token(); err != nil || t != json.Delim('{') {
-		return nil, nil, fmt.Errorf("not a JSON object")
-	}
-	var keys []string
-	var vals []json.RawMessage
-	for dec.More() {
-		t, err := dec.Token()
-		if err != nil {
-			return nil, nil, err
-		}
-		k, _ := t.(string)
-		var v json.RawMessage
-		if err := dec.Decode(&v); err != nil {
-			return nil, nil, err
-		}
-		keys, vals = append(keys, k), append(vals, v)
-	}
-	if _, err := dec.Token(); err != nil && err != io.EOF {
-		return nil, nil, err
-	}
-	return keys, vals, nil
 }
 
 // route is where this app sends task name: the first map of task_routes
