@@ -148,16 +148,15 @@ func (b *Broker) check(ctx context.Context, c *goredis.Client, f *goredis.Failov
 		return fmt.Errorf("connect to %s %s: %w", what, redact.URL(rawURL), ctxErr(ctx))
 	case isServerError(err):
 		return fmt.Errorf("%s %s refused the connection: %w", what, redact.URL(rawURL), err)
+	case brokertls.IsRefusal(err):
+		return fmt.Errorf("%s %s: TLS handshake failed: %w", what, redact.URL(rawURL), brokertls.Refusal(err))
 	case f != nil && errors.Is(err, goredis.Nil):
 		if unknown := unknownMaster(ctx, f, b.opTimeout); len(unknown) > 0 {
 			return fmt.Errorf("%s %s: sentinels at %s know no master named %q (master_name in the transport options)",
 				what, redact.URL(rawURL), strings.Join(unknown, ", "), f.MasterName)
 		}
-		b.log.Warn("Redis not reachable yet; will keep trying",
-			slog.String("role", what), slog.String("url", redact.URL(rawURL)), slog.Any("err", err))
-		return nil
-	case brokertls.IsRefusal(err):
-		return fmt.Errorf("%s %s: TLS handshake failed: %w", what, redact.URL(rawURL), brokertls.Refusal(err))
+		// No sentinel answered: an outage, retried as any other.
+		fallthrough
 	default:
 		if opt := c.Options(); opt.TLSConfig != nil && !strings.HasPrefix(rawURL, "sentinel://") {
 			// A reset may hide the server's refusal of our certificate.
