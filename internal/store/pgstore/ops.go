@@ -189,21 +189,21 @@ type Queues struct {
 // PutQueue notes that a task was published to queue name at time at, and
 // trims the record.
 func (q Queues) PutQueue(name string, at time.Time) error {
-	ctx, cancel := context.WithTimeout(context.Background(), q.S.cfg.WriteTimeout)
-	defer cancel()
-	err := q.S.write(ctx, true, func(ctx context.Context) error {
-		_, err := q.S.pool.Exec(ctx, `INSERT INTO stamen_queues (name, at) VALUES ($1, $2)
-ON CONFLICT (name) DO UPDATE SET at = greatest(stamen_queues.at, excluded.at)`, name, at)
+	// Both statements are idempotent: run again together when the
+	// connection failed.
+	err := q.S.write(context.Background(), true, func(ctx context.Context) error {
+		if _, err := q.S.pool.Exec(ctx, `INSERT INTO stamen_queues (name, at) VALUES ($1, $2)
+ON CONFLICT (name) DO UPDATE SET at = greatest(stamen_queues.at, excluded.at)`, name, at); err != nil {
+			return err
+		}
+		// At most Max+1 rows before the trim: a single statement
+		// suffices. Without MaxAge the cutoff is NULL, and no row is older.
+		_, err := q.S.pool.Exec(ctx, `DELETE FROM stamen_queues WHERE at < $1
+	OR name IN (SELECT name FROM stamen_queues ORDER BY at DESC, name OFFSET $2)`, q.cutoff(at), q.limit())
 		return err
 	})
 	if err != nil {
 		return fmt.Errorf("put queue %s: %w", name, unavailable(err))
-	}
-	// At most Max+1 rows before the trim: a single statement suffices.
-	// Without MaxAge the cutoff is NULL, and no row is older.
-	if _, err := q.S.pool.Exec(ctx, `DELETE FROM stamen_queues WHERE at < $1
-	OR name IN (SELECT name FROM stamen_queues ORDER BY at DESC, name OFFSET $2)`, q.cutoff(at), q.limit()); err != nil {
-		return fmt.Errorf("trim queues: %w", unavailable(err))
 	}
 	return nil
 }
