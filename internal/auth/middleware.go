@@ -142,8 +142,10 @@ func (a *Authenticator) Middleware(deny func(w http.ResponseWriter, r *http.Requ
 			if c, ok := a.session.(Challenger); ok && c.Challenge(w, r) {
 				return
 			}
-			w.Header().Set("WWW-Authenticate", `Basic realm="stamen", charset="UTF-8"`)
-			w.Header().Add("WWW-Authenticate", `Bearer realm="stamen"`)
+			if a.session == nil || !fromScript(r) {
+				w.Header().Set("WWW-Authenticate", `Basic realm="stamen", charset="UTF-8"`)
+				w.Header().Add("WWW-Authenticate", `Bearer realm="stamen"`)
+			}
 			deny(w, r, http.StatusUnauthorized, "authentication required")
 		case needsOperator(r) && role < Operator:
 			deny(w, withPrincipal(r, p), http.StatusForbidden, "the viewer role may not call this operation")
@@ -151,6 +153,19 @@ func (a *Authenticator) Middleware(deny func(w http.ResponseWriter, r *http.Requ
 			next.ServeHTTP(w, withPrincipal(r, p))
 		}
 	})
+}
+
+// fromScript tells a request a page's script made (fetch, XHR), by the
+// header browsers set on them. With sessions, such a 401 carries no
+// WWW-Authenticate: a Basic challenge would make the browser pop up its
+// password dialog over a page whose session ended, where the page should
+// send the person to sign in again.
+func fromScript(r *http.Request) bool {
+	switch r.Header.Get("Sec-Fetch-Mode") {
+	case "cors", "same-origin", "no-cors":
+		return true
+	}
+	return false
 }
 
 // identifyAny identifies the caller by the proxy's header, the
