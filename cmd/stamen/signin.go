@@ -123,10 +123,11 @@ func (o signInOptions) rules() (signin.Rules, error) {
 	return r, nil
 }
 
-// clientSecret reads the client secret: STAMEN_OIDC_CLIENT_SECRET, the
+// clientSecret reads the client secret: STAMEN_OIDC_CLIENT_SECRET (or
+// FLOWER_OIDC_CLIENT_SECRET), the
 // file, then Flower's FLOWER_OAUTH2_SECRET or --oauth2_secret.
 func (o signInOptions) clientSecret() (string, error) {
-	if v := os.Getenv("STAMEN_OIDC_CLIENT_SECRET"); v != "" {
+	if v := envString("OIDC_CLIENT_SECRET"); v != "" {
 		return v, nil
 	}
 	if o.oidcClientSecretFile != "" {
