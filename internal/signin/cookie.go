@@ -79,7 +79,7 @@ func open[T any](s *sealer, name, value string, now time.Time) (T, error) {
 	if len(value) > maxCookie {
 		return zero, errCookie
 	}
-	raw, err := base64.RawURLEncoding.DecodeString(value)
+	raw, err := base64.RawURLEncoding.Strict().DecodeString(value)
 	if err != nil || len(raw) < s.aead.NonceSize() {
 		return zero, errCookie
 	}
