@@ -3,6 +3,7 @@ package main
 import (
 	"encoding/json"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"net/http/cookiejar"
@@ -18,15 +19,18 @@ import (
 	"github.com/golang-jwt/jwt/v5"
 	"github.com/oauth2-proxy/mockoidc"
 
+	"github.com/stamen-dev/stamen/internal/auth"
 	"github.com/stamen-dev/stamen/internal/testcluster"
 )
 
 // idp is a real OpenID Connect provider for the tests: mockoidc, which
-// signs in whoever is queued, with a switch that makes its token endpoint
-// answer ID tokens signed by a key that is not its own (a forgery).
+// signs in whoever is queued, with a switch (tamper) that makes its token
+// endpoint answer ID tokens changed and signed again: by a key that is not
+// its own (a forgery), or by its own with another nonce (a token of
+// another sign-in).
 type idp struct {
-	m     *mockoidc.MockOIDC
-	forge atomic.Bool
+	m      *mockoidc.MockOIDC
+	tamper atomic.Pointer[func(jwt.MapClaims) *mockoidc.Keypair]
 }
 
 func startIdP(t *testing.T) *idp {
@@ -36,13 +40,10 @@ func startIdP(t *testing.T) *idp {
 		t.Fatal(err)
 	}
 	p := &idp{m: m}
-	forger, err := mockoidc.RandomKeypair(2048)
-	if err != nil {
-		t.Fatal(err)
-	}
 	if err := m.AddMiddleware(func(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			if r.URL.Path != mockoidc.TokenEndpoint || !p.forge.Load() {
+			tamper := p.tamper.Load()
+			if r.URL.Path != mockoidc.TokenEndpoint || tamper == nil {
 				next.ServeHTTP(w, r)
 				return
 			}
@@ -53,7 +54,7 @@ func startIdP(t *testing.T) *idp {
 				if raw, ok := body["id_token"].(string); ok {
 					claims := jwt.MapClaims{}
 					if _, _, err := jwt.NewParser().ParseUnverified(raw, claims); err == nil {
-						body["id_token"], _ = forger.SignJWT(claims)
+						body["id_token"], _ = (*tamper)(claims).SignJWT(claims)
 					}
 				}
 			}
@@ -72,6 +73,16 @@ func startIdP(t *testing.T) *idp {
 	}
 	t.Cleanup(func() { _ = m.Shutdown() })
 	return p
+}
+
+// setTamper sets (nil: clears) how the token endpoint's ID tokens are
+// changed.
+func (p *idp) setTamper(f func(jwt.MapClaims) *mockoidc.Keypair) {
+	if f == nil {
+		p.tamper.Store(nil)
+		return
+	}
+	p.tamper.Store(&f)
 }
 
 // queue makes the next sign-in that person's.
@@ -332,10 +343,23 @@ func TestOIDCSignIn(t *testing.T) {
 	t.Run("forged ID token", func(t *testing.T) {
 		p.queue("ops@example.com")
 		c, cb := start(t)
-		p.forge.Store(true)
-		defer p.forge.Store(false)
+		forger, err := mockoidc.RandomKeypair(2048)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p.setTamper(func(jwt.MapClaims) *mockoidc.Keypair { return forger })
+		defer p.setTamper(nil)
 		if s, body := finish(t, c, cb); s != http.StatusForbidden || !strings.Contains(body, "ID token refused") {
 			t.Fatalf("a forged ID token: %d %s", s, body)
+		}
+	})
+	t.Run("another sign-in's nonce", func(t *testing.T) {
+		p.queue("ops@example.com")
+		c, cb := start(t)
+		p.setTamper(func(c jwt.MapClaims) *mockoidc.Keypair { c["nonce"] = "another-sign-in"; return p.m.Keypair })
+		defer p.setTamper(nil)
+		if s, body := finish(t, c, cb); s != http.StatusForbidden || !strings.Contains(body, "nonce") {
+			t.Fatalf("an ID token with another nonce: %d %s", s, body)
 		}
 	})
 	t.Run("expired ID token", func(t *testing.T) {
@@ -480,4 +504,47 @@ func TestProxyIdentityHeader(t *testing.T) {
 	testcluster.Eventually(t, 5*time.Second, "the ignored header is logged", func() bool {
 		return strings.Contains(logs.String(), "identity header ignored") && strings.Contains(logs.String(), "remote=127.0.0.2:")
 	})
+}
+
+// TestSignInOptionsRefused: sign-in options that cannot work stop stamen
+// at start with what to do, and none of them shows the secrets.
+func TestSignInOptionsRefused(t *testing.T) {
+	unsetFlowerOnlyEnv(t)
+	for _, tc := range []struct {
+		name    string
+		args    []string
+		env     map[string]string
+		wantErr string
+	}{
+		{name: "a pattern Flower refuses", args: []string{"--auth=.*@.*.com", "--auth_provider=google"}, wantErr: "invalid --auth"},
+		{name: "--auth with no way to sign in", args: []string{"--auth=.*@example.com"}, wantErr: "--auth needs a way to sign in"},
+		{name: "a custom handler", args: []string{"--auth=a@example.com", "--auth_provider=myco.auth.Handler"}, wantErr: "a custom Python handler cannot run here"},
+		{name: "no client secret", args: []string{"--auth=a@example.com", "--auth_provider=google", "--oauth2_key=id"}, wantErr: "its secret"},
+		{name: "no rule", args: []string{"--auth_provider=google"}, env: map[string]string{"FLOWER_OAUTH2_KEY": "id", "FLOWER_OAUTH2_SECRET": "client-S3cret"},
+			wantErr: "say who may sign in"},
+		{name: "a short cookie secret", args: []string{"--auth=a@example.com", "--auth_provider=google", "--cookie_secret=short-S3cret"},
+			env: map[string]string{"FLOWER_OAUTH2_KEY": "id", "FLOWER_OAUTH2_SECRET": "client-S3cret"}, wantErr: "at least 16 bytes"},
+		{name: "a header without trusted proxies", args: []string{"--auth=a@example.com", "--auth_header=X-Forwarded-Email"}, wantErr: "needs --trusted_proxies"},
+		{name: "bad trusted proxies", args: []string{"--auth=a@example.com", "--auth_header=X-Forwarded-Email", "--trusted_proxies=10.0.0.0/99"}, wantErr: "--trusted_proxies"},
+		{name: "Okta without its base URL", args: []string{"--auth=a@example.com", "--auth_provider=flower.views.auth.OktaLoginHandler"},
+			env: map[string]string{"FLOWER_OAUTH2_KEY": "id", "FLOWER_OAUTH2_SECRET": "client-S3cret"}, wantErr: "FLOWER_OAUTH2_OKTA_BASE_URL"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			for k, v := range tc.env {
+				t.Setenv(k, v)
+			}
+			o, err := parseFlags(tc.args, io.Discard)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var authn auth.Authenticator
+			_, err = o.signIn.setUp(&authn, "", slog.New(slog.DiscardHandler))
+			if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+				t.Fatalf("error %v, want %q", err, tc.wantErr)
+			}
+			if strings.Contains(err.Error(), "S3cret") {
+				t.Errorf("the error shows a secret: %v", err)
+			}
+		})
+	}
 }
