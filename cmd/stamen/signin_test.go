@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
@@ -546,5 +547,39 @@ func TestSignInOptionsRefused(t *testing.T) {
 				t.Errorf("the error shows a secret: %v", err)
 			}
 		})
+	}
+}
+
+// TestOIDCSignInUnderURLPrefix: under --url_prefix, the sign-in's pages,
+// its redirects and its cookies are the prefix's: a person asking for a
+// page there lands back on it, acts as their role, and signs out.
+func TestOIDCSignInUnderURLPrefix(t *testing.T) {
+	testcluster.SkipIfShort(t, "builds and runs the binary")
+	unsetFlowerOnlyEnv(t)
+	p := startIdP(t)
+	bin := buildBinary(t)
+	port := freePort(t)
+	proc := startProcess(t, bin, append(append([]string{"--port", fmt.Sprint(port), "--url_prefix", "flower"}, embeddedArgs(t)...),
+		signInArgs(t, p, "the-fleet-cookie-secret-0123456789")...)...)
+	base := fmt.Sprintf("http://127.0.0.1:%d/flower", port)
+	proc.awaitUp(t, func() bool {
+		resp, err := http.Get(base + "/healthcheck")
+		if err != nil {
+			return false
+		}
+		resp.Body.Close()
+		return resp.StatusCode == http.StatusOK
+	})
+
+	p.queue("ops@example.com")
+	c := signIn(t, base)
+	if s := status(t, c, http.MethodPost, base+"/api/task/revoke/under-a-prefix"); s != http.StatusOK {
+		t.Fatalf("the operator's write: %d\n%s", s, proc.logs.String())
+	}
+	if s := status(t, c, http.MethodPost, base+"/logout"); s != http.StatusOK {
+		t.Fatalf("logout: %d", s)
+	}
+	if s := status(t, c, http.MethodGet, base+"/api/workers"); s != http.StatusUnauthorized {
+		t.Fatalf("after signing out: %d", s)
 	}
 }
