@@ -374,6 +374,11 @@ func TestOIDCSignIn(t *testing.T) {
 			t.Fatalf("an expired ID token: %d %s", s, body)
 		}
 	})
+	for _, secret := range []string{p.m.ClientSecret, "the-fleet-cookie-secret-0123456789"} {
+		if strings.Contains(logs.String(), secret) {
+			t.Errorf("the log shows a secret:\n%s", logs.String())
+		}
+	}
 }
 
 // TestSessionOutlivesRestartAndCrossesReplicas: a session cookie holds

@@ -227,7 +227,7 @@ func (s *Service) callback(w http.ResponseWriter, r *http.Request) {
 	}
 	tok, err := cfg.Exchange(s.httpContext(ctx), q.Get("code"), oauth2.VerifierOption(l.Verifier))
 	if err != nil {
-		s.cfg.Log.Warn("sign-in refused: the code was not exchanged", slog.Any("err", err))
+		s.cfg.Log.Warn("sign-in refused: the code was not exchanged", exchangeError(err))
 		writeError(w, http.StatusForbidden, "sign-in failed: the provider did not accept the code")
 		return
 	}
@@ -255,6 +255,20 @@ func (s *Service) callback(w http.ResponseWriter, r *http.Request) {
 	s.setCookie(w, r, SessionCookie, v, s.cookiePath(), s.cfg.Lifetime)
 	s.cfg.Log.Info("signed in", slog.String("user", sess.User), slog.String("method", sess.Method))
 	http.Redirect(w, r, l.Next, http.StatusFound)
+}
+
+// exchangeError says why the token endpoint refused, without its body,
+// which may echo the code.
+func exchangeError(err error) slog.Attr {
+	var re *oauth2.RetrieveError
+	if errors.As(err, &re) {
+		status := 0
+		if re.Response != nil {
+			status = re.Response.StatusCode
+		}
+		return slog.Group("err", slog.Int("status", status), slog.String("error", printable(re.ErrorCode, 100)))
+	}
+	return slog.Any("err", err)
 }
 
 // admit picks the first of the person's addresses the rules admit (as
