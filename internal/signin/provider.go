@@ -327,8 +327,9 @@ type GitHub struct {
 	// WithOrgs reads the organisations.
 	WithOrgs bool
 	HTTP     *http.Client
-	// APIURL overrides the API's base URL (tests).
-	APIURL string
+	// WebURL and APIURL override the sign-in's and the API's base URLs
+	// (tests).
+	WebURL, APIURL string
 }
 
 // Method implements Provider.
@@ -348,6 +349,13 @@ func (g *GitHub) api() string {
 	return "https://" + g.domain() + "/api/v3"
 }
 
+func (g *GitHub) web() string {
+	if g.WebURL != "" {
+		return strings.TrimRight(g.WebURL, "/")
+	}
+	return "https://" + g.domain()
+}
+
 func (g *GitHub) config(context.Context) (*oauth2.Config, error) {
 	scopes := g.Client.Scopes
 	if scopes == nil {
@@ -359,8 +367,8 @@ func (g *GitHub) config(context.Context) (*oauth2.Config, error) {
 	return &oauth2.Config{
 		ClientID: g.Client.ID, ClientSecret: g.Client.Secret, Scopes: scopes,
 		Endpoint: oauth2.Endpoint{
-			AuthURL:   "https://" + g.domain() + "/login/oauth/authorize",
-			TokenURL:  "https://" + g.domain() + "/login/oauth/access_token",
+			AuthURL:   g.web() + "/login/oauth/authorize",
+			TokenURL:  g.web() + "/login/oauth/access_token",
 			AuthStyle: oauth2.AuthStyleInParams,
 		},
 	}, nil

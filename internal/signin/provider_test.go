@@ -5,10 +5,16 @@ import (
 	"errors"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"slices"
+	"strings"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"golang.org/x/oauth2"
+
+	"github.com/stamen-dev/stamen/internal/auth"
 )
 
 // githubAPI answers GitHub's /user, /user/emails and /user/orgs for the
@@ -111,4 +117,74 @@ func (r rewriteHost) RoundTrip(req *http.Request) (*http.Response, error) {
 	u.Scheme, u.Host = "http", r.base[len("http://"):]
 	req.URL = &u
 	return http.DefaultTransport.RoundTrip(req)
+}
+
+// TestGitHubSignIn runs the whole sign-in against a fake GitHub: /login
+// sends the browser to GitHub with state and a PKCE challenge; the
+// callback exchanges the code with the verifier and the client secret,
+// reads the user, and sets a session whose holder is the verified
+// address --auth admits, as an operator.
+func TestGitHubSignIn(t *testing.T) {
+	api := githubAPI(t)
+	var verifier atomic.Value
+	web := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/login/oauth/access_token" || r.ParseForm() != nil {
+			w.WriteHeader(http.StatusNotFound)
+			return
+		}
+		if r.Form.Get("code") != "the-code" || r.Form.Get("client_secret") != "client-secret" || r.Form.Get("code_verifier") == "" {
+			w.WriteHeader(http.StatusBadRequest)
+			_, _ = w.Write([]byte(`{"error": "bad_verification_code"}`))
+			return
+		}
+		verifier.Store(r.Form.Get("code_verifier"))
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write([]byte(`{"access_token": "tok", "token_type": "bearer", "scope": "user:email"}`))
+	}))
+	t.Cleanup(web.Close)
+	gh := &GitHub{Client: Client{ID: "client-id", Secret: "client-secret"}, HTTP: web.Client(), WebURL: web.URL, APIURL: api.URL}
+	s, err := New(Config{Provider: gh, Rules: Rules{Allow: mustPattern(t, ".*@example.com")},
+		Secret: []byte("0123456789abcdef0123"), RedirectURL: "https://stamen.example/login"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := httptest.NewRecorder()
+	s.ServeHTTP(w, httptest.NewRequest(http.MethodGet, "/login?next=/api/workers", nil))
+	loc, err := url.Parse(w.Header().Get("Location"))
+	if w.Code != http.StatusFound || err != nil || !strings.HasPrefix(loc.String(), web.URL+"/login/oauth/authorize?") {
+		t.Fatalf("/login: %d to %q", w.Code, w.Header().Get("Location"))
+	}
+	q := loc.Query()
+	if q.Get("client_id") != "client-id" || q.Get("scope") != "user:email" || q.Get("redirect_uri") != "https://stamen.example/login" ||
+		q.Get("code_challenge_method") != "S256" || q.Get("state") == "" || q.Has("nonce") {
+		t.Fatalf("the authorization request: %s", loc)
+	}
+	login := w.Result().Cookies()
+	if len(login) != 1 || !login[0].HttpOnly || !login[0].Secure || login[0].SameSite != http.SameSiteLaxMode || login[0].Path != "/login" {
+		t.Fatalf("the sign-in's cookie: %+v", login)
+	}
+	r := httptest.NewRequest(http.MethodGet, "/login?code=the-code&state="+url.QueryEscape(q.Get("state")), nil)
+	r.AddCookie(login[0])
+	w = httptest.NewRecorder()
+	s.ServeHTTP(w, r)
+	if w.Code != http.StatusFound || w.Header().Get("Location") != "/api/workers" {
+		t.Fatalf("the callback: %d to %q: %s", w.Code, w.Header().Get("Location"), w.Body)
+	}
+	if v, _ := verifier.Load().(string); oauth2.S256ChallengeFromVerifier(v) != q.Get("code_challenge") {
+		t.Error("the code was exchanged without the challenge's verifier")
+	}
+	var session *http.Cookie
+	for _, c := range w.Result().Cookies() {
+		if c.Name == SessionCookie {
+			session = c
+		}
+	}
+	if session == nil || !session.HttpOnly || !session.Secure || session.SameSite != http.SameSiteLaxMode || session.MaxAge != int(DefaultLifetime/time.Second) {
+		t.Fatalf("the session cookie: %+v", session)
+	}
+	r = httptest.NewRequest(http.MethodGet, "/api/workers", nil)
+	r.AddCookie(session)
+	if p, ok := s.Identify(r); !ok || p.Name != "octo@example.com" || p.Role != auth.Operator || p.Method != MethodGitHub {
+		t.Fatalf("the session's holder: %+v %v", p, ok)
+	}
 }
