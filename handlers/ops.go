@@ -93,6 +93,7 @@ func (h *Handlers) listAudit(p auditops.ListAuditParams, _ any) middleware.Respo
 			Time:      dateTime(r.Time),
 			User:      &r.User,
 			Role:      &r.Role,
+			Auth:      r.Auth,
 			Remote:    &r.Remote,
 			Operation: &r.Operation,
 			Method:    &r.Method,

@@ -1633,6 +1633,10 @@ func init() {
         "status"
       ],
       "properties": {
+        "auth": {
+          "description": "how the user signed in: basic, token, cert (a client certificate), none (no credentials configured), proxy (a trusted proxy's identity header), or the sign-in provider of a session (oidc, google, github, gitlab, okta)",
+          "type": "string"
+        },
         "count": {
           "description": "how many items a bulk operation acted on (purged messages, revoked tasks, ...)",
           "type": "integer",
@@ -1678,7 +1682,7 @@ func init() {
           "format": "date-time"
         },
         "user": {
-          "description": "the credential's name: the basic-auth user, token-\u003cfirst 8 hex digits of the token's SHA-256\u003e; without credentials configured, cert:\u003csubject\u003e of a client certificate (--ca_certs), else anonymous",
+          "description": "the caller's name: the signed-in person's e-mail address (or subject, when the provider gives none), the basic-auth user, token-\u003cfirst 8 hex digits of the token's SHA-256\u003e; without credentials configured, cert:\u003csubject\u003e of a client certificate (--ca_certs), else anonymous",
           "type": "string"
         }
       }
@@ -4643,6 +4647,10 @@ func init() {
         "status"
       ],
       "properties": {
+        "auth": {
+          "description": "how the user signed in: basic, token, cert (a client certificate), none (no credentials configured), proxy (a trusted proxy's identity header), or the sign-in provider of a session (oidc, google, github, gitlab, okta)",
+          "type": "string"
+        },
         "count": {
           "description": "how many items a bulk operation acted on (purged messages, revoked tasks, ...)",
           "type": "integer",
@@ -4688,7 +4696,7 @@ func init() {
           "format": "date-time"
         },
         "user": {
-          "description": "the credential's name: the basic-auth user, token-\u003cfirst 8 hex digits of the token's SHA-256\u003e; without credentials configured, cert:\u003csubject\u003e of a client certificate (--ca_certs), else anonymous",
+          "description": "the caller's name: the signed-in person's e-mail address (or subject, when the provider gives none), the basic-auth user, token-\u003cfirst 8 hex digits of the token's SHA-256\u003e; without credentials configured, cert:\u003csubject\u003e of a client certificate (--ca_certs), else anonymous",
           "type": "string"
         }
       }

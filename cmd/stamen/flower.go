@@ -21,17 +21,11 @@ var flowerIgnored = []struct {
 	{name: "natural_time", boolean: true, why: "it drives Flower's web UI, and stamen serves the API only"},
 	{name: "tasks_columns", why: "it drives Flower's web UI, and stamen serves the API only"},
 	{name: "broker_api", why: "stamen reads RabbitMQ queue lengths through the broker, without the management plugin"},
-	{name: "cookie_secret", why: "it signs Flower's OAuth login cookie, and stamen has no OAuth login"},
-	{name: "oauth2_key", why: "stamen has no OAuth login"},
-	{name: "oauth2_secret", why: "stamen has no OAuth login"},
-	{name: "oauth2_redirect_uri", why: "stamen has no OAuth login"},
 }
 
 // Flower's options that stamen cannot honour and must not ignore: each
 // stops stamen at start, saying what to do instead.
 var flowerRefused = []struct{ name, why string }{
-	{"auth", "stamen has no OAuth login: give users --basic_auth or --auth_token (viewers: --viewer_basic_auth, --viewer_auth_token), or client certificates (--ca_certs)"},
-	{"auth_provider", "stamen has no OAuth login: give users --basic_auth or --auth_token (viewers: --viewer_basic_auth, --viewer_auth_token), or client certificates (--ca_certs)"},
 	{"conf", "stamen does not read Flower's Python configuration file: give its options as flags or FLOWER_<NAME> variables"},
 }
 

@@ -21,6 +21,9 @@ func unsetFlowerOnlyEnv(t *testing.T) {
 	for _, o := range flowerRefused {
 		names = append(names, o.name)
 	}
+	names = append(names, "auth", "auth_provider", "oauth2_key", "oauth2_secret", "oauth2_redirect_uri", "cookie_secret",
+		"oidc_issuer", "oidc_client_id", "oidc_client_secret", "github_oauth_domain", "gitlab_oauth_domain",
+		"gitlab_auth_allowed_groups", "gitlab_min_access_level", "oauth2_okta_base_url")
 	for _, n := range append(names, "debug", "logging") {
 		for _, p := range []string{"STAMEN_", "FLOWER_"} {
 			t.Setenv(p+strings.ToUpper(n), "")
@@ -48,12 +51,8 @@ func TestFlowerOnlyOptions(t *testing.T) {
 			args: []string{"--auto_refresh=False", "--natural_time", "--tasks-columns", "name,uuid,state",
 				"--broker_api=http://guest:guest@rabbit:15672/api/"},
 			wantIgnored: []string{"auto_refresh", "natural_time", "tasks_columns", "broker_api"}, wantLevel: "info"},
-		{name: "from the environment", env: map[string]string{"FLOWER_BROKER_API": "http://u:p@h/api/", "FLOWER_COOKIE_SECRET": "c"},
-			wantIgnored: []string{"broker_api", "cookie_secret"}, wantLevel: "info"},
-		{name: "OAuth", args: []string{"--auth=.*@example.com", "--auth_provider=flower.views.auth.GithubLoginHandler"},
-			wantErr: []string{"--auth: stamen has no OAuth login", "--auth_provider: stamen has no OAuth login"}},
-		{name: "OAuth from the environment", env: map[string]string{"FLOWER_AUTH": "a@example.com"},
-			wantErr: []string{"--auth: stamen has no OAuth login"}},
+		{name: "from the environment", env: map[string]string{"FLOWER_BROKER_API": "http://u:p@h/api/"},
+			wantIgnored: []string{"broker_api"}, wantLevel: "info"},
 		{name: "a Flower configuration file", args: []string{"--conf=flowerconfig.py"},
 			wantErr: []string{"--conf: stamen does not read Flower's Python configuration file"}},
 		{name: "debug", args: []string{"--debug"}, wantLevel: "debug"},

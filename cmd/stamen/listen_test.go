@@ -359,6 +359,7 @@ func TestUnixSocket(t *testing.T) {
 // auditRecord is what the tests read of an audit record.
 type auditRecord struct {
 	User   string `json:"user"`
+	Auth   string `json:"auth"`
 	Remote string `json:"remote"`
 	Path   string `json:"path"`
 }

@@ -69,6 +69,7 @@ type options struct {
 	authToken       string
 	viewerAuthToken string
 	authFile        string
+	signIn          signInOptions
 
 	persistent        bool
 	db                string
@@ -214,6 +215,14 @@ func (b *switchFlag) Set(v string) error {
 
 // IsBoolFlag lets the switch be given alone (--read_only).
 func (b *switchFlag) IsBoolFlag() bool { return true }
+
+// urlPrefixPath is --url_prefix as a path: "/flower", or "" without one.
+func urlPrefixPath(prefix string) string {
+	if prefix = strings.Trim(prefix, "/"); prefix == "" {
+		return ""
+	}
+	return "/" + prefix
+}
 
 func orDefault(v, def string) string {
 	if v == "" {
@@ -401,10 +410,14 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 		"serve Go's profiling endpoints (/debug/pprof/; not cmdline, which may show passwords) on this host:port, apart from the API and without authentication: keep it on loopback; empty: off")
 	str(&o.logLevel, "logging", orDefault(envString("LOGGING"), "info"), "log level: debug, info, warn, error")
 	switchVar(&o.debug, "debug", "DEBUG", false, "Flower's debug switch: log at debug level when --logging is left at info")
+	registerSignIn(&o.signIn, fs, &e, str, hidden, both)
 	flowerOnly := registerFlowerOnly(fs, both)
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}
+	fs.Visit(func(f *flag.Flag) {
+		o.signIn.oauth2SecretFlag = o.signIn.oauth2SecretFlag || f.Name == "oauth2_secret" || f.Name == "oauth2-secret"
+	})
 	if err := e.check(fs); err != nil {
 		return o, err
 	}
@@ -604,6 +617,11 @@ func run(args []string, stderr io.Writer) int {
 		log.Error("invalid credentials configuration", slog.Any("err", err))
 		return 2
 	}
+	signInPages, err := o.signIn.setUp(authn, urlPrefixPath(o.urlPrefix), log)
+	if err != nil {
+		log.Error("invalid sign-in configuration", slog.Any("err", err))
+		return 2
+	}
 	tlsCfg, err := tlsConfig(o, log)
 	if err != nil {
 		log.Error("invalid TLS configuration", slog.Any("err", err))
@@ -651,6 +669,7 @@ func run(args []string, stderr io.Writer) int {
 		ApplyTimeout:     o.applyTimeout,
 		URLPrefix:        o.urlPrefix,
 		Auth:             authn,
+		SignIn:           signInPages,
 		SaveInterval:     time.Duration(o.stateSaveInterval) * time.Millisecond,
 		Logger:           log,
 

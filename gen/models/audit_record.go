@@ -16,6 +16,9 @@ import (
 // swagger:model AuditRecord
 type AuditRecord struct {
 
+	// how the user signed in: basic, token, cert (a client certificate), none (no credentials configured), proxy (a trusted proxy's identity header), or the sign-in provider of a session (oidc, google, github, gitlab, okta)
+	Auth string `json:"auth,omitempty"`
+
 	// how many items a bulk operation acted on (purged messages, revoked tasks, ...)
 	Count *int64 `json:"count,omitempty"`
 
@@ -57,7 +60,7 @@ type AuditRecord struct {
 	// Format: date-time
 	Time *strfmt.DateTime `json:"time"`
 
-	// the credential's name: the basic-auth user, token-<first 8 hex digits of the token's SHA-256>; without credentials configured, cert:<subject> of a client certificate (--ca_certs), else anonymous
+	// the caller's name: the signed-in person's e-mail address (or subject, when the provider gives none), the basic-auth user, token-<first 8 hex digits of the token's SHA-256>; without credentials configured, cert:<subject> of a client certificate (--ca_certs), else anonymous
 	// Required: true
 	User *string `json:"user"`
 }

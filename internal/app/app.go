@@ -148,7 +148,11 @@ type Config struct {
 	// (0: 15 s).
 	QueueLengthInterval time.Duration
 	// Auth holds the credentials; nil or empty serves without them.
-	Auth   *auth.Authenticator
+	Auth *auth.Authenticator
+	// SignIn, when set, serves the sign-in's pages (signin.Paths: /login,
+	// /logout) under the prefix; Auth must let them through (AddPublic)
+	// and identify its sessions (UseSessions).
+	SignIn http.Handler
 	Logger *slog.Logger
 }
 

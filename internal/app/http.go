@@ -22,6 +22,7 @@ import (
 	"github.com/stamen-dev/stamen/internal/auth"
 	"github.com/stamen-dev/stamen/internal/docs"
 	"github.com/stamen-dev/stamen/internal/metrics"
+	"github.com/stamen-dev/stamen/internal/signin"
 	"github.com/stamen-dev/stamen/restapi"
 	"github.com/stamen-dev/stamen/restapi/operations"
 )
@@ -97,6 +98,12 @@ func newHTTPHandler(h *handlers.Handlers, m *metrics.Metrics, log *audit.Log, cf
 	mux.Handle("GET /docs", docsHandler)
 	mux.Handle("GET /docs/", docsHandler)
 	mux.Handle("GET /metrics", m.Handler())
+	if cfg.SignIn != nil {
+		// Outside the spec: pages a browser is sent to, not operations.
+		for _, p := range signin.Paths {
+			mux.Handle(p, cfg.SignIn)
+		}
+	}
 	// These paths answer GET, and HEAD, which the mux serves with GET's
 	// handler, only. Another method would fall through to the API handler
 	// below, whose router does not know them and answers 404; they answer
@@ -337,7 +344,7 @@ func auditRecord(r *http.Request, op string, route *middleware.MatchedRoute, max
 	}
 	params, cut := audit.Params(path, r.URL.Query(), declared, body)
 	return audit.Record{
-		Time: time.Now().UTC(), User: name, Role: p.Role.String(), Remote: clientAddr(r, xheaders),
+		Time: time.Now().UTC(), User: name, Role: p.Role.String(), Auth: p.Method, Remote: clientAddr(r, xheaders),
 		Operation: op, Method: r.Method, Path: audit.Path(r.URL.Path),
 		Params: params, ParamsCut: cut,
 	}

@@ -23,9 +23,12 @@ import (
 
 // Record is one call of a write operation.
 type Record struct {
-	Time      time.Time      `json:"time"`
-	User      string         `json:"user"`
-	Role      string         `json:"role"`
+	Time time.Time `json:"time"`
+	User string    `json:"user"`
+	Role string    `json:"role"`
+	// Auth is how the user signed in (auth.Principal.Method): basic,
+	// token, cert, none, proxy, or a sign-in provider (oidc, google, ...).
+	Auth      string         `json:"auth,omitempty"`
 	Remote    string         `json:"remote"` // socket's ip:port; a proxy's ip with --xheaders (app's clientAddr)
 	Operation string         `json:"operation"`
 	Method    string         `json:"method"`
@@ -311,7 +314,7 @@ const pruneEvery = 256
 // call it records has already been answered.
 func (l *Log) Record(ctx context.Context, r Record) {
 	args := []any{
-		slog.Time("time", r.Time), slog.String("user", r.User), slog.String("role", r.Role),
+		slog.Time("time", r.Time), slog.String("user", r.User), slog.String("role", r.Role), slog.String("auth", r.Auth),
 		slog.String("remote", r.Remote), slog.String("operation", r.Operation),
 		slog.String("method", r.Method), slog.String("path", redact.String(r.Path)), slog.Int("status", r.Status),
 	}

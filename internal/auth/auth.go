@@ -111,11 +111,17 @@ type Authenticator struct {
 
 	mu       sync.Mutex
 	verified map[[32]byte]Role
+
+	// proxy and session identify callers without an Authorization header
+	// (UseProxy, UseSessions); public are the paths they serve to callers
+	// not yet signed in (AddPublic).
+	proxy, session SignIn
+	public         map[string]bool
 }
 
-// Enabled reports whether any credential is configured.
+// Enabled reports whether any credential or sign-in is configured.
 func (a *Authenticator) Enabled() bool {
-	return a != nil && (len(a.basic) > 0 || len(a.tokens) > 0)
+	return a != nil && (len(a.basic) > 0 || len(a.tokens) > 0 || a.proxy != nil || a.session != nil)
 }
 
 // AddBasic adds comma-separated user:password pairs with a role. A password
@@ -225,7 +231,8 @@ func (a *Authenticator) Authenticate(r *http.Request) (Role, error) {
 	return p.Role, err
 }
 
-// Principal is who called: the credential's name and its role.
+// Principal is who called: the credential's name, its role and how the
+// caller proved it (Method).
 type Principal struct {
 	// Name is the basic-auth user name; for a bearer token, "token-" and
 	// the first 8 hex digits of the token's SHA-256 (a name that tells
@@ -233,7 +240,21 @@ type Principal struct {
 	// when stamen runs without credentials.
 	Name string
 	Role Role
+	// Method is how the caller signed in: MethodBasic, MethodToken,
+	// MethodCert, MethodNone, or a sign-in's own (a provider's name for a
+	// session, "proxy" for a proxy's identity header).
+	Method string
 }
+
+// The methods of the credentials Authenticator checks itself.
+const (
+	MethodBasic = "basic"
+	MethodToken = "token"
+	MethodCert  = "cert"
+	// MethodNone is a caller let in without credentials, none being
+	// configured.
+	MethodNone = "none"
+)
 
 // Anonymous is every caller when no credential is configured.
 const Anonymous = "anonymous"
@@ -260,7 +281,7 @@ func (a *Authenticator) Identify(r *http.Request) (Principal, error) {
 		if role == None {
 			return Principal{}, err
 		}
-		return Principal{Name: user, Role: role}, err
+		return Principal{Name: user, Role: role, Method: MethodBasic}, err
 	case "bearer":
 		best := None
 		th := sha256.Sum256([]byte(value))
@@ -272,7 +293,7 @@ func (a *Authenticator) Identify(r *http.Request) (Principal, error) {
 		if best == None {
 			return Principal{}, nil
 		}
-		return Principal{Name: TokenName(value), Role: best}, nil
+		return Principal{Name: TokenName(value), Role: best, Method: MethodToken}, nil
 	}
 	return Principal{}, nil
 }

@@ -36,6 +36,64 @@ func needsOperator(r *http.Request) bool {
 
 type principalKey struct{}
 
+// A SignIn identifies callers by something other than the credentials in
+// the Authorization header: a trusted proxy's identity header, a session
+// cookie (internal/signin).
+type SignIn interface {
+	// Identify returns the caller and true when the request carries an
+	// identity of this kind that holds; false when it carries none (or
+	// none that holds, as a tampered or expired cookie). A caller
+	// identified whose role is None (signed in, but admitted by no role
+	// rule) is refused with 403.
+	Identify(r *http.Request) (Principal, bool)
+}
+
+// A Challenger answers a caller that has no identity at all, when it knows
+// better than a 401: a browser asking for a page is sent to sign in. It
+// returns false to leave the answer to the middleware.
+type Challenger interface {
+	Challenge(w http.ResponseWriter, r *http.Request) bool
+}
+
+// UseProxy identifies callers by a proxy's identity header. It is asked
+// before the Authorization header is: the proxy vouches for the request,
+// and may pass an Authorization header of its own along.
+func (a *Authenticator) UseProxy(s SignIn) { a.proxy = s }
+
+// UseSessions identifies callers by a session, when they send no
+// Authorization header. When s is a Challenger, callers without any
+// identity are answered by it.
+func (a *Authenticator) UseSessions(s SignIn) { a.session = s }
+
+// AddPublic makes paths answer without credentials: the sign-in's own
+// pages, which a caller not yet signed in must reach.
+func (a *Authenticator) AddPublic(paths ...string) {
+	if a.public == nil {
+		a.public = map[string]bool{}
+	}
+	for _, p := range paths {
+		a.public[p] = true
+	}
+}
+
+// Identity is who made a request, as handlers see it: the user's name
+// (an e-mail address or subject when signed in, a basic-auth user name,
+// a token's name, cert:<subject>, or anonymous), how they proved it
+// (Principal.Method) and their role.
+type Identity struct {
+	User   string
+	Method string
+	Role   Role
+}
+
+// IdentityFrom returns the caller Middleware established for the request;
+// the zero Identity (role None) for a public path or a request that did
+// not go through it.
+func IdentityFrom(ctx context.Context) Identity {
+	p := PrincipalFrom(ctx)
+	return Identity{User: p.Name, Method: p.Method, Role: p.Role}
+}
+
 // RoleFrom returns the role Middleware established for the request: None
 // for a request that did not go through it, or asked for a public path.
 func RoleFrom(ctx context.Context) Role {
@@ -61,15 +119,16 @@ func withPrincipal(r *http.Request, p Principal) *http.Request {
 func (a *Authenticator) Middleware(deny func(w http.ResponseWriter, r *http.Request, status int, msg string), next http.Handler) http.Handler {
 	if !a.Enabled() {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			next.ServeHTTP(w, withPrincipal(r, Principal{Name: anonymousName(r), Role: Operator}))
+			name, method := anonymousName(r)
+			next.ServeHTTP(w, withPrincipal(r, Principal{Name: name, Role: Operator, Method: method}))
 		})
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if isPublic(r.URL.Path) {
+		if isPublic(r.URL.Path) || a.public[r.URL.Path] {
 			next.ServeHTTP(w, r)
 			return
 		}
-		p, err := a.Identify(r)
+		p, signedIn, err := a.identifyAny(r)
 		role := p.Role
 		switch {
 		case errors.Is(err, ErrBusy):
@@ -77,9 +136,16 @@ func (a *Authenticator) Middleware(deny func(w http.ResponseWriter, r *http.Requ
 			// under a flood of wrong passwords.
 			w.Header().Set("Retry-After", "1")
 			deny(w, r, http.StatusServiceUnavailable, "too many password checks in progress; retry shortly")
+		case signedIn && role == None:
+			deny(w, r, http.StatusForbidden, "signed in as "+p.Name+", whom no role rule admits")
 		case role == None:
-			w.Header().Set("WWW-Authenticate", `Basic realm="stamen", charset="UTF-8"`)
-			w.Header().Add("WWW-Authenticate", `Bearer realm="stamen"`)
+			if c, ok := a.session.(Challenger); ok && c.Challenge(w, r) {
+				return
+			}
+			if a.session == nil || !fromScript(r) {
+				w.Header().Set("WWW-Authenticate", `Basic realm="stamen", charset="UTF-8"`)
+				w.Header().Add("WWW-Authenticate", `Bearer realm="stamen"`)
+			}
 			deny(w, r, http.StatusUnauthorized, "authentication required")
 		case needsOperator(r) && role < Operator:
 			deny(w, withPrincipal(r, p), http.StatusForbidden, "the viewer role may not call this operation")
@@ -89,20 +155,52 @@ func (a *Authenticator) Middleware(deny func(w http.ResponseWriter, r *http.Requ
 	})
 }
 
+// fromScript tells a request a page's script made (fetch, XHR), by the
+// header browsers set on them. With sessions, such a 401 carries no
+// WWW-Authenticate: a Basic challenge would make the browser pop up its
+// password dialog over a page whose session ended, where the page should
+// send the person to sign in again.
+func fromScript(r *http.Request) bool {
+	switch r.Header.Get("Sec-Fetch-Mode") {
+	case "cors", "same-origin", "no-cors":
+		return true
+	}
+	return false
+}
+
+// identifyAny identifies the caller by the proxy's header, the
+// Authorization header, then the session, the first that the request
+// carries; signedIn tells a caller identified by a sign-in.
+func (a *Authenticator) identifyAny(r *http.Request) (p Principal, signedIn bool, err error) {
+	if a.proxy != nil {
+		if p, ok := a.proxy.Identify(r); ok {
+			return p, true, nil
+		}
+	}
+	if a.session != nil && r.Header.Get("Authorization") == "" {
+		if p, ok := a.session.Identify(r); ok {
+			return p, true, nil
+		}
+		return Principal{}, false, nil
+	}
+	p, err = a.Identify(r)
+	return p, false, err
+}
+
 // maxCertName bounds a certificate's subject as a caller's name: the audit
 // log keeps one per record.
 const maxCertName = 256
 
-// anonymousName names a caller without credentials: by its client
-// certificate when the TLS handshake verified one (--ca_certs), so that
-// the audit log tells which client did what, else Anonymous.
-func anonymousName(r *http.Request) string {
+// anonymousName names a caller without credentials, and how: by its
+// client certificate when the TLS handshake verified one (--ca_certs), so
+// that the audit log tells which client did what, else Anonymous.
+func anonymousName(r *http.Request) (name, method string) {
 	if r.TLS == nil || len(r.TLS.VerifiedChains) == 0 || len(r.TLS.VerifiedChains[0]) == 0 {
-		return Anonymous
+		return Anonymous, MethodNone
 	}
-	name := "cert:" + r.TLS.VerifiedChains[0][0].Subject.String()
+	name = "cert:" + r.TLS.VerifiedChains[0][0].Subject.String()
 	if len(name) > maxCertName {
 		name = strings.ToValidUTF8(name[:maxCertName], "")
 	}
-	return name
+	return name, MethodCert
 }
