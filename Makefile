@@ -2,7 +2,7 @@
 SWAGGER := go tool swagger
 GO_TEST_FLAGS ?= -race -count=1
 
-.PHONY: all build generate check-generated validate test unit bench run fmt vet
+.PHONY: all build generate check-generated docs check-docs validate test unit bench run fmt vet
 
 all: build
 
@@ -29,6 +29,17 @@ generate:
 check-generated: generate
 	git diff --exit-code -- restapi gen go.mod go.sum
 	test -z "$$(git status --porcelain -- restapi gen)"
+
+# Regenerates docs/configuration.md from the flag definitions
+# (cmd/stamen's TestConfigurationDoc writes it). Run it after adding or
+# changing a flag.
+docs:
+	STAMEN_WRITE_DOCS=1 go test -count=1 -run '^TestConfigurationDoc$$' ./cmd/stamen/
+
+# Fails when the committed docs/configuration.md differs from the flags.
+check-docs: docs
+	git diff --exit-code -- docs/configuration.md
+	test -z "$$(git status --porcelain -- docs/configuration.md)"
 
 fmt:
 	gofmt -l -w $$(git ls-files '*.go' | grep -v '^gen/\|^restapi/')

@@ -8,12 +8,14 @@
 #   2. go vet ./...
 #   3. gofmt                 every .go file outside the generated restapi/ and gen/
 #   4. make check-generated  regenerate the go-swagger code; fail on any diff
-#   5. go test -race -count=1 ./...   with STAMEN_INTEGRATION=1, so the
+#   5. make check-docs       regenerate docs/configuration.md from the flags;
+#                            fail on any diff
+#   6. go test -race -count=1 ./...   with STAMEN_INTEGRATION=1, so the
 #                            integration tests run (and fail, never skip,
 #                            when Celery or a broker is missing); the step
 #                            also fails when any test was skipped (see
 #                            ALLOWED_SKIPS)
-#   6. fuzz                  each Go fuzz target for STAMEN_FUZZ_TIME (20000 runs)
+#   7. fuzz                  each Go fuzz target for STAMEN_FUZZ_TIME (20000 runs)
 #
 # Every step runs even when an earlier one failed (except 1: without the
 # services the tests cannot run), then a summary is printed; the exit status
@@ -150,6 +152,7 @@ if [ "${STAMEN_SKIP_GENERATED:-0}" = 1 ]; then
 else
   step check-generated make --no-print-directory check-generated
 fi
+step check-docs make --no-print-directory check-docs
 step "go test" go_test "$@"
 step fuzz fuzz_targets
 record total "$([ "$FAILED" = 0 ] && echo ok || echo FAIL)" "$(since "$T0")"

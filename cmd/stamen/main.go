@@ -280,8 +280,44 @@ func (s *hiddenString) Set(v string) error { *s = hiddenString(v); return nil }
 func parseFlags(args []string, stderr io.Writer) (options, error) {
 	var o options
 	var e envParser
+	fs, flowerOnly := defineFlags(&o, &e, stderr)
+	if err := fs.Parse(args); err != nil {
+		return o, err
+	}
+	fs.Visit(func(f *flag.Flag) {
+		o.signIn.oauth2SecretFlag = o.signIn.oauth2SecretFlag || f.Name == "oauth2_secret" || f.Name == "oauth2-secret"
+	})
+	if err := e.check(fs); err != nil {
+		return o, err
+	}
+	var err error
+	if o.flowerIgnored, err = flowerOnly(); err != nil {
+		return o, err
+	}
+	// As Flower: debug raises the default level only.
+	if o.debug && o.logLevel == "info" {
+		o.logLevel = "debug"
+	}
+	if fs.NArg() > 0 {
+		// Not echoed: a stray argument is often a flag's value cut off
+		// from it (--broker= redis://:password@host).
+		return o, fmt.Errorf("%d unexpected arguments after the flags (not shown: they may hold a password)", fs.NArg())
+	}
+	if err := o.validate(); err != nil {
+		return o, err
+	}
+	return o, o.parseUseSSL()
+}
+
+// defineFlags registers every option on a new flag set whose values land
+// in o, their defaults read from the environment through e. The second
+// value, called once the set is parsed, names the ignored Flower options
+// given and errs on a refused one (registerFlowerOnly). --help prints
+// printUsage; docs/configuration.md is generated from the same set.
+func defineFlags(o *options, e *envParser, stderr io.Writer) (*flag.FlagSet, func() ([]string, error)) {
 	fs := flag.NewFlagSet("stamen", flag.ContinueOnError)
 	fs.SetOutput(stderr)
+	fs.Usage = func() { printUsage(fs.Output(), fs) }
 	both := func(name string, register func(string)) {
 		register(name)
 		if alt := strings.ReplaceAll(name, "_", "-"); alt != name {
@@ -309,8 +345,8 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 		*p = def
 		both(name, func(n string) { fs.Var((*hiddenString)(p), n, usage) })
 	}
-	secret(&o.broker, "broker", envString("BROKER", "CELERY_BROKER_URL"), "broker URL: redis://[:password@]host:port/db, rediss://, sentinel://host:26379[;sentinel://...], amqp://user:pass@host:port/vhost, amqps://; empty starts the embedded broker")
-	secret(&o.resultBackend, "result_backend", envString("RESULT_BACKEND", "CELERY_RESULT_BACKEND"), "result backend URL: redis://... or rpc:// (default: rpc:// on AMQP, the broker on Redis)")
+	secret(&o.broker, "broker", envString("BROKER", envExtra["broker"]...), "broker URL: redis://[:password@]host:port/db, rediss://, sentinel://host:26379[;sentinel://...], amqp://user:pass@host:port/vhost, amqps://; empty starts the embedded broker")
+	secret(&o.resultBackend, "result_backend", envString("RESULT_BACKEND", envExtra["result_backend"]...), "result backend URL: redis://... or rpc:// (default: rpc:// on AMQP, the broker on Redis)")
 	hidden(&o.brokerTransport, "broker_transport_options", envString("BROKER_TRANSPORT_OPTIONS"),
 		`Redis transport options as a JSON object, as Celery's broker_transport_options: global_keyprefix, master_name (sentinel://), sentinel_kwargs, sep, priority_steps`)
 	hidden(&o.resultTransport, "result_backend_transport_options", envString("RESULT_BACKEND_TRANSPORT_OPTIONS"),
@@ -410,34 +446,8 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 		"serve Go's profiling endpoints (/debug/pprof/; not cmdline, which may show passwords) on this host:port, apart from the API and without authentication: keep it on loopback; empty: off")
 	str(&o.logLevel, "logging", orDefault(envString("LOGGING"), "info"), "log level: debug, info, warn, error")
 	switchVar(&o.debug, "debug", "DEBUG", false, "Flower's debug switch: log at debug level when --logging is left at info")
-	registerSignIn(&o.signIn, fs, &e, str, hidden, both)
-	flowerOnly := registerFlowerOnly(fs, both)
-	if err := fs.Parse(args); err != nil {
-		return o, err
-	}
-	fs.Visit(func(f *flag.Flag) {
-		o.signIn.oauth2SecretFlag = o.signIn.oauth2SecretFlag || f.Name == "oauth2_secret" || f.Name == "oauth2-secret"
-	})
-	if err := e.check(fs); err != nil {
-		return o, err
-	}
-	var err error
-	if o.flowerIgnored, err = flowerOnly(); err != nil {
-		return o, err
-	}
-	// As Flower: debug raises the default level only.
-	if o.debug && o.logLevel == "info" {
-		o.logLevel = "debug"
-	}
-	if fs.NArg() > 0 {
-		// Not echoed: a stray argument is often a flag's value cut off
-		// from it (--broker= redis://:password@host).
-		return o, fmt.Errorf("%d unexpected arguments after the flags (not shown: they may hold a password)", fs.NArg())
-	}
-	if err := o.validate(); err != nil {
-		return o, err
-	}
-	return o, o.parseUseSSL()
+	registerSignIn(&o.signIn, fs, e, str, hidden, both)
+	return fs, registerFlowerOnly(fs, both)
 }
 
 // parseUseSSL reads --broker_use_ssl in the keys of the broker's library

@@ -208,8 +208,19 @@ func testReconcileAfterRestart(t *testing.T, bin string, st missedStore) {
 	cmds, bases := startReplicas(t, bin, st, args)
 	base := bases[0]
 	// Every task reserved at once (prefetch 4 x 50), 4 running.
-	testcluster.StartWorker(t, testcluster.WorkerOptions{Name: "recon", Broker: broker, Backend: backend, Concurrency: 4,
+	w := testcluster.StartWorker(t, testcluster.WorkerOptions{Name: "recon", Broker: broker, Backend: backend, Concurrency: 4,
 		ExtraArgs: []string{"--prefetch-multiplier", "50"}})
+	// Redis pub/sub drops the events published before stamen subscribes:
+	// the worker alive by its events says stamen listens before the tasks go.
+	await(t, 30*time.Second, "stamen ingesting "+w.Name+"'s events", func() bool {
+		resp, err := http.Get(base + "/api/workers?status=1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return strings.Contains(string(b), `"`+w.Name+`": true`)
+	})
 	gate := "stamen-test-gate"
 	out := testcluster.RunClient(t, testcluster.ClientOptions{Broker: broker, Backend: backend}, `
 import sys

@@ -19,53 +19,84 @@ import (
 	"github.com/stamen-dev/stamen/internal/testcluster"
 )
 
-// The README's "Run it" section: the start line's URLs, the worker's
-// command line and the API calls, as a new user copies them.
 var (
+	// readmeStartLine is the start line the README shows, and stamen logs.
 	readmeStartLine = regexp.MustCompile(`broker_url=(redis://\S+) result_backend=(redis://\S+)`)
-	readmeWorker    = regexp.MustCompile("`(celery -A proj [^`]+)`")
-	readmeCurl      = regexp.MustCompile(`(?m)^curl -s (?:-X (\w+) )?127\.0\.0\.1:5555(\S+)(?: -d '([^']*)')?$`)
+	// readmeBlock is a fenced sh block.
+	readmeBlock = regexp.MustCompile("(?s)```sh\n(.*?)```")
 )
 
-// readmeProj is the `proj` app of the README's worker command: an app that
-// takes its broker and result backend from the command line.
-const readmeProj = `from celery import Celery
+// The URLs and address of the README, replaced by the test's own.
+const (
+	readmeBroker  = "redis://:PASSWORD@127.0.0.1:6380/0"
+	readmeBackend = "redis://:PASSWORD@127.0.0.1:6380/1"
+	readmeAPI     = "127.0.0.1:5555"
+)
 
-app = Celery("proj")
+// readmeSection is the README's section that starts with heading.
+func readmeSection(t *testing.T, readme, heading string) string {
+	t.Helper()
+	start := strings.Index(readme, "\n"+heading+"\n")
+	if start < 0 {
+		t.Fatalf("README.md has no %q section", heading)
+	}
+	s := readme[start+1:]
+	if end := strings.Index(s[len(heading):], "\n## "); end >= 0 {
+		s = s[:len(heading)+end]
+	}
+	return s
+}
 
+// readmeCommands is every line of the fenced sh blocks of section.
+func readmeCommands(section string) []string {
+	var out []string
+	for _, m := range readmeBlock.FindAllStringSubmatch(section, -1) {
+		for line := range strings.Lines(m[1]) {
+			if line = strings.TrimSpace(line); line != "" {
+				out = append(out, line)
+			}
+		}
+	}
+	return out
+}
 
-@app.task(name="proj.add")
-def add(x, y):
-    return x + y
-`
-
-// TestReadmeRunIt follows the README's "Run it" as written, against the
-// binary and a real Celery worker (the system's 5.2 and 5.6): stamen on
-// its embedded broker, the worker started by the README's own command
-// line with the URLs stamen logged, then the README's calls. The worker
-// runs the task the README sends and its result is 5. Only the ports
-// differ from the README's, so that the test shares no port.
+// TestReadmeRunIt follows the README as a new user does, against the
+// binary and real Celery workers (the system's 5.2 and 5.6): "Run it"
+// starts stamen on its embedded broker (the test starts the binary it
+// built, with the same flags, and reads the URLs from the start line the
+// README shows); then every command of the "Five-minute tour" runs as
+// written, through bash, in the repository: the quickstart worker, send.py,
+// and the curl calls. Only the password, the ports and python3 (the
+// interpreter of the Celery release under test) differ from the README's.
+// Each step's effect is checked: the tasks send.py sent reach their final
+// states, the failures are listed and grouped, the retry sends them again
+// and they fail again, and the pool grows by two processes.
 func TestReadmeRunIt(t *testing.T) {
 	testcluster.Require(t)
-	readme, err := os.ReadFile("../../README.md")
+	raw, err := os.ReadFile("../../README.md")
 	if err != nil {
 		t.Fatal(err)
 	}
-	section := string(readme)
-	start := strings.Index(section, "## Run it")
-	if start < 0 {
-		t.Fatal(`README.md has no "## Run it" section`)
+	readme := string(raw)
+	run := readmeCommands(readmeSection(t, readme, "## Run it"))
+	if len(run) != 1 || run[0] != "go run ./cmd/stamen" {
+		t.Fatalf("the README's Run it runs %q, want go run ./cmd/stamen (what this test starts)", run)
 	}
-	section = section[start:]
-	section = section[:strings.Index(section[3:], "\n## ")+3]
-	m := readmeWorker.FindStringSubmatch(section)
-	if m == nil {
-		t.Fatalf("no `celery -A proj ...` command in the README's Run it:\n%s", section)
+	if !readmeStartLine.MatchString(readme) || !strings.Contains(readme, "broker_url="+readmeBroker+" result_backend="+readmeBackend) {
+		t.Fatalf("the README's start line does not show %s and %s", readmeBroker, readmeBackend)
 	}
-	workerArgs := strings.Fields(m[1])
-	curls := readmeCurl.FindAllStringSubmatch(section, -1)
-	if len(curls) == 0 {
-		t.Fatal("no curl call in the README's Run it")
+	tour := readmeCommands(readmeSection(t, readme, "## Five-minute tour"))
+	if len(tour) != 9 {
+		t.Fatalf("the README's tour has %d commands; this test knows 9:\n%s", len(tour), strings.Join(tour, "\n"))
+	}
+	setup, worker, send, curls := tour[:2], tour[2], tour[3], tour[4:]
+	if !strings.HasPrefix(setup[0], "cd ") || !strings.HasPrefix(setup[1], "export ") ||
+		!strings.Contains(worker, " worker ") || !strings.Contains(send, "send.py") {
+		t.Fatalf("the tour's commands are not cd, export, the worker, send.py: %q", tour[:4])
+	}
+	root, err := filepath.Abs("../..")
+	if err != nil {
+		t.Fatal(err)
 	}
 	bin := buildBinary(t)
 
@@ -73,10 +104,11 @@ func TestReadmeRunIt(t *testing.T) {
 		t.Run("celery"+release, func(t *testing.T) {
 			testcluster.RequireCelery(t, release)
 			brokerAddr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
-			port := freePort(t)
-			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+			api := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+			ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 			defer cancel()
-			cmd := exec.CommandContext(ctx, bin, "--port", fmt.Sprint(port), "--embedded_broker_address", brokerAddr,
+			_, port, _ := strings.Cut(api, ":")
+			cmd := exec.CommandContext(ctx, bin, "--port", port, "--embedded_broker_address", brokerAddr,
 				"--db", filepath.Join(t.TempDir(), "stamen.db"))
 			cmd.Env = append(os.Environ(), "STAMEN_EMBEDDED_BROKER_PASSWORD=")
 			stderr, err := cmd.StderrPipe()
@@ -103,55 +135,74 @@ func TestReadmeRunIt(t *testing.T) {
 			}
 			go func() { _, _ = io.Copy(io.Discard, stderr) }()
 
-			dir := t.TempDir()
-			if err := os.WriteFile(filepath.Join(dir, "proj.py"), []byte(readmeProj), 0o644); err != nil {
+			// What the reader changes: the password (and here the ports).
+			local := strings.NewReplacer(readmeBroker, broker, readmeBackend, backend, readmeAPI, api)
+			prelude := local.Replace(strings.Join(setup, "\n"))
+			// python3 is the interpreter of the release under test.
+			pybin := t.TempDir()
+			if err := os.Symlink(testcluster.Python, filepath.Join(pybin, "python3")); err != nil {
 				t.Fatal(err)
 			}
-			args := []string{"-m"}
-			for _, a := range workerArgs {
-				a = strings.Replace(a, "redis://:PASSWORD@127.0.0.1:6380/0", broker, 1)
-				a = strings.Replace(a, "redis://:PASSWORD@127.0.0.1:6380/1", backend, 1)
-				args = append(args, a)
-			}
-			worker := exec.CommandContext(ctx, testcluster.Python, args...)
-			worker.Dir = dir
-			worker.Env = append(os.Environ(), "PYTHONDONTWRITEBYTECODE=1")
+			env := append(os.Environ(), "PATH="+pybin+":"+os.Getenv("PATH"), "PYTHONDONTWRITEBYTECODE=1")
 			if release != testcluster.Celery52 {
-				worker.Env = append(worker.Env, "PYTHONPATH="+filepath.Join(testcluster.CeleryCache(), release, "root", "usr", "lib", "python3", "dist-packages"))
+				env = append(env, "PYTHONPATH="+filepath.Join(testcluster.CeleryCache(), release, "root", "usr", "lib", "python3", "dist-packages"))
 			}
-			worker.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-			out := &syncBuffer{}
-			worker.Stdout, worker.Stderr = out, out
-			if err := worker.Start(); err != nil {
+			shell := func(command string) *exec.Cmd {
+				c := exec.CommandContext(ctx, "bash", "-euc", prelude+"\n"+local.Replace(command))
+				c.Dir, c.Env = root, env
+				return c
+			}
+			// sh runs one of the tour's commands to its end: its output.
+			sh := func(command string) string {
+				t.Helper()
+				out, err := shell(command).CombinedOutput()
+				if err != nil {
+					t.Fatalf("the README's %q: %v\n%s", command, err, out)
+				}
+				return string(out)
+			}
+
+			w := shell(worker)
+			w.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+			wout := &syncBuffer{}
+			w.Stdout, w.Stderr = wout, wout
+			if err := w.Start(); err != nil {
 				t.Fatal(err)
 			}
 			exited := make(chan error, 1)
-			go func() { exited <- worker.Wait() }()
+			go func() { exited <- w.Wait() }()
 			defer func() {
-				_ = syscall.Kill(-worker.Process.Pid, syscall.SIGKILL) // the pool's children too
+				_ = syscall.Kill(-w.Process.Pid, syscall.SIGKILL) // the pool's children too
 				<-exited
+				if t.Failed() {
+					t.Logf("worker output:\n%s", wout.String())
+				}
 			}()
 
-			base := fmt.Sprintf("http://127.0.0.1:%d", port)
-			call := func(method, path, body string) (int, string) {
+			base := "http://" + api
+			get := func(path string) string {
 				t.Helper()
-				req, err := http.NewRequestWithContext(ctx, method, base+path, strings.NewReader(body))
+				resp, err := http.Get(base + path)
 				if err != nil {
-					t.Fatal(err)
-				}
-				resp, err := http.DefaultClient.Do(req)
-				if err != nil {
-					t.Fatalf("%s %s: %v", method, path, err)
+					t.Fatalf("GET %s: %v", path, err)
 				}
 				defer resp.Body.Close()
 				b, _ := io.ReadAll(resp.Body)
-				return resp.StatusCode, string(b)
+				return string(b)
 			}
-			defer func() {
-				if t.Failed() {
-					t.Logf("worker output:\n%s", out.String())
+			// states counts the tasks of name by state.
+			states := func(name string) map[string]int {
+				t.Helper()
+				var tasks map[string]struct{ State string }
+				if err := json.Unmarshal([]byte(get("/api/tasks?taskname="+name)), &tasks); err != nil {
+					t.Fatalf("/api/tasks?taskname=%s: %v", name, err)
 				}
-			}()
+				n := map[string]int{}
+				for _, task := range tasks {
+					n[task.State]++
+				}
+				return n
+			}
 			testcluster.Eventually(t, 15*time.Second, "stamen answering /healthcheck", func() bool {
 				resp, err := http.Get(base + "/healthcheck")
 				if err == nil {
@@ -159,47 +210,91 @@ func TestReadmeRunIt(t *testing.T) {
 				}
 				return err == nil
 			})
-			// The README's calls in order; the first (the workers) until
-			// the worker shows, the others once.
-			var taskID string
-			for i, c := range curls {
-				method, path, body := c[1], c[2], c[3]
-				if method == "" {
-					method = http.MethodGet
+			// The worker alive by its events: stamen hears what it sends.
+			testcluster.Eventually(t, 60*time.Second, "the tour's worker quickstart@tour online", func() bool {
+				select {
+				case err := <-exited:
+					exited <- err // for the deferred wait
+					t.Fatalf("the README's worker command %q exited: %v", worker, err)
+				default:
 				}
-				var status int
-				var got string
-				testcluster.Eventually(t, 60*time.Second, method+" "+path+" listing the README's worker", func() bool {
-					select {
-					case err := <-exited:
-						exited <- err // for the deferred wait
-						t.Fatalf("the README's worker command %q exited: %v", m[1], err)
-					default:
-					}
-					status, got = call(method, path, body)
-					return i > 0 || (status == http.StatusOK && strings.Contains(got, `"proj.add"`))
-				})
-				if status != http.StatusOK {
-					t.Fatalf("%s %s: %d %s", method, path, status, got)
-				}
-				var v struct {
-					TaskID string `json:"task-id"`
-				}
-				if json.Unmarshal([]byte(got), &v) == nil && v.TaskID != "" {
-					taskID = v.TaskID
-				}
-			}
-			if taskID == "" {
-				t.Fatal("none of the README's calls sent a task")
-			}
-			var got string
-			testcluster.Eventually(t, 30*time.Second, "the README's task "+taskID+" SUCCESS", func() bool {
-				_, got = call(http.MethodGet, "/api/task/result/"+taskID, "")
-				return strings.Contains(got, `"SUCCESS"`)
+				return strings.Contains(get("/api/workers?status=1"), `"quickstart@tour": true`)
 			})
-			if !strings.Contains(got, `"result":5`) {
-				t.Fatalf("the README's task answered %s, want result 5", got)
+
+			// 2. send.py: every task reaches its final state.
+			if out := sh(send); !strings.Contains(out, "sent 10 tasks and a chain of 3") {
+				t.Fatalf("send.py printed %q", out)
 			}
+			testcluster.Eventually(t, 60*time.Second, "send.py's tasks finished", func() bool {
+				return states("tasks.add")["SUCCESS"] == 8 && states("tasks.fail")["FAILURE"] == 2 &&
+					states("tasks.flaky")["SUCCESS"] == 1
+			})
+			var results []float64
+			var added map[string]struct{ Result string }
+			if err := json.Unmarshal([]byte(get("/api/tasks?taskname=tasks.add")), &added); err != nil {
+				t.Fatal(err)
+			}
+			for _, task := range added {
+				var r float64
+				if json.Unmarshal([]byte(task.Result), &r) == nil {
+					results = append(results, r)
+				}
+			}
+			if !containsFloat(results, 10) {
+				t.Errorf("no tasks.add returned 10, the chain's end: %v", results)
+			}
+
+			// 3. The failures, listed and grouped.
+			if out := sh(curls[0]); strings.Count(out, `"state": "FAILURE"`)+strings.Count(out, `"state":"FAILURE"`) != 2 ||
+				!strings.Contains(out, "this task fails on purpose") {
+				t.Errorf("the README's %q: %s", curls[0], out)
+			}
+			var failures struct {
+				Groups []struct {
+					Taskname  string
+					Exception string `json:"exception_type"`
+					Count     int
+				}
+			}
+			if out := sh(curls[1]); json.Unmarshal([]byte(out), &failures) != nil || len(failures.Groups) != 1 ||
+				failures.Groups[0].Taskname != "tasks.fail" || failures.Groups[0].Exception != "ValueError" || failures.Groups[0].Count != 2 {
+				t.Errorf("the README's %q: %s, want one group of 2 ValueError in tasks.fail", curls[1], out)
+			}
+
+			// 4. The retry sends both again; they fail again.
+			var retry struct {
+				Matched int
+				Retried map[string]string
+			}
+			if out := sh(curls[2]); json.Unmarshal([]byte(out), &retry) != nil || retry.Matched != 2 || len(retry.Retried) != 2 {
+				t.Fatalf("the README's %q: %s, want 2 retried", curls[2], out)
+			}
+			testcluster.Eventually(t, 30*time.Second, "the retried tasks failed again", func() bool {
+				return states("tasks.fail")["FAILURE"] == 4
+			})
+
+			// 5. The pool grows from 2 processes to 4.
+			if out := sh(curls[3]); !strings.Contains(out, "Growing 'quickstart@tour' worker's pool by 2") {
+				t.Fatalf("the README's %q: %s", curls[3], out)
+			}
+			var info map[string]struct {
+				Stats struct {
+					Pool struct{ Processes []int }
+				}
+			}
+			testcluster.Eventually(t, 30*time.Second, "the pool at 4 processes", func() bool {
+				out := sh(curls[4])
+				return json.Unmarshal([]byte(out), &info) == nil && len(info["quickstart@tour"].Stats.Pool.Processes) == 4
+			})
 		})
 	}
+}
+
+func containsFloat(xs []float64, x float64) bool {
+	for _, v := range xs {
+		if v == x {
+			return true
+		}
+	}
+	return false
 }

@@ -11,6 +11,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/uuid"
+	goredis "github.com/redis/go-redis/v9"
+
 	"github.com/stamen-dev/stamen/internal/testcluster"
 )
 
@@ -57,6 +60,7 @@ func TestRetryFromStoreAfterRestart(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	awaitSubscribed(t, a, sentDB, "first")
 	srv := httptest.NewServer(a.Handler)
 	old := fmt.Sprint(post(srv, "/api/task/send-task/stamen.echo_fail", map[string]any{
 		"args": []any{"stored", 2}, "kwargs": map[string]any{"z": []any{1}}, "queue": queue,
@@ -73,6 +77,9 @@ func TestRetryFromStoreAfterRestart(t *testing.T) {
 		t.Fatalf("reopen: %v", err)
 	}
 	defer b.Close()
+	// The worker runs the retry within milliseconds: the restarted stamen
+	// must be listening before it is sent, or the task's events are gone.
+	awaitSubscribed(t, b, sentDB, "restarted")
 	srv = httptest.NewServer(b.Handler)
 	defer srv.Close()
 	r := post(srv, "/api/task/retry/"+old, nil)
@@ -82,4 +89,23 @@ func TestRetryFromStoreAfterRestart(t *testing.T) {
 	if got := failedWith(b, fmt.Sprint(r["task-id"])); got != want {
 		t.Errorf("the retry failed with %s, want %s", got, want)
 	}
+}
+
+// awaitSubscribed returns once a has subscribed to the events of Redis
+// database db: it publishes a probe task's events until a has ingested
+// them. Redis pub/sub drops what is published before the subscription, so
+// a test whose worker is already running must wait for this before it
+// sends a task whose events it expects. name names the probe's task and
+// worker.
+func awaitSubscribed(t *testing.T, a *App, db int, name string) {
+	t.Helper()
+	rdb := goredis.NewClient(&goredis.Options{Addr: testcluster.RedisAddr(), DB: db})
+	defer rdb.Close()
+	// A new id each time: a restarted stamen restores the earlier probes.
+	id := uuid.NewString()
+	testcluster.PublishUntil(t, rdb, fmt.Sprintf("/%d.celeryev/task.multi", db),
+		testcluster.SucceededTaskEnvelope(id, "probe."+name, "probe@"+name, 1), func() bool {
+			_, ok := a.State.Task(id)
+			return ok
+		})
 }
