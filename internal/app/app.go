@@ -371,6 +371,9 @@ func New(ctx context.Context, cfg Config) (*App, error) {
 			a.flushLoop(runCtx)
 		}()
 	}
+	if a.Postgres != nil {
+		a.wg.Go(func() { a.compactStatsLoop(runCtx) })
+	}
 	if a.Postgres != nil && (cfg.MaxTaskAge > 0 || cfg.DBMaxTasks > 0) {
 		a.wg.Go(func() { a.retainLoop(runCtx) })
 	}

@@ -1,6 +1,7 @@
 package app
 
 import (
+	"context"
 	"fmt"
 	"log/slog"
 	"time"
@@ -108,4 +109,18 @@ func (a *App) flushStats() error {
 		return fmt.Errorf("write the task statistics: %w", err)
 	}
 	return nil
+}
+
+// compactStatsEvery is how often a replica folds the fleet's activity
+// deltas (pgstore.CompactStats): reads sum what is not folded yet, so it
+// bounds their cost, not their freshness.
+const compactStatsEvery = 2 * time.Second
+
+// compactStatsLoop folds the fleet's activity deltas until ctx ends.
+func (a *App) compactStatsLoop(ctx context.Context) {
+	tick(ctx, compactStatsEvery, func(now time.Time) {
+		if _, err := a.Postgres.CompactStats(ctx, now); err != nil && ctx.Err() == nil {
+			a.log.Warn("folding the task statistics in PostgreSQL failed; retrying later", slog.Any("err", err))
+		}
+	})
 }

@@ -154,6 +154,7 @@ func (a *Aggregate) Stats(q Query) Result {
 	stepMin := int64(q.Step / time.Minute)
 	first := floorDiv(q.From.Unix(), 60)
 	var hist [Bins]int64
+	var pcts []float64
 	now := a.nowMinute()
 	for b := range res.Buckets {
 		bk := &res.Buckets[b]
@@ -188,8 +189,12 @@ func (a *Aggregate) Stats(q Query) Result {
 			}
 		}
 		if runs > 0 {
-			p50, p95 := percentile(&hist, runs, 0.50), percentile(&hist, runs, 0.95)
-			bk.P50, bk.P95 = &p50, &p95
+			// One allocation for every bucket's percentiles.
+			if pcts == nil {
+				pcts = make([]float64, 0, 2*q.N)
+			}
+			pcts = append(pcts, percentile(&hist, runs, 0.50), percentile(&hist, runs, 0.95))
+			bk.P50, bk.P95 = &pcts[len(pcts)-2], &pcts[len(pcts)-1]
 		}
 	}
 	kept := max(a.since, a.droppedBefore, now-a.retentionMinutes())
@@ -198,6 +203,20 @@ func (a *Aggregate) Stats(q Query) Result {
 		res.KeptSince = &t
 	}
 	return res
+}
+
+// Percentiles estimates the 50th and 95th percentiles of the runtimes
+// counted in hist by bin; nil when it holds none.
+func Percentiles(hist *[Bins]int64) (p50, p95 *float64) {
+	var n int64
+	for _, c := range hist {
+		n += c
+	}
+	if n <= 0 {
+		return nil, nil
+	}
+	a, b := percentile(hist, n, 0.50), percentile(hist, n, 0.95)
+	return &a, &b
 }
 
 // percentile is the nearest-rank percentile p of n runtimes in hist.

@@ -56,10 +56,13 @@ func NewGetTaskStats(ctx *middleware.Context, handler GetTaskStatsHandler) *GetT
 //     the counts are whole.
 //   - With --db postgres://: from the fleet's shared task history,
 //     so every replica answers the same. Each task counts once per
-//     state, at the latest time it entered it (the record keeps one
-//     time per state: a retried task's first reception is not
-//     counted), and the percentiles are exact. The read is bounded
-//     by --db_timeout (503 past it).
+//     state, at the time its record holds for it (the latest: a
+//     retried task's first reception is not counted); replicas
+//     writing the same records count them once. The counts are kept
+//     by minute as the records change, for 7 days, also for the
+//     tasks --db_max_tasks or --max_task_age later delete, and the
+//     percentiles are estimated from the same histogram as in
+//     memory. The read is bounded by --db_timeout (503 past it).
 //
 // The filters are exact, case-insensitive matches, as GET
 // /api/tasks's; `queue` is the queue the task was sent to, as the
