@@ -243,3 +243,26 @@ func TestRetentionAndRestore(t *testing.T) {
 		t.Fatal("a corrupt record restored")
 	}
 }
+
+func TestCellEncoding(t *testing.T) {
+	var c Cell
+	c.N = [NumKinds]int64{3, -2, 1 << 40, 0, 7, -1}
+	c.Hist[0], c.Hist[5], c.Hist[Bins-1] = 4, -3, 1<<33
+	var got Cell
+	got.N[0], got.Hist[5] = 1, 3
+	if err := got.AddEncoded(AppendCell(nil, &c)); err != nil {
+		t.Fatal(err)
+	}
+	want := c
+	want.N[0]++
+	want.Hist[5] += 3
+	if got != want {
+		t.Fatalf("decoded %+v\nwant %+v", got, want)
+	}
+	for _, bad := range [][]byte{{1, 2}, append(AppendCell(nil, &Cell{}), 0, 2), append(AppendCell(nil, &Cell{}), 0xff, 0x01, 2)} {
+		var x Cell
+		if x.AddEncoded(bad) == nil {
+			t.Errorf("%x decoded", bad)
+		}
+	}
+}
