@@ -68,6 +68,8 @@ type Config struct {
 	SSEHeartbeat time.Duration
 	// Audit is the audit log GET /api/audit reads; nil answers 503.
 	Audit *audit.Log
+	// Stats answers GET /api/stats/tasks; nil answers 503.
+	Stats TaskStats
 	// Now is the clock; tests replace it.
 	Now func() time.Time
 }
@@ -328,6 +330,7 @@ func (h *Handlers) Register(api *operations.StamenAPI) {
 	api.TasksRevokeTasksHandler = tasks.RevokeTasksHandlerFunc(h.revokeTasks)
 	api.TasksRetryTasksHandler = tasks.RetryTasksHandlerFunc(h.retryTasks)
 	api.TasksListFailuresHandler = tasks.ListFailuresHandlerFunc(h.listFailures)
+	api.TasksGetTaskStatsHandler = tasks.GetTaskStatsHandlerFunc(h.getTaskStats)
 	api.TasksSetTaskTimeoutHandler = tasks.SetTaskTimeoutHandlerFunc(h.setTaskTimeout)
 	api.TasksSetTaskRateLimitHandler = tasks.SetTaskRateLimitHandlerFunc(h.setTaskRateLimit)
 

@@ -185,6 +185,7 @@ var typedParams = []struct {
 	{"/api/worker/pool/autoscale/", nil, []string{"min", "max"}, false},
 	{"/api/queues/purge/", []string{"force"}, nil, true},
 	{"/api/audit", nil, []string{"limit", "offset"}, false},
+	{"/api/stats/tasks", nil, []string{"step", "window"}, false},
 }
 
 // paramTypes returns the boolean and number query parameters the operation

@@ -70,6 +70,9 @@ func (h *Handlers) listTasks(p tasks.ListTasksParams, _ any) middleware.Responde
 	if err != nil {
 		return h.readError("tasks", err)
 	}
+	if f := deref(p.Format); f == "csv" || f == "jsonl" {
+		return taskExportBody{list: list, ctx: p.HTTPRequest.Context(), failed: h.readError, csv: f == "csv"}
+	}
 	return taskListBody{list: list, ctx: p.HTTPRequest.Context(), failed: h.readError}
 }
 

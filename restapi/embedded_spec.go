@@ -23,7 +23,7 @@ func init() {
   ],
   "swagger": "2.0",
   "info": {
-    "description": "The flower API spec, as served by stamen: the Celery Flower 2.x REST API\n(its 20 operations under /api/) over a real Celery cluster, and stamen's\nown 7 (purge, audit log, retry, bulk revoke and retry, failures, live\nevent stream): 27 operations.\n\nSuccess bodies have Flower's keys and shapes. Every error body is JSON\n` + "`" + `{\"error\": \"...\"}` + "`" + `. Where Flower answers a bad parameter with 500 or\nwaits forever, stamen answers 400 (bad or missing parameter) or 504 (a\nbounded wait that expired).\n\nWhen stamen runs with credentials, every operation needs HTTP basic\ncredentials or a bearer token (Authorize, in Swagger UI). Viewers may\ncall the GET operations but /api/audit; operators may call every\noperation. With --read_only every operation that is not a GET answers\nwith status 403. Every call of such an operation is recorded in the audit\nlog. Without credentials configured stamen listens on loopback only and\nasks for none.\n",
+    "description": "The flower API spec, as served by stamen: the Celery Flower 2.x REST API\n(its 20 operations under /api/) over a real Celery cluster, and stamen's\nown 8 (purge, audit log, retry, bulk revoke and retry, failures, live\nevent stream, task activity over time): 28 operations.\n\nSuccess bodies have Flower's keys and shapes. Every error body is JSON\n` + "`" + `{\"error\": \"...\"}` + "`" + `. Where Flower answers a bad parameter with 500 or\nwaits forever, stamen answers 400 (bad or missing parameter) or 504 (a\nbounded wait that expired).\n\nWhen stamen runs with credentials, every operation needs HTTP basic\ncredentials or a bearer token (Authorize, in Swagger UI). Viewers may\ncall the GET operations but /api/audit; operators may call every\noperation. With --read_only every operation that is not a GET answers\nwith status 403. Every call of such an operation is recorded in the audit\nlog. Without credentials configured stamen listens on loopback only and\nasks for none.\n",
     "title": "Flower",
     "version": "1.0.0-dev"
   },
@@ -289,6 +289,76 @@ func init() {
           },
           "504": {
             "$ref": "#/responses/Timeout"
+          }
+        }
+      }
+    },
+    "/api/stats/tasks": {
+      "get": {
+        "description": "Task activity over time: how many tasks were received, started,\nsucceeded, failed, retried and revoked in each bucket of ` + "`" + `step` + "`" + `\nseconds over the last ` + "`" + `window` + "`" + ` seconds, and the runtime of the\nsuccesses (50th and 95th percentiles, in seconds; null when the\nbucket has none). Buckets are aligned to multiples of step since\nthe Unix epoch, oldest first, the last one holding now; an event\ncounts in the bucket its timestamp (the worker's clock) falls in.\n\nWhere the counts come from:\n  - In memory (and with --db, the bbolt file, which keeps them\n    across restarts): every task event counts, so a task retried\n    and received again counts as received twice. Counts are kept in\n    one-minute cells per (task name, worker, queue) for 7 days and\n    are exact; the 50th and 95th percentiles are estimated from a\n    logarithmic histogram of 128 bins per cell between 1 ms and\n    100,000 s, within 7.5% of a runtime the bucket holds (faster\n    runtimes count as 1 ms, slower ones as 100,000 s). Memory is\n    bounded whatever the number of names: at most 2,048 (task\n    name, worker, queue) keys, and at most 12 MiB of cells in all\n    (under 16 MB with the keys). An event whose key is new when\n    2,048 are kept counts under a key of its own, ` + "`" + `other` + "`" + `, which\n    no filter matches: the bucket totals stay exact, and\n    ` + "`" + `folded` + "`" + ` says how many of the window's events a filtered\n    answer may miss that way. When the cells reach their bound the\n    oldest minutes are dropped first: ` + "`" + `kept_since` + "`" + ` says from when\n    the counts are whole.\n  - With --db postgres://: from the fleet's shared task history,\n    so every replica answers the same. Each task counts once per\n    state, at the time its record holds for it (the latest: a\n    retried task's first reception is not counted); replicas\n    writing the same records count them once. The counts are kept\n    by minute as the records change, for 7 days, also for the\n    tasks --db_max_tasks or --max_task_age later delete, and the\n    percentiles are estimated from the same histogram as in\n    memory. The read is bounded by --db_timeout (503 past it).\n\nThe filters are exact, case-insensitive matches, as GET\n/api/tasks's; ` + "`" + `queue` + "`" + ` is the queue the task was sent to, as the\nrouting key of its task-sent event (Celery sends to a queue with\nits name as routing key): a task without a task-sent event\n(task_send_sent_event off) has no queue.\n",
+        "tags": [
+          "tasks"
+        ],
+        "operationId": "getTaskStats",
+        "parameters": [
+          {
+            "maximum": 604800,
+            "minimum": 60,
+            "type": "integer",
+            "format": "int64",
+            "default": 3600,
+            "description": "seconds back from now, at most 7 days (default 3600)",
+            "name": "window",
+            "in": "query"
+          },
+          {
+            "maximum": 604800,
+            "minimum": 60,
+            "multipleOf": 60,
+            "type": "integer",
+            "format": "int64",
+            "default": 60,
+            "description": "seconds per bucket, a multiple of 60 (default 60); window/step buckets, at most 10,080",
+            "name": "step",
+            "in": "query"
+          },
+          {
+            "maxLength": 255,
+            "type": "string",
+            "description": "only tasks of this name",
+            "name": "taskname",
+            "in": "query"
+          },
+          {
+            "maxLength": 255,
+            "type": "string",
+            "description": "only tasks run by this worker",
+            "name": "workername",
+            "in": "query"
+          },
+          {
+            "maxLength": 255,
+            "type": "string",
+            "description": "only tasks sent to this queue",
+            "name": "queue",
+            "in": "query"
+          }
+        ],
+        "responses": {
+          "200": {
+            "description": "The buckets, oldest first",
+            "schema": {
+              "$ref": "#/definitions/TaskStats"
+            }
+          },
+          "400": {
+            "$ref": "#/responses/BadRequest"
+          },
+          "401": {
+            "$ref": "#/responses/Unauthorized"
+          },
+          "503": {
+            "$ref": "#/responses/Unavailable"
           }
         }
       }
@@ -848,7 +918,12 @@ func init() {
     },
     "/api/tasks": {
       "get": {
-        "description": "List tasks from the events state, as an object keyed by task id in\nresult order (newest first unless sort_by is given).\n",
+        "description": "List tasks from the events state, as an object keyed by task id in\nresult order (newest first unless sort_by is given).\n\nWith format=csv or format=jsonl the same selection (every filter,\nsort, limit and offset) is exported instead, streamed in chunks\nwhatever its size, with the memory of the unpaged list: format=csv\nis RFC 4180 CSV with a header row naming the task's fields\n(Celery's names, as in the JSON form; a null field is an empty\ncell, times are Unix seconds, children are space-separated ids);\nformat=jsonl is one task's JSON object per line (JSON Lines), each\nwith its uuid. Both come as an attachment (Content-Disposition). A\nstore error after the first bytes were sent aborts the response\n(its chunked body is never terminated), so that no client takes it\nfor the complete export.\n",
+        "produces": [
+          "application/json",
+          "text/csv",
+          "application/x-ndjson"
+        ],
         "tags": [
           "tasks"
         ],
@@ -928,11 +1003,23 @@ func init() {
             "description": "drop tasks received after this time (YYYY-MM-DD HH:MM, server local time)",
             "name": "received_end",
             "in": "query"
+          },
+          {
+            "enum": [
+              "json",
+              "csv",
+              "jsonl"
+            ],
+            "type": "string",
+            "default": "json",
+            "description": "json (Flower's object keyed by id, the default), csv or jsonl (an export of the same selection)",
+            "name": "format",
+            "in": "query"
           }
         ],
         "responses": {
           "200": {
-            "description": "Tasks keyed by id, in result order",
+            "description": "Tasks keyed by id, in result order; with format=csv or\nformat=jsonl, the tasks as CSV rows or JSON lines in that order\n",
             "schema": {
               "$ref": "#/definitions/TaskList"
             }
@@ -2183,6 +2270,94 @@ func init() {
         }
       }
     },
+    "TaskStats": {
+      "type": "object",
+      "required": [
+        "step",
+        "buckets"
+      ],
+      "properties": {
+        "buckets": {
+          "type": "array",
+          "items": {
+            "$ref": "#/definitions/TaskStatsBucket"
+          }
+        },
+        "folded": {
+          "description": "in memory, with a filter: the window's events counted under the ` + "`" + `other` + "`" + ` key (their key was new when the bound of keys was reached), which no filter matches; 0 otherwise",
+          "type": "integer",
+          "format": "int64"
+        },
+        "kept_since": {
+          "description": "in memory: the start of the oldest minute the counts are whole from, when the window reaches further back (older minutes were dropped to stay within the memory bound, or predate what this process and its store saw); absent when the whole window is kept",
+          "type": "string",
+          "format": "date-time",
+          "x-nullable": true
+        },
+        "step": {
+          "description": "seconds per bucket",
+          "type": "integer",
+          "format": "int64"
+        }
+      }
+    },
+    "TaskStatsBucket": {
+      "type": "object",
+      "required": [
+        "time",
+        "received",
+        "started",
+        "succeeded",
+        "failed",
+        "retried",
+        "revoked",
+        "runtime_p50",
+        "runtime_p95"
+      ],
+      "properties": {
+        "failed": {
+          "type": "integer",
+          "format": "int64"
+        },
+        "received": {
+          "type": "integer",
+          "format": "int64"
+        },
+        "retried": {
+          "type": "integer",
+          "format": "int64"
+        },
+        "revoked": {
+          "type": "integer",
+          "format": "int64"
+        },
+        "runtime_p50": {
+          "description": "seconds; null without a success in the bucket",
+          "type": "number",
+          "format": "double",
+          "x-nullable": true
+        },
+        "runtime_p95": {
+          "description": "seconds; null without a success in the bucket",
+          "type": "number",
+          "format": "double",
+          "x-nullable": true
+        },
+        "started": {
+          "type": "integer",
+          "format": "int64"
+        },
+        "succeeded": {
+          "type": "integer",
+          "format": "int64"
+        },
+        "time": {
+          "description": "the start of the bucket",
+          "type": "string",
+          "format": "date-time"
+        }
+      }
+    },
     "TaskTypes": {
       "type": "object",
       "required": [
@@ -2409,7 +2584,7 @@ func init() {
   ],
   "swagger": "2.0",
   "info": {
-    "description": "The flower API spec, as served by stamen: the Celery Flower 2.x REST API\n(its 20 operations under /api/) over a real Celery cluster, and stamen's\nown 7 (purge, audit log, retry, bulk revoke and retry, failures, live\nevent stream): 27 operations.\n\nSuccess bodies have Flower's keys and shapes. Every error body is JSON\n` + "`" + `{\"error\": \"...\"}` + "`" + `. Where Flower answers a bad parameter with 500 or\nwaits forever, stamen answers 400 (bad or missing parameter) or 504 (a\nbounded wait that expired).\n\nWhen stamen runs with credentials, every operation needs HTTP basic\ncredentials or a bearer token (Authorize, in Swagger UI). Viewers may\ncall the GET operations but /api/audit; operators may call every\noperation. With --read_only every operation that is not a GET answers\nwith status 403. Every call of such an operation is recorded in the audit\nlog. Without credentials configured stamen listens on loopback only and\nasks for none.\n",
+    "description": "The flower API spec, as served by stamen: the Celery Flower 2.x REST API\n(its 20 operations under /api/) over a real Celery cluster, and stamen's\nown 8 (purge, audit log, retry, bulk revoke and retry, failures, live\nevent stream, task activity over time): 28 operations.\n\nSuccess bodies have Flower's keys and shapes. Every error body is JSON\n` + "`" + `{\"error\": \"...\"}` + "`" + `. Where Flower answers a bad parameter with 500 or\nwaits forever, stamen answers 400 (bad or missing parameter) or 504 (a\nbounded wait that expired).\n\nWhen stamen runs with credentials, every operation needs HTTP basic\ncredentials or a bearer token (Authorize, in Swagger UI). Viewers may\ncall the GET operations but /api/audit; operators may call every\noperation. With --read_only every operation that is not a GET answers\nwith status 403. Every call of such an operation is recorded in the audit\nlog. Without credentials configured stamen listens on loopback only and\nasks for none.\n",
     "title": "Flower",
     "version": "1.0.0-dev"
   },
@@ -2738,6 +2913,85 @@ func init() {
           },
           "504": {
             "description": "A bounded wait expired (the result, a worker's reply, or the broker)",
+            "schema": {
+              "$ref": "#/definitions/Error"
+            }
+          }
+        }
+      }
+    },
+    "/api/stats/tasks": {
+      "get": {
+        "description": "Task activity over time: how many tasks were received, started,\nsucceeded, failed, retried and revoked in each bucket of ` + "`" + `step` + "`" + `\nseconds over the last ` + "`" + `window` + "`" + ` seconds, and the runtime of the\nsuccesses (50th and 95th percentiles, in seconds; null when the\nbucket has none). Buckets are aligned to multiples of step since\nthe Unix epoch, oldest first, the last one holding now; an event\ncounts in the bucket its timestamp (the worker's clock) falls in.\n\nWhere the counts come from:\n  - In memory (and with --db, the bbolt file, which keeps them\n    across restarts): every task event counts, so a task retried\n    and received again counts as received twice. Counts are kept in\n    one-minute cells per (task name, worker, queue) for 7 days and\n    are exact; the 50th and 95th percentiles are estimated from a\n    logarithmic histogram of 128 bins per cell between 1 ms and\n    100,000 s, within 7.5% of a runtime the bucket holds (faster\n    runtimes count as 1 ms, slower ones as 100,000 s). Memory is\n    bounded whatever the number of names: at most 2,048 (task\n    name, worker, queue) keys, and at most 12 MiB of cells in all\n    (under 16 MB with the keys). An event whose key is new when\n    2,048 are kept counts under a key of its own, ` + "`" + `other` + "`" + `, which\n    no filter matches: the bucket totals stay exact, and\n    ` + "`" + `folded` + "`" + ` says how many of the window's events a filtered\n    answer may miss that way. When the cells reach their bound the\n    oldest minutes are dropped first: ` + "`" + `kept_since` + "`" + ` says from when\n    the counts are whole.\n  - With --db postgres://: from the fleet's shared task history,\n    so every replica answers the same. Each task counts once per\n    state, at the time its record holds for it (the latest: a\n    retried task's first reception is not counted); replicas\n    writing the same records count them once. The counts are kept\n    by minute as the records change, for 7 days, also for the\n    tasks --db_max_tasks or --max_task_age later delete, and the\n    percentiles are estimated from the same histogram as in\n    memory. The read is bounded by --db_timeout (503 past it).\n\nThe filters are exact, case-insensitive matches, as GET\n/api/tasks's; ` + "`" + `queue` + "`" + ` is the queue the task was sent to, as the\nrouting key of its task-sent event (Celery sends to a queue with\nits name as routing key): a task without a task-sent event\n(task_send_sent_event off) has no queue.\n",
+        "tags": [
+          "tasks"
+        ],
+        "operationId": "getTaskStats",
+        "parameters": [
+          {
+            "maximum": 604800,
+            "minimum": 60,
+            "type": "integer",
+            "format": "int64",
+            "default": 3600,
+            "description": "seconds back from now, at most 7 days (default 3600)",
+            "name": "window",
+            "in": "query"
+          },
+          {
+            "maximum": 604800,
+            "minimum": 60,
+            "multipleOf": 60,
+            "type": "integer",
+            "format": "int64",
+            "default": 60,
+            "description": "seconds per bucket, a multiple of 60 (default 60); window/step buckets, at most 10,080",
+            "name": "step",
+            "in": "query"
+          },
+          {
+            "maxLength": 255,
+            "type": "string",
+            "description": "only tasks of this name",
+            "name": "taskname",
+            "in": "query"
+          },
+          {
+            "maxLength": 255,
+            "type": "string",
+            "description": "only tasks run by this worker",
+            "name": "workername",
+            "in": "query"
+          },
+          {
+            "maxLength": 255,
+            "type": "string",
+            "description": "only tasks sent to this queue",
+            "name": "queue",
+            "in": "query"
+          }
+        ],
+        "responses": {
+          "200": {
+            "description": "The buckets, oldest first",
+            "schema": {
+              "$ref": "#/definitions/TaskStats"
+            }
+          },
+          "400": {
+            "description": "A parameter or the body is missing or invalid",
+            "schema": {
+              "$ref": "#/definitions/Error"
+            }
+          },
+          "401": {
+            "description": "Credentials are missing or wrong",
+            "schema": {
+              "$ref": "#/definitions/Error"
+            }
+          },
+          "503": {
+            "description": "The broker, the result backend or the task store (PostgreSQL) is unavailable",
             "schema": {
               "$ref": "#/definitions/Error"
             }
@@ -3590,7 +3844,12 @@ func init() {
     },
     "/api/tasks": {
       "get": {
-        "description": "List tasks from the events state, as an object keyed by task id in\nresult order (newest first unless sort_by is given).\n",
+        "description": "List tasks from the events state, as an object keyed by task id in\nresult order (newest first unless sort_by is given).\n\nWith format=csv or format=jsonl the same selection (every filter,\nsort, limit and offset) is exported instead, streamed in chunks\nwhatever its size, with the memory of the unpaged list: format=csv\nis RFC 4180 CSV with a header row naming the task's fields\n(Celery's names, as in the JSON form; a null field is an empty\ncell, times are Unix seconds, children are space-separated ids);\nformat=jsonl is one task's JSON object per line (JSON Lines), each\nwith its uuid. Both come as an attachment (Content-Disposition). A\nstore error after the first bytes were sent aborts the response\n(its chunked body is never terminated), so that no client takes it\nfor the complete export.\n",
+        "produces": [
+          "application/json",
+          "text/csv",
+          "application/x-ndjson"
+        ],
         "tags": [
           "tasks"
         ],
@@ -3670,11 +3929,23 @@ func init() {
             "description": "drop tasks received after this time (YYYY-MM-DD HH:MM, server local time)",
             "name": "received_end",
             "in": "query"
+          },
+          {
+            "enum": [
+              "json",
+              "csv",
+              "jsonl"
+            ],
+            "type": "string",
+            "default": "json",
+            "description": "json (Flower's object keyed by id, the default), csv or jsonl (an export of the same selection)",
+            "name": "format",
+            "in": "query"
           }
         ],
         "responses": {
           "200": {
-            "description": "Tasks keyed by id, in result order",
+            "description": "Tasks keyed by id, in result order; with format=csv or\nformat=jsonl, the tasks as CSV rows or JSON lines in that order\n",
             "schema": {
               "$ref": "#/definitions/TaskList"
             }
@@ -5194,6 +5465,94 @@ func init() {
         "task-id": {
           "description": "the new task's id",
           "type": "string"
+        }
+      }
+    },
+    "TaskStats": {
+      "type": "object",
+      "required": [
+        "step",
+        "buckets"
+      ],
+      "properties": {
+        "buckets": {
+          "type": "array",
+          "items": {
+            "$ref": "#/definitions/TaskStatsBucket"
+          }
+        },
+        "folded": {
+          "description": "in memory, with a filter: the window's events counted under the ` + "`" + `other` + "`" + ` key (their key was new when the bound of keys was reached), which no filter matches; 0 otherwise",
+          "type": "integer",
+          "format": "int64"
+        },
+        "kept_since": {
+          "description": "in memory: the start of the oldest minute the counts are whole from, when the window reaches further back (older minutes were dropped to stay within the memory bound, or predate what this process and its store saw); absent when the whole window is kept",
+          "type": "string",
+          "format": "date-time",
+          "x-nullable": true
+        },
+        "step": {
+          "description": "seconds per bucket",
+          "type": "integer",
+          "format": "int64"
+        }
+      }
+    },
+    "TaskStatsBucket": {
+      "type": "object",
+      "required": [
+        "time",
+        "received",
+        "started",
+        "succeeded",
+        "failed",
+        "retried",
+        "revoked",
+        "runtime_p50",
+        "runtime_p95"
+      ],
+      "properties": {
+        "failed": {
+          "type": "integer",
+          "format": "int64"
+        },
+        "received": {
+          "type": "integer",
+          "format": "int64"
+        },
+        "retried": {
+          "type": "integer",
+          "format": "int64"
+        },
+        "revoked": {
+          "type": "integer",
+          "format": "int64"
+        },
+        "runtime_p50": {
+          "description": "seconds; null without a success in the bucket",
+          "type": "number",
+          "format": "double",
+          "x-nullable": true
+        },
+        "runtime_p95": {
+          "description": "seconds; null without a success in the bucket",
+          "type": "number",
+          "format": "double",
+          "x-nullable": true
+        },
+        "started": {
+          "type": "integer",
+          "format": "int64"
+        },
+        "succeeded": {
+          "type": "integer",
+          "format": "int64"
+        },
+        "time": {
+          "description": "the start of the bucket",
+          "type": "string",
+          "format": "date-time"
         }
       }
     },

@@ -35,7 +35,7 @@ bin="$(mktemp -d)/app.test"
 trap 'rm -f "$out" "$load" "$bin"; rmdir "$(dirname "$bin")"' EXIT
 cmd_pair="(cd internal/app && app.test -test.run ^\$ -test.bench ^BenchmarkRawPubSub\$ -test.benchtime ${n}x), then the same with ^BenchmarkIngest\$, $pairs times, app.test built by go test -c ./internal/app/"
 cmd_app="go test -run ^\$ -bench ^(BenchmarkConsume|BenchmarkHTTP)\$ -benchtime ${n}x ./internal/app/"
-cmd_state="go test -run ^\$ -bench . -benchmem ./internal/state/ ./internal/celery/"
+cmd_state="go test -run ^\$ -bench . -benchmem ./internal/state/ ./internal/celery/ ./internal/taskstats/"
 cmd_build="make -s build"
 cmd_load="go run ./bench/loadgen -stamen bin/stamen -tasks $tasks"
 go test -c -o "$bin" ./internal/app/

@@ -40,6 +40,7 @@ import (
 	"github.com/stamen-dev/stamen/internal/store"
 	"github.com/stamen-dev/stamen/internal/store/pgstore"
 	"github.com/stamen-dev/stamen/internal/stream"
+	"github.com/stamen-dev/stamen/internal/taskstats"
 )
 
 // Config is everything stamen can be told at start-up.
@@ -147,6 +148,8 @@ type Config struct {
 	// QueueLengthInterval is how often stamen_queue_length is refreshed
 	// (0: 15 s).
 	QueueLengthInterval time.Duration
+	// Now is the clock of the task statistics; nil is time.Now.
+	Now func() time.Time
 	// Auth holds the credentials; nil or empty serves without them.
 	Auth *auth.Authenticator
 	// SignIn, when set, serves the sign-in's pages (signin.Paths: /login,
@@ -177,7 +180,10 @@ type App struct {
 	Metrics   *metrics.Metrics
 	Events    *stream.Hub
 	Audit     *audit.Log
-	Handler   http.Handler
+	// Stats is the task activity GET /api/stats/tasks reads; nil with
+	// PostgreSQL, whose shared history it reads instead.
+	Stats   *taskstats.Aggregate
+	Handler http.Handler
 	// BrokerURL is the URL workers should use (the embedded broker's, with
 	// its password, when no broker was configured).
 	BrokerURL string
@@ -301,10 +307,14 @@ func New(ctx context.Context, cfg Config) (*App, error) {
 		}
 		reader = pgReader{a.Postgres}
 	case cfg.DBPath != "":
+		a.newStats()
 		if err := a.openStore(); err != nil {
 			a.Close()
 			return nil, err
 		}
+	}
+	if a.Stats == nil {
+		a.newStats()
 	}
 	a.Inspector = inspect.New(a.broker, cfg.InspectTimeout, cfg.MaxWorkers, a.log)
 	// An inspect of all workers waits only for those alive by heartbeat.
@@ -347,6 +357,7 @@ func New(ctx context.Context, cfg Config) (*App, error) {
 		Origin:         origin(),
 		Events:         a.Events,
 		SSEHeartbeat:   cfg.SSEHeartbeat,
+		Stats:          a.statsReader(),
 	})
 	a.handlers = h
 	a.Handler, err = newHTTPHandler(h, a.Metrics, a.Audit, cfg)
@@ -363,6 +374,9 @@ func New(ctx context.Context, cfg Config) (*App, error) {
 			defer a.wg.Done()
 			a.flushLoop(runCtx)
 		}()
+	}
+	if a.Postgres != nil {
+		a.wg.Go(func() { a.compactStatsLoop(runCtx) })
 	}
 	if a.Postgres != nil && (cfg.MaxTaskAge > 0 || cfg.DBMaxTasks > 0) {
 		a.wg.Go(func() { a.retainLoop(runCtx) })
@@ -642,6 +656,7 @@ func (a *App) applyBatch(ctx context.Context, evs []celery.Event) {
 		}
 	}()
 	a.State.Apply(evs...)
+	a.countStats(evs)
 	for i := range evs {
 		a.observe(ctx, &evs[i])
 	}
@@ -717,6 +732,9 @@ func (a *App) openStore() error {
 	if err != nil {
 		return fmt.Errorf("restore from %s: %w", a.cfg.DBPath, err)
 	}
+	if err := a.restoreStats(); err != nil {
+		return err
+	}
 	a.log.Info("state restored", slog.String("db", a.cfg.DBPath), slog.Int("tasks", a.State.Len()),
 		slog.Int("unreadable", skipped), slog.Duration("took", time.Since(start)))
 	return nil
@@ -725,6 +743,11 @@ func (a *App) openStore() error {
 // flush writes what changed since the last flush to the store. When the
 // write fails the batch is kept and written with the next one.
 func (a *App) flush() error {
+	return errors.Join(a.flushStats(), a.flushState())
+}
+
+// flushState writes the state's changes to the store.
+func (a *App) flushState() error {
 	c := a.State.DrainInto(a.drainBuf)
 	a.drainBuf = nil
 	a.workerMu.Lock()

@@ -30,6 +30,7 @@ import (
 	"github.com/stamen-dev/stamen/internal/state"
 	"github.com/stamen-dev/stamen/internal/store"
 	"github.com/stamen-dev/stamen/internal/stream"
+	"github.com/stamen-dev/stamen/internal/taskstats"
 	"github.com/stamen-dev/stamen/internal/testcluster"
 	"github.com/stamen-dev/stamen/restapi"
 )
@@ -190,6 +191,14 @@ func (f fakeTasks) down() error {
 	return nil
 }
 
+// TaskStats answers from an empty aggregate, or fails as the store does.
+func (f fakeTasks) TaskStats(ctx context.Context, q taskstats.Query) (taskstats.Result, error) {
+	if err := f.down(); err != nil {
+		return taskstats.Result{}, err
+	}
+	return handlers.AggregateStats{Aggregate: taskstats.New(taskstats.Config{})}.TaskStats(ctx, q)
+}
+
 func (f fakeTasks) ListTasks(ctx context.Context, q state.Query) (handlers.TaskCursor, error) {
 	if err := f.down(); err != nil {
 		return nil, err
@@ -263,7 +272,7 @@ func newFakeServerLogging(t *testing.T, fb *fakeBroker, log *slog.Logger) *httpt
 		State: st, Tasks: fakeTasks{StateReader: handlers.StateReader{State: st}, fb: fb},
 		Inspector: insp, Broker: fb, Results: fb, Logger: log,
 		ControlTimeout: time.Second, BrokerTimeout: time.Second, ApplyTimeout: time.Second,
-		Audit: auditLog, Events: fb.events,
+		Audit: auditLog, Events: fb.events, Stats: fakeTasks{fb: fb},
 	})
 	handler, err = newHTTPHandler(h, metrics.New(nil), auditLog, Config{MaxBodyBytes: 1 << 20, Logger: log})
 	if err != nil {
@@ -420,6 +429,9 @@ func TestAnsweredStatusesAreDeclared(t *testing.T) {
 		"/api/tasks/revoke?max=10&dry_run=true", "/api/tasks/revoke?max=10&received_start=2020-01-01")
 	addPost("retryTasks", "/api/tasks/retry?max=10&taskname=t.b", "/api/tasks/retry?max=1", "/api/tasks/retry",
 		"/api/tasks/retry?max=10&dry_run=true")
+	add("getTaskStats", "GET", "/api/stats/tasks", "/api/stats/tasks?window=86400&step=3600&taskname=t.a",
+		"/api/stats/tasks?step=90", "/api/stats/tasks?window=60&step=120")
+	add("listTasks", "GET", "/api/tasks?format=csv", "/api/tasks?format=jsonl&limit=1", "/api/tasks?format=xml")
 	add("listFailures", "GET", "/api/failures", "/api/failures?taskname=t.a", "/api/failures?received_end=yesterday")
 	addPost("setTaskTimeout", "/api/task/timeout/t.a?workername="+w+"&soft=1",
 		"/api/task/timeout/t.a?soft=1", "/api/task/timeout/no.such?workername="+w,

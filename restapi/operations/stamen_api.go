@@ -43,6 +43,7 @@ func NewStamenAPI(spec *loads.Document) *StamenAPI {
 
 		JSONConsumer: runtime.JSONConsumer(),
 
+		CsvProducer:  runtime.CSVProducer(),
 		JSONProducer: runtime.JSONProducer(),
 		TextEventStreamProducer: runtime.ProducerFunc(func(w io.Writer, data any) error {
 			_ = w
@@ -112,6 +113,13 @@ func NewStamenAPI(spec *loads.Document) *StamenAPI {
 			_ = principal
 
 			return middleware.NotImplemented("operation tasks.GetTaskResult has not yet been implemented")
+		}),
+
+		TasksGetTaskStatsHandler: tasks.GetTaskStatsHandlerFunc(func(params tasks.GetTaskStatsParams, principal any) middleware.Responder {
+			_ = params
+			_ = principal
+
+			return middleware.NotImplemented("operation tasks.GetTaskStats has not yet been implemented")
 		}),
 
 		WorkersGrowWorkerPoolHandler: workers.GrowWorkerPoolHandlerFunc(func(params workers.GrowWorkerPoolParams, principal any) middleware.Responder {
@@ -260,8 +268,8 @@ func NewStamenAPI(spec *loads.Document) *StamenAPI {
 
 // StamenAPI The flower API spec, as served by stamen: the Celery Flower 2.x REST API
 // (its 20 operations under /api/) over a real Celery cluster, and stamen's
-// own 7 (purge, audit log, retry, bulk revoke and retry, failures, live
-// event stream): 27 operations.
+// own 8 (purge, audit log, retry, bulk revoke and retry, failures, live
+// event stream, task activity over time): 28 operations.
 //
 // Success bodies have Flower's keys and shapes. Every error body is JSON
 // `{"error": "..."}`. Where Flower answers a bad parameter with 500 or
@@ -303,8 +311,12 @@ type StamenAPI struct {
 	//   - application/json
 	JSONConsumer runtime.Consumer
 
+	// CsvProducer registers a producer for the following mime types:
+	//   - text/csv
+	CsvProducer runtime.Producer
 	// JSONProducer registers a producer for the following mime types:
 	//   - application/json
+	//   - application/x-ndjson
 	JSONProducer runtime.Producer
 	// TextEventStreamProducer registers a producer for the following mime types:
 	//   - text/event-stream
@@ -339,6 +351,8 @@ type StamenAPI struct {
 	TasksGetTaskInfoHandler tasks.GetTaskInfoHandler
 	// TasksGetTaskResultHandler sets the operation handler for the get task result operation
 	TasksGetTaskResultHandler tasks.GetTaskResultHandler
+	// TasksGetTaskStatsHandler sets the operation handler for the get task stats operation
+	TasksGetTaskStatsHandler tasks.GetTaskStatsHandler
 	// WorkersGrowWorkerPoolHandler sets the operation handler for the grow worker pool operation
 	WorkersGrowWorkerPoolHandler workers.GrowWorkerPoolHandler
 	// AuditListAuditHandler sets the operation handler for the list audit operation
@@ -448,6 +462,9 @@ func (o *StamenAPI) Validate() error {
 		unregistered = append(unregistered, "JSONConsumer")
 	}
 
+	if o.CsvProducer == nil {
+		unregistered = append(unregistered, "CsvProducer")
+	}
 	if o.JSONProducer == nil {
 		unregistered = append(unregistered, "JSONProducer")
 	}
@@ -488,6 +505,9 @@ func (o *StamenAPI) Validate() error {
 	}
 	if o.TasksGetTaskResultHandler == nil {
 		unregistered = append(unregistered, "tasks.GetTaskResultHandler")
+	}
+	if o.TasksGetTaskStatsHandler == nil {
+		unregistered = append(unregistered, "tasks.GetTaskStatsHandler")
 	}
 	if o.WorkersGrowWorkerPoolHandler == nil {
 		unregistered = append(unregistered, "workers.GrowWorkerPoolHandler")
@@ -604,8 +624,12 @@ func (o *StamenAPI) ProducersFor(mediaTypes []string) map[string]runtime.Produce
 	result := make(map[string]runtime.Producer, len(mediaTypes))
 	for _, mt := range mediaTypes {
 		switch mt {
+		case "text/csv":
+			result["text/csv"] = o.CsvProducer
 		case "application/json":
 			result["application/json"] = o.JSONProducer
+		case "application/x-ndjson":
+			result["application/x-ndjson"] = o.JSONProducer
 		case "text/event-stream":
 			result["text/event-stream"] = o.TextEventStreamProducer
 		}
@@ -685,6 +709,10 @@ func (o *StamenAPI) initHandlerCache() {
 		o.handlers["GET"] = make(map[string]http.Handler)
 	}
 	o.handlers["GET"]["/api/task/result/{taskid}"] = tasks.NewGetTaskResult(o.context, o.TasksGetTaskResultHandler)
+	if o.handlers["GET"] == nil {
+		o.handlers["GET"] = make(map[string]http.Handler)
+	}
+	o.handlers["GET"]["/api/stats/tasks"] = tasks.NewGetTaskStats(o.context, o.TasksGetTaskStatsHandler)
 	if o.handlers["POST"] == nil {
 		o.handlers["POST"] = make(map[string]http.Handler)
 	}

@@ -63,6 +63,13 @@ ListTasksParams contains all the parameters to send to the API endpoint
 */
 type ListTasksParams struct {
 
+	// Format.
+	//
+	// json (Flower's object keyed by id, the default), csv or jsonl (an export of the same selection)
+	//
+	// Default: "json"
+	Format *string
+
 	// Limit.
 	//
 	// the maximum number of tasks
@@ -130,10 +137,13 @@ func (o *ListTasksParams) WithDefaults() *ListTasksParams {
 // All values with no default are reset to their zero value.
 func (o *ListTasksParams) SetDefaults() {
 	var (
+		formatDefault = string("json")
+
 		offsetDefault = int32(0)
 	)
 
 	val := ListTasksParams{
+		Format: &formatDefault,
 		Offset: &offsetDefault,
 	}
 
@@ -178,6 +188,17 @@ func (o *ListTasksParams) WithHTTPClient(client *http.Client) *ListTasksParams {
 // SetHTTPClient adds the HTTPClient to the list tasks params.
 func (o *ListTasksParams) SetHTTPClient(client *http.Client) {
 	o.HTTPClient = client
+}
+
+// WithFormat adds the format to the list tasks params.
+func (o *ListTasksParams) WithFormat(format *string) *ListTasksParams {
+	o.SetFormat(format)
+	return o
+}
+
+// SetFormat adds the format to the list tasks params.
+func (o *ListTasksParams) SetFormat(format *string) {
+	o.Format = format
 }
 
 // WithLimit adds the limit to the list tasks params.
@@ -285,6 +306,23 @@ func (o *ListTasksParams) WriteToRequest(r runtime.ClientRequest, reg strfmt.Reg
 		return err
 	}
 	var res []error
+
+	if o.Format != nil {
+
+		// query param format
+		var qrFormat string
+
+		if o.Format != nil {
+			qrFormat = *o.Format
+		}
+		qFormat := qrFormat
+		if qFormat != "" {
+
+			if err := r.SetQueryParam("format", qFormat); err != nil {
+				return err
+			}
+		}
+	}
 
 	if o.Limit != nil {
 

@@ -57,7 +57,8 @@ func NewListTasksOK() *ListTasksOK {
 
 // ListTasksOK describes a response with status code 200, with default header values.
 //
-// Tasks keyed by id, in result order
+// Tasks keyed by id, in result order; with format=csv or
+// format=jsonl, the tasks as CSV rows or JSON lines in that order
 type ListTasksOK struct {
 	Payload models.TaskList
 }

@@ -53,6 +53,35 @@ type Client struct {
 // ClientOption may be used to customize the behavior of Client methods.
 type ClientOption func(*runtime.ClientOperation)
 
+// This client is generated with a few options you might find useful for your swagger spec.
+//
+// Feel free to add you own set of options.
+
+// WithAccept allows the client to force the Accept header
+// to negotiate a specific Producer from the server.
+//
+// You may use this option to set arbitrary extensions to your MIME media type.
+func WithAccept(mime string) ClientOption {
+	return func(r *runtime.ClientOperation) {
+		r.ProducesMediaTypes = []string{mime}
+	}
+}
+
+// WithAcceptApplicationJSON sets the Accept header to "application/json".
+func WithAcceptApplicationJSON(r *runtime.ClientOperation) {
+	r.ProducesMediaTypes = []string{"application/json"}
+}
+
+// WithAcceptApplicationxNdjson sets the Accept header to "application/x-ndjson".
+func WithAcceptApplicationxNdjson(r *runtime.ClientOperation) {
+	r.ProducesMediaTypes = []string{"application/x-ndjson"}
+}
+
+// WithAcceptTextCsv sets the Accept header to "text/csv".
+func WithAcceptTextCsv(r *runtime.ClientOperation) {
+	r.ProducesMediaTypes = []string{"text/csv"}
+}
+
 // ClientService is the interface for Client methods.
 type ClientService interface {
 
@@ -86,6 +115,12 @@ type ClientService interface {
 	// GetTaskResultContext Get a task's result, waiting up to timeout seconds for it.
 	GetTaskResultContext(ctx context.Context, params *GetTaskResultParams, authInfo runtime.ClientAuthInfoWriter, opts ...ClientOption) (*GetTaskResultOK, error)
 
+	// GetTaskStats Task activity over time: how many tasks were received, started, succeeded, failed, retried and revoked in each bucket of `step` seconds over the last `window` seconds, and the runtime of the successes (50th and 95th percentiles, in seconds; null when the bucket has none). Buckets are aligned to multiples of step since the Unix epoch, oldest first, the last one holding now; an event counts in the bucket its timestamp (the worker's clock) falls in.  Where the counts come from:   - In memory (and with --db, the bbolt file, which keeps them     across restarts): every task event counts, so a task retried     and received again counts as received twice. Counts are kept in     one-minute cells per (task name, worker, queue) for 7 days and     are exact; the 50th and 95th percentiles are estimated from a     logarithmic histogram of 128 bins per cell between 1 ms and     100,000 s, within 7.5% of a runtime the bucket holds (faster     runtimes count as 1 ms, slower ones as 100,000 s). Memory is     bounded whatever the number of names: at most 2,048 (task     name, worker, queue) keys, and at most 12 MiB of cells in all     (under 16 MB with the keys). An event whose key is new when     2,048 are kept counts under a key of its own, `other`, which     no filter matches: the bucket totals stay exact, and     `folded` says how many of the window's events a filtered     answer may miss that way. When the cells reach their bound the     oldest minutes are dropped first: `kept_since` says from when     the counts are whole.   - With --db postgres://: from the fleet's shared task history,     so every replica answers the same. Each task counts once per     state, at the time its record holds for it (the latest: a     retried task's first reception is not counted); replicas     writing the same records count them once. The counts are kept     by minute as the records change, for 7 days, also for the     tasks --db_max_tasks or --max_task_age later delete, and the     percentiles are estimated from the same histogram as in     memory. The read is bounded by --db_timeout (503 past it).  The filters are exact, case-insensitive matches, as GET /api/tasks's; `queue` is the queue the task was sent to, as the routing key of its task-sent event (Celery sends to a queue with its name as routing key): a task without a task-sent event (task_send_sent_event off) has no queue. .
+	GetTaskStats(params *GetTaskStatsParams, authInfo runtime.ClientAuthInfoWriter, opts ...ClientOption) (*GetTaskStatsOK, error)
+
+	// GetTaskStatsContext Task activity over time: how many tasks were received, started, succeeded, failed, retried and revoked in each bucket of `step` seconds over the last `window` seconds, and the runtime of the successes (50th and 95th percentiles, in seconds; null when the bucket has none). Buckets are aligned to multiples of step since the Unix epoch, oldest first, the last one holding now; an event counts in the bucket its timestamp (the worker's clock) falls in.  Where the counts come from:   - In memory (and with --db, the bbolt file, which keeps them     across restarts): every task event counts, so a task retried     and received again counts as received twice. Counts are kept in     one-minute cells per (task name, worker, queue) for 7 days and     are exact; the 50th and 95th percentiles are estimated from a     logarithmic histogram of 128 bins per cell between 1 ms and     100,000 s, within 7.5% of a runtime the bucket holds (faster     runtimes count as 1 ms, slower ones as 100,000 s). Memory is     bounded whatever the number of names: at most 2,048 (task     name, worker, queue) keys, and at most 12 MiB of cells in all     (under 16 MB with the keys). An event whose key is new when     2,048 are kept counts under a key of its own, `other`, which     no filter matches: the bucket totals stay exact, and     `folded` says how many of the window's events a filtered     answer may miss that way. When the cells reach their bound the     oldest minutes are dropped first: `kept_since` says from when     the counts are whole.   - With --db postgres://: from the fleet's shared task history,     so every replica answers the same. Each task counts once per     state, at the time its record holds for it (the latest: a     retried task's first reception is not counted); replicas     writing the same records count them once. The counts are kept     by minute as the records change, for 7 days, also for the     tasks --db_max_tasks or --max_task_age later delete, and the     percentiles are estimated from the same histogram as in     memory. The read is bounded by --db_timeout (503 past it).  The filters are exact, case-insensitive matches, as GET /api/tasks's; `queue` is the queue the task was sent to, as the routing key of its task-sent event (Celery sends to a queue with its name as routing key): a task without a task-sent event (task_send_sent_event off) has no queue. .
+	GetTaskStatsContext(ctx context.Context, params *GetTaskStatsParams, authInfo runtime.ClientAuthInfoWriter, opts ...ClientOption) (*GetTaskStatsOK, error)
+
 	// ListFailures Failed tasks from the task history (with --db postgres://, the fleet's) grouped by task name and exception type (the class name of the exception's repr), most frequent first. Each group has its count, the first and last failure time, up to 5 example task ids (newest first) and the traceback of the newest failure. .
 	ListFailures(params *ListFailuresParams, authInfo runtime.ClientAuthInfoWriter, opts ...ClientOption) (*ListFailuresOK, error)
 
@@ -98,10 +133,10 @@ type ClientService interface {
 	// ListTaskTypesContext List (seen) task types.
 	ListTaskTypesContext(ctx context.Context, params *ListTaskTypesParams, authInfo runtime.ClientAuthInfoWriter, opts ...ClientOption) (*ListTaskTypesOK, error)
 
-	// ListTasks List tasks from the events state, as an object keyed by task id in result order (newest first unless sort_by is given). .
+	// ListTasks List tasks from the events state, as an object keyed by task id in result order (newest first unless sort_by is given).  With format=csv or format=jsonl the same selection (every filter, sort, limit and offset) is exported instead, streamed in chunks whatever its size, with the memory of the unpaged list: format=csv is RFC 4180 CSV with a header row naming the task's fields (Celery's names, as in the JSON form; a null field is an empty cell, times are Unix seconds, children are space-separated ids); format=jsonl is one task's JSON object per line (JSON Lines), each with its uuid. Both come as an attachment (Content-Disposition). A store error after the first bytes were sent aborts the response (its chunked body is never terminated), so that no client takes it for the complete export. .
 	ListTasks(params *ListTasksParams, authInfo runtime.ClientAuthInfoWriter, opts ...ClientOption) (*ListTasksOK, error)
 
-	// ListTasksContext List tasks from the events state, as an object keyed by task id in result order (newest first unless sort_by is given). .
+	// ListTasksContext List tasks from the events state, as an object keyed by task id in result order (newest first unless sort_by is given).  With format=csv or format=jsonl the same selection (every filter, sort, limit and offset) is exported instead, streamed in chunks whatever its size, with the memory of the unpaged list: format=csv is RFC 4180 CSV with a header row naming the task's fields (Celery's names, as in the JSON form; a null field is an empty cell, times are Unix seconds, children are space-separated ids); format=jsonl is one task's JSON object per line (JSON Lines), each with its uuid. Both come as an attachment (Content-Disposition). A store error after the first bytes were sent aborts the response (its chunked body is never terminated), so that no client takes it for the complete export. .
 	ListTasksContext(ctx context.Context, params *ListTasksParams, authInfo runtime.ClientAuthInfoWriter, opts ...ClientOption) (*ListTasksOK, error)
 
 	// RetryTask Send a task again under a new id: the same name, args, kwargs and queue (and exchange/routing key when known). The arguments come from, in order: what stamen itself sent (kept, bounded by count and age); the result backend when the workers run with result_extended=True; the task's args/kwargs reprs from the events, only when each parses as a complete Python literal (Celery truncates reprs, and a truncated one is never re-run). When none has them the answer is 409. The optional body overrides apply_async options (countdown, eta, expires, queue, priority, ...); args, kwargs and task_id may not be given. .
@@ -468,6 +503,151 @@ func (a *Client) GetTaskResultContext(ctx context.Context, params *GetTaskResult
 	panic(msg)
 }
 
+// GetTaskStats Task activity over time: how many tasks were received, started,
+// succeeded, failed, retried and revoked in each bucket of `step`
+// seconds over the last `window` seconds, and the runtime of the
+// successes (50th and 95th percentiles, in seconds; null when the
+// bucket has none). Buckets are aligned to multiples of step since
+// the Unix epoch, oldest first, the last one holding now; an event
+// counts in the bucket its timestamp (the worker's clock) falls in.
+//
+// Where the counts come from:
+//   - In memory (and with --db, the bbolt file, which keeps them
+//     across restarts): every task event counts, so a task retried
+//     and received again counts as received twice. Counts are kept in
+//     one-minute cells per (task name, worker, queue) for 7 days and
+//     are exact; the 50th and 95th percentiles are estimated from a
+//     logarithmic histogram of 128 bins per cell between 1 ms and
+//     100,000 s, within 7.5% of a runtime the bucket holds (faster
+//     runtimes count as 1 ms, slower ones as 100,000 s). Memory is
+//     bounded whatever the number of names: at most 2,048 (task
+//     name, worker, queue) keys, and at most 12 MiB of cells in all
+//     (under 16 MB with the keys). An event whose key is new when
+//     2,048 are kept counts under a key of its own, `other`, which
+//     no filter matches: the bucket totals stay exact, and
+//     `folded` says how many of the window's events a filtered
+//     answer may miss that way. When the cells reach their bound the
+//     oldest minutes are dropped first: `kept_since` says from when
+//     the counts are whole.
+//   - With --db postgres://: from the fleet's shared task history,
+//     so every replica answers the same. Each task counts once per
+//     state, at the time its record holds for it (the latest: a
+//     retried task's first reception is not counted); replicas
+//     writing the same records count them once. The counts are kept
+//     by minute as the records change, for 7 days, also for the
+//     tasks --db_max_tasks or --max_task_age later delete, and the
+//     percentiles are estimated from the same histogram as in
+//     memory. The read is bounded by --db_timeout (503 past it).
+//
+// The filters are exact, case-insensitive matches, as GET
+// /api/tasks's; `queue` is the queue the task was sent to, as the
+// routing key of its task-sent event (Celery sends to a queue with
+// its name as routing key): a task without a task-sent event
+// (task_send_sent_event off) has no queue.
+// .
+//
+// This method does not support injected context.
+// However, timeout and opentracing contexts are honored whenever enabled.
+//
+// If you need to pass a specific context, use [Client.GetTaskStatsContext] instead.
+func (a *Client) GetTaskStats(params *GetTaskStatsParams, authInfo runtime.ClientAuthInfoWriter, opts ...ClientOption) (*GetTaskStatsOK, error) {
+	var ctx context.Context
+	if params != nil && params.inner.ctx != nil {
+		ctx = params.inner.ctx
+	} else {
+		ctx = context.Background()
+	}
+
+	return a.GetTaskStatsContext(ctx, params, authInfo, opts...)
+}
+
+// GetTaskStatsContext Task activity over time: how many tasks were received, started,
+// succeeded, failed, retried and revoked in each bucket of `step`
+// seconds over the last `window` seconds, and the runtime of the
+// successes (50th and 95th percentiles, in seconds; null when the
+// bucket has none). Buckets are aligned to multiples of step since
+// the Unix epoch, oldest first, the last one holding now; an event
+// counts in the bucket its timestamp (the worker's clock) falls in.
+//
+// Where the counts come from:
+//   - In memory (and with --db, the bbolt file, which keeps them
+//     across restarts): every task event counts, so a task retried
+//     and received again counts as received twice. Counts are kept in
+//     one-minute cells per (task name, worker, queue) for 7 days and
+//     are exact; the 50th and 95th percentiles are estimated from a
+//     logarithmic histogram of 128 bins per cell between 1 ms and
+//     100,000 s, within 7.5% of a runtime the bucket holds (faster
+//     runtimes count as 1 ms, slower ones as 100,000 s). Memory is
+//     bounded whatever the number of names: at most 2,048 (task
+//     name, worker, queue) keys, and at most 12 MiB of cells in all
+//     (under 16 MB with the keys). An event whose key is new when
+//     2,048 are kept counts under a key of its own, `other`, which
+//     no filter matches: the bucket totals stay exact, and
+//     `folded` says how many of the window's events a filtered
+//     answer may miss that way. When the cells reach their bound the
+//     oldest minutes are dropped first: `kept_since` says from when
+//     the counts are whole.
+//   - With --db postgres://: from the fleet's shared task history,
+//     so every replica answers the same. Each task counts once per
+//     state, at the time its record holds for it (the latest: a
+//     retried task's first reception is not counted); replicas
+//     writing the same records count them once. The counts are kept
+//     by minute as the records change, for 7 days, also for the
+//     tasks --db_max_tasks or --max_task_age later delete, and the
+//     percentiles are estimated from the same histogram as in
+//     memory. The read is bounded by --db_timeout (503 past it).
+//
+// The filters are exact, case-insensitive matches, as GET
+// /api/tasks's; `queue` is the queue the task was sent to, as the
+// routing key of its task-sent event (Celery sends to a queue with
+// its name as routing key): a task without a task-sent event
+// (task_send_sent_event off) has no queue.
+// .
+//
+// Do not use the deprecated [GetTaskStatsParams.Context] with this method: it would be ignored.
+func (a *Client) GetTaskStatsContext(ctx context.Context, params *GetTaskStatsParams, authInfo runtime.ClientAuthInfoWriter, opts ...ClientOption) (*GetTaskStatsOK, error) {
+	// NOTE: parameters are not validated before sending
+	if params == nil {
+		params = NewGetTaskStatsParams()
+	}
+
+	op := &runtime.ClientOperation{
+		ID:                 "getTaskStats",
+		Method:             "GET",
+		PathPattern:        "/api/stats/tasks",
+		ProducesMediaTypes: []string{"application/json"},
+		ConsumesMediaTypes: []string{"application/json"},
+		Schemes:            []string{"http"},
+		Params:             params,
+		Reader:             &GetTaskStatsReader{formats: a.formats},
+		AuthInfo:           authInfo,
+		Client:             params.HTTPClient,
+	}
+
+	for _, opt := range opts {
+		opt(op)
+	}
+
+	result, err := a.transport.SubmitContext(ctx, op)
+	if err != nil {
+		return nil, err
+	}
+
+	// only one success response has to be checked
+	success, ok := result.(*GetTaskStatsOK)
+	if ok {
+		return success, nil
+	}
+
+	// unexpected success response.
+
+	// no default response is defined.
+	//
+	// safeguard: normally, in the absence of a default response, unknown success responses return an error above: so this is a codegen issue
+	msg := fmt.Sprintf("unexpected success response for getTaskStats: API contract not enforced by server. Client expected to get an error, but got: %T", result)
+	panic(msg)
+}
+
 // ListFailures Failed tasks from the task history (with --db postgres://, the
 // fleet's) grouped by task name and exception type (the class name of
 // the exception's repr), most frequent first. Each group has its
@@ -606,6 +786,18 @@ func (a *Client) ListTaskTypesContext(ctx context.Context, params *ListTaskTypes
 
 // ListTasks List tasks from the events state, as an object keyed by task id in
 // result order (newest first unless sort_by is given).
+//
+// With format=csv or format=jsonl the same selection (every filter,
+// sort, limit and offset) is exported instead, streamed in chunks
+// whatever its size, with the memory of the unpaged list: format=csv
+// is RFC 4180 CSV with a header row naming the task's fields
+// (Celery's names, as in the JSON form; a null field is an empty
+// cell, times are Unix seconds, children are space-separated ids);
+// format=jsonl is one task's JSON object per line (JSON Lines), each
+// with its uuid. Both come as an attachment (Content-Disposition). A
+// store error after the first bytes were sent aborts the response
+// (its chunked body is never terminated), so that no client takes it
+// for the complete export.
 // .
 //
 // This method does not support injected context.
@@ -625,6 +817,18 @@ func (a *Client) ListTasks(params *ListTasksParams, authInfo runtime.ClientAuthI
 
 // ListTasksContext List tasks from the events state, as an object keyed by task id in
 // result order (newest first unless sort_by is given).
+//
+// With format=csv or format=jsonl the same selection (every filter,
+// sort, limit and offset) is exported instead, streamed in chunks
+// whatever its size, with the memory of the unpaged list: format=csv
+// is RFC 4180 CSV with a header row naming the task's fields
+// (Celery's names, as in the JSON form; a null field is an empty
+// cell, times are Unix seconds, children are space-separated ids);
+// format=jsonl is one task's JSON object per line (JSON Lines), each
+// with its uuid. Both come as an attachment (Content-Disposition). A
+// store error after the first bytes were sent aborts the response
+// (its chunked body is never terminated), so that no client takes it
+// for the complete export.
 // .
 //
 // Do not use the deprecated [ListTasksParams.Context] with this method: it would be ignored.
@@ -638,7 +842,7 @@ func (a *Client) ListTasksContext(ctx context.Context, params *ListTasksParams, 
 		ID:                 "listTasks",
 		Method:             "GET",
 		PathPattern:        "/api/tasks",
-		ProducesMediaTypes: []string{"application/json"},
+		ProducesMediaTypes: []string{"application/json", "text/csv", "application/x-ndjson"},
 		ConsumesMediaTypes: []string{"application/json"},
 		Schemes:            []string{"http"},
 		Params:             params,

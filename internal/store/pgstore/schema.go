@@ -149,7 +149,91 @@ ANALYZE stamen_tasks;`,
 	name text COLLATE "C" PRIMARY KEY,
 	at   timestamptz NOT NULL
 );`,
+	// 6: the task activity over time (TaskStats), kept as it changes so
+	// that a read costs what its window's minutes hold, not the tasks.
+	// A trigger turns each change of a row's times of state (or of its
+	// name, worker or routing key) into delta rows: -1 in the old time's
+	// minute and key, +1 in the new one's, and for a success with a
+	// runtime the same in its runtime bin. Replicas writing the same
+	// record change nothing the second time (the upsert's merge leaves
+	// the row as it is, and the UPDATE trigger fires only when one of
+	// those columns changed), so nothing counts twice. The deltas are
+	// appended, never updated, so writers never wait for each other on
+	// them; one replica at a time (CompactStats) folds them into
+	// stamen_task_stats, one row per minute and key whose data is the
+	// cell's counts and runtime histogram (taskstats.AppendCell): a read
+	// of 24 hours of a dozen keys reads some 17,000 rows, where a row per
+	// kind and bin made it some 800,000. The deltas are deleted as they
+	// are folded, so autovacuum is told to clean them often. Task rows
+	// deleted by retention keep their counts: the activity is kept 7 days
+	// whatever --db_max_tasks keeps. The migration counts the tasks of the
+	// last 7 days already there, as deltas (aggregated by minute and key)
+	// that the replicas then fold, after the trigger is created: its lock
+	// keeps writers out until the migration commits.
+	`CREATE TABLE stamen_task_stats (
+	minute bigint NOT NULL,
+	name   text COLLATE "C" NOT NULL,
+	worker text COLLATE "C" NOT NULL,
+	queue  text COLLATE "C" NOT NULL,
+	data   bytea NOT NULL,
+	PRIMARY KEY (minute, name, worker, queue)
+);
+CREATE TABLE stamen_task_stats_delta (
+	minute bigint NOT NULL,
+	name   text COLLATE "C" NOT NULL,
+	worker text COLLATE "C" NOT NULL,
+	queue  text COLLATE "C" NOT NULL,
+	kind   smallint NOT NULL,
+	bin    smallint NOT NULL,
+	n      integer NOT NULL
+);
+ALTER TABLE stamen_task_stats_delta SET (autovacuum_vacuum_scale_factor = 0, autovacuum_vacuum_threshold = 20000,
+	autovacuum_vacuum_insert_scale_factor = 0, autovacuum_vacuum_insert_threshold = 20000);
+CREATE INDEX stamen_task_stats_delta_minute ON stamen_task_stats_delta (minute);
+CREATE FUNCTION stamen_task_stats_rows(t stamen_tasks, sign int)
+	RETURNS TABLE (minute bigint, name text, worker text, queue text, kind smallint, bin smallint, n int)
+	LANGUAGE sql IMMUTABLE AS $$
+	SELECT floor(e.v / 60)::bigint, coalesce(t.name, ''), coalesce(t.worker, ''),
+		CASE WHEN octet_length(t.routing_key) <= ` + maxKeyBytesSQL + ` THEN t.routing_key ELSE '' END,
+		e.k::smallint, e.b::smallint, sign
+	FROM (VALUES (0, t.received, -1), (1, t.started, -1), (2, t.succeeded, -1), (3, t.failed, -1),
+		(4, t.retried, -1), (5, t.revoked, -1), (2, t.succeeded, ` + runtimeBin + `)) AS e(k, v, b)
+	WHERE e.v BETWEEN -1e12 AND 1e12 AND e.b IS NOT NULL
+$$;
+CREATE FUNCTION stamen_task_stats_delta() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+	IF TG_OP = 'UPDATE' THEN
+		INSERT INTO stamen_task_stats_delta
+		SELECT d.minute, d.name, d.worker, d.queue, d.kind, d.bin, sum(d.n)
+		FROM (SELECT * FROM stamen_task_stats_rows(OLD, -1) UNION ALL SELECT * FROM stamen_task_stats_rows(NEW, 1)) d
+		GROUP BY 1, 2, 3, 4, 5, 6 HAVING sum(d.n) <> 0;
+	ELSE
+		INSERT INTO stamen_task_stats_delta SELECT * FROM stamen_task_stats_rows(NEW, 1);
+	END IF;
+	RETURN NULL;
+END
+$$;
+CREATE TRIGGER stamen_task_stats_insert AFTER INSERT ON stamen_tasks
+	FOR EACH ROW EXECUTE FUNCTION stamen_task_stats_delta();
+CREATE TRIGGER stamen_task_stats_update AFTER UPDATE ON stamen_tasks FOR EACH ROW
+	WHEN ((OLD.received, OLD.started, OLD.succeeded, OLD.failed, OLD.retried, OLD.revoked, OLD.runtime, OLD.name, OLD.worker, OLD.routing_key)
+		IS DISTINCT FROM (NEW.received, NEW.started, NEW.succeeded, NEW.failed, NEW.retried, NEW.revoked, NEW.runtime, NEW.name, NEW.worker, NEW.routing_key))
+	EXECUTE FUNCTION stamen_task_stats_delta();
+INSERT INTO stamen_task_stats_delta
+SELECT r.minute, r.name, r.worker, r.queue, r.kind, r.bin, sum(r.n)
+FROM stamen_tasks t, stamen_task_stats_rows(t, 1) r
+WHERE coalesce(t.ts, 0) >= extract(epoch FROM now()) - 7 * 86400
+GROUP BY 1, 2, 3, 4, 5, 6;`,
 }
+
+// runtimeBin is taskstats.Bin in SQL: the runtime histogram's bin of a
+// success's runtime, NULL without one (or for NaN).
+const runtimeBin = `CASE WHEN t.runtime IS NULL OR t.runtime = 'NaN' THEN NULL WHEN t.runtime <= 1e-3 THEN 0
+		ELSE least(127, floor(ln(t.runtime / 1e-3) / (ln(1e8::float8) / 128))) END`
+
+// maxKeyBytesSQL is maxKeyBytes as SQL: a longer routing key counts as
+// no queue, so that the statistics' key stays within a b-tree entry.
+const maxKeyBytesSQL = "256"
 
 // searchText is the text an unqualified search term is looked for in, the
 // expression of the trigram index; queries must spell it the same.

@@ -30,6 +30,18 @@ func NewListTasks(ctx *middleware.Context, handler ListTasksHandler) *ListTasks 
 //
 // List tasks from the events state, as an object keyed by task id in
 // result order (newest first unless sort_by is given).
+//
+// With format=csv or format=jsonl the same selection (every filter,
+// sort, limit and offset) is exported instead, streamed in chunks
+// whatever its size, with the memory of the unpaged list: format=csv
+// is RFC 4180 CSV with a header row naming the task's fields
+// (Celery's names, as in the JSON form; a null field is an empty
+// cell, times are Unix seconds, children are space-separated ids);
+// format=jsonl is one task's JSON object per line (JSON Lines), each
+// with its uuid. Both come as an attachment (Content-Disposition). A
+// store error after the first bytes were sent aborts the response
+// (its chunked body is never terminated), so that no client takes it
+// for the complete export.
 type ListTasks struct {
 	Context *middleware.Context
 	Handler ListTasksHandler

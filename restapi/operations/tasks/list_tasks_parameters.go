@@ -20,10 +20,14 @@ func NewListTasksParams() ListTasksParams {
 	var (
 		// initialize parameters with default values
 
+		formatDefault = string("json")
+
 		offsetDefault = int32(0)
 	)
 
 	return ListTasksParams{
+		Format: &formatDefault,
+
 		Offset: &offsetDefault,
 	}
 }
@@ -35,6 +39,10 @@ func NewListTasksParams() ListTasksParams {
 type ListTasksParams struct {
 	// HTTP Request Object
 	HTTPRequest *http.Request `json:"-"`
+	// json (Flower's object keyed by id, the default), csv or jsonl (an export of the same selection)
+	// In: query
+	// Default: "json"
+	Format *string
 	// the maximum number of tasks
 	// Minimum: 0
 	// In: query
@@ -83,6 +91,11 @@ func (o *ListTasksParams) BindRequest(r *http.Request, route *middleware.Matched
 	o.HTTPRequest = r
 	qs := runtime.Values(r.URL.Query())
 
+	qFormat, qhkFormat, _ := qs.GetOK("format")
+	if err := o.bindFormat(qFormat, qhkFormat, route.Formats); err != nil {
+		res = append(res, err)
+	}
+
 	qLimit, qhkLimit, _ := qs.GetOK("limit")
 	if err := o.bindLimit(qLimit, qhkLimit, route.Formats); err != nil {
 		res = append(res, err)
@@ -130,6 +143,39 @@ func (o *ListTasksParams) BindRequest(r *http.Request, route *middleware.Matched
 	if len(res) > 0 {
 		return errors.CompositeValidationError(res...)
 	}
+	return nil
+}
+
+// bindFormat binds and validates parameter Format from query.
+func (o *ListTasksParams) bindFormat(rawData []string, hasKey bool, formats strfmt.Registry) error {
+	var raw string
+	if len(rawData) > 0 {
+		raw = rawData[len(rawData)-1]
+	}
+
+	// Required: false
+	// AllowEmptyValue: false
+
+	if raw == "" { // empty values pass all other validations
+		// Default values have been previously initialized by NewListTasksParams()
+		return nil
+	}
+	o.Format = &raw
+
+	if err := o.validateFormat(formats); err != nil {
+		return err
+	}
+
+	return nil
+}
+
+// validateFormat carries out validations for parameter Format
+func (o *ListTasksParams) validateFormat(formats strfmt.Registry) error {
+
+	if err := validate.EnumCase("format", "query", *o.Format, []any{"json", "csv", "jsonl"}, true); err != nil {
+		return err
+	}
+
 	return nil
 }
 

@@ -12,7 +12,8 @@ import (
 // ListTasksOKCode is the HTTP code returned for type ListTasksOK
 const ListTasksOKCode int = 200
 
-// ListTasksOK Tasks keyed by id, in result order
+// ListTasksOK Tasks keyed by id, in result order; with format=csv or
+// format=jsonl, the tasks as CSV rows or JSON lines in that order
 //
 // swagger:response listTasksOK
 type ListTasksOK struct {

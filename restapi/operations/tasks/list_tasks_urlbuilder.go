@@ -12,6 +12,7 @@ import (
 
 // ListTasksURL generates an URL for the list tasks operation
 type ListTasksURL struct {
+	Format        *string
 	Limit         *int32
 	Offset        *int32
 	ReceivedEnd   *string
@@ -55,6 +56,14 @@ func (o *ListTasksURL) Build() (*url.URL, error) {
 	_result.Path = golangswaggerpaths.Join(_basePath, _path)
 
 	qs := make(url.Values)
+
+	var formatQ string
+	if o.Format != nil {
+		formatQ = *o.Format
+	}
+	if formatQ != "" {
+		qs.Set("format", formatQ)
+	}
 
 	var limitQ string
 	if o.Limit != nil {

@@ -1,0 +1,31 @@
+package state
+
+// TaskRoute returns a task's name, worker and routing key (empty when
+// not set) without copying its record out: the activity statistics key
+// every task event by them, and most events carry none of them.
+func (s *State) TaskRoute(id string) (name, worker, routingKey string, ok bool) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	i, ok := s.lookup(id)
+	if !ok {
+		return "", "", "", false
+	}
+	sl := s.slots.at(i)
+	if sl.set&FieldName != 0 {
+		name = s.sym.str(sl.name)
+	}
+	if sl.set&FieldWorker != 0 {
+		worker = s.sym.str(sl.worker)
+	}
+	if sl.set&FieldRoutingKey == 0 {
+		return name, worker, "", true
+	}
+	// The root and parent ids come last in a record: leaving them out of
+	// the fields read stops the unpacking before them, and the free text
+	// is not copied.
+	t := Task{Set: sl.set & taskFields &^ (FieldRootID | FieldParentID)}
+	if err := unpack(s.arena.get(sl.cold), sl.key, &t, &s.sym, func([]byte) string { return "" }, nil); err != nil {
+		return name, worker, "", true
+	}
+	return name, worker, t.RoutingKey, true
+}
