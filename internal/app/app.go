@@ -150,6 +150,10 @@ type Config struct {
 	// Auth holds the credentials; nil or empty serves without them.
 	Auth   *auth.Authenticator
 	Logger *slog.Logger
+
+	// ready is what /readyz asks (App.notReady); New sets it. Without it
+	// /readyz is not served.
+	ready func(context.Context) map[string]string
 }
 
 // eventSource is what the ingest loop needs from a broker. fn's events may
@@ -345,6 +349,7 @@ func New(ctx context.Context, cfg Config) (*App, error) {
 		SSEHeartbeat:   cfg.SSEHeartbeat,
 	})
 	a.handlers = h
+	cfg.ready = a.notReady
 	a.Handler, err = newHTTPHandler(h, a.Metrics, a.Audit, cfg)
 	if err != nil {
 		a.Close()

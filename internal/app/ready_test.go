@@ -1,0 +1,111 @@
+package app
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/stamen-dev/stamen/internal/testcluster"
+)
+
+// readyDB is the Redis database of TestReadyzFollowsTheBroker.
+const readyDB = 15
+
+// readyz is one /readyz answer: its status and what it says is missing.
+func readyz(t *testing.T, base string) (int, map[string]string) {
+	t.Helper()
+	code, body, _ := get(t, base+"/readyz")
+	var v struct {
+		Status   string            `json:"status"`
+		Error    string            `json:"error"`
+		NotReady map[string]string `json:"not_ready"`
+	}
+	if err := json.Unmarshal([]byte(body), &v); err != nil {
+		t.Fatalf("/readyz answered %d %q: not JSON: %v", code, body, err)
+	}
+	if code == 503 && (v.Error == "" || len(v.NotReady) == 0) {
+		t.Fatalf("/readyz's 503 names nothing: %s", body)
+	}
+	return code, v.NotReady
+}
+
+// TestReadyzFollowsTheBroker: with the real Redis behind the project's
+// TCP proxy and a bbolt store, /readyz answers 200 once the event
+// subscription is up, 503 naming the broker (and not the store) while the
+// proxy is cut, for longer than the reconnect backoff grows to, and 200
+// again within 5 s of the broker coming back. /healthcheck answers 200
+// throughout: it is liveness, not readiness.
+func TestReadyzFollowsTheBroker(t *testing.T) {
+	testcluster.RequireRedis(t)
+	proxy := testcluster.StartProxy(t, testcluster.RedisAddr())
+	a, err := New(context.Background(), Config{
+		BrokerURL: fmt.Sprintf("redis://%s/%d", proxy.Addr(), readyDB),
+		DBPath:    filepath.Join(t.TempDir(), "stamen.db"),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(a.Handler)
+	t.Cleanup(func() { srv.Close(); a.Close() })
+
+	testcluster.Eventually(t, 10*time.Second, "/readyz answers 200 once subscribed", func() bool {
+		code, _ := readyz(t, srv.URL)
+		return code == 200
+	})
+
+	proxy.Cut()
+	var missing map[string]string
+	testcluster.Eventually(t, 5*time.Second, "/readyz answers 503 while the broker is cut", func() bool {
+		var code int
+		code, missing = readyz(t, srv.URL)
+		return code == 503
+	})
+	if _, ok := missing["broker"]; !ok {
+		t.Fatalf("/readyz's 503 does not name the broker: %v", missing)
+	}
+	if _, ok := missing["store"]; ok {
+		t.Fatalf("/readyz names the store, which answers: %v", missing)
+	}
+	if code, body, _ := get(t, srv.URL+"/healthcheck"); code != 200 || body != "OK" {
+		t.Fatalf("/healthcheck answered %d %q while the broker is cut: it is liveness", code, body)
+	}
+	// Long enough for the reconnect backoff to reach its longest wait.
+	outage := time.Now().Add(5 * time.Second)
+	for time.Now().Before(outage) {
+		if code, _ := readyz(t, srv.URL); code != 503 {
+			t.Fatalf("/readyz answered %d while the broker is cut", code)
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
+
+	proxy.Start()
+	back := time.Now()
+	testcluster.Eventually(t, 5*time.Second, "/readyz answers 200 within 5 s of the broker coming back", func() bool {
+		code, _ := readyz(t, srv.URL)
+		return code == 200
+	})
+	t.Logf("ready again %s after the broker came back", time.Since(back).Round(time.Millisecond))
+}
+
+// TestReadyzNamesTheStore: a store whose file is gone (a volume
+// unmounted from under the process) answers /readyz 503 naming the store.
+func TestReadyzNamesTheStore(t *testing.T) {
+	dir := t.TempDir()
+	srv := newEmbeddedWith(t, Config{DBPath: filepath.Join(dir, "stamen.db")})
+	testcluster.Eventually(t, 10*time.Second, "/readyz answers 200 on the embedded broker", func() bool {
+		code, _ := readyz(t, srv.URL)
+		return code == 200
+	})
+	if err := os.RemoveAll(dir); err != nil {
+		t.Fatal(err)
+	}
+	code, missing := readyz(t, srv.URL)
+	if _, ok := missing["store"]; code != 503 || !ok {
+		t.Fatalf("/readyz answered %d %v with the store's file gone, want 503 naming the store", code, missing)
+	}
+}
