@@ -31,6 +31,7 @@ import (
 	"github.com/stamen-dev/stamen/internal/reconcile"
 	"github.com/stamen-dev/stamen/internal/redact"
 	"github.com/stamen-dev/stamen/internal/state"
+	"github.com/stamen-dev/stamen/internal/version"
 )
 
 type options struct {
@@ -92,6 +93,8 @@ type options struct {
 	maxEventStreams     int
 
 	debugAddr string
+	// version: print the build's version and exit.
+	version bool
 
 	unixSocket string
 	certFile   string
@@ -401,6 +404,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 		"serve Go's profiling endpoints (/debug/pprof/; not cmdline, which may show passwords) on this host:port, apart from the API and without authentication: keep it on loopback; empty: off")
 	str(&o.logLevel, "logging", orDefault(envString("LOGGING"), "info"), "log level: debug, info, warn, error")
 	switchVar(&o.debug, "debug", "DEBUG", false, "Flower's debug switch: log at debug level when --logging is left at info")
+	fs.BoolVar(&o.version, "version", false, "print the version, commit and build date, and exit")
 	flowerOnly := registerFlowerOnly(fs, both)
 	if err := fs.Parse(args); err != nil {
 		return o, err
@@ -584,6 +588,10 @@ func run(args []string, stderr io.Writer) int {
 		}
 		fmt.Fprintln(stderr, "stamen:", err)
 		return 2
+	}
+	if o.version {
+		fmt.Println(version.Get())
+		return 0
 	}
 	var level slog.Level
 	if err := level.UnmarshalText([]byte(o.logLevel)); err != nil {

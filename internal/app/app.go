@@ -40,6 +40,7 @@ import (
 	"github.com/stamen-dev/stamen/internal/store"
 	"github.com/stamen-dev/stamen/internal/store/pgstore"
 	"github.com/stamen-dev/stamen/internal/stream"
+	"github.com/stamen-dev/stamen/internal/version"
 )
 
 // Config is everything stamen can be told at start-up.
@@ -1010,7 +1011,13 @@ func (a *App) gauges() []prometheus.Collector {
 			return float64(looked)
 		}
 	}
+	build := version.Get()
 	return []prometheus.Collector{
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "stamen_build_info", Help: "Always 1; the labels say which build of stamen runs.",
+			ConstLabels: prometheus.Labels{"version": build.Version, "revision": build.Commit,
+				"build_date": build.Date, "goversion": build.GoVersion},
+		}, func() float64 { return 1 }),
 		prometheus.NewCounterFunc(prometheus.CounterOpts{
 			Name: "stamen_reconcile_lookups_total", Help: "Result documents read to reconcile unfinished tasks.",
 		}, reconciled(false)),
