@@ -51,6 +51,8 @@ type options struct {
 	maxTasks           int
 	maxTaskAge         time.Duration
 	maxWorkers         int
+	maxSeries          int
+	taskWorkerLabel    bool
 	runtimeBuckets     bucketsFlag
 	enableEvents       bool
 	inspectTimeoutMS   float64
@@ -321,6 +323,12 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	both("max_workers", func(n string) {
 		fs.IntVar(&o.maxWorkers, n, e.int("MAX_WORKERS", state.DefaultMaxWorkers), "workers kept in the events state; the one silent longest goes first")
 	})
+	both("max_series", func(n string) {
+		fs.IntVar(&o.maxSeries, n, e.int("MAX_SERIES", metrics.DefaultMaxSeries),
+			"the budget of Flower's series on /metrics (flower_*): what does not fit is counted under worker or task \"other\"")
+	})
+	switchVar(&o.taskWorkerLabel, "task_metrics_worker_label", "TASK_METRICS_WORKER_LABEL", true,
+		"label per-task series (events, runtime, prefetch) by worker as Flower does; false drops the worker from them, one set of series per task name")
 	o.runtimeBuckets = metrics.DefaultRuntimeBuckets
 	e.read("TASK_RUNTIME_METRIC_BUCKETS", o.runtimeBuckets.Set)
 	both("task_runtime_metric_buckets", func(n string) {
@@ -503,6 +511,9 @@ func (o options) validate() error {
 	if o.maxWorkers < 1 {
 		return fmt.Errorf("--max_workers: want at least 1, got %d", o.maxWorkers)
 	}
+	if o.maxSeries < 1 {
+		return fmt.Errorf("--max_series: want at least 1, got %d", o.maxSeries)
+	}
 	if o.eventQueue != "" {
 		if err := amqp.ValidateEventQueue(o.eventQueue); err != nil {
 			return fmt.Errorf("--event_queue: %w", err)
@@ -649,18 +660,20 @@ func run(args []string, stderr io.Writer) int {
 		BrokerUseSSL:                  o.brokerSSL,
 		RedisBackendUseSSL:            o.backendSSL,
 
-		EmbeddedAddr:     o.embeddedAddr,
-		EmbeddedPassword: o.embeddedPassword,
-		MaxTasks:         o.maxTasks,
-		MaxWorkers:       o.maxWorkers,
-		MaxTaskAge:       o.maxTaskAge,
-		InspectTimeout:   time.Duration(o.inspectTimeoutMS * float64(time.Millisecond)),
-		BrokerTimeout:    o.brokerTimeout,
-		ApplyTimeout:     o.applyTimeout,
-		URLPrefix:        o.urlPrefix,
-		Auth:             authn,
-		SaveInterval:     time.Duration(o.stateSaveInterval) * time.Millisecond,
-		Logger:           log,
+		EmbeddedAddr:      o.embeddedAddr,
+		EmbeddedPassword:  o.embeddedPassword,
+		MaxTasks:          o.maxTasks,
+		MaxWorkers:        o.maxWorkers,
+		MaxSeries:         o.maxSeries,
+		NoTaskWorkerLabel: !o.taskWorkerLabel,
+		MaxTaskAge:        o.maxTaskAge,
+		InspectTimeout:    time.Duration(o.inspectTimeoutMS * float64(time.Millisecond)),
+		BrokerTimeout:     o.brokerTimeout,
+		ApplyTimeout:      o.applyTimeout,
+		URLPrefix:         o.urlPrefix,
+		Auth:              authn,
+		SaveInterval:      time.Duration(o.stateSaveInterval) * time.Millisecond,
+		Logger:            log,
 
 		PurgeOfflineWorkers: time.Duration(max(o.purgeOfflineWorkers, 0)) * time.Second,
 		TaskRuntimeBuckets:  o.runtimeBuckets,

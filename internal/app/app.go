@@ -145,6 +145,11 @@ type Config struct {
 	// metrics.DefaultRuntimeBuckets). New refuses those
 	// metrics.CheckRuntimeBuckets refuses.
 	TaskRuntimeBuckets []float64
+	// MaxSeries is the budget of Flower's series on /metrics (0:
+	// metrics.DefaultMaxSeries); NoTaskWorkerLabel drops the worker label
+	// from the per-task series (metrics.Limits).
+	MaxSeries         int
+	NoTaskWorkerLabel bool
 	// QueueLengthInterval is how often stamen_queue_length is refreshed
 	// (0: 15 s).
 	QueueLengthInterval time.Duration
@@ -317,6 +322,7 @@ func New(ctx context.Context, cfg Config) (*App, error) {
 	}
 	a.reconciler = a.newReconciler(results)
 	a.Metrics = metrics.New(cfg.TaskRuntimeBuckets, a.gauges()...)
+	a.Metrics.SetLimits(metrics.Limits{MaxSeries: cfg.MaxSeries, NoTaskWorker: cfg.NoTaskWorkerLabel})
 	a.Events = stream.NewHub(cfg.MaxEventStreams)
 	var sent handlers.SentLog
 	var queues handlers.QueueLog
