@@ -21,7 +21,7 @@ import (
 )
 
 // imageDB is the Redis database of TestImageRunsAgainstRedis.
-const imageDB = 3
+const imageDB = 4
 
 // TestImageRunsAgainstRedis builds the image for this machine's
 // architecture with this command (no container engine), checks its
