@@ -5,6 +5,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/stamen-dev/stamen/internal/testcluster"
 )
 
 // TestAlertRules: promtool (a pinned Go module) accepts the alert rules,
@@ -12,6 +14,7 @@ import (
 // dashboard test finds on a real stamen's /metrics or one stamen
 // registers.
 func TestAlertRules(t *testing.T) {
+	testcluster.SkipIfShort(t, "promtool runs as a Go module (minutes to build on a cold cache)")
 	path, err := filepath.Abs("../examples/prometheus/alerts.yml")
 	if err != nil {
 		t.Fatal(err)

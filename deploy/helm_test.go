@@ -11,6 +11,8 @@ import (
 	"testing"
 
 	"go.yaml.in/yaml/v3"
+
+	"github.com/stamen-dev/stamen/internal/testcluster"
 )
 
 const chart = "helm/stamen"
@@ -77,6 +79,7 @@ func dig(v any, path ...any) any {
 // its PodDisruptionBudget; a fleet without a database, or without a
 // broker Secret, is refused.
 func TestHelmChart(t *testing.T) {
+	testcluster.SkipIfShort(t, "helm runs as a Go module (minutes to build on a cold cache)")
 	dir, _ := os.Getwd()
 	if out, err := goRun(t, helmModule, nil, "lint", "--strict", dir+"/"+chart); err != nil {
 		t.Fatalf("helm lint: %v\n%s", err, out)
