@@ -3,6 +3,7 @@ package app
 import (
 	"context"
 	"encoding/json"
+	"log/slog"
 	"net/http"
 	"slices"
 	"strings"
@@ -34,7 +35,10 @@ func (a *App) notReady(ctx context.Context) map[string]string {
 		err = a.store.Ping()
 	}
 	if err != nil {
-		out["store"] = redact.String(err.Error())
+		// /readyz answers anyone: the reason names no host, user or
+		// database; the log has the error.
+		out["store"] = "the store does not answer"
+		a.log.Debug("not ready: the store does not answer", slog.String("err", redact.String(err.Error())))
 	}
 	return out
 }

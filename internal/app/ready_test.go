@@ -7,6 +7,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -108,4 +109,39 @@ func TestReadyzNamesTheStore(t *testing.T) {
 	if _, ok := missing["store"]; code != 503 || !ok {
 		t.Fatalf("/readyz answered %d %v with the store's file gone, want 503 naming the store", code, missing)
 	}
+}
+
+// TestReadyzFollowsPostgres: a replica whose PostgreSQL (the fleet's
+// shared history) is cut by the project's TCP proxy answers /readyz 503
+// naming the store, and not the broker, and 200 again once the database
+// answers: a load balancer sends it no traffic meanwhile.
+func TestReadyzFollowsPostgres(t *testing.T) {
+	proxy := testcluster.StartProxy(t, testcluster.PostgresAddr)
+	db := testcluster.PostgresDB(t)
+	srv := newEmbeddedWith(t, Config{DBPath: testcluster.PostgresURL(proxy.Addr(), db), DBTimeout: 500 * time.Millisecond})
+	testcluster.Eventually(t, 10*time.Second, "/readyz answers 200 with PostgreSQL", func() bool {
+		code, _ := readyz(t, srv.URL)
+		return code == 200
+	})
+	proxy.Cut()
+	var missing map[string]string
+	testcluster.Eventually(t, 5*time.Second, "/readyz answers 503 while PostgreSQL is cut", func() bool {
+		var code int
+		code, missing = readyz(t, srv.URL)
+		return code == 503
+	})
+	if _, ok := missing["store"]; !ok {
+		t.Fatalf("/readyz's 503 does not name the store: %v", missing)
+	}
+	if strings.Contains(missing["store"], db) || strings.Contains(missing["store"], proxy.Addr()) {
+		t.Fatalf("/readyz, which answers anyone, names the database or its address: %v", missing)
+	}
+	if _, ok := missing["broker"]; ok {
+		t.Fatalf("/readyz names the broker, which is up: %v", missing)
+	}
+	proxy.Start()
+	testcluster.Eventually(t, 5*time.Second, "/readyz answers 200 once PostgreSQL answers again", func() bool {
+		code, _ := readyz(t, srv.URL)
+		return code == 200
+	})
 }
