@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http/httptest"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -141,6 +142,40 @@ func TestReadyzFollowsPostgres(t *testing.T) {
 	}
 	proxy.Start()
 	testcluster.Eventually(t, 5*time.Second, "/readyz answers 200 once PostgreSQL answers again", func() bool {
+		code, _ := readyz(t, srv.URL)
+		return code == 200
+	})
+}
+
+// TestReadyzFollowsRabbitMQ: /readyz follows the event consumer on
+// RabbitMQ as on Redis: 503 naming the broker while the project's TCP
+// proxy cuts it, 200 again within 5 s of it coming back after an outage
+// of a few seconds (the reconnect backoff, up to 5 s on RabbitMQ, adds
+// to a longer one).
+func TestReadyzFollowsRabbitMQ(t *testing.T) {
+	testcluster.RequireRabbitMQ(t)
+	proxy := testcluster.StartProxy(t, "127.0.0.1:5672")
+	srv := newEmbeddedWith(t, Config{
+		BrokerURL: fmt.Sprintf("amqp://guest:guest@%s/%s", proxy.Addr(), url.PathEscape(testcluster.Vhost)),
+	})
+	testcluster.Eventually(t, 10*time.Second, "/readyz answers 200 once consuming events", func() bool {
+		code, _ := readyz(t, srv.URL)
+		return code == 200
+	})
+	proxy.Cut()
+	testcluster.Eventually(t, 10*time.Second, "/readyz answers 503 naming the broker while RabbitMQ is cut", func() bool {
+		code, missing := readyz(t, srv.URL)
+		_, broker := missing["broker"]
+		return code == 503 && broker
+	})
+	// An outage, not a blip: the reconnect backoff grows meanwhile.
+	for end := time.Now().Add(2 * time.Second); time.Now().Before(end); time.Sleep(250 * time.Millisecond) {
+		if code, _ := readyz(t, srv.URL); code != 503 {
+			t.Fatalf("/readyz answered %d while RabbitMQ is cut", code)
+		}
+	}
+	proxy.Start()
+	testcluster.Eventually(t, 5*time.Second, "/readyz answers 200 within 5 s of RabbitMQ coming back", func() bool {
 		code, _ := readyz(t, srv.URL)
 		return code == 200
 	})
