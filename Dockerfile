@@ -10,12 +10,15 @@ FROM --platform=$BUILDPLATFORM golang:1.26-bookworm AS build
 ARG TARGETOS=linux
 ARG TARGETARCH
 ARG VERSION=""
+ARG COMMIT=""
+ARG DATE=""
 WORKDIR /src
 COPY go.mod go.sum ./
 RUN go mod download
 COPY . .
 RUN CGO_ENABLED=0 GOOS=$TARGETOS GOARCH=$TARGETARCH go build -trimpath \
-      -ldflags "-s -w -X github.com/stamen-dev/stamen/internal/version.version=${VERSION}" \
+      -ldflags "-s -w -X github.com/stamen-dev/stamen/internal/version.version=${VERSION} \
+        -X github.com/stamen-dev/stamen/internal/version.commit=${COMMIT} -X github.com/stamen-dev/stamen/internal/version.date=${DATE}" \
       -o /out/stamen ./cmd/stamen \
  && mkdir -p /out/data /out/tmp \
  && printf 'root:x:0:0:root:/root:/sbin/nologin\nnonroot:x:65532:65532:nonroot:/data:/sbin/nologin\n' > /out/passwd \

@@ -70,4 +70,4 @@ dist:
 # writes the first platform's image as a tarball docker load takes.
 IMAGE_TAR ?=
 image:
-	go run ./deploy/image -o dist/image -platforms linux/amd64,linux/arm64 -version $(VERSION) -tag stamen:$(VERSION) $(if $(IMAGE_TAR),-tar $(IMAGE_TAR))
+	go run ./deploy/image -o dist/image -platforms linux/amd64,linux/arm64 -version $(VERSION) -commit $(COMMIT) -date $(DATE) -tag stamen:$(VERSION) $(if $(IMAGE_TAR),-tar $(IMAGE_TAR))

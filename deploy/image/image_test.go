@@ -55,7 +55,7 @@ func TestImageRunsAgainstRedis(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Chdir(root)
-	if err := build(out, []string{"linux/" + runtime.GOARCH}, "v0.0.0-test", "stamen:test", "", "/etc/ssl/certs/ca-certificates.crt"); err != nil {
+	if err := build(out, []string{"linux/" + runtime.GOARCH}, map[string]string{"version": "v0.0.0-test"}, "stamen:test", "", "/etc/ssl/certs/ca-certificates.crt"); err != nil {
 		t.Fatalf("build the image: %v", err)
 	}
 	checkImage(t, out)
@@ -83,6 +83,9 @@ func TestImageRunsAgainstRedis(t *testing.T) {
 	waitReady(t, base)
 	if uidOf(t, c.pid()) != fmt.Sprint(uid) {
 		t.Fatalf("the container's process runs as uid %s, want %d", uidOf(t, c.pid()), uid)
+	}
+	if code, body := call(t, "GET", base+"/metrics", ""); code != 200 || !strings.Contains(body, `version="v0.0.0-test"`) {
+		t.Fatalf("the image's stamen_build_info does not carry the version stamped: %d", code)
 	}
 	w := testcluster.StartWorker(t, testcluster.WorkerOptions{Name: "image", Broker: testcluster.RedisURL(imageDB)})
 	code, body := call(t, "POST", base+"/api/task/async-apply/stamen.add", `{"args": [20, 22]}`)

@@ -72,17 +72,22 @@ func main() {
 	out := flag.String("o", "dist/image", "directory of the OCI image layout to write")
 	platforms := flag.String("platforms", "linux/"+runtime.GOARCH, "comma-separated os/arch list")
 	version := flag.String("version", "", "version to stamp (-ldflags -X), empty: the build information's")
+	commit := flag.String("commit", "", "commit to stamp, empty: the build information's")
+	date := flag.String("date", "", "build date to stamp (the commit's time), empty: the build information's")
 	tag := flag.String("tag", "stamen:latest", "the image's name in the layout and the tarball")
 	tarPath := flag.String("tar", "", "also write the first platform's image here, as a tarball docker load takes")
 	certs := flag.String("certs", "/etc/ssl/certs/ca-certificates.crt", "CA certificates bundle to put in the image")
 	flag.Parse()
-	if err := build(*out, strings.Split(*platforms, ","), *version, *tag, *tarPath, *certs); err != nil {
+	stamp := map[string]string{"version": *version, "commit": *commit, "date": *date}
+	if err := build(*out, strings.Split(*platforms, ","), stamp, *tag, *tarPath, *certs); err != nil {
 		fmt.Fprintln(os.Stderr, "image:", err)
 		os.Exit(1)
 	}
 }
 
-func build(out string, platforms []string, version, tag, tarPath, certs string) error {
+// build writes the image; stamp holds the values -ldflags -X sets in
+// internal/version (version, commit, date), empty ones left out.
+func build(out string, platforms []string, stamp map[string]string, tag, tarPath, certs string) error {
 	ref, err := name.NewTag(tag)
 	if err != nil {
 		return err
@@ -106,7 +111,7 @@ func build(out string, platforms []string, version, tag, tarPath, certs string) 
 			return fmt.Errorf("platform %q: want linux/<arch>", p)
 		}
 		bin := filepath.Join(tmp, "stamen-"+goarch)
-		if err := compile(bin, goarch, version); err != nil {
+		if err := compile(bin, goarch, stamp); err != nil {
 			return err
 		}
 		img, err := image(bin, caPEM, goarch)
@@ -154,11 +159,13 @@ func build(out string, platforms []string, version, tag, tarPath, certs string) 
 
 // compile builds the static binary for linux/goarch: no cgo, no paths of
 // the build machine.
-func compile(bin, goarch, version string) error {
+func compile(bin, goarch string, stamp map[string]string) error {
 	args := []string{"build", "-trimpath", "-o", bin}
 	ld := "-s -w"
-	if version != "" {
-		ld += " -X github.com/stamen-dev/stamen/internal/version.version=" + version
+	for _, k := range []string{"version", "commit", "date"} {
+		if v := stamp[k]; v != "" {
+			ld += " -X github.com/stamen-dev/stamen/internal/version." + k + "=" + v
+		}
 	}
 	args = append(args, "-ldflags", ld, "./cmd/stamen")
 	cmd := exec.Command("go", args...)
