@@ -2,7 +2,7 @@
 SWAGGER := go tool swagger
 GO_TEST_FLAGS ?= -race -count=1
 
-.PHONY: all build generate check-generated docs check-docs validate test unit bench run fmt vet
+.PHONY: all build generate check-generated docs check-docs validate test unit bench run fmt vet image dist
 
 all: build
 
@@ -57,3 +57,28 @@ test:
 
 bench:
 	bash scripts/bench.sh
+
+# The version stamped into release builds: the tag, else the commit.
+VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo devel)
+COMMIT ?= $(shell git rev-parse HEAD 2>/dev/null || echo unknown)
+DATE ?= $(shell git log -1 --format=%cI 2>/dev/null || echo unknown)
+VERSION_PKG := github.com/stamen-dev/stamen/internal/version
+LDFLAGS := -s -w -X $(VERSION_PKG).version=$(VERSION) -X $(VERSION_PKG).commit=$(COMMIT) -X $(VERSION_PKG).date=$(DATE)
+PLATFORMS ?= linux/amd64 linux/arm64 darwin/amd64 darwin/arm64
+
+# Static release binaries for every platform, with their SHA-256 sums.
+dist:
+	rm -rf dist/bin && mkdir -p dist/bin
+	set -e; for p in $(PLATFORMS); do \
+	  os=$${p%/*}; arch=$${p#*/}; \
+	  CGO_ENABLED=0 GOOS=$$os GOARCH=$$arch go build -trimpath -ldflags "$(LDFLAGS)" \
+	    -o dist/bin/stamen-$(VERSION)-$$os-$$arch ./cmd/stamen; \
+	done
+	cd dist/bin && sha256sum stamen-* > SHA256SUMS
+
+# The container image (OCI layout in dist/image, amd64 and arm64) without a
+# container engine: see deploy/image and docs/deploy.md. IMAGE_TAR also
+# writes the first platform's image as a tarball docker load takes.
+IMAGE_TAR ?=
+image:
+	go run ./deploy/image -o dist/image -platforms linux/amd64,linux/arm64 -version $(VERSION) -commit $(COMMIT) -date $(DATE) -tag stamen:$(VERSION) $(if $(IMAGE_TAR),-tar $(IMAGE_TAR))

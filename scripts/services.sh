@@ -5,7 +5,9 @@
 # unpacked beside it (scripts/celery-versions.sh, cached under
 # /var/cache/stamen-celery), and Debian's Chromium (/usr/bin/chromium) for the
 # test that drives Swagger UI in a headless browser, and Debian's redis-sentinel
-# (the Sentinel tests start their own, testcluster.StartSentinel).
+# (the Sentinel tests start their own, testcluster.StartSentinel), and runc
+# and umoci, which run the container image deploy/image builds
+# (deploy/image's test).
 #
 # Idempotent: installs only missing packages (no apt-get at all when nothing
 # is missing), starts only what does not already answer, and is quick (~2 s)
@@ -27,7 +29,7 @@ AMQP_PORT=5672
 PG_PORT=5432
 VHOST=stamen-test
 
-PKGS=(redis-server redis-sentinel redis-tools rabbitmq-server postgresql python3-celery python3-redis python3-amqp python3-kombu chromium)
+PKGS=(redis-server redis-sentinel redis-tools rabbitmq-server postgresql python3-celery python3-redis python3-amqp python3-kombu chromium runc umoci ca-certificates)
 
 log() { printf '[services %s] %s\n' "$(date +%H:%M:%S)" "$*"; }
 die() {
@@ -45,7 +47,7 @@ is_root() { [ "$(id -u)" = 0 ]; }
 
 # ---- 1. packages --------------------------------------------------------------
 pkgs=("${PKGS[@]}")
-[ "${STAMEN_SKIP_RABBITMQ:-0}" = 1 ] && pkgs=(redis-server redis-sentinel redis-tools postgresql python3-celery python3-redis python3-kombu)
+[ "${STAMEN_SKIP_RABBITMQ:-0}" = 1 ] && pkgs=(redis-server redis-sentinel redis-tools postgresql python3-celery python3-redis python3-kombu runc umoci ca-certificates)
 missing=()
 for p in "${pkgs[@]}"; do
   if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed'; then

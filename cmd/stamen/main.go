@@ -31,6 +31,7 @@ import (
 	"github.com/stamen-dev/stamen/internal/reconcile"
 	"github.com/stamen-dev/stamen/internal/redact"
 	"github.com/stamen-dev/stamen/internal/state"
+	"github.com/stamen-dev/stamen/internal/version"
 )
 
 type options struct {
@@ -50,6 +51,8 @@ type options struct {
 	maxTasks           int
 	maxTaskAge         time.Duration
 	maxWorkers         int
+	maxSeries          int
+	taskWorkerLabel    bool
 	runtimeBuckets     bucketsFlag
 	enableEvents       bool
 	inspectTimeoutMS   float64
@@ -93,6 +96,8 @@ type options struct {
 	maxEventStreams     int
 
 	debugAddr string
+	// version: print the build's version and exit.
+	version bool
 
 	unixSocket string
 	certFile   string
@@ -363,6 +368,12 @@ func defineFlags(o *options, e *envParser, stderr io.Writer) (*flag.FlagSet, fun
 	both("max_workers", func(n string) {
 		fs.IntVar(&o.maxWorkers, n, e.int("MAX_WORKERS", state.DefaultMaxWorkers), "workers kept in the events state; the one silent longest goes first")
 	})
+	both("max_series", func(n string) {
+		fs.IntVar(&o.maxSeries, n, e.int("MAX_SERIES", metrics.DefaultMaxSeries),
+			"the budget of Flower's series on /metrics (flower_*): what does not fit is counted under worker or task \"other\"")
+	})
+	switchVar(&o.taskWorkerLabel, "task_metrics_worker_label", "TASK_METRICS_WORKER_LABEL", true,
+		"label per-task series (events, runtime, prefetch) by worker as Flower does; false drops the worker from them, one set of series per task name")
 	o.runtimeBuckets = metrics.DefaultRuntimeBuckets
 	e.read("TASK_RUNTIME_METRIC_BUCKETS", o.runtimeBuckets.Set)
 	both("task_runtime_metric_buckets", func(n string) {
@@ -446,6 +457,7 @@ func defineFlags(o *options, e *envParser, stderr io.Writer) (*flag.FlagSet, fun
 		"serve Go's profiling endpoints (/debug/pprof/; not cmdline, which may show passwords) on this host:port, apart from the API and without authentication: keep it on loopback; empty: off")
 	str(&o.logLevel, "logging", orDefault(envString("LOGGING"), "info"), "log level: debug, info, warn, error")
 	switchVar(&o.debug, "debug", "DEBUG", false, "Flower's debug switch: log at debug level when --logging is left at info")
+	fs.BoolVar(&o.version, "version", false, "print the version, commit and build date, and exit")
 	registerSignIn(&o.signIn, fs, e, str, hidden, both)
 	return fs, registerFlowerOnly(fs, both)
 }
@@ -521,6 +533,9 @@ func reconcileLookups(n int) int {
 func (o options) validate() error {
 	if o.maxWorkers < 1 {
 		return fmt.Errorf("--max_workers: want at least 1, got %d", o.maxWorkers)
+	}
+	if o.maxSeries < 1 {
+		return fmt.Errorf("--max_series: want at least 1, got %d", o.maxSeries)
 	}
 	if o.eventQueue != "" {
 		if err := amqp.ValidateEventQueue(o.eventQueue); err != nil {
@@ -608,6 +623,10 @@ func run(args []string, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "stamen:", err)
 		return 2
 	}
+	if o.version {
+		fmt.Println(version.Get())
+		return 0
+	}
 	var level slog.Level
 	if err := level.UnmarshalText([]byte(o.logLevel)); err != nil {
 		fmt.Fprintln(stderr, "stamen: invalid --logging:", o.logLevel)
@@ -669,19 +688,21 @@ func run(args []string, stderr io.Writer) int {
 		BrokerUseSSL:                  o.brokerSSL,
 		RedisBackendUseSSL:            o.backendSSL,
 
-		EmbeddedAddr:     o.embeddedAddr,
-		EmbeddedPassword: o.embeddedPassword,
-		MaxTasks:         o.maxTasks,
-		MaxWorkers:       o.maxWorkers,
-		MaxTaskAge:       o.maxTaskAge,
-		InspectTimeout:   time.Duration(o.inspectTimeoutMS * float64(time.Millisecond)),
-		BrokerTimeout:    o.brokerTimeout,
-		ApplyTimeout:     o.applyTimeout,
-		URLPrefix:        o.urlPrefix,
-		Auth:             authn,
-		SignIn:           signInPages,
-		SaveInterval:     time.Duration(o.stateSaveInterval) * time.Millisecond,
-		Logger:           log,
+		EmbeddedAddr:      o.embeddedAddr,
+		EmbeddedPassword:  o.embeddedPassword,
+		MaxTasks:          o.maxTasks,
+		MaxWorkers:        o.maxWorkers,
+		MaxSeries:         o.maxSeries,
+		NoTaskWorkerLabel: !o.taskWorkerLabel,
+		MaxTaskAge:        o.maxTaskAge,
+		InspectTimeout:    time.Duration(o.inspectTimeoutMS * float64(time.Millisecond)),
+		BrokerTimeout:     o.brokerTimeout,
+		ApplyTimeout:      o.applyTimeout,
+		URLPrefix:         o.urlPrefix,
+		Auth:              authn,
+		SignIn:            signInPages,
+		SaveInterval:      time.Duration(o.stateSaveInterval) * time.Millisecond,
+		Logger:            log,
 
 		PurgeOfflineWorkers: time.Duration(max(o.purgeOfflineWorkers, 0)) * time.Second,
 		TaskRuntimeBuckets:  o.runtimeBuckets,

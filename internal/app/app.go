@@ -41,6 +41,7 @@ import (
 	"github.com/stamen-dev/stamen/internal/store/pgstore"
 	"github.com/stamen-dev/stamen/internal/stream"
 	"github.com/stamen-dev/stamen/internal/taskstats"
+	"github.com/stamen-dev/stamen/internal/version"
 )
 
 // Config is everything stamen can be told at start-up.
@@ -145,6 +146,11 @@ type Config struct {
 	// metrics.DefaultRuntimeBuckets). New refuses those
 	// metrics.CheckRuntimeBuckets refuses.
 	TaskRuntimeBuckets []float64
+	// MaxSeries is the budget of Flower's series on /metrics (0:
+	// metrics.DefaultMaxSeries); NoTaskWorkerLabel drops the worker label
+	// from the per-task series (metrics.Limits).
+	MaxSeries         int
+	NoTaskWorkerLabel bool
 	// QueueLengthInterval is how often stamen_queue_length is refreshed
 	// (0: 15 s).
 	QueueLengthInterval time.Duration
@@ -157,6 +163,10 @@ type Config struct {
 	// and identify its sessions (UseSessions).
 	SignIn http.Handler
 	Logger *slog.Logger
+
+	// ready is what /readyz asks (App.notReady); New sets it. Without it
+	// /readyz is not served.
+	ready func(context.Context) map[string]string
 }
 
 // eventSource is what the ingest loop needs from a broker. fn's events may
@@ -326,6 +336,7 @@ func New(ctx context.Context, cfg Config) (*App, error) {
 	}
 	a.reconciler = a.newReconciler(results)
 	a.Metrics = metrics.New(cfg.TaskRuntimeBuckets, a.gauges()...)
+	a.Metrics.SetLimits(metrics.Limits{MaxSeries: cfg.MaxSeries, NoTaskWorker: cfg.NoTaskWorkerLabel})
 	a.Events = stream.NewHub(cfg.MaxEventStreams)
 	var sent handlers.SentLog
 	var queues handlers.QueueLog
@@ -360,6 +371,7 @@ func New(ctx context.Context, cfg Config) (*App, error) {
 		Stats:          a.statsReader(),
 	})
 	a.handlers = h
+	cfg.ready = a.notReady
 	a.Handler, err = newHTTPHandler(h, a.Metrics, a.Audit, cfg)
 	if err != nil {
 		a.Close()
@@ -1032,7 +1044,13 @@ func (a *App) gauges() []prometheus.Collector {
 			return float64(looked)
 		}
 	}
+	build := version.Get()
 	return []prometheus.Collector{
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "stamen_build_info", Help: "Always 1; the labels say which build of stamen runs.",
+			ConstLabels: prometheus.Labels{"version": build.Version, "revision": build.Commit,
+				"build_date": build.Date, "goversion": build.GoVersion},
+		}, func() float64 { return 1 }),
 		prometheus.NewCounterFunc(prometheus.CounterOpts{
 			Name: "stamen_reconcile_lookups_total", Help: "Result documents read to reconcile unfinished tasks.",
 		}, reconciled(false)),

@@ -76,6 +76,9 @@ func newHTTPHandler(h *handlers.Handlers, m *metrics.Metrics, log *audit.Log, cf
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 		_, _ = w.Write([]byte("OK"))
 	})
+	if cfg.ready != nil {
+		mux.Handle("GET /readyz", readyHandler(cfg.ready))
+	}
 	// The served spec names the prefix as its basePath, so that a client
 	// generated from it calls the operations where they are served.
 	specJSON, err := docs.WithBasePath(restapi.SwaggerJSON, urlPrefixPath(cfg.URLPrefix))
@@ -111,7 +114,7 @@ func newHTTPHandler(h *handlers.Handlers, m *metrics.Metrics, log *audit.Log, cf
 	notAllowed := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		handlers.ServeError(w, r, oaerrors.MethodNotAllowed(r.Method, []string{http.MethodGet, http.MethodHead}))
 	})
-	for _, path := range []string{"/healthcheck", "/swagger.json", "/swagger.yaml", "/docs", "/docs/", "/metrics"} {
+	for _, path := range []string{"/healthcheck", "/readyz", "/swagger.json", "/swagger.yaml", "/docs", "/docs/", "/metrics"} {
 		mux.Handle(path, notAllowed)
 	}
 	// The API handler serves the spec's operations only; the spec and the

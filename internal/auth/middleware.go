@@ -11,7 +11,7 @@ import (
 // task data.
 func isPublic(path string) bool {
 	switch path {
-	case "/healthcheck", "/metrics", "/swagger.json", "/swagger.yaml":
+	case "/healthcheck", "/readyz", "/metrics", "/swagger.json", "/swagger.yaml":
 		return true
 	}
 	return path == "/docs" || strings.HasPrefix(path, "/docs/")

@@ -61,6 +61,33 @@ var celeryTypes = map[string]bool{
 	"worker-online": true, "worker-heartbeat": true, "worker-offline": true,
 }
 
+// DefaultMaxSeries is the default budget of Flower's series (flower_*):
+// with stamen's own, Go's and the process' series a scrape stays under
+// 10,000 series whatever the churn of workers and task names.
+const DefaultMaxSeries = 8000
+
+// OtherWorker is the worker label of the per-task series that do not fit
+// the series budget.
+const OtherWorker = "other"
+
+// Limits bound what a scrape shows.
+type Limits struct {
+	// MaxSeries bounds the series of Flower's metrics (0:
+	// DefaultMaxSeries). A new (worker, task) pair whose series would
+	// pass it is counted under worker "other", and when that does not fit
+	// either, under task "other" too; a new worker whose gauges would pass
+	// it has none until the budget frees (a purge). What is folded is
+	// counted in stamen_metrics_folded_total. The series of worker "other"
+	// and task "other" are allowed past it: at most one histogram and two
+	// gauges, and an event counter per event type.
+	MaxSeries int
+	// NoTaskWorker drops the worker from the per-task series: their
+	// worker label is empty, which Prometheus stores as no label, so a
+	// task's series are one whatever the number of workers that ran it.
+	// The per-worker gauges keep it.
+	NoTaskWorker bool
+}
+
 type pending struct {
 	received float64
 	task     string
@@ -81,6 +108,9 @@ type Metrics struct {
 
 	ingested                     *prometheus.CounterVec
 	ingestedTask, ingestedWorker prometheus.Counter
+	folded                       *prometheus.CounterVec
+	foldedWorker, foldedTask     prometheus.Counter
+	foldedGauges                 prometheus.Counter
 	httpDur                      *prometheus.HistogramVec
 	ops                          opsMetrics
 
@@ -97,6 +127,12 @@ type Metrics struct {
 	// eventTypes are the types beyond Celery's that have series of their
 	// own, at most MaxEventTypes.
 	eventTypes map[string]struct{}
+
+	limits Limits
+	// series is what the children above cost in series: a histogram its
+	// buckets, +Inf, sum and count (histCost), anything else one.
+	series   int
+	histCost int
 }
 
 // taskSeries are one (worker, task)'s children, each made on first use
@@ -110,7 +146,9 @@ type taskSeries struct {
 
 // workerSeries are one worker's children, made on first use.
 type workerSeries struct {
-	name      string
+	name string
+	// dropped: the worker's gauges did not fit the series budget.
+	dropped   bool
 	online    prometheus.Gauge
 	executing prometheus.Gauge
 }
@@ -149,6 +187,12 @@ func New(runtimeBuckets []float64, gauges ...prometheus.Collector) *Metrics {
 		executing: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "flower_worker_number_of_currently_executing_tasks", Help: "Number of tasks currently executing at a worker.",
 		}, []string{"worker"}),
+		histCost: len(runtimeBuckets) + 3,
+		limits:   Limits{MaxSeries: DefaultMaxSeries},
+		folded: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "stamen_metrics_folded_total",
+			Help: "Label values that did not fit the series budget (--max_series), by label: events counted under worker or task \"other\", and workers left without gauges (worker_gauges).",
+		}, []string{"label"}),
 		ingested: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "stamen_events_ingested_total", Help: "Celery events ingested, by kind (task, worker).",
 		}, []string{"kind"}),
@@ -160,7 +204,23 @@ func New(runtimeBuckets []float64, gauges ...prometheus.Collector) *Metrics {
 	m.ops = newOpsMetrics()
 	m.ingestedTask = m.ingested.WithLabelValues("task")
 	m.ingestedWorker = m.ingested.WithLabelValues("worker")
+	m.foldedWorker = m.folded.WithLabelValues("worker")
+	m.foldedTask = m.folded.WithLabelValues("task")
+	m.foldedGauges = m.folded.WithLabelValues("worker_gauges")
 	m.reg.MustRegister(m.events, m.runtime, m.prefetch, m.prefetched, m.online, m.executing, m.ingested, m.httpDur,
+		m.folded, prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "stamen_metrics_series", Help: "Series of Flower's metrics (flower_*) the scrape shows.",
+		}, func() float64 {
+			m.mu.Lock()
+			defer m.mu.Unlock()
+			return float64(m.series)
+		}), prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "stamen_metrics_series_budget", Help: "The budget of Flower's series (--max_series).",
+		}, func() float64 {
+			m.mu.Lock()
+			defer m.mu.Unlock()
+			return float64(m.limits.MaxSeries)
+		}),
 		m.ops.queueLength, m.ops.failures,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	for _, g := range gauges {
@@ -168,6 +228,21 @@ func New(runtimeBuckets []float64, gauges ...prometheus.Collector) *Metrics {
 	}
 	return m
 }
+
+// SetLimits sets the series budget and the worker label switch; it is
+// called before the first event.
+func (m *Metrics) SetLimits(l Limits) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if l.MaxSeries <= 0 {
+		l.MaxSeries = DefaultMaxSeries
+	}
+	m.limits = l
+}
+
+// fits reports whether cost more series stay within the budget; m.mu is
+// held.
+func (m *Metrics) fits(cost int) bool { return m.series+cost <= m.limits.MaxSeries }
 
 // Observe updates the metrics for one event, as Flower does.
 func (m *Metrics) Observe(e Event) {
@@ -177,6 +252,9 @@ func (m *Metrics) Observe(e Event) {
 	case "worker-online", "worker-heartbeat":
 		m.ingestedWorker.Inc()
 		w := m.worker(e.Worker)
+		if w.dropped {
+			return
+		}
 		w.onlineOf(m).Set(1)
 		if e.Type == "worker-heartbeat" {
 			w.executingOf(m).Set(float64(e.Active))
@@ -184,17 +262,31 @@ func (m *Metrics) Observe(e Event) {
 		return
 	case "worker-offline":
 		m.ingestedWorker.Inc()
-		m.worker(e.Worker).onlineOf(m).Set(0)
+		if w := m.worker(e.Worker); !w.dropped {
+			w.onlineOf(m).Set(0)
+		}
 		return
 	}
 	m.ingestedTask.Inc()
 	ek := [3]string{e.Worker, e.Type, e.Task}
 	c, ok := m.eventSeries[ek]
 	if !ok {
-		ek[1], ek[2] = m.typeLabel(e.Type), m.taskLabel(e.Task)
-		if c, ok = m.eventSeries[ek]; !ok {
+		ek[0], ek[1], ek[2] = m.taskWorker(e.Worker), m.typeLabel(e.Type), m.taskLabel(e.Task)
+		c, ok = m.eventSeries[ek]
+		if !ok && !m.fits(1) && ek[0] != OtherWorker {
+			ek[0] = OtherWorker
+			m.foldedWorker.Inc()
+			c, ok = m.eventSeries[ek]
+		}
+		if !ok && !m.fits(1) && ek[2] != OtherTask {
+			ek[2] = OtherTask
+			m.foldedTask.Inc()
+			c, ok = m.eventSeries[ek]
+		}
+		if !ok {
 			c = m.events.WithLabelValues(ek[:]...)
 			m.eventSeries[ek] = c
+			m.series++
 		}
 	}
 	c.Inc()
@@ -256,17 +348,45 @@ func cappedLabel(own map[string]struct{}, max int, value, other string) string {
 	return value
 }
 
-// task returns (worker, task)'s children; m.mu is held. Only names with
+// taskWorker is the worker label of worker's per-task series: empty with
+// Limits.NoTaskWorker. m.mu is held.
+func (m *Metrics) taskWorker(worker string) string {
+	if m.limits.NoTaskWorker {
+		return ""
+	}
+	return worker
+}
+
+// taskCost is what a (worker, task) pair's children may cost: the runtime
+// histogram and the two prefetch gauges. It is reserved when the pair is
+// made, whichever children it then uses.
+func (m *Metrics) taskCost() int { return m.histCost + 2 }
+
+// task returns (worker, task)'s children; m.mu is held. Only labels with
 // series of their own are keys, so the map is as bounded as the series.
+// A pair that does not fit the budget is folded (Limits.MaxSeries).
 func (m *Metrics) task(worker, task string) *taskSeries {
 	k := [2]string{worker, task}
 	t, ok := m.taskSeries[k]
+	if ok {
+		return t
+	}
+	k = [2]string{m.taskWorker(worker), m.taskLabel(task)}
+	t, ok = m.taskSeries[k]
+	if !ok && !m.fits(m.taskCost()) && k[0] != OtherWorker {
+		k[0] = OtherWorker
+		m.foldedWorker.Inc()
+		t, ok = m.taskSeries[k]
+	}
+	if !ok && !m.fits(m.taskCost()) && k[1] != OtherTask {
+		k[1] = OtherTask
+		m.foldedTask.Inc()
+		t, ok = m.taskSeries[k]
+	}
 	if !ok {
-		k[1] = m.taskLabel(task)
-		if t, ok = m.taskSeries[k]; !ok {
-			t = &taskSeries{worker: worker, task: k[1]}
-			m.taskSeries[k] = t
-		}
+		t = &taskSeries{worker: k[0], task: k[1]}
+		m.taskSeries[k] = t
+		m.series += m.taskCost()
 	}
 	return t
 }
@@ -280,14 +400,19 @@ func (m *Metrics) Retain(keepWorker, keepTask func(string) bool) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	keptTask := func(name string) bool { return name == OtherTask || name == "" || keepTask(name) }
+	// The worker label of folded series, and the empty one of
+	// Limits.NoTaskWorker, stay as OtherTask does.
+	keptWorker := func(name string) bool { return name == OtherWorker || name == "" || keepWorker(name) }
 	for k := range m.eventSeries {
-		if !keepWorker(k[0]) || !keptTask(k[2]) {
+		if !keptWorker(k[0]) || !keptTask(k[2]) {
 			m.events.DeleteLabelValues(k[:]...)
 			delete(m.eventSeries, k)
+			m.series--
 		}
 	}
 	for k, t := range m.taskSeries {
-		if !keepWorker(k[0]) || !keptTask(k[1]) {
+		if !keptWorker(k[0]) || !keptTask(k[1]) {
+			m.series -= m.taskCost()
 			if t.runtime != nil {
 				m.runtime.DeleteLabelValues(t.worker, t.task)
 			}
@@ -302,6 +427,9 @@ func (m *Metrics) Retain(keepWorker, keepTask func(string) bool) {
 	}
 	for name, w := range m.workerSeries {
 		if !keepWorker(name) {
+			if !w.dropped {
+				m.series -= 2
+			}
 			if w.online != nil {
 				m.online.DeleteLabelValues(name)
 			}
@@ -363,17 +491,26 @@ func (m *Metrics) MarkOffline(alive func(worker string) bool) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	for name, w := range m.workerSeries {
-		if w.online != nil && !alive(name) {
+		if !w.dropped && w.online != nil && !alive(name) {
 			w.online.Set(0)
 		}
 	}
 }
 
-// worker returns the worker's children; m.mu is held.
+// worker returns the worker's children; m.mu is held. A new worker
+// whose two gauges do not fit the budget is dropped: it has none until it
+// is forgotten and comes back. The map holds at most the workers the
+// state holds (Retain).
 func (m *Metrics) worker(name string) *workerSeries {
 	w, ok := m.workerSeries[name]
 	if !ok {
 		w = &workerSeries{name: name}
+		if m.fits(2) {
+			m.series += 2
+		} else {
+			w.dropped = true
+			m.foldedGauges.Inc()
+		}
 		m.workerSeries[name] = w
 	}
 	return w

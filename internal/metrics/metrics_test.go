@@ -89,6 +89,7 @@ func TestSeriesAppearOnFirstUse(t *testing.T) {
 // names, which frees their slots for new names.
 func TestTaskNamesCappedAndForgotten(t *testing.T) {
 	m := New(nil)
+	m.SetLimits(Limits{MaxSeries: 1 << 30}) // the name cap alone
 	const names = MaxTaskNames + 500
 	for i := range names {
 		task, worker := fmt.Sprintf("t%d", i), fmt.Sprintf("w%d", i%10)

@@ -102,6 +102,35 @@ func TestPurgeKeepsLiveAndRecentWorkers(t *testing.T) {
 	}
 }
 
+// TestPurgeForgetsWorkersSeenInTaskEventsOnly: a worker stamen knows only
+// from its task events (a pod whose worker events it never heard) goes
+// once silent longer than the purge age, though its task events, counted
+// as heartbeats of Celery's default interval, would show it online for
+// two minutes; one that sends heartbeats stays while they say it is alive.
+func TestPurgeForgetsWorkersSeenInTaskEventsOnly(t *testing.T) {
+	now := time.Unix(1.7e9, 0)
+	s := New(Config{Now: func() time.Time { return now }})
+	t0 := float64(now.Unix())
+	task := func(id, host string, at float64) celery.Event {
+		e := ev(t, map[string]any{"type": "task-received", "uuid": id, "name": "proj.t", "hostname": host, "timestamp": at})
+		e.LocalReceived = at
+		return e
+	}
+	hb := ev(t, map[string]any{"type": "worker-heartbeat", "hostname": "beating@h", "timestamp": t0 - 10, "freq": 30.0})
+	hb.LocalReceived = t0 - 10
+	s.Apply(task("a", "pod-1@h", t0-10), task("b", "pod-2@h", t0-1), hb, task("c", "beating@h", t0-10))
+	if !s.WorkerAlive("pod-1@h") {
+		t.Fatal("a worker's task event does not count as a heartbeat")
+	}
+	gone := s.PurgeWorkers(now.Add(-5 * time.Second))
+	if fmt.Sprint(gone) != "[pod-1@h]" {
+		t.Errorf("purged %v, want [pod-1@h]", gone)
+	}
+	if got := fmt.Sprint(s.WorkerNames()); got != "[pod-2@h beating@h]" {
+		t.Errorf("kept %v", got)
+	}
+}
+
 // TestMaxWorkersDropsTheLongestSilent: beyond MaxWorkers, the worker
 // whose last event (a heartbeat or a task event) came longest ago goes, as
 // from Celery's LRU cache of workers, not the first seen: a live worker is

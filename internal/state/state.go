@@ -263,6 +263,7 @@ func (s *State) workerEvent(e *celery.Event, subject string, clock int64, localR
 	}
 	w.update(e, clock)
 	w.lastEvent = localReceived
+	w.heard = true
 	switch {
 	case offline:
 		w.Heartbeats = w.Heartbeats[:0]
@@ -973,14 +974,19 @@ func (s *State) WorkerAlive(hostname string) bool {
 
 // PurgeWorkers forgets the workers that are offline and sent no event
 // since before (Flower's --purge_offline_workers), and returns their
-// hostnames. A worker comes back with its next event.
+// hostnames. A worker comes back with its next event. A worker known only
+// from task events (its worker events do not reach stamen, or it is a pod
+// whose heartbeats stamen missed) has no heartbeat interval of its own:
+// its task events count as heartbeats of Celery's default interval, which
+// kept it online for two minutes after its last task. It goes once it
+// sent nothing since before, as the silence of the others is measured.
 func (s *State) PurgeWorkers(before time.Time) []string {
 	now, cut := s.now(), epoch(before)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	var gone []string
 	s.workerCreated = slices.DeleteFunc(s.workerCreated, func(w *worker) bool {
-		if w.lastEvent >= cut || w.AliveAt(now) {
+		if w.lastEvent >= cut || (w.heard && w.AliveAt(now)) {
 			return false
 		}
 		delete(s.workers, w.Hostname)

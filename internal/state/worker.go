@@ -43,6 +43,9 @@ type worker struct {
 	// lastEvent is when its latest event was received (epoch seconds),
 	// for PurgeWorkers.
 	lastEvent float64
+	// heard: a worker event (online, heartbeat, offline) came from it,
+	// not only task events.
+	heard bool
 }
 
 // AliveAt reports whether the worker counts as online at now: it has a

@@ -15,6 +15,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"os"
 	"runtime"
 	"time"
 
@@ -217,6 +218,20 @@ func (s *Store) Size() int64 {
 		return nil
 	})
 	return n
+}
+
+// Ping checks that the file can be read: a closed store, or one whose
+// file is gone from under it, fails.
+func (s *Store) Ping() error {
+	if _, err := os.Stat(s.path); err != nil {
+		return fmt.Errorf("store %s: %w", s.path, err)
+	}
+	return s.db.View(func(tx *bolt.Tx) error {
+		if tx.Bucket(tasksBucket) == nil {
+			return fmt.Errorf("store %s: no tasks bucket", s.path)
+		}
+		return nil
+	})
 }
 
 // Close closes the store.

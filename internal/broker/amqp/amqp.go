@@ -141,6 +141,8 @@ type Broker struct {
 	// onSubscribe, when set, is called each time the event consumer is
 	// (re)established (SetOnSubscribe).
 	onSubscribe atomic.Pointer[func()]
+	// following is true while the event consumer is established.
+	following atomic.Bool
 
 	// enableEvents is !Config.NoEnableEvents: whether ConsumeEvents
 	// broadcasts enable_events at all.

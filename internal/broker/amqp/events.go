@@ -93,6 +93,11 @@ func newEventQueue(cfg Config) (eventQueue, error) {
 // they said elsewhere (internal/reconcile). fn must not block.
 func (b *Broker) SetOnSubscribe(fn func()) { b.onSubscribe.Store(&fn) }
 
+// EventsSubscribed reports whether ConsumeEvents is consuming now: false
+// before it first does, and from the moment its consumer fails until the
+// next one consumes.
+func (b *Broker) EventsSubscribed() bool { return b.following.Load() }
+
 // ConsumeEvents follows the workers' event stream and calls fn with each
 // message's events (task events arrive batched), LocalReceived set. fn runs
 // on this goroutine; a slow fn delays the stream: RabbitMQ hands us at most
@@ -136,6 +141,7 @@ func (b *Broker) ConsumeEvents(ctx context.Context, fn func([]celery.Event)) err
 			return fmt.Errorf("event stream: %w", err)
 		}
 		consumed, err := b.consumeEvents(ctx, s, q, fn)
+		b.following.Store(false)
 		if cerr := ctx.Err(); cerr != nil {
 			return cerr
 		}
@@ -218,6 +224,7 @@ func (b *Broker) consumeEvents(ctx context.Context, s *session, q eventQueue, fn
 	}()
 
 	b.log.Info("following worker events", slog.String("queue", queue), slog.Bool("durable", q.durable))
+	b.following.Store(true)
 	if fn := b.onSubscribe.Load(); fn != nil && *fn != nil {
 		(*fn)()
 	}

@@ -22,9 +22,11 @@ const (
 	// eventsIdle is how long a quiet subscription waits before pinging the
 	// server to find out whether the connection is still there.
 	eventsIdle = 5 * time.Second
-	// reconnect backoff bounds.
+	// reconnect backoff bounds. The longest wait is what a server that
+	// came back waits for stamen at most: /readyz turns 200 again within
+	// it (plus the subscription's round trips).
 	minBackoff = 100 * time.Millisecond
-	maxBackoff = 5 * time.Second
+	maxBackoff = 2 * time.Second
 )
 
 // eventsPatterns match every celeryev channel of the broker's db.
@@ -59,6 +61,7 @@ func (b *Broker) ConsumeEvents(ctx context.Context, fn func([]celery.Event)) err
 	failing := false
 	for {
 		subscribed, err := b.consumeOnce(ctx, fn)
+		b.following.Store(false)
 		if b.closed.Load() {
 			return fmt.Errorf("event stream: broker closed: %w", celery.ErrUnavailable)
 		}

@@ -60,6 +60,8 @@ type Broker struct {
 	// onSubscribe, when set, is called each time the event subscription
 	// is (re)established (SetOnSubscribe).
 	onSubscribe atomic.Pointer[func()]
+	// following is true while the event subscription is established.
+	following atomic.Bool
 }
 
 // SetOnSubscribe sets fn to be called, on the event stream's goroutine,
@@ -68,7 +70,13 @@ type Broker struct {
 // elsewhere (internal/reconcile). fn must not block.
 func (b *Broker) SetOnSubscribe(fn func()) { b.onSubscribe.Store(&fn) }
 
+// EventsSubscribed reports whether ConsumeEvents' subscription is
+// established now: false before the first one, and from the moment one
+// fails until the next is confirmed.
+func (b *Broker) EventsSubscribed() bool { return b.following.Load() }
+
 func (b *Broker) subscribed() {
+	b.following.Store(true)
 	if fn := b.onSubscribe.Load(); fn != nil && *fn != nil {
 		(*fn)()
 	}

@@ -802,6 +802,15 @@ func (s *Store) Size(ctx context.Context) (int64, error) {
 	return n, err
 }
 
+// Ping checks, under the read timeout, that the database answers a
+// statement (readiness).
+func (s *Store) Ping(ctx context.Context) error {
+	return s.read(ctx, func(ctx context.Context) error {
+		var one int
+		return s.pool.QueryRow(ctx, `SELECT 1`).Scan(&one)
+	})
+}
+
 // Unwritable is how many task records and worker events Write has left
 // out because a key of theirs is longer than the indexes take.
 func (s *Store) Unwritable() int64 { return s.unwritable.Load() }
