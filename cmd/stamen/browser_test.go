@@ -48,10 +48,10 @@ func TestAllowedOriginsAndHostsFlags(t *testing.T) {
 	}
 }
 
-// browserPagePort is where the test's "other sites" serve their page:
-// one server, reached as http://evil.example:<port> (another site, which
-// Chromium resolves to 127.0.0.1) and as http://127.0.0.1:<port> (the same
-// site as stamen on 127.0.0.1, another origin).
+// blankPage is the page of the test's other sites: one server, reached as
+// http://evil.example:<port> (another site, which Chromium resolves to
+// 127.0.0.1) and as http://127.0.0.1:<port> (the same site as stamen on
+// 127.0.0.1, another origin), and over HTTPS as https://ops.example.
 const blankPage = `<!doctype html><html><head><title>page</title></head><body></body></html>`
 
 // attackJS sends a form POST (into an iframe, so that the page stays) and
@@ -88,8 +88,8 @@ const attackJS = `(async (base, paths) => {
 	return out;
 })(%s, %s)`
 
-// ownJS is a call from a page of stamen's own origin: a fetch, whose
-// answer the page reads, or a form POST of the page itself.
+// ownFetchJS is a write call from a page of stamen's own origin, whose
+// answer the page reads.
 const ownFetchJS = `fetch(%s, {method: "POST"}).then(async r => r.status + " " + await r.text())`
 
 // TestBrowserCrossSiteRequests runs the binary with a real Celery worker

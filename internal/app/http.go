@@ -196,8 +196,11 @@ func newHTTPHandler(h *handlers.Handlers, m *metrics.Metrics, log *audit.Log, cf
 	var next http.Handler = mux
 	next = handlers.FlowerParams(cfg.MaxBodyBytes, next)
 	next = limitBody(cfg.MaxBodyBytes, refuse, next)
-	// After the authenticator: a refused write call of a known caller is
-	// recorded in the audit log, as refuse records it.
+	// Other origins' write calls, refused with net/http's
+	// CrossOriginProtection (CheckWrites says where its defaults differ
+	// from what stamen needs). After the authenticator: a refused write
+	// call of a known caller is recorded in the audit log, as refuse
+	// records it, under the name of the credentials the browser added.
 	next = guard.CheckWrites(refuse, next)
 	next = cfg.Auth.Middleware(refuse, next)
 	// Before the authenticator: preflights carry no credentials.
