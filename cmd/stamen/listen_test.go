@@ -280,7 +280,8 @@ func unixClient(path string) *http.Client {
 // answers on the socket (without credentials, though --address is not
 // loopback), the socket is closed to other users, a socket left by a
 // killed stamen is replaced, a file that is not a socket or a socket in use
-// is left alone, and the socket goes when stamen stops.
+// is left alone, the Host check is on, and the socket goes when stamen
+// stops.
 func TestUnixSocket(t *testing.T) {
 	testcluster.SkipIfShort(t, "builds and runs the binary")
 	bin := buildBinary(t)
@@ -299,7 +300,7 @@ func TestUnixSocket(t *testing.T) {
 	logs := p.logs
 	client := unixClient(sock)
 	p.awaitUp(t, func() bool {
-		resp, err := client.Get("http://stamen/api/workers")
+		resp, err := client.Get("http://localhost/api/workers")
 		if err != nil {
 			return false
 		}
@@ -323,11 +324,23 @@ func TestUnixSocket(t *testing.T) {
 		want = "unix"
 	}
 	var remotes []string
-	for _, r := range revokeAudited(t, client, "http://stamen", "over-the-socket") {
+	for _, r := range revokeAudited(t, client, "http://localhost", "over-the-socket") {
 		remotes = append(remotes, r.Remote)
 	}
 	if len(remotes) != 1 || remotes[0] != want {
 		t.Errorf("audit remotes of the revoke %q, want [%s]", remotes, want)
+	}
+
+	// A proxy in front of the socket may pass on any Host: only
+	// localhost's names are answered, which keeps out a page that reaches
+	// the proxy by a name of its own (DNS rebinding).
+	resp, err := client.Get("http://stamen/api/workers")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusMisdirectedRequest {
+		t.Errorf("Host stamen over the socket: %d, want 421", resp.StatusCode)
 	}
 
 	t.Run("in use", func(t *testing.T) {

@@ -27,6 +27,7 @@ import (
 	"github.com/stamen-dev/stamen/internal/broker/amqp"
 	"github.com/stamen-dev/stamen/internal/broker/redis"
 	"github.com/stamen-dev/stamen/internal/brokertls"
+	"github.com/stamen-dev/stamen/internal/crossorigin"
 	"github.com/stamen-dev/stamen/internal/metrics"
 	"github.com/stamen-dev/stamen/internal/reconcile"
 	"github.com/stamen-dev/stamen/internal/redact"
@@ -98,6 +99,13 @@ type options struct {
 	debugAddr string
 	// version: print the build's version and exit.
 	version bool
+
+	// allowedOrigins and allowedHosts are the flags as given; origins and
+	// hosts what crossorigin read from them.
+	allowedOrigins string
+	allowedHosts   string
+	origins        []string
+	hosts          []string
 
 	unixSocket string
 	certFile   string
@@ -311,6 +319,12 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	if err := o.validate(); err != nil {
 		return o, err
 	}
+	if o.origins, err = crossorigin.ParseOrigins(o.allowedOrigins); err != nil {
+		return o, fmt.Errorf("--allowed_origins: %w", err)
+	}
+	if o.hosts, err = crossorigin.ParseHosts(o.allowedHosts); err != nil {
+		return o, fmt.Errorf("--allowed_hosts: %w", err)
+	}
 	return o, o.parseUseSSL()
 }
 
@@ -449,6 +463,12 @@ func defineFlags(o *options, e *envParser, stderr io.Writer) (*flag.FlagSet, fun
 	both("max_event_streams", func(n string) {
 		fs.IntVar(&o.maxEventStreams, n, e.int("MAX_EVENT_STREAMS", app.DefaultMaxEventStreams), "/api/events streams served at once; one more answers 503")
 	})
+	str(&o.allowedOrigins, "allowed_origins", envString("ALLOWED_ORIGINS"),
+		"origins (scheme://host[:port], comma-separated) whose web pages may call the API from a browser, such as a dashboard served elsewhere: "+
+			"they get CORS answers; write calls from the pages of every other origin are refused")
+	str(&o.allowedHosts, "allowed_hosts", envString("ALLOWED_HOSTS"),
+		"host names, comma-separated, that a request's Host may name besides localhost and IP addresses (a proxy's public name); "+
+			"checked on a loopback --address or a --unix_socket, and on any address once given")
 	str(&o.unixSocket, "unix_socket", envString("UNIX_SOCKET"), "serve the API on this unix socket (mode 0660) instead of --address and --port")
 	str(&o.certFile, "certfile", envString("CERTFILE"), "serve HTTPS with this PEM certificate (chain), with --keyfile; read again when it changes")
 	str(&o.keyFile, "keyfile", envString("KEYFILE"), "the PEM private key of --certfile")
@@ -719,6 +739,11 @@ func run(args []string, stderr io.Writer) int {
 		AuditMaxAge:         o.auditMaxAge,
 		AuditMaxRecords:     o.auditMaxRecords,
 		MaxEventStreams:     o.maxEventStreams,
+		AllowedOrigins:      o.origins,
+		// On loopback or a unix socket the only names are localhost's;
+		// elsewhere the server's names are not known unless given.
+		CheckHost:    o.unixSocket != "" || app.IsLoopback(o.address) || len(o.hosts) > 0,
+		AllowedHosts: o.hosts,
 	})
 	if err != nil {
 		log.Error("cannot start", slog.Any("err", err))

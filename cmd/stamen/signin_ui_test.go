@@ -93,11 +93,6 @@ func TestOIDCSignInInChromium(t *testing.T) {
 	}
 }
 
-func jsString(s string) string {
-	b, _ := json.Marshal(s)
-	return string(b)
-}
-
 // newChromium starts headless Chromium for the test.
 func newChromium(t *testing.T, timeout time.Duration) context.Context {
 	t.Helper()

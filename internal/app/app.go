@@ -156,6 +156,18 @@ type Config struct {
 	QueueLengthInterval time.Duration
 	// Now is the clock of the task statistics; nil is time.Now.
 	Now func() time.Time
+	// AllowedOrigins are the origins (crossorigin.ParseOrigins' form) whose
+	// pages may call the API from a browser: a dashboard served elsewhere.
+	// They get CORS answers, and their write calls are let through; every
+	// other origin's write calls are refused (crossorigin.CheckWrites).
+	AllowedOrigins []string
+	// CheckHost answers only the requests whose Host is localhost, an IP
+	// address or one of AllowedHosts (crossorigin.ParseHosts' form), and
+	// 421 to the others, which is what keeps a DNS rebinding page out.
+	// cmd/stamen turns it on on a loopback address or a unix socket, and
+	// wherever --allowed_hosts is given.
+	CheckHost    bool
+	AllowedHosts []string
 	// Auth holds the credentials; nil or empty serves without them.
 	Auth *auth.Authenticator
 	// SignIn, when set, serves the sign-in's pages (signin.Paths: /login,

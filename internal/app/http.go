@@ -16,10 +16,12 @@ import (
 	"github.com/go-openapi/runtime"
 	"github.com/go-openapi/runtime/middleware"
 	"github.com/go-openapi/runtime/security"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/stamen-dev/stamen/handlers"
 	"github.com/stamen-dev/stamen/internal/audit"
 	"github.com/stamen-dev/stamen/internal/auth"
+	"github.com/stamen-dev/stamen/internal/crossorigin"
 	"github.com/stamen-dev/stamen/internal/docs"
 	"github.com/stamen-dev/stamen/internal/metrics"
 	"github.com/stamen-dev/stamen/internal/signin"
@@ -182,13 +184,62 @@ func newHTTPHandler(h *handlers.Handlers, m *metrics.Metrics, log *audit.Log, cf
 		log.Record(r.Context(), rec)
 	}
 
+	guard, err := newGuard(m, cfg)
+	if err != nil {
+		return nil, err
+	}
+	// The Host check runs before the authenticator, which a page on a
+	// rebinding name would otherwise reach: it could send credentials of
+	// its choosing and tell from the answers whether they are right. So it
+	// names the caller itself, for the audit log, only where that needs no
+	// credentials: with none configured, everyone is the anonymous
+	// operator, whose write calls are recorded (refused ones too).
+	hostDeny := refuse
+	if !cfg.Auth.Enabled() {
+		hostDeny = func(w http.ResponseWriter, r *http.Request, status int, msg string) {
+			cfg.Auth.Middleware(refuse, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				refuse(w, r, status, msg)
+			})).ServeHTTP(w, r)
+		}
+	}
+
 	var next http.Handler = mux
 	next = handlers.FlowerParams(cfg.MaxBodyBytes, next)
 	next = limitBody(cfg.MaxBodyBytes, refuse, next)
+	// Other origins' write calls, refused with net/http's
+	// CrossOriginProtection (CheckWrites says where its defaults differ
+	// from what stamen needs). After the authenticator: a refused write
+	// call of a known caller is recorded in the audit log, as refuse
+	// records it, under the name of the credentials the browser added.
+	next = guard.CheckWrites(refuse, next)
 	next = cfg.Auth.Middleware(refuse, next)
+	// Before the authenticator: preflights carry no credentials.
+	next = guard.CORS(next)
+	next = guard.CheckHost(hostDeny, next)
 	next = observed(m, next)
 	next = recoverPanics(cfg.Logger, next)
 	return withPrefix(cfg.URLPrefix, next), nil
+}
+
+// newGuard builds the checks that keep other sites' pages out
+// (crossorigin), counting their refusals in m and logging them to
+// cfg.Logger.
+func newGuard(m *metrics.Metrics, cfg Config) (*crossorigin.Guard, error) {
+	counts := make(map[string]prometheus.Counter, len(crossorigin.Reasons))
+	for _, reason := range crossorigin.Reasons {
+		counts[reason] = m.BrowserRefusals(reason)
+	}
+	g, err := crossorigin.New(crossorigin.Config{
+		AllowedOrigins: cfg.AllowedOrigins,
+		CheckHost:      cfg.CheckHost,
+		AllowedHosts:   cfg.AllowedHosts,
+		Log:            cfg.Logger,
+		Count:          func(reason string) { counts[reason].Inc() },
+	})
+	if err != nil {
+		return nil, fmt.Errorf("browser checks: %w", err)
+	}
+	return g, nil
 }
 
 // limitBody caps what a handler can read from a request body. Only the

@@ -112,6 +112,7 @@ type Metrics struct {
 	foldedWorker, foldedTask     prometheus.Counter
 	foldedGauges                 prometheus.Counter
 	httpDur                      *prometheus.HistogramVec
+	browserRefusals              *prometheus.CounterVec
 	ops                          opsMetrics
 
 	mu      sync.Mutex
@@ -200,6 +201,10 @@ func New(runtimeBuckets []float64, gauges ...prometheus.Collector) *Metrics {
 			Name: "stamen_http_request_duration_seconds", Help: "HTTP request durations by API operation and status code.",
 			Buckets: []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10},
 		}, []string{"operation", "code"}),
+		browserRefusals: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "stamen_http_browser_refusals_total",
+			Help: "Requests refused to keep web pages from using stamen through a browser, by reason: cross_site (Sec-Fetch-Site), origin (Origin is not the Host), host (a Host that is not this server: DNS rebinding).",
+		}, []string{"reason"}),
 	}
 	m.ops = newOpsMetrics()
 	m.ingestedTask = m.ingested.WithLabelValues("task")
@@ -207,7 +212,7 @@ func New(runtimeBuckets []float64, gauges ...prometheus.Collector) *Metrics {
 	m.foldedWorker = m.folded.WithLabelValues("worker")
 	m.foldedTask = m.folded.WithLabelValues("task")
 	m.foldedGauges = m.folded.WithLabelValues("worker_gauges")
-	m.reg.MustRegister(m.events, m.runtime, m.prefetch, m.prefetched, m.online, m.executing, m.ingested, m.httpDur,
+	m.reg.MustRegister(m.events, m.runtime, m.prefetch, m.prefetched, m.online, m.executing, m.ingested, m.httpDur, m.browserRefusals,
 		m.folded, prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "stamen_metrics_series", Help: "Series of Flower's metrics (flower_*) the scrape shows.",
 		}, func() float64 {
@@ -533,6 +538,13 @@ func (w *workerSeries) executingOf(m *Metrics) prometheus.Gauge {
 // Handler serves the metrics in Prometheus' text format.
 func (m *Metrics) Handler() http.Handler {
 	return promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{})
+}
+
+// BrowserRefusals is the counter of the refusals for reason, which the
+// caller takes from a fixed set (crossorigin.Reasons): it labels a series.
+// Asking for it makes the series show, at 0, before any refusal.
+func (m *Metrics) BrowserRefusals(reason string) prometheus.Counter {
+	return m.browserRefusals.WithLabelValues(reason)
 }
 
 // ObserveHTTP records one request's duration.
