@@ -343,6 +343,7 @@ func New(ctx context.Context, cfg Config) (*App, error) {
 		Origin:         origin(),
 		Events:         a.Events,
 		SSEHeartbeat:   cfg.SSEHeartbeat,
+		ReadOnly:       cfg.ReadOnly,
 	})
 	a.handlers = h
 	a.Handler, err = newHTTPHandler(h, a.Metrics, a.Audit, cfg)

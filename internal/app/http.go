@@ -176,6 +176,7 @@ func newHTTPHandler(h *handlers.Handlers, m *metrics.Metrics, log *audit.Log, cf
 	next = handlers.FlowerParams(cfg.MaxBodyBytes, next)
 	next = limitBody(cfg.MaxBodyBytes, refuse, next)
 	next = cfg.Auth.Middleware(refuse, next)
+	next = dashboard(cfg.URLPrefix, next)
 	next = observed(m, next)
 	next = recoverPanics(cfg.Logger, next)
 	return withPrefix(cfg.URLPrefix, next), nil

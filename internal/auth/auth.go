@@ -233,7 +233,19 @@ type Principal struct {
 	// when stamen runs without credentials.
 	Name string
 	Role Role
+	// Method is how the caller authenticated: MethodBasic, MethodBearer,
+	// MethodCert (no credentials configured, a verified client
+	// certificate), or MethodNone.
+	Method string
 }
+
+// The ways a caller authenticates, as Principal.Method names them.
+const (
+	MethodNone   = "none"
+	MethodBasic  = "basic"
+	MethodBearer = "bearer"
+	MethodCert   = "cert"
+)
 
 // Anonymous is every caller when no credential is configured.
 const Anonymous = "anonymous"
@@ -260,7 +272,7 @@ func (a *Authenticator) Identify(r *http.Request) (Principal, error) {
 		if role == None {
 			return Principal{}, err
 		}
-		return Principal{Name: user, Role: role}, err
+		return Principal{Name: user, Role: role, Method: MethodBasic}, err
 	case "bearer":
 		best := None
 		th := sha256.Sum256([]byte(value))
@@ -272,7 +284,7 @@ func (a *Authenticator) Identify(r *http.Request) (Principal, error) {
 		if best == None {
 			return Principal{}, nil
 		}
-		return Principal{Name: TokenName(value), Role: best}, nil
+		return Principal{Name: TokenName(value), Role: best, Method: MethodBearer}, nil
 	}
 	return Principal{}, nil
 }

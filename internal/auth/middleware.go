@@ -61,7 +61,8 @@ func withPrincipal(r *http.Request, p Principal) *http.Request {
 func (a *Authenticator) Middleware(deny func(w http.ResponseWriter, r *http.Request, status int, msg string), next http.Handler) http.Handler {
 	if !a.Enabled() {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			next.ServeHTTP(w, withPrincipal(r, Principal{Name: anonymousName(r), Role: Operator}))
+			name, method := anonymousName(r)
+			next.ServeHTTP(w, withPrincipal(r, Principal{Name: name, Role: Operator, Method: method}))
 		})
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -95,14 +96,15 @@ const maxCertName = 256
 
 // anonymousName names a caller without credentials: by its client
 // certificate when the TLS handshake verified one (--ca_certs), so that
-// the audit log tells which client did what, else Anonymous.
-func anonymousName(r *http.Request) string {
+// the audit log tells which client did what, else Anonymous; and the
+// Method that names.
+func anonymousName(r *http.Request) (string, string) {
 	if r.TLS == nil || len(r.TLS.VerifiedChains) == 0 || len(r.TLS.VerifiedChains[0]) == 0 {
-		return Anonymous
+		return Anonymous, MethodNone
 	}
 	name := "cert:" + r.TLS.VerifiedChains[0][0].Subject.String()
 	if len(name) > maxCertName {
 		name = strings.ToValidUTF8(name[:maxCertName], "")
 	}
-	return name
+	return name, MethodCert
 }
