@@ -230,6 +230,13 @@ func (b *browser) safe(where string) {
 	if len(ran) > 0 || len(csp) > 0 || len(elems) > 0 || len(dialogs) > 0 {
 		b.t.Errorf("%s: scripts ran %q, CSP violations %q, elements made from data %q, dialogs %q", where, ran, csp, elems, dialogs)
 	}
+	// Every control has a name a screen reader reads out.
+	unlabelled := eval[[]string](b, `[...document.querySelectorAll("input, select, textarea, button")]
+		.filter(e => !(e.labels && e.labels.length) && !e.getAttribute("aria-label") && !e.textContent.trim())
+		.map(e => e.outerHTML.slice(0, 120))`)
+	if len(unlabelled) > 0 {
+		b.t.Errorf("%s: controls without a label: %q", where, unlabelled)
+	}
 }
 
 // foreignRequests is the requests so far to a host other than the

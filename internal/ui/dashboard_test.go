@@ -125,6 +125,24 @@ func TestDashboardRedis(t *testing.T) {
 		b.safe("tasks page")
 	})
 
+	t.Run("stream drop", func(t *testing.T) {
+		b.t = t
+		proxy := testcluster.StartProxy(t, srv.Listener.Addr().String())
+		origin := "http://" + proxy.Addr()
+		pb := newBrowser(t, 2*time.Minute, origin, origin)
+		pb.open("/tasks")
+		pb.wait("the live stream", `document.querySelector(".live.live") && document.querySelector("table[aria-label=Tasks]")`, 15*time.Second)
+		proxy.Cut()
+		pb.wait("the banner saying the stream dropped", textOf(`document.querySelector(".banner")`)+`.includes("dropped")`, 10*time.Second)
+		// A task that runs while the page is cut off from stamen.
+		id := send(t, base, "stamen.add", map[string]any{"args": []any{7, 8}})
+		testcluster.Eventually(t, 20*time.Second, "the task succeeds", func() bool { return taskState(t, base, id) == "SUCCESS" })
+		proxy.Start()
+		pb.wait("the page back live, caught up", `!document.querySelector(".banner") && document.querySelector(".live.live") && `+
+			sel("data-task", id)+` && `+sel("data-task", id)+`.dataset.state === "SUCCESS"`, 20*time.Second)
+		pb.safe("the page after the drop")
+	})
+
 	var failedID string
 	t.Run("hostile task from a worker", func(t *testing.T) {
 		b.t = t
