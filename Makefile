@@ -2,7 +2,7 @@
 SWAGGER := go tool swagger
 GO_TEST_FLAGS ?= -race -count=1
 
-.PHONY: all build generate check-generated ui-generate ui check-ui validate test unit bench run fmt vet
+.PHONY: all build generate check-generated ui-generate ui check-ui screenshots validate test unit bench run fmt vet
 
 all: build
 
@@ -45,6 +45,11 @@ check-generated: generate
 # only; the built files are committed.
 ui:
 	cd web && npm ci --no-audit --no-fund --loglevel=error && npm run --silent build
+
+# Retakes docs/screenshots/*.png (each page, light and dark) from the
+# dashboard's browser test against a real worker.
+screenshots:
+	STAMEN_INTEGRATION=1 STAMEN_SCREENSHOTS=$(CURDIR)/docs/screenshots go test -count=1 -run 'TestDashboardRedis|TestDashboardRoles' ./internal/ui
 
 # Fails when the committed build differs from what web/ builds.
 check-ui: ui

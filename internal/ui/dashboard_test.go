@@ -90,6 +90,23 @@ func TestDashboardRedis(t *testing.T) {
 	base := srv.URL
 	w := testcluster.StartWorker(t, testcluster.WorkerOptions{Name: "dash", Broker: broker, PoolRestarts: true})
 	b := newBrowser(t, 5*time.Minute, base, base)
+	// Some history for the pages to show.
+	var history []string
+	for _, task := range []struct {
+		name string
+		args []any
+	}{{"stamen.add", []any{1, 2}}, {"stamen.echo", []any{"hello", 42}}, {"stamen.add", []any{40, 2}}, {"stamen.fail", []any{"the disk is full"}}, {"stamen.sleep", []any{0.2}}} {
+		history = append(history, send(t, base, task.name, map[string]any{"args": task.args}))
+	}
+	testcluster.Eventually(t, 30*time.Second, "the first tasks done", func() bool {
+		for _, id := range history {
+			if s := taskState(t, base, id); s != "SUCCESS" && s != "FAILURE" {
+				return false
+			}
+		}
+		return true
+	})
+	failID := history[3]
 
 	t.Run("workers", func(t *testing.T) {
 		b.t = t
@@ -123,6 +140,9 @@ func TestDashboardRedis(t *testing.T) {
 		}
 		b.screenshot("tasks")
 		b.safe("tasks page")
+		b.open("/task/" + failID)
+		b.wait("the traceback", textOf(`document.querySelector("pre[data-field=traceback]")`)+`.includes("the disk is full")`, 10*time.Second)
+		b.screenshot("task")
 	})
 
 	t.Run("stream drop", func(t *testing.T) {
@@ -159,7 +179,6 @@ func TestDashboardRedis(t *testing.T) {
 		if got := eval[string](b, textOf(`document.querySelector("[data-field=worker]")`)); got != w.Name {
 			t.Errorf("worker shown %q, want %s", got, w.Name)
 		}
-		b.screenshot("task")
 		b.safe("task page")
 		b.open("/tasks?state=FAILURE")
 		b.wait("the failed task's row", sel("data-task", failedID), 10*time.Second)

@@ -8,6 +8,16 @@ import { Answer, Confirm, Copy, ErrorBox, Link, StateBadge, useAction, useTitle 
 const times = ["sent", "received", "started", "succeeded", "failed", "retried", "revoked", "rejected", "timestamp"] as const;
 const texts = ["args", "kwargs", "result", "exception", "traceback"] as const;
 const plain = ["eta", "expires", "retries", "runtime", "exchange", "routing_key", "client", "clock"] as const;
+const labels: Record<string, string> = {
+  eta: "ETA",
+  expires: "Expires",
+  retries: "Retries",
+  runtime: "Runtime (s)",
+  exchange: "Exchange",
+  routing_key: "Routing key",
+  client: "Client",
+  clock: "Clock",
+};
 
 export function Task({ id }: { id: string }) {
   useTitle("Task " + id);
@@ -127,7 +137,7 @@ export function Task({ id }: { id: string }) {
               {plain.map((k) =>
                 task[k] != null ? (
                   <tr key={k}>
-                    <th scope="row">{k}</th>
+                    <th scope="row">{labels[k]}</th>
                     <td data-field={k}>{String(task[k])}</td>
                   </tr>
                 ) : null,

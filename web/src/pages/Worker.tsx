@@ -130,34 +130,24 @@ function Pool({ info, name, write, busy, run, after }: Ctl) {
     <div>
       <table class="kv" aria-label="Pool">
         <tbody>
-          <tr>
-            <th scope="row">Implementation</th>
-            <td>{String(pool.implementation ?? "")}</td>
-          </tr>
-          <tr>
-            <th scope="row">Pool size</th>
-            <td data-pool-size>{Array.isArray(pool.processes) ? pool.processes.length : ""}</td>
-          </tr>
-          <tr>
-            <th scope="row">Max concurrency</th>
-            <td>{String(pool["max-concurrency"] ?? "")}</td>
-          </tr>
-          <tr>
-            <th scope="row">Processes</th>
-            <td>{Array.isArray(pool.processes) ? pool.processes.join(", ") : ""}</td>
-          </tr>
-          <tr>
-            <th scope="row">Max tasks per child</th>
-            <td>{String(pool["max-tasks-per-child"] ?? "")}</td>
-          </tr>
-          <tr>
-            <th scope="row">Prefetch count</th>
-            <td>{String(stats.prefetch_count ?? "")}</td>
-          </tr>
-          <tr>
-            <th scope="row">Timeouts</th>
-            <td>{Array.isArray(pool.timeouts) ? pool.timeouts.join(", ") : ""}</td>
-          </tr>
+          {(
+            [
+              ["Implementation", pool.implementation],
+              ["Pool size", Array.isArray(pool.processes) ? pool.processes.length : undefined, true],
+              ["Max concurrency", pool["max-concurrency"]],
+              ["Process ids", Array.isArray(pool.processes) ? pool.processes.join(", ") : undefined],
+              ["Max tasks per child", pool["max-tasks-per-child"]],
+              ["Prefetch count", stats.prefetch_count],
+              ["Timeouts (soft, hard)", Array.isArray(pool.timeouts) ? pool.timeouts.join(", ") : undefined],
+            ] as [string, unknown, boolean?][]
+          )
+            .filter(([, v]) => v !== undefined && v !== null && v !== "")
+            .map(([k, v, size]) => (
+              <tr key={k}>
+                <th scope="row">{k}</th>
+                {size ? <td data-pool-size>{String(v)}</td> : <td>{String(v)}</td>}
+              </tr>
+            ))}
         </tbody>
       </table>
       {write && (
