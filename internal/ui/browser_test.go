@@ -39,7 +39,7 @@ window.__csp = []; document.addEventListener("securitypolicyviolation", (e) => w
 // check on every page: requests to other hosts, scripts run by the page's
 // data, dialogs opened.
 type browser struct {
-	t   *testing.T
+	t   testing.TB
 	ctx context.Context
 	// base is the dashboard's root URL, no trailing slash.
 	base    string
@@ -50,7 +50,7 @@ type browser struct {
 	pending map[network.RequestID]string
 }
 
-func newBrowser(t *testing.T, timeout time.Duration, base string, origins ...string) *browser {
+func newBrowser(t testing.TB, timeout time.Duration, base string, origins ...string) *browser {
 	t.Helper()
 	opts := append(chromedp.DefaultExecAllocatorOptions[:],
 		chromedp.ExecPath(testcluster.Chromium),
