@@ -143,6 +143,15 @@ func TestDashboardRedis(t *testing.T) {
 		b.open("/task/" + failID)
 		b.wait("the traceback", textOf(`document.querySelector("pre[data-field=traceback]")`)+`.includes("the disk is full")`, 10*time.Second)
 		b.screenshot("task")
+		// Retry sends it again, and the page follows the new task.
+		b.confirm("retry")
+		b.wait("the new task's page", `!location.pathname.endsWith(`+js(failID)+`) && `+textOf(`document.querySelector("[data-field=state]")`)+` === "FAILURE"`, 20*time.Second)
+		newID := eval[string](b, textOf(`document.querySelector("[data-field=uuid]")`))
+		var info map[string]any
+		call(t, "GET", base+"/api/task/info/"+newID, nil, &info)
+		if newID == failID || info["name"] != "stamen.fail" || info["args"] != "('the disk is full',)" {
+			t.Errorf("the retry %s of %s: %v", newID, failID, info)
+		}
 	})
 
 	t.Run("stream drop", func(t *testing.T) {
@@ -280,6 +289,30 @@ func TestDashboardRedis(t *testing.T) {
 		testcluster.Eventually(t, 15*time.Second, "the worker's pool grows to 2", func() bool { return poolSize(t, base, w.Name) == 2 })
 		b.wait("the new pool size shown", textOf(`document.querySelector("[data-pool-size]")`)+` === "2"`, 10*time.Second)
 		b.safe("worker page")
+
+		// A command the worker refuses: its answer shows in place.
+		b.open("/worker/" + w.Name)
+		b.click("[data-action=autoscale]")
+		b.wait("the worker's refusal", textOf(`document.querySelector(".error")`)+`.toLowerCase().includes("autoscale")`, 20*time.Second)
+
+		b.open("/worker/" + w.Name + "?tab=limits")
+		b.wait("the limits tab", `document.querySelector("select[name=task] option[value='stamen.add']")`, 15*time.Second)
+		eval[bool](b, `(() => { const s = document.querySelector("select[name=task]"); s.value = "stamen.add"; s.dispatchEvent(new Event("change", {bubbles: true})); return true; })()`)
+		b.setValue("input[name=rate]", "10/m")
+		b.click("[data-action=rate-limit]")
+		if a := b.answer(); !strings.Contains(a, "rate limit") {
+			t.Errorf("rate-limit answer %q", a)
+		}
+		b.open("/worker/" + w.Name + "?tab=limits")
+		b.wait("the limits tab", `document.querySelector("select[name=task] option[value='stamen.add']")`, 15*time.Second)
+		eval[bool](b, `(() => { const s = document.querySelector("select[name=task]"); s.value = "stamen.add"; s.dispatchEvent(new Event("change", {bubbles: true})); return true; })()`)
+		b.setValue("input[name=soft]", "10")
+		b.setValue("input[name=hard]", "20")
+		b.click("[data-action=timeout]")
+		if a := b.answer(); !strings.Contains(a, "time limits") {
+			t.Errorf("time-limit answer %q", a)
+		}
+		b.safe("limits tab")
 	})
 
 	t.Run("consumers and queues", func(t *testing.T) {

@@ -348,7 +348,7 @@ function Limits({ info, name, write, busy, run }: Ctl) {
         <div class="controls">
           <label>
             Task{" "}
-            <select value={task} onChange={(e) => setTask((e.target as HTMLSelectElement).value)}>
+            <select name="task" value={task} onChange={(e) => setTask((e.target as HTMLSelectElement).value)}>
               <option value="">Choose a task</option>
               {reg.map((r) => (
                 <option key={r} value={r}>{r}</option>
@@ -358,7 +358,7 @@ function Limits({ info, name, write, busy, run }: Ctl) {
           <fieldset>
             <legend>Rate limit</legend>
             <label>
-              Rate (e.g. 10/m, empty for none) <input value={rate} maxLength={32} onInput={(e) => setRate((e.target as HTMLInputElement).value)} />
+              Rate (e.g. 10/m, empty for none) <input name="rate" value={rate} maxLength={32} onInput={(e) => setRate((e.target as HTMLInputElement).value)} />
             </label>
             <button type="button" disabled={busy || !task} data-action="rate-limit"
               onClick={() => run(() => ok(api.POST("/api/task/rate-limit/{taskname}", { params: { path: { taskname: task }, query: { workername: name, rateLimit: rate } } })))}>
@@ -368,10 +368,10 @@ function Limits({ info, name, write, busy, run }: Ctl) {
           <fieldset>
             <legend>Time limits (seconds)</legend>
             <label>
-              Soft <input type="number" min={0} value={soft} onInput={(e) => setSoft((e.target as HTMLInputElement).value)} />
+              Soft <input name="soft" type="number" min={0} value={soft} onInput={(e) => setSoft((e.target as HTMLInputElement).value)} />
             </label>
             <label>
-              Hard <input type="number" min={0} value={hard} onInput={(e) => setHard((e.target as HTMLInputElement).value)} />
+              Hard <input name="hard" type="number" min={0} value={hard} onInput={(e) => setHard((e.target as HTMLInputElement).value)} />
             </label>
             <button type="button" disabled={busy || !task} data-action="timeout"
               onClick={() => run(() => ok(api.POST("/api/task/timeout/{taskname}", {
