@@ -260,17 +260,39 @@ func (b *browser) pageText() string {
 	return "\npage:\n" + s
 }
 
-// screenshot saves the page, light and dark, as docs/screenshots/<name>-
-// {light,dark}.png when STAMEN_SCREENSHOTS names the repository's docs
-// directory (make screenshots); otherwise it does nothing.
-func (b *browser) screenshot(name string) {
+// contrastJS lists the visible texts whose colour on their background is
+// under WCAG AA's 4.5:1 (disabled controls are exempt, as WCAG exempts
+// them).
+const contrastJS = `(() => {
+	const rgba = (c) => (c.match(/[\d.]+/g) || [0, 0, 0, 0]).map(Number);
+	const lum = ([r, g, b]) => [r, g, b].map((v) => { v /= 255; return v <= 0.03928 ? v / 12.92 : Math.pow((v + 0.055) / 1.055, 2.4); })
+		.reduce((a, v, i) => a + v * [0.2126, 0.7152, 0.0722][i], 0);
+	const bg = (e) => { for (; e; e = e.parentElement) { const c = rgba(getComputedStyle(e).backgroundColor); if (c.length < 4 || c[3] > 0.5) return c; } return [255, 255, 255]; };
+	const bad = [];
+	for (const e of document.querySelectorAll("body *")) {
+		if (![...e.childNodes].some((n) => n.nodeType === 3 && n.textContent.trim())) continue;
+		if (!e.getClientRects().length || getComputedStyle(e).visibility === "hidden" || e.closest("[disabled], :disabled, dialog:not([open]), .skip")) continue;
+		const l1 = lum(rgba(getComputedStyle(e).color)), l2 = lum(bg(e));
+		const ratio = (Math.max(l1, l2) + 0.05) / (Math.min(l1, l2) + 0.05);
+		if (ratio < 4.5) bad.push(e.tagName + " " + e.textContent.trim().slice(0, 30) + ": " + ratio.toFixed(2));
+	}
+	return bad;
+})()`
+
+// look checks the page in the light and the dark theme: every text passes
+// WCAG AA contrast. With STAMEN_SCREENSHOTS set to a directory (make
+// screenshots) it also saves docs/screenshots/<name>-{light,dark}.png.
+func (b *browser) look(name string) {
 	b.t.Helper()
 	dir := os.Getenv("STAMEN_SCREENSHOTS")
-	if dir == "" {
-		return
-	}
 	for _, theme := range []string{"light", "dark"} {
 		eval[bool](b, fmt.Sprintf(`(document.documentElement.dataset.theme = %q, true)`, theme))
+		if bad := eval[[]string](b, contrastJS); len(bad) > 0 {
+			b.t.Errorf("%s, %s theme: text under 4.5:1 contrast: %q", name, theme, bad)
+		}
+		if dir == "" {
+			continue
+		}
 		buf, err := chromedp.Run(b.ctx, chromedp.CaptureScreenshot())
 		if err != nil {
 			b.t.Fatal(err)

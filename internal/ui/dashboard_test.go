@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"net/url"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -113,7 +115,7 @@ func TestDashboardRedis(t *testing.T) {
 		b.open("/")
 		b.wait("the worker online", textOf(sel("data-worker", w.Name, "[data-status]"))+` === "Online"`, 20*time.Second)
 		b.wait("the online card", textOf(`document.querySelector("[data-card=online]")`)+` === "1"`, 5*time.Second)
-		b.screenshot("workers")
+		b.look("workers")
 		b.safe("workers page")
 	})
 
@@ -138,11 +140,28 @@ func TestDashboardRedis(t *testing.T) {
 		if got := eval[string](b, textOf(row+`.querySelector(".c-name")`)); got != "stamen.sleep" {
 			t.Errorf("name shown %q", got)
 		}
-		b.screenshot("tasks")
+		b.look("tasks")
 		b.safe("tasks page")
+
+		// The search of /api/tasks, and sorting, both in the URL.
+		b.open("/tasks?search=" + url.QueryEscape("name:stamen.fail"))
+		b.wait("the search's rows", sel("data-task", failID), 10*time.Second)
+		names := eval[[]string](b, `[...document.querySelectorAll("tr[data-task] .c-name")].map(e => e.textContent)`)
+		if len(names) == 0 || slices.ContainsFunc(names, func(n string) bool { return n != "stamen.fail" }) {
+			t.Errorf("name:stamen.fail shows %q", names)
+		}
+		if got := eval[string](b, `document.querySelector("input[name=search]").value`); got != "name:stamen.fail" {
+			t.Errorf("the search box shows %q", got)
+		}
+		b.open("/tasks")
+		b.wait("the table", `document.querySelectorAll("tr[data-task]").length >= 6`, 10*time.Second)
+		b.click(`th button.sort`) // Name, descending first
+		b.wait("sorted by name", `location.search.includes("sort=-name")`, 5*time.Second)
+		b.wait("the rows sorted by name, descending", `(() => { const n = [...document.querySelectorAll("tr[data-task] .c-name")].map(e => e.textContent);
+			return n.length >= 6 && n[0] === "stamen.sleep" && n.every((x, i) => i === 0 || n[i-1] >= x); })()`, 10*time.Second)
 		b.open("/task/" + failID)
 		b.wait("the traceback", textOf(`document.querySelector("pre[data-field=traceback]")`)+`.includes("the disk is full")`, 10*time.Second)
-		b.screenshot("task")
+		b.look("task")
 		// Retry sends it again, and the page follows the new task.
 		b.confirm("retry")
 		b.wait("the new task's page", `!location.pathname.endsWith(`+js(failID)+`) && `+textOf(`document.querySelector("[data-field=state]")`)+` === "FAILURE"`, 20*time.Second)
@@ -281,7 +300,7 @@ func TestDashboardRedis(t *testing.T) {
 		b.t = t
 		b.open("/worker/" + w.Name)
 		b.wait("the pool size", textOf(`document.querySelector("[data-pool-size]")`)+` === "1"`, 15*time.Second)
-		b.screenshot("worker")
+		b.look("worker")
 		b.click("[data-action=grow]")
 		if a := b.answer(); !strings.Contains(a, "pool will grow") && !strings.Contains(strings.ToLower(a), "grow") {
 			t.Errorf("answer %q", a)
@@ -341,7 +360,7 @@ func TestDashboardRedis(t *testing.T) {
 		if got := eval[string](b, textOf(sel("data-queue", "celery", "td:nth-child(4)"))); !strings.Contains(got, w.Name) {
 			t.Errorf("consumers of celery shown %q, want %s", got, w.Name)
 		}
-		b.screenshot("queues")
+		b.look("queues")
 		b.click(fmt.Sprintf(`[data-queue=%s] [data-action=purge]`, js(q)))
 		b.wait("the confirmation", `document.querySelector("dialog[open]")`, 5*time.Second)
 		question := eval[string](b, `document.querySelector("dialog[open] p").textContent`)
@@ -395,7 +414,14 @@ func TestDashboardRedis(t *testing.T) {
 			t.Errorf("theme and zone %q", got)
 		}
 		b.click(`input[value=system]`)
-		b.screenshot("settings")
+		// The system theme follows the browser's.
+		for dark, want := range map[bool]string{true: "rgb(15, 23, 42)", false: "rgb(255, 255, 255)"} {
+			b.emulateDark(dark)
+			if got := eval[string](b, `getComputedStyle(document.body).backgroundColor`); got != want {
+				t.Errorf("system theme, dark %v: background %s, want %s", dark, got, want)
+			}
+		}
+		b.look("settings")
 		b.open("/task/" + failedID)
 		b.wait("a time in UTC", `[...document.querySelectorAll("time")].some(e => e.textContent.endsWith(" UTC"))`, 10*time.Second)
 		b.click(`a[href$="/settings"]`)

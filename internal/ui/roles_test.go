@@ -103,7 +103,7 @@ func TestDashboardRoles(t *testing.T) {
 		b.answerLogin(withAuth.URL+"/api/*", "", "") // cancels the browser's prompt
 		b.open("/task/" + id)
 		b.wait("the sign-in form", `document.querySelector("input[name=token]")`, 15*time.Second)
-		b.screenshot("signin")
+		b.look("signin")
 		b.setValue("input[name=token]", token)
 		b.click(".signin button[type=submit]")
 		b.wait("signed in", textOf(`document.querySelector("[data-session]")`)+`.includes("operator")`, 15*time.Second)
