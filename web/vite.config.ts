@@ -8,6 +8,11 @@ import preact from "@preact/preset-vite";
 export default defineConfig({
   plugins: [preact({ devToolsEnabled: false, prefreshEnabled: false })],
   base: "./",
+  // npm run dev: the page from vite, the API from a stamen on :5555
+  // (STAMEN_URL to change it).
+  server: {
+    proxy: { "/api": { target: process.env.STAMEN_URL ?? "http://127.0.0.1:5555", changeOrigin: true } },
+  },
   build: {
     outDir: "../internal/ui/dist",
     emptyOutDir: true,
