@@ -117,6 +117,20 @@ func TestDashboardRedis(t *testing.T) {
 		b.wait("the online card", textOf(`document.querySelector("[data-card=online]")`)+` === "1"`, 5*time.Second)
 		b.look("workers")
 		b.safe("workers page")
+
+		// A worker that comes and goes while the page is open.
+		eval[bool](b, `(window.__sameDocument = true)`)
+		w2 := testcluster.StartWorker(t, testcluster.WorkerOptions{Name: "dash-2", Broker: broker})
+		start := time.Now()
+		b.wait("the new worker online", textOf(sel("data-worker", w2.Name, "[data-status]"))+` === "Online"`, 5*time.Second)
+		t.Logf("the new worker shown online %s after it answered a ping", time.Since(start))
+		w2.Stop()
+		start = time.Now()
+		b.wait("the stopped worker offline", textOf(sel("data-worker", w2.Name, "[data-status]"))+` === "Offline"`, 5*time.Second)
+		t.Logf("the stopped worker shown offline %s after it exited", time.Since(start))
+		if !eval[bool](b, `window.__sameDocument === true`) {
+			t.Error("the page reloaded")
+		}
 	})
 
 	t.Run("tasks live", func(t *testing.T) {
