@@ -167,6 +167,14 @@ func TestDashboardRedis(t *testing.T) {
 		if got := eval[string](b, `document.querySelector("input[name=search]").value`); got != "name:stamen.fail" {
 			t.Errorf("the search box shows %q", got)
 		}
+		// The received-time window.
+		b.open("/tasks?from=2999-01-01T00:00")
+		b.wait("no task received after 2999", textOf(`document.querySelector("main")`)+`.includes("No task matches")`, 10*time.Second)
+		b.open("/tasks?from=2000-01-01T00:00&to=2999-01-01T00:00")
+		b.wait("the tasks received in the window", sel("data-task", failID), 10*time.Second)
+		if got := eval[string](b, `document.querySelector("input[type=datetime-local]").value`); got != "2000-01-01T00:00" {
+			t.Errorf("the window's start shows %q", got)
+		}
 		b.open("/tasks")
 		b.wait("the table", `document.querySelectorAll("tr[data-task]").length >= 6`, 10*time.Second)
 		b.click(`th button.sort`) // Name, descending first
