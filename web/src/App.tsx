@@ -115,9 +115,11 @@ export function App() {
               Sign out
             </button>
           )}
-          <span class={"live " + connected.value} title={streamError.value}>
-            {connected.value === "live" ? "Live" : connected.value === "down" ? "Offline" : "Connecting"}
-          </span>
+          {s && (
+            <span class={"live " + connected.value} title={streamError.value}>
+              {connected.value === "live" ? "Live" : connected.value === "down" ? "Offline" : "Connecting"}
+            </span>
+          )}
         </div>
       </header>
       {s && connected.value === "down" && (
