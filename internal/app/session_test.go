@@ -85,6 +85,7 @@ func TestDashboardRoutes(t *testing.T) {
 			{"GET", "/api/workers", 401},
 			{"POST", "/", 401},
 			{"GET", "/swagger.json/", 401},
+			{"GET", "/debug/pprof/", 401},
 			{"GET", "/healthcheck", 200},
 			{"GET", "/swagger.json", 200},
 		} {
@@ -98,8 +99,10 @@ func TestDashboardRoutes(t *testing.T) {
 	// Without credentials configured an unknown API path is the API's
 	// JSON 404, not the page.
 	srv := newEmbedded(t, "")
-	code, body, _ := get(t, srv.URL+"/api/nowhere")
-	if code != 404 || !strings.Contains(body, `"error"`) {
-		t.Errorf("GET /api/nowhere = %d %s, want a JSON 404", code, body)
+	for _, p := range []string{"/api/nowhere", "/debug/pprof/"} {
+		code, body, _ := get(t, srv.URL+p)
+		if code != 404 || !strings.Contains(body, `"error"`) {
+			t.Errorf("GET %s = %d %s, want a JSON 404", p, code, body)
+		}
 	}
 }

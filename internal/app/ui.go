@@ -33,5 +33,7 @@ func isDashboardPath(p string) bool {
 	case "/api", "/healthcheck", "/metrics", "/swagger.json", "/swagger.yaml", "/docs":
 		return false
 	}
-	return !strings.HasPrefix(p, "/api/") && !strings.HasPrefix(p, "/docs/")
+	// /debug/ is where --debug_addr serves the profiler, on its own port:
+	// on the API's it stays a 404, not a page that could be taken for it.
+	return !strings.HasPrefix(p, "/api/") && !strings.HasPrefix(p, "/docs/") && p != "/debug" && !strings.HasPrefix(p, "/debug/")
 }
