@@ -379,7 +379,7 @@ func TestDashboardRedis(t *testing.T) {
 		}
 		b.open("/queues")
 		b.wait("3 messages in "+q, textOf(sel("data-queue", q, "[data-messages]"))+` === "3"`, 15*time.Second)
-		if got := eval[string](b, textOf(sel("data-queue", "celery", "td:nth-child(4)"))); !strings.Contains(got, w.Name) {
+		if got := eval[string](b, textOf(sel("data-queue", "celery", "td:nth-child(3)"))); !strings.Contains(got, w.Name) {
 			t.Errorf("consumers of celery shown %q, want %s", got, w.Name)
 		}
 		b.look("queues")

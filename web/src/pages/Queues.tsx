@@ -46,6 +46,8 @@ export function Queues() {
     };
   }, []);
   const write = canWrite.value;
+  // Priority sub-queues get a column only when the API lists some.
+  const prio = queues.some((q) => q.name.includes(SEP));
   return (
     <section>
       <h1>Queues</h1>
@@ -61,7 +63,7 @@ export function Queues() {
           <thead>
             <tr>
               <th scope="col">Queue</th>
-              <th scope="col">Priority</th>
+              {prio && <th scope="col">Priority</th>}
               <th scope="col" class="num">Messages</th>
               <th scope="col">Consumers</th>
               {write && <th scope="col">Purge</th>}
@@ -69,11 +71,11 @@ export function Queues() {
           </thead>
           <tbody>
             {queues.map((q) => {
-              const [base, prio] = q.name.split(SEP);
+              const [base, step] = q.name.split(SEP);
               return (
                 <tr key={q.name} data-queue={q.name}>
                   <td>{base}</td>
-                  <td>{prio ?? ""}</td>
+                  {prio && <td>{step ?? ""}</td>}
                   <td class="num" data-messages>{q.messages}</td>
                   <td>
                     {(consumers[base] ?? []).map((w) => (
@@ -82,7 +84,7 @@ export function Queues() {
                   </td>
                   {write && (
                     <td>
-                      {prio === undefined && (
+                      {step === undefined && (
                         <Confirm
                           name="purge"
                           danger
