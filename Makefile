@@ -2,7 +2,7 @@
 SWAGGER := go tool swagger
 GO_TEST_FLAGS ?= -race -count=1
 
-.PHONY: all build generate check-generated docs check-docs validate test unit bench run fmt vet image dist
+.PHONY: all build generate check-generated ui-generate ui check-ui screenshots docs check-docs validate test unit bench run fmt vet image dist
 
 all: build
 
@@ -24,11 +24,37 @@ generate:
 	$(SWAGGER) generate server -q -A stamen -f swagger.yaml -t . --exclude-main -m gen/models
 	$(SWAGGER) generate client -q -A stamen -f swagger.yaml -t . -c gen/client -m gen/models --skip-models
 	go mod tidy
+	$(MAKE) --no-print-directory ui-generate
+
+# The dashboard's TypeScript types (web/src/api/schema.d.ts), the spec's
+# second generated SDK: Swagger 2.0 converted to OpenAPI 3
+# (swagger2openapi), then openapi-typescript; the page calls the API
+# through openapi-fetch with them, so a call that leaves the spec fails
+# `make ui`. Tools from web/package-lock.json.
+ui-generate:
+	cd web && npm ci --no-audit --no-fund --loglevel=error && npm run --silent generate
 
 # Fails when the committed generated code differs from what the spec produces.
 check-generated: generate
-	git diff --exit-code -- restapi gen go.mod go.sum
-	test -z "$$(git status --porcelain -- restapi gen)"
+	git diff --exit-code -- restapi gen go.mod go.sum web/src/api
+	test -z "$$(git status --porcelain -- restapi gen web/src/api)"
+
+# Rebuilds the dashboard (web/) into internal/ui/dist, which the binary
+# embeds: the exact tools of web/package-lock.json (npm ci), a type check
+# against the generated API types, then vite build. Node is needed here
+# only; the built files are committed.
+ui:
+	cd web && npm ci --no-audit --no-fund --loglevel=error && npm run --silent build
+
+# Retakes docs/screenshots/*.png (each page, light and dark) from the
+# dashboard's browser test against a real worker.
+screenshots:
+	STAMEN_INTEGRATION=1 STAMEN_SCREENSHOTS=$(CURDIR)/docs/screenshots go test -count=1 -run 'TestDashboardRedis|TestDashboardRoles' ./internal/ui
+
+# Fails when the committed build differs from what web/ builds.
+check-ui: ui
+	git diff --exit-code -- internal/ui/dist
+	test -z "$$(git status --porcelain -- internal/ui/dist)"
 
 # Regenerates docs/configuration.md from the flag definitions
 # (cmd/stamen's TestConfigurationDoc writes it). Run it after adding or

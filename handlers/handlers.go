@@ -30,6 +30,7 @@ import (
 	auditops "github.com/stamen-dev/stamen/restapi/operations/audit"
 	evops "github.com/stamen-dev/stamen/restapi/operations/events"
 	"github.com/stamen-dev/stamen/restapi/operations/queues"
+	sessionops "github.com/stamen-dev/stamen/restapi/operations/session"
 	"github.com/stamen-dev/stamen/restapi/operations/tasks"
 	"github.com/stamen-dev/stamen/restapi/operations/workers"
 )
@@ -72,6 +73,9 @@ type Config struct {
 	Stats TaskStats
 	// Now is the clock; tests replace it.
 	Now func() time.Time
+	// ReadOnly is --read_only, which GET /api/session reports; the HTTP
+	// layer refuses the write operations.
+	ReadOnly bool
 }
 
 // Handlers implements the API operations.
@@ -318,6 +322,7 @@ func (h *Handlers) Register(api *operations.StamenAPI) {
 	api.QueuesPurgeQueueHandler = queues.PurgeQueueHandlerFunc(h.purgeQueue)
 	api.AuditListAuditHandler = auditops.ListAuditHandlerFunc(h.listAudit)
 	api.WorkersListWorkersHandler = workers.ListWorkersHandlerFunc(h.listWorkers)
+	api.SessionGetSessionHandler = sessionops.GetSessionHandlerFunc(h.getSession)
 
 	api.TasksApplyTaskHandler = tasks.ApplyTaskHandlerFunc(h.applyTask)
 	api.TasksAsyncApplyTaskHandler = tasks.AsyncApplyTaskHandlerFunc(h.asyncApplyTask)

@@ -23,7 +23,7 @@ func init() {
   ],
   "swagger": "2.0",
   "info": {
-    "description": "The flower API spec, as served by stamen: the Celery Flower 2.x REST API\n(its 20 operations under /api/) over a real Celery cluster, and stamen's\nown 8 (purge, audit log, retry, bulk revoke and retry, failures, live\nevent stream, task activity over time): 28 operations.\n\nSuccess bodies have Flower's keys and shapes. Every error body is JSON\n` + "`" + `{\"error\": \"...\"}` + "`" + `. Where Flower answers a bad parameter with 500 or\nwaits forever, stamen answers 400 (bad or missing parameter) or 504 (a\nbounded wait that expired).\n\nWhen stamen runs with credentials, every operation needs HTTP basic\ncredentials or a bearer token (Authorize, in Swagger UI). Viewers may\ncall the GET operations but /api/audit; operators may call every\noperation. With --read_only every operation that is not a GET answers\nwith status 403. Every call of such an operation is recorded in the audit\nlog. Without credentials configured stamen listens on loopback only and\nasks for none.\n",
+    "description": "The flower API spec, as served by stamen: the Celery Flower 2.x REST API\n(its 20 operations under /api/) over a real Celery cluster, and stamen's\nown 9 (purge, audit log, retry, bulk revoke and retry, failures, live\nevent stream, task activity over time, session): 29 operations.\n\nSuccess bodies have Flower's keys and shapes. Every error body is JSON\n` + "`" + `{\"error\": \"...\"}` + "`" + `. Where Flower answers a bad parameter with 500 or\nwaits forever, stamen answers 400 (bad or missing parameter) or 504 (a\nbounded wait that expired).\n\nWhen stamen runs with credentials, every operation needs HTTP basic\ncredentials or a bearer token (Authorize, in Swagger UI). Viewers may\ncall the GET operations but /api/audit; operators may call every\noperation. With --read_only every operation that is not a GET answers\nwith status 403. Every call of such an operation is recorded in the audit\nlog. Without credentials configured stamen listens on loopback only and\nasks for none.\n",
     "title": "Flower",
     "version": "1.0.0-dev"
   },
@@ -289,6 +289,26 @@ func init() {
           },
           "504": {
             "$ref": "#/responses/Timeout"
+          }
+        }
+      }
+    },
+    "/api/session": {
+      "get": {
+        "description": "The caller as stamen sees it: the credential's name, its role, how it\nauthenticated, and whether --read_only refuses every write operation.\nThe dashboard reads it to show only the controls the caller may use.\n",
+        "tags": [
+          "session"
+        ],
+        "operationId": "getSession",
+        "responses": {
+          "200": {
+            "description": "The caller",
+            "schema": {
+              "$ref": "#/definitions/Session"
+            }
+          },
+          "401": {
+            "$ref": "#/responses/Unauthorized"
           }
         }
       }
@@ -1984,6 +2004,37 @@ func init() {
         }
       }
     },
+    "Session": {
+      "type": "object",
+      "required": [
+        "user",
+        "role",
+        "auth",
+        "read_only"
+      ],
+      "properties": {
+        "auth": {
+          "description": "how the caller authenticated: none, basic, bearer or cert (a verified client certificate)",
+          "type": "string"
+        },
+        "read_only": {
+          "description": "--read_only: every write operation answers 403, whatever the role",
+          "type": "boolean"
+        },
+        "role": {
+          "description": "what the caller may do",
+          "type": "string",
+          "enum": [
+            "viewer",
+            "operator"
+          ]
+        },
+        "user": {
+          "description": "the credential's name, as the audit log records it (anonymous without credentials configured)",
+          "type": "string"
+        }
+      }
+    },
     "Task": {
       "description": "A task's state record, with Celery's field names.",
       "type": "object",
@@ -2572,6 +2623,10 @@ func init() {
     {
       "description": "Who called which write operation",
       "name": "audit"
+    },
+    {
+      "description": "Who the caller is, as the dashboard needs to know",
+      "name": "session"
     }
   ]
 }`))
@@ -2584,7 +2639,7 @@ func init() {
   ],
   "swagger": "2.0",
   "info": {
-    "description": "The flower API spec, as served by stamen: the Celery Flower 2.x REST API\n(its 20 operations under /api/) over a real Celery cluster, and stamen's\nown 8 (purge, audit log, retry, bulk revoke and retry, failures, live\nevent stream, task activity over time): 28 operations.\n\nSuccess bodies have Flower's keys and shapes. Every error body is JSON\n` + "`" + `{\"error\": \"...\"}` + "`" + `. Where Flower answers a bad parameter with 500 or\nwaits forever, stamen answers 400 (bad or missing parameter) or 504 (a\nbounded wait that expired).\n\nWhen stamen runs with credentials, every operation needs HTTP basic\ncredentials or a bearer token (Authorize, in Swagger UI). Viewers may\ncall the GET operations but /api/audit; operators may call every\noperation. With --read_only every operation that is not a GET answers\nwith status 403. Every call of such an operation is recorded in the audit\nlog. Without credentials configured stamen listens on loopback only and\nasks for none.\n",
+    "description": "The flower API spec, as served by stamen: the Celery Flower 2.x REST API\n(its 20 operations under /api/) over a real Celery cluster, and stamen's\nown 9 (purge, audit log, retry, bulk revoke and retry, failures, live\nevent stream, task activity over time, session): 29 operations.\n\nSuccess bodies have Flower's keys and shapes. Every error body is JSON\n` + "`" + `{\"error\": \"...\"}` + "`" + `. Where Flower answers a bad parameter with 500 or\nwaits forever, stamen answers 400 (bad or missing parameter) or 504 (a\nbounded wait that expired).\n\nWhen stamen runs with credentials, every operation needs HTTP basic\ncredentials or a bearer token (Authorize, in Swagger UI). Viewers may\ncall the GET operations but /api/audit; operators may call every\noperation. With --read_only every operation that is not a GET answers\nwith status 403. Every call of such an operation is recorded in the audit\nlog. Without credentials configured stamen listens on loopback only and\nasks for none.\n",
     "title": "Flower",
     "version": "1.0.0-dev"
   },
@@ -2913,6 +2968,29 @@ func init() {
           },
           "504": {
             "description": "A bounded wait expired (the result, a worker's reply, or the broker)",
+            "schema": {
+              "$ref": "#/definitions/Error"
+            }
+          }
+        }
+      }
+    },
+    "/api/session": {
+      "get": {
+        "description": "The caller as stamen sees it: the credential's name, its role, how it\nauthenticated, and whether --read_only refuses every write operation.\nThe dashboard reads it to show only the controls the caller may use.\n",
+        "tags": [
+          "session"
+        ],
+        "operationId": "getSession",
+        "responses": {
+          "200": {
+            "description": "The caller",
+            "schema": {
+              "$ref": "#/definitions/Session"
+            }
+          },
+          "401": {
+            "description": "Credentials are missing or wrong",
             "schema": {
               "$ref": "#/definitions/Error"
             }
@@ -5182,6 +5260,37 @@ func init() {
         }
       }
     },
+    "Session": {
+      "type": "object",
+      "required": [
+        "user",
+        "role",
+        "auth",
+        "read_only"
+      ],
+      "properties": {
+        "auth": {
+          "description": "how the caller authenticated: none, basic, bearer or cert (a verified client certificate)",
+          "type": "string"
+        },
+        "read_only": {
+          "description": "--read_only: every write operation answers 403, whatever the role",
+          "type": "boolean"
+        },
+        "role": {
+          "description": "what the caller may do",
+          "type": "string",
+          "enum": [
+            "viewer",
+            "operator"
+          ]
+        },
+        "user": {
+          "description": "the credential's name, as the audit log records it (anonymous without credentials configured)",
+          "type": "string"
+        }
+      }
+    },
     "Task": {
       "description": "A task's state record, with Celery's field names.",
       "type": "object",
@@ -5770,6 +5879,10 @@ func init() {
     {
       "description": "Who called which write operation",
       "name": "audit"
+    },
+    {
+      "description": "Who the caller is, as the dashboard needs to know",
+      "name": "session"
     }
   ]
 }`))

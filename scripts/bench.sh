@@ -13,6 +13,8 @@
 #                just that run; 0: not it
 #   STAMEN_BENCH_PG_TASKS   tasks in Postgres for its reads (default 10000000)
 #   STAMEN_BENCH_PG_INGEST  tasks published per ingestion phase (default 100000)
+#   BENCH_UI     1 (default): also the dashboard's benchmark in Chromium
+#                (scripts/bench-ui.sh, its own section of bench/RESULTS.md); 0: not it
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # RabbitMQ too: the control-plane benchmarks (scripts/bench-control.sh) run on it.
@@ -208,4 +210,7 @@ mv "$results" bench/RESULTS.md
 echo "wrote bench/RESULTS.md"
 if [ "${BENCH_PG:-1}" = 1 ]; then
   bash scripts/bench-pg.sh
+fi
+if [ "${BENCH_UI:-1}" = 1 ]; then
+  bash scripts/bench-ui.sh
 fi

@@ -7,7 +7,10 @@
 #                            (scripts/celery-versions.sh, cached)
 #   2. go vet ./...
 #   3. gofmt                 every .go file outside the generated restapi/ and gen/
-#   4. make check-generated  regenerate the go-swagger code; fail on any diff
+#   4. make check-generated  regenerate the go-swagger code and the
+#                            dashboard's TypeScript types; fail on any diff
+#   4b. make check-ui        rebuild the dashboard (npm ci, vite build) into
+#                            internal/ui/dist; fail on any diff
 #   5. make check-docs       regenerate docs/configuration.md from the flags;
 #                            fail on any diff
 #   6. go test -race -count=1 ./...   with STAMEN_INTEGRATION=1, so the
@@ -33,6 +36,7 @@
 #   STAMEN_SKIP_GENERATED=1     skip step 4 (it runs go mod tidy and compares
 #                               with git: uncommitted changes to restapi/,
 #                               gen/, go.mod or go.sum make it fail)
+#   STAMEN_SKIP_UI=1            skip step 4b (needs Node and the npm registry)
 #   STAMEN_TEST_LOG_DIR         keep the Celery workers' logs there
 #   STAMEN_TEST_OUT             where go-test.log goes (default a new
 #                               /tmp/stamen-test.XXXXXX)
@@ -151,6 +155,11 @@ if [ "${STAMEN_SKIP_GENERATED:-0}" = 1 ]; then
   record check-generated skip 0
 else
   step check-generated make --no-print-directory check-generated
+fi
+if [ "${STAMEN_SKIP_UI:-0}" = 1 ]; then
+  record check-ui skip 0
+else
+  step check-ui make --no-print-directory check-ui
 fi
 step check-docs make --no-print-directory check-docs
 step "go test" go_test "$@"

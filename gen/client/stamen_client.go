@@ -11,6 +11,7 @@ import (
 	"github.com/stamen-dev/stamen/gen/client/audit"
 	"github.com/stamen-dev/stamen/gen/client/events"
 	"github.com/stamen-dev/stamen/gen/client/queues"
+	"github.com/stamen-dev/stamen/gen/client/session"
 	"github.com/stamen-dev/stamen/gen/client/tasks"
 	"github.com/stamen-dev/stamen/gen/client/workers"
 )
@@ -61,6 +62,7 @@ func New(transport runtime.ContextualTransport, formats strfmt.Registry) *Stamen
 	cli.Audit = audit.New(transport, formats)
 	cli.Events = events.New(transport, formats)
 	cli.Queues = queues.New(transport, formats)
+	cli.Session = session.New(transport, formats)
 	cli.Tasks = tasks.New(transport, formats)
 	cli.Workers = workers.New(transport, formats)
 
@@ -128,6 +130,8 @@ type Stamen struct {
 
 	Queues queues.ClientService
 
+	Session session.ClientService
+
 	Tasks tasks.ClientService
 
 	Workers workers.ClientService
@@ -141,6 +145,7 @@ func (c *Stamen) SetTransport(transport runtime.ContextualTransport) {
 	c.Audit.SetTransport(transport)
 	c.Events.SetTransport(transport)
 	c.Queues.SetTransport(transport)
+	c.Session.SetTransport(transport)
 	c.Tasks.SetTransport(transport)
 	c.Workers.SetTransport(transport)
 }

@@ -381,6 +381,7 @@ func New(ctx context.Context, cfg Config) (*App, error) {
 		Events:         a.Events,
 		SSEHeartbeat:   cfg.SSEHeartbeat,
 		Stats:          a.statsReader(),
+		ReadOnly:       cfg.ReadOnly,
 	})
 	a.handlers = h
 	cfg.ready = a.notReady

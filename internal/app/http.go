@@ -212,7 +212,11 @@ func newHTTPHandler(h *handlers.Handlers, m *metrics.Metrics, log *audit.Log, cf
 	// call of a known caller is recorded in the audit log, as refuse
 	// records it, under the name of the credentials the browser added.
 	next = guard.CheckWrites(refuse, next)
-	next = cfg.Auth.Middleware(refuse, next)
+	if cfg.SignIn != nil {
+		next = cfg.Auth.Middleware(refuse, dashboard(cfg.URLPrefix, next))
+	} else {
+		next = dashboard(cfg.URLPrefix, cfg.Auth.Middleware(refuse, next))
+	}
 	// Before the authenticator: preflights carry no credentials.
 	next = guard.CORS(next)
 	next = guard.CheckHost(hostDeny, next)

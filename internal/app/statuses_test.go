@@ -409,6 +409,7 @@ func TestAnsweredStatusesAreDeclared(t *testing.T) {
 		"/api/audit?since=yesterday", "/api/audit?limit=", "/api/audit?limit=0")
 	addPost("purgeQueue", "/api/queues/purge/q?force=true", "/api/queues/purge/nosuchqueue",
 		"/api/queues/purge/a%20b", "/api/queues/purge/q?force=perhaps")
+	add("getSession", "GET", "/api/session", "/api/session?refresh=perhaps")
 	add("streamEvents", "GET", "/api/events", "/api/events?type="+strings.Repeat("x", 600))
 	reqs = append(reqs, statusRequest{op: "streamEvents", method: "GET", path: "/api/events", full: fb.events, want: 503})
 	for _, op := range []struct{ id, path string }{

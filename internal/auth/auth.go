@@ -240,7 +240,7 @@ type Principal struct {
 	// when stamen runs without credentials.
 	Name string
 	Role Role
-	// Method is how the caller signed in: MethodBasic, MethodToken,
+	// Method is how the caller signed in: MethodBasic, MethodBearer,
 	// MethodCert, MethodNone, or a sign-in's own (a provider's name for a
 	// session, "proxy" for a proxy's identity header).
 	Method string
@@ -249,7 +249,7 @@ type Principal struct {
 // The methods of the credentials Authenticator checks itself.
 const (
 	MethodBasic = "basic"
-	MethodToken = "token"
+	MethodBearer = "bearer"
 	MethodCert  = "cert"
 	// MethodNone is a caller let in without credentials, none being
 	// configured.
@@ -293,7 +293,7 @@ func (a *Authenticator) Identify(r *http.Request) (Principal, error) {
 		if best == None {
 			return Principal{}, nil
 		}
-		return Principal{Name: TokenName(value), Role: best, Method: MethodToken}, nil
+		return Principal{Name: TokenName(value), Role: best, Method: MethodBearer}, nil
 	}
 	return Principal{}, nil
 }

@@ -19,6 +19,7 @@ import (
 	"github.com/stamen-dev/stamen/restapi/operations/audit"
 	"github.com/stamen-dev/stamen/restapi/operations/events"
 	"github.com/stamen-dev/stamen/restapi/operations/queues"
+	"github.com/stamen-dev/stamen/restapi/operations/session"
 	"github.com/stamen-dev/stamen/restapi/operations/tasks"
 	"github.com/stamen-dev/stamen/restapi/operations/workers"
 )
@@ -99,6 +100,13 @@ func NewStamenAPI(spec *loads.Document) *StamenAPI {
 			_ = principal
 
 			return middleware.NotImplemented("operation queues.GetQueueLengths has not yet been implemented")
+		}),
+
+		SessionGetSessionHandler: session.GetSessionHandlerFunc(func(params session.GetSessionParams, principal any) middleware.Responder {
+			_ = params
+			_ = principal
+
+			return middleware.NotImplemented("operation session.GetSession has not yet been implemented")
 		}),
 
 		TasksGetTaskInfoHandler: tasks.GetTaskInfoHandlerFunc(func(params tasks.GetTaskInfoParams, principal any) middleware.Responder {
@@ -268,8 +276,8 @@ func NewStamenAPI(spec *loads.Document) *StamenAPI {
 
 // StamenAPI The flower API spec, as served by stamen: the Celery Flower 2.x REST API
 // (its 20 operations under /api/) over a real Celery cluster, and stamen's
-// own 8 (purge, audit log, retry, bulk revoke and retry, failures, live
-// event stream, task activity over time): 28 operations.
+// own 9 (purge, audit log, retry, bulk revoke and retry, failures, live
+// event stream, task activity over time, session): 29 operations.
 //
 // Success bodies have Flower's keys and shapes. Every error body is JSON
 // `{"error": "..."}`. Where Flower answers a bad parameter with 500 or
@@ -347,6 +355,8 @@ type StamenAPI struct {
 	WorkersCancelConsumerHandler workers.CancelConsumerHandler
 	// QueuesGetQueueLengthsHandler sets the operation handler for the get queue lengths operation
 	QueuesGetQueueLengthsHandler queues.GetQueueLengthsHandler
+	// SessionGetSessionHandler sets the operation handler for the get session operation
+	SessionGetSessionHandler session.GetSessionHandler
 	// TasksGetTaskInfoHandler sets the operation handler for the get task info operation
 	TasksGetTaskInfoHandler tasks.GetTaskInfoHandler
 	// TasksGetTaskResultHandler sets the operation handler for the get task result operation
@@ -499,6 +509,9 @@ func (o *StamenAPI) Validate() error {
 	}
 	if o.QueuesGetQueueLengthsHandler == nil {
 		unregistered = append(unregistered, "queues.GetQueueLengthsHandler")
+	}
+	if o.SessionGetSessionHandler == nil {
+		unregistered = append(unregistered, "session.GetSessionHandler")
 	}
 	if o.TasksGetTaskInfoHandler == nil {
 		unregistered = append(unregistered, "tasks.GetTaskInfoHandler")
@@ -701,6 +714,10 @@ func (o *StamenAPI) initHandlerCache() {
 		o.handlers["GET"] = make(map[string]http.Handler)
 	}
 	o.handlers["GET"]["/api/queues/length"] = queues.NewGetQueueLengths(o.context, o.QueuesGetQueueLengthsHandler)
+	if o.handlers["GET"] == nil {
+		o.handlers["GET"] = make(map[string]http.Handler)
+	}
+	o.handlers["GET"]["/api/session"] = session.NewGetSession(o.context, o.SessionGetSessionHandler)
 	if o.handlers["GET"] == nil {
 		o.handlers["GET"] = make(map[string]http.Handler)
 	}

@@ -1,0 +1,192 @@
+import { useEffect, useMemo, useState } from "preact/hooks";
+import { api, ok, type WorkerInfo } from "../api";
+import { onEvent, onResync, throttle } from "../events";
+import { now } from "../state";
+import { enc, route, setQuery } from "../router";
+import { ErrorBox, Link, useTitle } from "../ui";
+
+type Live = {
+  alive?: boolean;
+  last?: number; // ms, last heartbeat
+  freq?: number;
+  active?: number;
+  processed?: number;
+  loadavg?: number[];
+  succeeded: number;
+  failed: number;
+  retried: number;
+};
+
+function processed(info: WorkerInfo | undefined): number | undefined {
+  const total = (info?.stats as any)?.total;
+  if (!total || typeof total !== "object") return undefined;
+  return Object.values(total).reduce((a: number, b) => a + (typeof b === "number" ? b : 0), 0);
+}
+
+export function Workers() {
+  useTitle("Workers");
+  const [infos, setInfos] = useState<Record<string, WorkerInfo>>({});
+  const [live, setLive] = useState<Record<string, Live>>({});
+  const [error, setError] = useState<unknown>(null);
+  const search = route.value.query.get("search") ?? "";
+
+  useEffect(() => {
+    let gone = false;
+    const load = async (refresh: boolean) => {
+      try {
+        const [w, st] = await Promise.all([
+          ok(api.GET("/api/workers", { params: { query: refresh ? { refresh: true } : {} } })),
+          ok(api.GET("/api/workers", { params: { query: { status: true } } })),
+        ]);
+        if (gone) return;
+        setInfos(w as Record<string, WorkerInfo>);
+        setLive((prev) => {
+          const next = { ...prev };
+          for (const [name, alive] of Object.entries(st as Record<string, unknown>)) {
+            next[name] = { ...(next[name] ?? { succeeded: 0, failed: 0, retried: 0 }), alive: !!alive };
+          }
+          return next;
+        });
+        setError(null);
+      } catch (e) {
+        if (!gone) setError(e);
+      }
+    };
+    void load(false).then(() => load(true));
+    const refresh = throttle(() => void load(true), 2000);
+    const offEv = onEvent((ev) => {
+      const host = typeof ev.hostname === "string" ? ev.hostname : "";
+      if (!host) return;
+      if (ev.type.startsWith("worker-")) {
+        setLive((prev) => {
+          const cur = prev[host] ?? { succeeded: 0, failed: 0, retried: 0 };
+          const n: Live = { ...cur };
+          if (ev.type === "worker-offline") n.alive = false;
+          else {
+            n.alive = true;
+            n.last = Date.now();
+            if (typeof ev.freq === "number") n.freq = ev.freq;
+            if (typeof ev.active === "number") n.active = ev.active;
+            if (typeof ev.processed === "number") n.processed = ev.processed;
+            if (Array.isArray(ev.loadavg)) n.loadavg = ev.loadavg as number[];
+          }
+          return { ...prev, [host]: n };
+        });
+        if (ev.type === "worker-online") refresh();
+      } else if (ev.type === "task-succeeded" || ev.type === "task-failed" || ev.type === "task-retried") {
+        const k = ev.type.slice(5) as "succeeded" | "failed" | "retried";
+        setLive((prev) => {
+          const cur = prev[host] ?? { succeeded: 0, failed: 0, retried: 0 };
+          return { ...prev, [host]: { ...cur, [k]: cur[k] + 1 } };
+        });
+      }
+    });
+    const offRe = onResync(() => void load(false));
+    return () => {
+      gone = true;
+      offEv();
+      offRe();
+    };
+  }, []);
+
+  const names = useMemo(() => {
+    const all = new Set([...Object.keys(infos), ...Object.keys(live)]);
+    return [...all]
+      .filter((n) => !search || n.toLowerCase().includes(search.toLowerCase()))
+      .sort((a, b) => a.localeCompare(b, undefined, { numeric: true }));
+  }, [infos, live, search]);
+
+  const t = now.value;
+  const alive = (n: string) => {
+    const l = live[n];
+    if (!l?.alive) return false;
+    // A worker is offline two heartbeat intervals after its last one, as
+    // Celery's state counts it.
+    if (l.last && l.freq && t - l.last > 2 * l.freq * 1000 + 1000) return false;
+    return true;
+  };
+  const rows = names.map((n) => {
+    const info = infos[n];
+    const l = live[n] ?? { succeeded: 0, failed: 0, retried: 0 };
+    return {
+      name: n,
+      alive: alive(n),
+      active: l.active ?? info?.active?.length,
+      processed: l.processed ?? processed(info),
+      succeeded: l.succeeded,
+      failed: l.failed,
+      retried: l.retried,
+      loadavg: l.loadavg ?? ((info?.stats as any)?.loadavg as number[] | undefined),
+    };
+  });
+  const sum = (k: "active" | "succeeded" | "failed") => rows.reduce((a, r) => a + (r[k] ?? 0), 0);
+
+  return (
+    <section>
+      <h1>Workers</h1>
+      <ErrorBox error={error} />
+      <div class="cards">
+        <div class="card">
+          <span class="label">Online workers</span>
+          <span class="value" data-card="online">{rows.filter((r) => r.alive).length}</span>
+        </div>
+        <div class="card">
+          <span class="label">Active tasks</span>
+          <span class="value">{sum("active")}</span>
+        </div>
+        <Link class="card" to="/tasks?state=SUCCESS">
+          <span class="label">Succeeded</span>
+          <span class="value">{sum("succeeded")}</span>
+        </Link>
+        <Link class="card" to="/tasks?state=FAILURE">
+          <span class="label">Failed</span>
+          <span class="value">{sum("failed")}</span>
+        </Link>
+      </div>
+      <div class="toolbar">
+        <label>
+          Search{" "}
+          <input type="search" value={search} onInput={(e) => setQuery({ search: (e.target as HTMLInputElement).value })} />
+        </label>
+        <span class="muted">Succeeded, failed and retried count the events since this page opened.</span>
+      </div>
+      <div class="scroll">
+        <table class="grid" aria-label="Workers">
+          <thead>
+            <tr>
+              <th scope="col">Worker</th>
+              <th scope="col">Status</th>
+              <th scope="col" class="num">Active</th>
+              <th scope="col" class="num">Processed</th>
+              <th scope="col" class="num">Failed</th>
+              <th scope="col" class="num">Succeeded</th>
+              <th scope="col" class="num">Retried</th>
+              <th scope="col">Load average</th>
+            </tr>
+          </thead>
+          <tbody>
+            {rows.map((r) => (
+              <tr key={r.name} data-worker={r.name}>
+                <td>
+                  <Link to={"/worker/" + enc(r.name)}>{r.name}</Link>
+                </td>
+                <td>
+                  <span class={r.alive ? "badge s-success" : "badge s-offline"} data-status>
+                    {r.alive ? "Online" : "Offline"}
+                  </span>
+                </td>
+                <td class="num">{r.active ?? ""}</td>
+                <td class="num">{r.processed ?? ""}</td>
+                <td class="num">{r.failed}</td>
+                <td class="num">{r.succeeded}</td>
+                <td class="num">{r.retried}</td>
+                <td>{r.loadavg ? r.loadavg.map((x) => Number(x).toFixed(2)).join(", ") : ""}</td>
+              </tr>
+            ))}
+          </tbody>
+        </table>
+        {!rows.length && !error && <p class="muted">No worker has been seen yet.</p>}
+      </div>
+    </section>
+  );
+}
