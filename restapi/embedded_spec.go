@@ -102,7 +102,8 @@ func init() {
           "503": {
             "$ref": "#/responses/Unavailable"
           }
-        }
+        },
+        "x-stamen-operator-only": true
       }
     },
     "/api/events": {
@@ -254,6 +255,7 @@ func init() {
           },
           {
             "type": "boolean",
+            "x-stamen-once": true,
             "description": "purge even a queue no worker consumes and stamen never published to",
             "name": "force",
             "in": "query"
@@ -503,6 +505,7 @@ func init() {
             "maxLength": 32,
             "pattern": "^([0-9]+(\\.[0-9]+)?(/[smh])?)?$",
             "type": "string",
+            "x-stamen-alias": "ratelimit",
             "description": "the rate limit to apply (e.g. 20, 10/m, 5/s, 1/h)",
             "name": "rateLimit",
             "in": "query",
@@ -962,6 +965,7 @@ func init() {
             "minimum": 1,
             "type": "integer",
             "format": "int32",
+            "x-stamen-once": true,
             "description": "the most tasks to act on; when more match, nothing is done and the answer is 400",
             "name": "max",
             "in": "query",
@@ -970,6 +974,7 @@ func init() {
           {
             "type": "boolean",
             "default": false,
+            "x-stamen-once": true,
             "description": "only count the matches",
             "name": "dry_run",
             "in": "query"
@@ -1061,6 +1066,7 @@ func init() {
             "minimum": 1,
             "type": "integer",
             "format": "int32",
+            "x-stamen-once": true,
             "description": "the most tasks to act on; when more match, nothing is done and the answer is 400",
             "name": "max",
             "in": "query",
@@ -1069,6 +1075,7 @@ func init() {
           {
             "type": "boolean",
             "default": false,
+            "x-stamen-once": true,
             "description": "only count the matches",
             "name": "dry_run",
             "in": "query"
@@ -1118,6 +1125,7 @@ func init() {
           {
             "type": "boolean",
             "default": false,
+            "x-stamen-once": true,
             "description": "terminate the tasks that are running",
             "name": "terminate",
             "in": "query"
@@ -2496,7 +2504,8 @@ func init() {
               "$ref": "#/definitions/Error"
             }
           }
-        }
+        },
+        "x-stamen-operator-only": true
       }
     },
     "/api/events": {
@@ -2678,6 +2687,7 @@ func init() {
           },
           {
             "type": "boolean",
+            "x-stamen-once": true,
             "description": "purge even a queue no worker consumes and stamen never published to",
             "name": "force",
             "in": "query"
@@ -3070,6 +3080,7 @@ func init() {
             "maxLength": 32,
             "pattern": "^([0-9]+(\\.[0-9]+)?(/[smh])?)?$",
             "type": "string",
+            "x-stamen-alias": "ratelimit",
             "description": "the rate limit to apply (e.g. 20, 10/m, 5/s, 1/h)",
             "name": "rateLimit",
             "in": "query",
@@ -3709,6 +3720,7 @@ func init() {
             "minimum": 1,
             "type": "integer",
             "format": "int32",
+            "x-stamen-once": true,
             "description": "the most tasks to act on; when more match, nothing is done and the answer is 400",
             "name": "max",
             "in": "query",
@@ -3717,6 +3729,7 @@ func init() {
           {
             "type": "boolean",
             "default": false,
+            "x-stamen-once": true,
             "description": "only count the matches",
             "name": "dry_run",
             "in": "query"
@@ -3829,6 +3842,7 @@ func init() {
             "minimum": 1,
             "type": "integer",
             "format": "int32",
+            "x-stamen-once": true,
             "description": "the most tasks to act on; when more match, nothing is done and the answer is 400",
             "name": "max",
             "in": "query",
@@ -3837,6 +3851,7 @@ func init() {
           {
             "type": "boolean",
             "default": false,
+            "x-stamen-once": true,
             "description": "only count the matches",
             "name": "dry_run",
             "in": "query"
@@ -3886,6 +3901,7 @@ func init() {
           {
             "type": "boolean",
             "default": false,
+            "x-stamen-once": true,
             "description": "terminate the tasks that are running",
             "name": "terminate",
             "in": "query"

@@ -20,6 +20,7 @@ import (
 	"github.com/stamen-dev/stamen/handlers"
 	"github.com/stamen-dev/stamen/internal/audit"
 	"github.com/stamen-dev/stamen/internal/auth"
+	"github.com/stamen-dev/stamen/internal/contract"
 	"github.com/stamen-dev/stamen/internal/docs"
 	"github.com/stamen-dev/stamen/internal/metrics"
 	"github.com/stamen-dev/stamen/restapi"
@@ -32,6 +33,11 @@ func NewAPI(h *handlers.Handlers) (*operations.StamenAPI, error) {
 	spec, err := loads.Analyzed(restapi.SwaggerJSON, "")
 	if err != nil {
 		return nil, fmt.Errorf("load the embedded spec: %w", err)
+	}
+	// The middleware reads the rules of the operations from the spec
+	// (x-stamen-... extensions); a rule that cannot be read stops here.
+	if _, err := contract.Load(); err != nil {
+		return nil, err
 	}
 	api := operations.NewStamenAPI(spec)
 	api.Logger = func(string, ...any) {}

@@ -292,6 +292,9 @@ func TestAuthThroughTheGeneratedAPI(t *testing.T) {
 		{"viewer writes", "POST", "/api/task/revoke/some-id", basic("viewer", "viewer-secret"), 403},
 		{"operator writes", "POST", "/api/task/revoke/some-id", basic("op", "op-secret"), 200},
 		{"bearer token writes", "POST", "/api/task/revoke/some-id", bearer, 200},
+		{"viewer reads the audit log", "GET", "/api/audit", basic("viewer", "viewer-secret"), 403},
+		// The router serves /api/audit/ as the audit log: it is refused alike.
+		{"viewer reads the audit log by another path", "GET", "/api/audit/", basic("viewer", "viewer-secret"), 403},
 	} {
 		code, body, h := do(tc.method, tc.path, tc.set)
 		if code != tc.want {
