@@ -45,7 +45,7 @@ func FlowerParams(maxBody int64, next http.Handler) http.Handler {
 				if errors.Is(err, errTooLarge) {
 					status = http.StatusRequestEntityTooLarge
 				}
-				writeJSON(w, status, errorBody{Error: err.Error()})
+				writeJSON(w, status, errorModel(err.Error()))
 				return
 			}
 		}
@@ -54,7 +54,7 @@ func FlowerParams(maxBody int64, next http.Handler) http.Handler {
 			return
 		}
 		if err := strictParams(op, r.URL.Query()); err != nil {
-			writeJSON(w, http.StatusBadRequest, errorBody{Error: err.Error()})
+			writeJSON(w, http.StatusBadRequest, errorModel(err.Error()))
 			return
 		}
 		if len(op.Aliases) > 0 {
