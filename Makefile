@@ -15,13 +15,12 @@ run: build
 validate:
 	$(SWAGGER) validate swagger.yaml
 
-# Regenerates restapi/, gen/models and gen/client from swagger.yaml. The
-# generated configure file is kept: go-swagger never rewrites it, and it
-# embeds the checkout directory's name, so deleting it would make the output
-# depend on where the repository is cloned.
+# Regenerates restapi/, gen/models and gen/client from swagger.yaml.
+# swagger-layout.yaml leaves out go-swagger's server scaffold (server.go,
+# configure_stamen.go), which stamen does not use.
 generate:
-	find restapi gen -name '*.go' ! -name configure_stamen.go -delete 2>/dev/null || true
-	$(SWAGGER) generate server -q -A stamen -f swagger.yaml -t . --exclude-main -m gen/models
+	find restapi gen -name '*.go' -delete 2>/dev/null || true
+	$(SWAGGER) generate server -q -A stamen -f swagger.yaml -t . -C swagger-layout.yaml -m gen/models
 	$(SWAGGER) generate client -q -A stamen -f swagger.yaml -t . -c gen/client -m gen/models --skip-models
 	go mod tidy
 	$(MAKE) --no-print-directory ui-generate

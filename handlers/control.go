@@ -13,8 +13,9 @@ import (
 )
 
 // knownWorker is Flower's "unknown worker" check, made to work for workers
-// seen only through events too (Flower only knows inspected ones, #1139): a
-// miss asks the worker directly before answering no.
+// seen only through events too (Flower knows only the ones its inspect
+// found, so it answers "unknown worker" for a worker that started after
+// it): a miss asks the worker directly before answering no.
 func (h *Handlers) knownWorker(ctx context.Context, name string) bool {
 	if h.Inspector.Known(name) {
 		return true

@@ -40,7 +40,8 @@ type ResultBackend interface {
 
 // SentLog keeps what stamen sent, bounded by count and age (oldest dropped
 // first), so that a task can be sent again with its exact arguments.
-// Implementations: the store's bbolt bucket, or newMemorySentLog.
+// Implementations: the store's bbolt bucket, PostgreSQL's table (pgstore),
+// or NewMemorySentLog.
 type SentLog interface {
 	// PutSent keeps data under task id, sent at time at.
 	PutSent(id string, at time.Time, data []byte) error

@@ -8,29 +8,33 @@ import (
 	"mime"
 	"net/http"
 	"net/url"
-	"slices"
 	"strings"
-)
 
-// taskBodyPrefixes are the operations whose parameters come in a JSON body.
-// Flower parses their body as JSON whatever the Content-Type says.
-var taskBodyPrefixes = []string{"/api/task/apply/", "/api/task/async-apply/", "/api/task/send-task/", "/api/task/retry/"}
+	"github.com/stamen-dev/stamen/internal/contract"
+)
 
 // FlowerParams adapts requests the way Flower's clients send them to the
 // spec's parameters, before routing:
 //   - form-encoded bodies, of a POST or a GET, become query parameters
 //     (Flower reads query and form alike; the spec declares them in: query,
 //     and Swagger 2.0 cannot declare both);
-//   - the three task-execution operations get Content-Type application/json;
-//   - `ratelimit` (the name Flower's code reads) is accepted for `rateLimit`
-//     (the name in Flower's spec).
+//   - the operations that take a body parameter get Content-Type
+//     application/json: Flower parses their body as JSON whatever the
+//     Content-Type says;
+//   - a query parameter's other name (x-stamen-alias: `ratelimit`, the
+//     name Flower's code reads, for `rateLimit`, the name in Flower's
+//     spec) is accepted for it.
+//
+// What each operation takes is read from the spec (internal/contract).
 func FlowerParams(maxBody int64, next http.Handler) http.Handler {
+	rules := contract.Embedded()
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		op, _ := rules.MatchRequest(r)
 		// A GET may carry a form too: Flower (Tornado) reads form fields
 		// whatever the method, and go-openapi would refuse the body (415).
 		if r.Method == http.MethodPost || r.ContentLength != 0 {
 			var err error
-			if r.Method == http.MethodPost && hasPrefix(r.URL.Path, taskBodyPrefixes) {
+			if r.Method == http.MethodPost && op != nil && op.JSONBody {
 				err = bufferBody(r, maxBody)
 				r.Header.Set("Content-Type", "application/json")
 			} else {
@@ -41,22 +45,22 @@ func FlowerParams(maxBody int64, next http.Handler) http.Handler {
 				if errors.Is(err, errTooLarge) {
 					status = http.StatusRequestEntityTooLarge
 				}
-				writeJSON(w, status, errorBody{Error: err.Error()})
+				writeJSON(w, status, errorModel(err.Error()))
 				return
 			}
 		}
-		if err := strictParams(r.URL.Path, r.URL.Query()); err != nil {
-			writeJSON(w, http.StatusBadRequest, errorBody{Error: err.Error()})
+		if op == nil {
+			next.ServeHTTP(w, r)
 			return
 		}
-		if strings.HasPrefix(r.URL.Path, "/api/task/rate-limit/") {
+		if err := strictParams(op, r.URL.Query()); err != nil {
+			writeJSON(w, http.StatusBadRequest, errorModel(err.Error()))
+			return
+		}
+		if len(op.Aliases) > 0 {
 			q := r.URL.Query()
-			if _, ok := q["rateLimit"]; !ok {
-				if v, ok := q["ratelimit"]; ok {
-					q["rateLimit"] = v
-					delete(q, "ratelimit")
-					r.URL.RawQuery = q.Encode()
-				}
+			if renameAliases(q, op.Aliases) {
+				r.URL.RawQuery = q.Encode()
 			}
 		}
 		next.ServeHTTP(w, r)
@@ -93,15 +97,6 @@ func bufferBody(r *http.Request, maxBody int64) error {
 	r.ContentLength = int64(len(body))
 	r.TransferEncoding = nil
 	return nil
-}
-
-func hasPrefix(path string, prefixes []string) bool {
-	for _, p := range prefixes {
-		if strings.HasPrefix(path, p) {
-			return true
-		}
-	}
-	return false
 }
 
 // formToQuery moves form fields into the query string (the form wins over
@@ -158,62 +153,45 @@ func dropBody(r *http.Request) {
 	r.Header.Del("Content-Length")
 }
 
-// typedParams are the boolean and number query parameters of each
-// operation, by path (a prefix when it ends with /). go-openapi reads an
-// unparsable boolean as false and an empty number as absent; Flower answers
-// 400 for both, and so does stamen, but only where the operation takes the
-// parameter: Flower ignores the ones an operation does not read.
-// TestTypedParamsFollowTheSpec keeps this table equal to swagger.yaml's.
-// On the operations marked once, stamen's own that act on many tasks or a
-// whole queue, such a parameter given twice is refused: Flower's rule, the
-// last value counts, would make dry_run=true&dry_run=false revoke.
-var typedParams = []struct {
-	path           string
-	bools, numbers []string
-	once           bool
-}{
-	{"/api/tasks", nil, []string{"limit", "offset"}, false},
-	{"/api/workers", []string{"refresh", "status"}, nil, false},
-	{"/api/task/apply/", nil, []string{"timeout"}, false},
-	{"/api/task/result/", nil, []string{"timeout"}, false},
-	{"/api/task/timeout/", nil, []string{"soft", "hard"}, false},
-	{"/api/task/revoke/", []string{"terminate"}, nil, false},
-	{"/api/tasks/revoke", []string{"dry_run", "terminate"}, []string{"max"}, true},
-	{"/api/tasks/retry", []string{"dry_run"}, []string{"max"}, true},
-	{"/api/worker/pool/grow/", nil, []string{"n"}, false},
-	{"/api/worker/pool/shrink/", nil, []string{"n"}, false},
-	{"/api/worker/pool/autoscale/", nil, []string{"min", "max"}, false},
-	{"/api/queues/purge/", []string{"force"}, nil, true},
-	{"/api/audit", nil, []string{"limit", "offset"}, false},
-	{"/api/stats/tasks", nil, []string{"step", "window"}, false},
-}
-
-// paramTypes returns the boolean and number query parameters the operation
-// at path takes, and whether each may be given only once.
-func paramTypes(path string) (bools, numbers []string, once bool) {
-	for _, tp := range typedParams {
-		if path == tp.path || (strings.HasSuffix(tp.path, "/") && strings.HasPrefix(path, tp.path)) {
-			return tp.bools, tp.numbers, tp.once
+// renameAliases gives the value of a parameter's other name to the
+// parameter, when the parameter itself is absent, and reports whether q
+// changed.
+func renameAliases(q url.Values, aliases map[string]string) bool {
+	changed := false
+	for alias, name := range aliases {
+		if _, ok := q[name]; ok {
+			continue
+		}
+		if v, ok := q[alias]; ok {
+			q[name] = v
+			delete(q, alias)
+			changed = true
 		}
 	}
-	return nil, nil, false
+	return changed
 }
 
-func strictParams(path string, q url.Values) error {
-	bools, numbers, once := paramTypes(path)
-	for _, name := range slices.Concat(bools, numbers) {
-		if once && len(q[name]) > 1 {
+// strictParams refuses what go-openapi would let through: it reads an
+// unparsable boolean as false and an empty number as absent; Flower answers
+// 400 for both, and so does stamen, but only where the operation takes the
+// parameter: Flower ignores the ones an operation does not read. A
+// parameter marked x-stamen-once (stamen's own operations that act on many
+// tasks or a whole queue) given twice is refused: Flower's rule, the last
+// value counts, would make dry_run=true&dry_run=false revoke.
+func strictParams(op *contract.Operation, q url.Values) error {
+	for _, name := range op.Once {
+		if len(q[name]) > 1 {
 			return fmt.Errorf("%s is given %d times: give it once", name, len(q[name]))
 		}
 	}
-	for _, name := range bools {
+	for _, name := range op.Bools {
 		for _, v := range q[name] {
 			if _, ok := parseFlowerBool(v); !ok {
 				return fmt.Errorf("invalid %s %q: want true or false", name, v)
 			}
 		}
 	}
-	for _, name := range numbers {
+	for _, name := range op.Numbers {
 		for _, v := range q[name] {
 			if strings.TrimSpace(v) == "" {
 				return fmt.Errorf("%s must not be empty", name)

@@ -1,59 +1,13 @@
 package handlers
 
 import (
+	"net/http"
+	"net/http/httptest"
 	"net/url"
-	"slices"
-	"strings"
 	"testing"
 
-	"github.com/go-openapi/loads"
-	"github.com/go-openapi/spec"
-
-	"github.com/stamen-dev/stamen/restapi"
+	"github.com/stamen-dev/stamen/internal/contract"
 )
-
-// TestTypedParamsFollowTheSpec keeps typedParams, which strictParams reads
-// before routing, equal to the boolean and number query parameters each
-// operation of swagger.yaml declares.
-func TestTypedParamsFollowTheSpec(t *testing.T) {
-	doc, err := loads.Analyzed(restapi.SwaggerJSON, "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	for path, item := range doc.Spec().Paths.Paths {
-		// A path of the operation: its parameters are any non-empty value.
-		concrete := path
-		for strings.Contains(concrete, "{") {
-			i, j := strings.Index(concrete, "{"), strings.Index(concrete, "}")
-			concrete = concrete[:i] + "x" + concrete[j+1:]
-		}
-		for _, op := range []*spec.Operation{item.Get, item.Post} {
-			if op == nil {
-				continue
-			}
-			var wantBools, wantNumbers []string
-			for _, p := range op.Parameters {
-				if p.In != "query" {
-					continue
-				}
-				switch p.Type {
-				case "boolean":
-					wantBools = append(wantBools, p.Name)
-				case "integer", "number":
-					wantNumbers = append(wantNumbers, p.Name)
-				}
-			}
-			bools, numbers, _ := paramTypes(concrete)
-			slices.Sort(wantBools)
-			slices.Sort(wantNumbers)
-			bools, numbers = slices.Sorted(slices.Values(bools)), slices.Sorted(slices.Values(numbers))
-			if !slices.Equal(bools, wantBools) || !slices.Equal(numbers, wantNumbers) {
-				t.Errorf("%s (%s): typedParams has booleans %v and numbers %v, the spec %v and %v",
-					op.ID, path, bools, numbers, wantBools, wantNumbers)
-			}
-		}
-	}
-}
 
 // TestParamsGivenOnce: on stamen's bulk operations and purge a typed
 // parameter given twice is refused; elsewhere the last value counts, as in
@@ -74,8 +28,51 @@ func TestParamsGivenOnce(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := strictParams(c.path, q); (err != nil) != c.refused {
+		op, ok := contract.Embedded().Match("POST", c.path)
+		if !ok {
+			t.Fatalf("%s is no operation", c.path)
+		}
+		if err := strictParams(op, q); (err != nil) != c.refused {
 			t.Errorf("%s?%s: %v, want refused %v", c.path, c.query, err, c.refused)
+		}
+	}
+}
+
+// TestFlowerParamsFollowTheSpec: the checks before routing apply to the
+// operation the router finds, by the spec's parameters: a typed parameter
+// of the operation is checked, one it does not take is not, a path that
+// is no operation passes untouched, and a parameter's alias is renamed.
+func TestFlowerParamsFollowTheSpec(t *testing.T) {
+	var got *http.Request
+	h := FlowerParams(1<<16, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { got = r }))
+	for _, c := range []struct {
+		method, target string
+		status         int
+		query          string
+	}{
+		{"GET", "/api/tasks?limit=", 400, ""},
+		{"GET", "/api/tasks/?limit=", 400, ""},
+		{"GET", "/api/task/types?limit=", 200, "limit="},
+		{"GET", "/api/workers?refresh=perhaps", 400, ""},
+		{"GET", "/api/nothing?refresh=perhaps", 200, "refresh=perhaps"},
+		{"POST", "/api/task/revoke/x?terminate=perhaps", 400, ""},
+		// The wrong method: the router answers 405, the checks still apply.
+		{"GET", "/api/task/revoke/x?terminate=perhaps", 400, ""},
+		{"POST", "/api/task/rate-limit/t?workername=w&ratelimit=1%2Fs", 200, "rateLimit=1%2Fs&workername=w"},
+		{"POST", "/api/task/rate-limit/t?rateLimit=2&ratelimit=1", 200, "rateLimit=2&ratelimit=1"},
+	} {
+		got = nil
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, httptest.NewRequest(c.method, c.target, nil))
+		if w.Code == 200 && got == nil {
+			w.Code = 0
+		}
+		if w.Code != c.status {
+			t.Errorf("%s %s: %d %s, want %d", c.method, c.target, w.Code, w.Body, c.status)
+			continue
+		}
+		if got != nil && got.URL.RawQuery != c.query {
+			t.Errorf("%s %s: query %q passed on, want %q", c.method, c.target, got.URL.RawQuery, c.query)
 		}
 	}
 }

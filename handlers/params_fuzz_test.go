@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/stamen-dev/stamen/gen/models"
+	"github.com/stamen-dev/stamen/internal/contract"
 )
 
 // FuzzRequestParams feeds hostile task bodies and query strings through the
@@ -34,8 +35,8 @@ func FuzzRequestParams(f *testing.F) {
 			}
 		}
 		if q, err := url.ParseQuery(query); err == nil {
-			for _, tp := range typedParams {
-				_ = strictParams(tp.path, q)
+			for _, op := range contract.Embedded().Operations() {
+				_ = strictParams(op, q)
 			}
 		}
 		r := httptest.NewRequest("POST", "/api/worker/queue/add-consumer/w", strings.NewReader(query))

@@ -97,9 +97,14 @@ const taskListChunk = 256
 // order, chunk by chunk. The body is raw bytes streamed from the state, not
 // a generated model: Flower lists every task when no limit is given, and a
 // model (or any whole body) of a million tasks takes gigabytes, where a
-// chunk takes a few hundred kilobytes whatever the count; the bytes are
-// also Flower's own (key order, separators, escapes), which encoding a
-// model would not give. The work stops when the client goes away.
+// chunk takes a few hundred kilobytes whatever the count. Each task's
+// object is Flower's own bytes (key order, separators, Python's escapes,
+// from the state's Flower-exact encoder), which encoding a model would not
+// give. The ids that key them are written as encoding/json writes a string
+// (appendJSONString): the same bytes as Python's json.dumps for an id of
+// printable ASCII without <, > or &, as Celery's UUIDs are; another id
+// differs in its escapes (Python writes non-ASCII as \uXXXX and leaves
+// <, >, & alone). The work stops when the client goes away.
 //
 // A list that a store's error ends early is not passed off as whole: before
 // the status is sent it is answered as the error (503, or 400 for a search
@@ -113,7 +118,8 @@ type taskListBody struct {
 
 // listBufs are the task lists' write buffers, 64 KiB each: made per
 // request they were a large part of the reads' garbage, which at a small
-// state sets how often the collector runs (issue 18).
+// state sets how often the collector runs (bench/RESULTS.md, the reads
+// under concurrent clients).
 var listBufs = sync.Pool{New: func() any { b := make([]byte, 0, listBufSize); return &b }}
 
 const listBufSize = 64 << 10
@@ -164,7 +170,7 @@ func (b taskListBody) WriteResponse(rw http.ResponseWriter, producer runtime.Pro
 				// The whole body is in hand (a page, or any list of one
 				// chunk): with its length net/http sends it in one piece
 				// instead of chunked, a write fewer, and clients read it
-				// without decoding chunks (issue 18).
+				// without decoding chunks.
 				rw.Header().Set("Content-Length", strconv.Itoa(len(buf)))
 			}
 			rw.WriteHeader(http.StatusOK)

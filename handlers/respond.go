@@ -13,13 +13,25 @@ import (
 	"github.com/go-openapi/runtime"
 	"github.com/go-openapi/runtime/middleware"
 
+	"github.com/stamen-dev/stamen/gen/models"
 	"github.com/stamen-dev/stamen/internal/celery"
 	"github.com/stamen-dev/stamen/internal/redact"
 )
 
+// The responders below write their body with writeJSON (encoding/json's
+// Marshal) instead of the API's JSONProducer, which the generated
+// responders use: the producer ends a body with a newline and leaves <, >
+// and & unescaped, so answering through it would change the bytes of
+// every body these write, errors included, that clients and the tests
+// that compare bodies byte for byte see today. The generated responders
+// are used where a handler's body is a generated model whose bytes came
+// from the producer from the start (purgeQueue, listAudit, listTaskTypes,
+// getQueueLengths, retryTask, revokeTasks, retryTasks, listFailures).
+
 // jsonResponse writes any JSON-encodable body with a status code. Handlers
 // use it where Flower's shapes do not fit go-swagger's generated models
-// (ordered task lists, nullable results).
+// (nullable results, a Message whose bytes predate the generated
+// responders).
 type jsonResponse struct {
 	status int
 	body   any
@@ -29,7 +41,10 @@ func (j jsonResponse) WriteResponse(rw http.ResponseWriter, _ runtime.Producer) 
 	writeJSON(rw, j.status, j.body)
 }
 
-// rawJSON writes bytes that are already JSON.
+// rawJSON writes bytes that are already JSON: the task and worker lists,
+// streamed or assembled from the state's Flower-exact encodings, which no
+// producer would write byte for byte (and a model of a million tasks would
+// not fit in memory).
 type rawJSON struct {
 	status int
 	body   []byte
@@ -57,15 +72,34 @@ func writeJSON(rw http.ResponseWriter, status int, body any) {
 	_, _ = rw.Write(b)
 }
 
-type errorBody struct {
-	Error string `json:"error"`
+// errorModel is the spec's Error model, {"error": "..."}, for msg, with
+// any URL's password masked (a message may quote an error from a library
+// that names a URL). Every error body stamen writes is one.
+func errorModel(msg string) *models.Error {
+	m := redact.String(msg)
+	return &models.Error{Error: &m}
 }
 
-// apiError is the one error responder: every error body is {"error": "..."},
-// with any URL's password masked (a message may quote an error from a
-// library that names a URL).
+// errorResponse is an error answer: the spec's Error model with a status.
+// One type for every operation, where go-swagger generates one per
+// operation and status: the error paths (brokerError, storeError) are
+// shared by the operations, and the generated ones would write the body
+// through the producer (see above).
+type errorResponse struct {
+	status int
+	body   *models.Error
+}
+
+func (e errorResponse) WriteResponse(rw http.ResponseWriter, _ runtime.Producer) {
+	writeJSON(rw, e.status, e.body)
+}
+
+// text is the answer's message.
+func (e errorResponse) text() string { return *e.body.Error }
+
+// apiError is the one error responder of the handlers.
 func apiError(status int, format string, args ...any) middleware.Responder {
-	return jsonResponse{status: status, body: errorBody{Error: redact.String(fmt.Sprintf(format, args...))}}
+	return errorResponse{status: status, body: errorModel(fmt.Sprintf(format, args...))}
 }
 
 // brokerError maps an error from a broker or result backend to a status code
@@ -187,10 +221,10 @@ func ServeError(rw http.ResponseWriter, r *http.Request, err error) {
 		// echoing; keep the body generic.
 		msg = http.StatusText(status)
 	}
-	writeJSON(rw, status, errorBody{Error: redact.String(msg)})
+	writeJSON(rw, status, errorModel(msg))
 }
 
 // WriteError writes stamen's error body outside an operation (middleware).
 func WriteError(rw http.ResponseWriter, status int, msg string) {
-	writeJSON(rw, status, errorBody{Error: redact.String(msg)})
+	writeJSON(rw, status, errorModel(msg))
 }

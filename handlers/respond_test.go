@@ -6,6 +6,8 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
+
+	oaerrors "github.com/go-openapi/errors"
 )
 
 // TestErrorBodiesHoldNoURLPassword: whatever an error quotes, its body
@@ -30,6 +32,27 @@ func TestErrorBodiesHoldNoURLPassword(t *testing.T) {
 		}
 		if !strings.Contains(body, `"error"`) {
 			t.Errorf("%s: not an error body: %s", name, body)
+		}
+	}
+}
+
+// TestErrorBodyBytes: the error body is the spec's Error model written as
+// encoding/json writes it, byte for byte what stamen has always answered
+// (no trailing newline, <, > and & escaped), whichever writer sends it.
+func TestErrorBodyBytes(t *testing.T) {
+	const want = `{"error":"a \u003cb\u003e \u0026 \"c\" é"}`
+	msg := `a <b> & "c" é`
+	for name, write := range map[string]func(http.ResponseWriter){
+		"apiError":   func(w http.ResponseWriter) { apiError(http.StatusBadRequest, "%s", msg).WriteResponse(w, nil) },
+		"WriteError": func(w http.ResponseWriter) { WriteError(w, http.StatusBadRequest, msg) },
+		"ServeError": func(w http.ResponseWriter) {
+			ServeError(w, nil, oaerrors.New(http.StatusBadRequest, "%s", msg))
+		},
+	} {
+		rec := httptest.NewRecorder()
+		write(rec)
+		if got := rec.Body.String(); got != want || rec.Code != http.StatusBadRequest || rec.Header().Get("Content-Type") != "application/json" {
+			t.Errorf("%s: %d %s %q, want 400 application/json %q", name, rec.Code, rec.Header().Get("Content-Type"), got, want)
 		}
 	}
 }

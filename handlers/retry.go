@@ -295,27 +295,19 @@ func (h *Handlers) retryTasks(p tasks.RetryTasksParams, _ any) middleware.Respon
 			out.Retried[id] = newID
 			continue
 		}
-		if jr, ok := fail.(jsonResponse); ok && (jr.status == http.StatusConflict || jr.status == http.StatusNotFound || jr.status == http.StatusBadRequest) {
-			out.Skipped[id] = errorText(jr)
+		if e, ok := fail.(errorResponse); ok && (e.status == http.StatusConflict || e.status == http.StatusNotFound || e.status == http.StatusBadRequest) {
+			out.Skipped[id] = e.text()
 			continue
 		}
 		// The broker failed: stop rather than hammer it, and say what was
 		// already sent.
-		if jr, ok := fail.(jsonResponse); ok {
-			return apiError(jr.status, "%s (sent %d of %d before stopping: %s)", errorText(jr), len(out.Retried), len(ids), retriedList(out.Retried))
+		if e, ok := fail.(errorResponse); ok {
+			return apiError(e.status, "%s (sent %d of %d before stopping: %s)", e.text(), len(out.Retried), len(ids), retriedList(out.Retried))
 		}
 		return fail
 	}
 	audit.SetCount(ctx, int64(len(out.Retried)))
 	return tasks.NewRetryTasksOK().WithPayload(out)
-}
-
-// errorText is the message of an error answer.
-func errorText(jr jsonResponse) string {
-	if e, ok := jr.body.(errorBody); ok {
-		return e.Error
-	}
-	return http.StatusText(jr.status)
 }
 
 func retriedList(m map[string]string) string {

@@ -23,7 +23,7 @@ func init() {
   ],
   "swagger": "2.0",
   "info": {
-    "description": "The flower API spec, as served by stamen: the Celery Flower 2.x REST API\n(its 20 operations under /api/) over a real Celery cluster, and stamen's\nown 9 (purge, audit log, retry, bulk revoke and retry, failures, live\nevent stream, task activity over time, session): 29 operations.\n\nSuccess bodies have Flower's keys and shapes. Every error body is JSON\n` + "`" + `{\"error\": \"...\"}` + "`" + `. Where Flower answers a bad parameter with 500 or\nwaits forever, stamen answers 400 (bad or missing parameter) or 504 (a\nbounded wait that expired).\n\nWhen stamen runs with credentials, every operation needs HTTP basic\ncredentials or a bearer token (Authorize, in Swagger UI). Viewers may\ncall the GET operations but /api/audit; operators may call every\noperation. With --read_only every operation that is not a GET answers\nwith status 403. Every call of such an operation is recorded in the audit\nlog. Without credentials configured stamen listens on loopback only and\nasks for none.\n",
+    "description": "The flower API spec, as served by stamen: the Celery Flower 2.x REST API\n(its 20 operations under /api/) over a real Celery cluster, and stamen's\nown beside them (purge, audit log, retry, bulk revoke and retry,\nfailures, live event stream, task activity over time, session).\n\nSuccess bodies have Flower's keys and shapes. Every error body is JSON\n` + "`" + `{\"error\": \"...\"}` + "`" + `. Where Flower answers a bad parameter with 500 or\nwaits forever, stamen answers 400 (bad or missing parameter) or 504 (a\nbounded wait that expired).\n\nWhen stamen runs with credentials, every operation needs HTTP basic\ncredentials or a bearer token (Authorize, in Swagger UI). Viewers may\ncall the GET operations but /api/audit; operators may call every\noperation. With --read_only every operation that is not a GET answers\nwith status 403. Every call of such an operation is recorded in the audit\nlog. Without credentials configured stamen listens on loopback only and\nasks for none.\n",
     "title": "Flower",
     "version": "1.0.0-dev"
   },
@@ -102,7 +102,8 @@ func init() {
           "503": {
             "$ref": "#/responses/Unavailable"
           }
-        }
+        },
+        "x-stamen-operator-only": true
       }
     },
     "/api/events": {
@@ -254,6 +255,7 @@ func init() {
           },
           {
             "type": "boolean",
+            "x-stamen-once": true,
             "description": "purge even a queue no worker consumes and stamen never published to",
             "name": "force",
             "in": "query"
@@ -593,6 +595,7 @@ func init() {
             "maxLength": 32,
             "pattern": "^([0-9]+(\\.[0-9]+)?(/[smh])?)?$",
             "type": "string",
+            "x-stamen-alias": "ratelimit",
             "description": "the rate limit to apply (e.g. 20, 10/m, 5/s, 1/h)",
             "name": "rateLimit",
             "in": "query",
@@ -1069,6 +1072,7 @@ func init() {
             "minimum": 1,
             "type": "integer",
             "format": "int32",
+            "x-stamen-once": true,
             "description": "the most tasks to act on; when more match, nothing is done and the answer is 400",
             "name": "max",
             "in": "query",
@@ -1077,6 +1081,7 @@ func init() {
           {
             "type": "boolean",
             "default": false,
+            "x-stamen-once": true,
             "description": "only count the matches",
             "name": "dry_run",
             "in": "query"
@@ -1168,6 +1173,7 @@ func init() {
             "minimum": 1,
             "type": "integer",
             "format": "int32",
+            "x-stamen-once": true,
             "description": "the most tasks to act on; when more match, nothing is done and the answer is 400",
             "name": "max",
             "in": "query",
@@ -1176,6 +1182,7 @@ func init() {
           {
             "type": "boolean",
             "default": false,
+            "x-stamen-once": true,
             "description": "only count the matches",
             "name": "dry_run",
             "in": "query"
@@ -1225,6 +1232,7 @@ func init() {
           {
             "type": "boolean",
             "default": false,
+            "x-stamen-once": true,
             "description": "terminate the tasks that are running",
             "name": "terminate",
             "in": "query"
@@ -2639,7 +2647,7 @@ func init() {
   ],
   "swagger": "2.0",
   "info": {
-    "description": "The flower API spec, as served by stamen: the Celery Flower 2.x REST API\n(its 20 operations under /api/) over a real Celery cluster, and stamen's\nown 9 (purge, audit log, retry, bulk revoke and retry, failures, live\nevent stream, task activity over time, session): 29 operations.\n\nSuccess bodies have Flower's keys and shapes. Every error body is JSON\n` + "`" + `{\"error\": \"...\"}` + "`" + `. Where Flower answers a bad parameter with 500 or\nwaits forever, stamen answers 400 (bad or missing parameter) or 504 (a\nbounded wait that expired).\n\nWhen stamen runs with credentials, every operation needs HTTP basic\ncredentials or a bearer token (Authorize, in Swagger UI). Viewers may\ncall the GET operations but /api/audit; operators may call every\noperation. With --read_only every operation that is not a GET answers\nwith status 403. Every call of such an operation is recorded in the audit\nlog. Without credentials configured stamen listens on loopback only and\nasks for none.\n",
+    "description": "The flower API spec, as served by stamen: the Celery Flower 2.x REST API\n(its 20 operations under /api/) over a real Celery cluster, and stamen's\nown beside them (purge, audit log, retry, bulk revoke and retry,\nfailures, live event stream, task activity over time, session).\n\nSuccess bodies have Flower's keys and shapes. Every error body is JSON\n` + "`" + `{\"error\": \"...\"}` + "`" + `. Where Flower answers a bad parameter with 500 or\nwaits forever, stamen answers 400 (bad or missing parameter) or 504 (a\nbounded wait that expired).\n\nWhen stamen runs with credentials, every operation needs HTTP basic\ncredentials or a bearer token (Authorize, in Swagger UI). Viewers may\ncall the GET operations but /api/audit; operators may call every\noperation. With --read_only every operation that is not a GET answers\nwith status 403. Every call of such an operation is recorded in the audit\nlog. Without credentials configured stamen listens on loopback only and\nasks for none.\n",
     "title": "Flower",
     "version": "1.0.0-dev"
   },
@@ -2730,7 +2738,8 @@ func init() {
               "$ref": "#/definitions/Error"
             }
           }
-        }
+        },
+        "x-stamen-operator-only": true
       }
     },
     "/api/events": {
@@ -2912,6 +2921,7 @@ func init() {
           },
           {
             "type": "boolean",
+            "x-stamen-once": true,
             "description": "purge even a queue no worker consumes and stamen never published to",
             "name": "force",
             "in": "query"
@@ -3406,6 +3416,7 @@ func init() {
             "maxLength": 32,
             "pattern": "^([0-9]+(\\.[0-9]+)?(/[smh])?)?$",
             "type": "string",
+            "x-stamen-alias": "ratelimit",
             "description": "the rate limit to apply (e.g. 20, 10/m, 5/s, 1/h)",
             "name": "rateLimit",
             "in": "query",
@@ -4062,6 +4073,7 @@ func init() {
             "minimum": 1,
             "type": "integer",
             "format": "int32",
+            "x-stamen-once": true,
             "description": "the most tasks to act on; when more match, nothing is done and the answer is 400",
             "name": "max",
             "in": "query",
@@ -4070,6 +4082,7 @@ func init() {
           {
             "type": "boolean",
             "default": false,
+            "x-stamen-once": true,
             "description": "only count the matches",
             "name": "dry_run",
             "in": "query"
@@ -4182,6 +4195,7 @@ func init() {
             "minimum": 1,
             "type": "integer",
             "format": "int32",
+            "x-stamen-once": true,
             "description": "the most tasks to act on; when more match, nothing is done and the answer is 400",
             "name": "max",
             "in": "query",
@@ -4190,6 +4204,7 @@ func init() {
           {
             "type": "boolean",
             "default": false,
+            "x-stamen-once": true,
             "description": "only count the matches",
             "name": "dry_run",
             "in": "query"
@@ -4239,6 +4254,7 @@ func init() {
           {
             "type": "boolean",
             "default": false,
+            "x-stamen-once": true,
             "description": "terminate the tasks that are running",
             "name": "terminate",
             "in": "query"

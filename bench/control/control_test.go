@@ -1,6 +1,6 @@
 // Package control benchmarks stamen's control plane against Celery's own
-// client, on the same machine, in the same run, with real workers (issue
-// 18): pool grow/shrink round trips on Redis and RabbitMQ, and
+// client, on the same machine, in the same run, with real workers: pool
+// grow/shrink round trips on Redis and RabbitMQ, and
 // GET /api/workers?refresh=1 with three live workers.
 //
 // It runs the stamen binary as an operator does (built from ./cmd/stamen

@@ -80,7 +80,7 @@ type config struct {
 	mid      int
 	duration time.Duration
 	clients  int
-	// readers, readFor and mixed are issue 18's: reads under that many
+	// readers, readFor and mixed measure reads under load: reads under that many
 	// concurrent clients, for readFor each, and the ingestion of mixed
 	// more tasks (evicting as many old ones) alone and then under reads.
 	readers   int
@@ -305,7 +305,7 @@ func run(ctx context.Context, c config) (err error) {
 	return mixed(ctx, c, rdb, channel, s, payloads, epoch)
 }
 
-// readers runs issue 18's reads at n tasks under c.readers concurrent
+// readers runs the reads of targets at n tasks under c.readers concurrent
 // clients, with no ingestion.
 func readers(ctx context.Context, c config, s *stamen, epoch time.Time, n int) error {
 	for _, t := range targets(epoch, n, taskID)[:2] {
@@ -408,10 +408,11 @@ func taskID(i int) string { return fmt.Sprintf("00000000-0000-4000-8000-%012d", 
 type target struct{ label, path string }
 
 // targets are the reads measured at n tasks, whose ids id makes: the first
-// two are issue 8's, the rest issue 6's filters. Each filter matches a tenth
-// to a third of the tasks except received (1%, half-way back) and search_id
-// (one task by the last 12 characters of its id, the group an operator
-// copies from a log line), which show what a scan of the tasks costs.
+// two are one task's info and the newest page of the list, the rest the
+// list's filters. Each filter matches a tenth to a third of the tasks
+// except received (1%, half-way back) and search_id (one task by the last
+// 12 characters of its id, the group an operator copies from a log line),
+// which show what a scan of the tasks costs.
 func targets(epoch time.Time, n int, id func(int) string) []target {
 	from := epoch.Add(span / 2).Truncate(time.Minute)
 	received := url.Values{

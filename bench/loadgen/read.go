@@ -89,7 +89,7 @@ func closedLoop(stop context.Context, clients int, d time.Duration, started chan
 // tail measures. Under vegeta the first reads of a run, while the driver's
 // heap first grew past the events it had generated, cost the driver 1.21
 // CPUs, which is why the task list read slower at 10,000 tasks than at
-// 100,000 (bench/RESULTS.md, issue 18).
+// 100,000 (bench/RESULTS.md).
 func readClosedLoop(stop context.Context, url string, clients int, d time.Duration, started chan struct{}) *reads {
 	tr := &http.Transport{DisableCompression: true, MaxIdleConnsPerHost: clients}
 	defer tr.CloseIdleConnections()

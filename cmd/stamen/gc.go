@@ -17,7 +17,7 @@ const defaultGCPercent = 20
 // 20% alone a small state collects very often: at 10,000 tasks the live
 // heap is about 15 MB, 3 MB of headroom, and the reads' garbage (about
 // 120 KB a task list) ran 60 to 90 collections a second, a share of two
-// cores and the reads' tail (bench/RESULTS.md, issue 18). With the
+// cores and the reads' tail (bench/RESULTS.md, reads under load). With the
 // headroom the percent rises while the live heap is under five times it,
 // and stays 20 above that (a million tasks), so the memory a large state
 // costs is unchanged and a small one costs at most this much more.

@@ -12,12 +12,11 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/go-openapi/loads"
 	"go.yaml.in/yaml/v3"
 
 	"github.com/stamen-dev/stamen/handlers"
 	"github.com/stamen-dev/stamen/internal/auth"
-	"github.com/stamen-dev/stamen/restapi"
+	"github.com/stamen-dev/stamen/internal/contract"
 	"github.com/stamen-dev/stamen/restapi/operations"
 )
 
@@ -292,6 +291,9 @@ func TestAuthThroughTheGeneratedAPI(t *testing.T) {
 		{"viewer writes", "POST", "/api/task/revoke/some-id", basic("viewer", "viewer-secret"), 403},
 		{"operator writes", "POST", "/api/task/revoke/some-id", basic("op", "op-secret"), 200},
 		{"bearer token writes", "POST", "/api/task/revoke/some-id", bearer, 200},
+		{"viewer reads the audit log", "GET", "/api/audit", basic("viewer", "viewer-secret"), 403},
+		// The router serves /api/audit/ as the audit log: it is refused alike.
+		{"viewer reads the audit log by another path", "GET", "/api/audit/", basic("viewer", "viewer-secret"), 403},
 	} {
 		code, body, h := do(tc.method, tc.path, tc.set)
 		if code != tc.want {
@@ -362,30 +364,47 @@ func TestSpecDeclaresTheSecuritySchemes(t *testing.T) {
 	}
 }
 
+// TestEveryOperationHasAHandler: the API has one handler field per
+// operation of the spec, NewAPI fills them all, and it refuses to start
+// when one is left without a hand-written handler (the generated stub
+// would answer 501).
 func TestEveryOperationHasAHandler(t *testing.T) {
-	// go-swagger fills every operation with a "not implemented" stub, so
-	// Validate cannot tell a forgotten handler: compare each operation's
-	// handler after Register with the stub it started with.
-	spec, err := loads.Analyzed(restapi.SwaggerJSON, "")
+	rules, err := contract.Load()
 	if err != nil {
 		t.Fatal(err)
 	}
-	api := operations.NewStamenAPI(spec)
-	stubs := handlerFuncs(api)
-	handlers.New(handlers.Config{}).Register(api)
-	registered := handlerFuncs(api)
-	if len(stubs) != 29 {
-		t.Errorf("%d operations in the generated API, want Flower's 20 plus /api/events, /api/task/retry, /api/tasks/revoke, /api/tasks/retry, /api/failures, /api/stats/tasks, purgeQueue, listAudit and getSession", len(stubs))
+	api, err := NewAPI(handlers.New(handlers.Config{}))
+	if err != nil {
+		t.Fatal(err)
 	}
-	for name, stub := range stubs {
-		if registered[name] == stub {
-			t.Errorf("%s has no hand-written handler: the generated stub answers 501", name)
+	fields := handlerFuncs(api)
+	if len(fields) != len(rules.Operations()) {
+		t.Errorf("%d operation handlers in the generated API, %d operations in swagger.yaml", len(fields), len(rules.Operations()))
+	}
+	for name, fn := range fields {
+		if fn == 0 {
+			t.Errorf("%s is not set", name)
 		}
+	}
+
+	// A register that forgets one operation: every handler of api but
+	// abortTask's.
+	_, err = newAPI(func(into *operations.StamenAPI) {
+		from, to := reflect.ValueOf(api).Elem(), reflect.ValueOf(into).Elem()
+		for name := range fields {
+			if name != "TasksAbortTaskHandler" {
+				to.FieldByName(name).Set(from.FieldByName(name))
+			}
+		}
+		into.ServeError, into.JSONConsumer, into.TextEventStreamProducer = api.ServeError, api.JSONConsumer, api.TextEventStreamProducer
+	})
+	if err == nil || !strings.Contains(err.Error(), "tasks.AbortTaskHandler") {
+		t.Errorf("a forgotten handler: %v, want an error naming it", err)
 	}
 }
 
 // handlerFuncs returns, per operation handler field of api, the code
-// pointer of the function behind it.
+// pointer of the function behind it, 0 for none.
 func handlerFuncs(api *operations.StamenAPI) map[string]uintptr {
 	out := map[string]uintptr{}
 	v := reflect.ValueOf(api).Elem()
@@ -394,6 +413,7 @@ func handlerFuncs(api *operations.StamenAPI) map[string]uintptr {
 		if !f.IsExported() || !strings.HasSuffix(f.Name, "Handler") || f.Type.Kind() != reflect.Interface {
 			continue
 		}
+		out[f.Name] = 0
 		if fn := reflect.ValueOf(v.Field(i).Interface()); fn.Kind() == reflect.Func {
 			out[f.Name] = fn.Pointer()
 		}

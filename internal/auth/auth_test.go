@@ -70,6 +70,8 @@ func TestMiddleware(t *testing.T) {
 		{"viewer reads the audit log", "GET", "/api/audit", basic("view", "view-pw"), 403, Viewer},
 		{"viewer token reads the audit log", "GET", "/api/audit", bearer("viewer-token-0123456789"), 403, Viewer},
 		{"operator reads the audit log", "GET", "/api/audit", basic("op", "op-pw"), 200, Operator},
+		// The API's router cleans the path: /api/audit/ is the audit log too.
+		{"viewer reads the audit log by another path", "GET", "/api/audit/", basic("view", "view-pw"), 403, Viewer},
 		{"healthcheck is public", "GET", "/healthcheck", nil, 200, None},
 		{"metrics are public", "GET", "/metrics", nil, 200, None},
 		{"spec is public", "GET", "/swagger.json", nil, 200, None},

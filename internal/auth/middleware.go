@@ -5,6 +5,8 @@ import (
 	"errors"
 	"net/http"
 	"strings"
+
+	"github.com/stamen-dev/stamen/internal/contract"
 )
 
 // Public paths answer without credentials, as in Flower: they reveal no
@@ -25,13 +27,17 @@ func IsWrite(method string) bool {
 	return method != http.MethodGet && method != http.MethodHead && method != http.MethodOptions
 }
 
-// operatorReads are the read operations only operators may call: the audit
-// log tells who did what, from where, with which parameters.
-var operatorReads = map[string]bool{"/api/audit": true}
-
-// needsOperator tells the operations a viewer may not call.
+// needsOperator tells the operations a viewer may not call: the writes,
+// and the reads the spec marks x-stamen-operator-only (the audit log, which
+// tells who did what, from where, with which parameters). The operation is
+// the one the API's router finds, so a path it cleans (a trailing slash) is
+// the operation's too.
 func needsOperator(r *http.Request) bool {
-	return IsWrite(r.Method) || operatorReads[r.URL.Path]
+	if IsWrite(r.Method) {
+		return true
+	}
+	op, ok := contract.Embedded().MatchRequest(r)
+	return ok && op.OperatorOnly
 }
 
 type principalKey struct{}

@@ -18,7 +18,9 @@ import (
 // carries, and a key sent as null overwrites while a missing one does not.
 type EventField uint64
 
-// The keys of celery-protocol.md §3.4 and §3.5.
+// The keys of Celery's task and worker events (celery.events: the fields
+// each event type carries, as celery/worker/consumer and celery/app/task
+// send them).
 const (
 	FieldType EventField = 1 << iota
 	FieldHostname

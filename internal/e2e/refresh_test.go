@@ -20,7 +20,7 @@ import (
 // returns as soon as every worker alive by heartbeat answered every
 // inspect command, without waiting the inspect timeout; it waits the
 // timeout only when one of them is silent (SIGSTOP), and names it in
-// X-Stamen-Timed-Out while the others' fresh info is there (issue 18).
+// X-Stamen-Timed-Out while the others' fresh info is there.
 func TestWorkersRefreshWaitsOnlyForSilentWorkers(t *testing.T) {
 	testcluster.Require(t)
 	testcluster.FlushRedisDB(t, 5)

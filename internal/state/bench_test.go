@@ -305,7 +305,8 @@ func BenchmarkIngestIDs(b *testing.B) {
 	}
 }
 
-// BenchmarkListWhileApplying is issue 18's read in process: one goroutine
+// BenchmarkListWhileApplying is the task-list read under ingestion of
+// bench/RESULTS.md, in process: one goroutine
 // per P lists the newest 100 tasks of a million (selection, then the chunk
 // rendered as the handler does) with no ingestion, then while another
 // goroutine applies events of new tasks at 50,000 a second, one Apply

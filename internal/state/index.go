@@ -46,7 +46,7 @@ func (b *block) deleteAt(i int) {
 // the state's write lock, and at a million tasks (thousands of blocks an
 // index) shifting two slice headers a block, with a write barrier each
 // while the collector marks, was half of ingestion's time when evictions
-// and inserts met old blocks (issue 18: the readers wait for that lock).
+// and inserts met old blocks (and the readers wait for that lock).
 // Numbers shift as plain memory, four bytes a block.
 type index struct {
 	blocks []uint32 // in key order

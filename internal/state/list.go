@@ -28,7 +28,7 @@ type TaskList struct {
 // under the read lock of its chunk: one lock for a page (a limit of up to
 // a chunk) rather than two. Under ingestion each read lock may wait
 // behind a writer, and that wait, not the work, was the task list's tail
-// at a million tasks (issue 18).
+// at a million tasks (bench/RESULTS.md).
 func (s *State) List(q Query) (*TaskList, error) {
 	p, err := newPlan(q)
 	if err != nil {

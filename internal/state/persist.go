@@ -59,7 +59,7 @@ func (s *State) Drain() Changes { return s.DrainInto(nil) }
 // the next DrainInto once no record of these Changes is referred to any
 // more spares each flush allocating a second's records anew, growing a
 // buffer by doubling: at 50,000 events a second under reads that was 18% of
-// the bytes stamen allocated, and so of its collections (issue 18).
+// the bytes stamen allocated, and so of its collections.
 func (s *State) DrainInto(buf []byte) Changes {
 	// Swap the change set under the write lock, then encode under the read
 	// lock: readers are not held up by the encoding, and a task changed in
@@ -98,7 +98,7 @@ func (s *State) DrainInto(buf []byte) Changes {
 			// A second's changes at full ingestion are tens of thousands
 			// of tasks, tens of milliseconds to encode: held as one read
 			// lock they keep ingestion out, and every reader queues behind
-			// ingestion's waiting write lock (issue 18). What changes in a
+			// ingestion's waiting write lock. What changes in a
 			// gap is in the next set too; a task evicted in a gap is
 			// skipped below, and one created in its slot is encoded as it
 			// now is, with its own sequence number, at or above FirstSeq.

@@ -12,7 +12,8 @@ import (
 // NoLimit as Query.Limit returns every match.
 const NoLimit = -1
 
-// Query selects tasks as GET /api/tasks does (flower-api.md §2.1).
+// Query selects tasks as GET /api/tasks does (Flower's ListTasks handler:
+// its filters, sort and paging).
 type Query struct {
 	// Limit caps the result; NoLimit for all. Flower answers {} for a
 	// limit of 0 or below, so 0 and negatives other than NoLimit return

@@ -182,7 +182,7 @@ func (s *State) Apply(events ...celery.Event) {
 // readers waiting meanwhile go first (sync.RWMutex admits them before the
 // writer's next Lock). A batch of 64 broker messages held it for 0.25-1 ms
 // at a million tasks, and each reader of GET /api/tasks arriving then
-// waited for the rest of it (issue 18). yieldCheck is how many events go
+// waited for the rest of it. yieldCheck is how many events go
 // between two looks at the clock.
 // maxWriteHold is a variable for the tests.
 var maxWriteHold = 150 * time.Microsecond

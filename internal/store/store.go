@@ -255,7 +255,7 @@ const yieldRecords = 256
 // preempts a goroutine only after 10 ms, so on a 2-core machine (2 Ps)
 // the request handlers queued behind the flush on its P waited that
 // long: most of the task list's slowest answers while ingesting came
-// during flushes (bench/RESULTS.md, issue 18). A write of 17,000 puts
+// during flushes (bench/RESULTS.md, reads under ingestion). A write of 17,000 puts
 // and as many deletes yields 133 times.
 func yieldEvery(i int) {
 	if i%yieldRecords == yieldRecords-1 {
@@ -269,7 +269,7 @@ func yieldEvery(i int) {
 // First again would walk every leaf this transaction has emptied (bbolt
 // rebalances only at commit), which made deleting n records from the front
 // cost n² and was half the CPU of a flush evicting tens of thousands of
-// tasks a second (issue 18). Cursor.Next after Delete is not used because
+// tasks a second. Cursor.Next after Delete is not used because
 // it skips the record that moved into the deleted one's place.
 func deleteFront(b *bolt.Bucket, del func(k, v []byte) (bool, error)) (int, error) {
 	c := b.Cursor()

@@ -276,8 +276,8 @@ func NewStamenAPI(spec *loads.Document) *StamenAPI {
 
 // StamenAPI The flower API spec, as served by stamen: the Celery Flower 2.x REST API
 // (its 20 operations under /api/) over a real Celery cluster, and stamen's
-// own 9 (purge, audit log, retry, bulk revoke and retry, failures, live
-// event stream, task activity over time, session): 29 operations.
+// own beside them (purge, audit log, retry, bulk revoke and retry,
+// failures, live event stream, task activity over time, session).
 //
 // Success bodies have Flower's keys and shapes. Every error body is JSON
 // `{"error": "..."}`. Where Flower answers a bad parameter with 500 or

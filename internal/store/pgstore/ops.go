@@ -14,7 +14,8 @@ import (
 	"github.com/stamen-dev/stamen/internal/store"
 )
 
-// The audit log and the log of sent tasks (issue 17) live in the fleet's
+// The audit log and the log of sent tasks (what /api/task/retry sends
+// again) live in the fleet's
 // database too, so that every replica lists every replica's records and can
 // retry a task another replica sent.
 
