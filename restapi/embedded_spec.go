@@ -2022,7 +2022,7 @@ func init() {
       ],
       "properties": {
         "auth": {
-          "description": "how the caller authenticated: none, basic, bearer or cert (a verified client certificate)",
+          "description": "how the caller authenticated: none, basic, bearer, cert (a verified client certificate), proxy (a trusted proxy's identity header), or the sign-in's provider for a session (oidc, google, github, gitlab, okta)",
           "type": "string"
         },
         "read_only": {
@@ -5286,7 +5286,7 @@ func init() {
       ],
       "properties": {
         "auth": {
-          "description": "how the caller authenticated: none, basic, bearer or cert (a verified client certificate)",
+          "description": "how the caller authenticated: none, basic, bearer, cert (a verified client certificate), proxy (a trusted proxy's identity header), or the sign-in's provider for a session (oidc, google, github, gitlab, okta)",
           "type": "string"
         },
         "read_only": {

@@ -77,6 +77,22 @@ fi
 [ "${STAMEN_SKIP_RABBITMQ:-0}" = 1 ] || [ -x /usr/bin/chromium ] ||
   die "/usr/bin/chromium missing although the chromium package is installed"
 
+# ---- 1a. Node.js for the dashboard's checks (make check-generated, check-ui) --
+# Vite needs Node.js 20.19 or later; Debian 12's nodejs is 18, so an older
+# one is not replaced here but named, with what to install.
+if [ "${STAMEN_SKIP_UI:-0}" != 1 ]; then
+  if ! command -v node >/dev/null || ! command -v npm >/dev/null; then
+    is_root && command -v apt-get >/dev/null || die "node and npm are missing: install Node.js 20.19 or later (the dashboard's build checks need it)"
+    log "installing nodejs and npm (log: $RUN_DIR/apt.log)"
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends nodejs npm >>"$RUN_DIR/apt.log" 2>&1 ||
+      { apt-get update -q >>"$RUN_DIR/apt.log" 2>&1 && DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends nodejs npm >>"$RUN_DIR/apt.log" 2>&1; } ||
+      die "apt-get could not install nodejs and npm (log: $RUN_DIR/apt.log)"
+  fi
+  node -e 'const [a,b]=process.versions.node.split(".").map(Number); process.exit(a>20||(a==20&&b>=19)?0:1)' ||
+    die "Node.js $(node --version) is too old for the dashboard's build (vite needs 20.19 or later): install a newer one, or set STAMEN_SKIP_UI=1 to skip its checks"
+  log "node $(node --version), npm $(npm --version)"
+fi
+
 # ---- 1b. Celery 5.5 and 5.6 for the version matrix (cached after the first run) --
 if [ "${STAMEN_SKIP_RABBITMQ:-0}" != 1 ]; then
   t=$(now)

@@ -10,17 +10,6 @@ import (
 	"unicode"
 )
 
-// writtenElsewhere are the files the pages link to that other branches
-// write (the dashboard's screenshots, the browser-safety, sign-in and
-// deployment pages): a link to one is checked once the file exists, and
-// tolerated while it does not. Empty this list once they are all merged.
-var writtenElsewhere = []string{
-	"docs/browser-safety.md",
-	"docs/sign-in.md",
-	"docs/deploy.md",
-	"docs/screenshots/workers-light.png",
-}
-
 var (
 	mdLink  = regexp.MustCompile(`\]\(([^)\s]+)\)`)
 	heading = regexp.MustCompile(`(?m)^#{1,6} +(.+?) *$`)
@@ -95,9 +84,7 @@ func TestDocsLinks(t *testing.T) {
 			checked++
 			full := filepath.Join(root, path)
 			if _, err := os.Stat(full); err != nil {
-				if !slices.Contains(writtenElsewhere, path) {
-					t.Errorf("%s links %s: %s does not exist", page, target, path)
-				}
+				t.Errorf("%s links %s: %s does not exist", page, target, path)
 				continue
 			}
 			if anchor == "" || !strings.HasSuffix(path, ".md") {

@@ -53,7 +53,34 @@ func TestOIDCSignInInChromium(t *testing.T) {
 		}
 	}
 
+	// openDashboard opens a dashboard page, which sends a person without a
+	// session to the provider and back to it, and waits until the page
+	// names who is signed in.
+	openDashboard := func(who, path, want string) {
+		t.Helper()
+		if err := chromedp.Do(browser, chromedp.Navigate(base+path)); err != nil {
+			t.Fatal(err)
+		}
+		if loc, err := chromedp.Run(browser, chromedp.Location()); err != nil || loc != base+path {
+			t.Fatalf("%s landed on %q (%v), not the dashboard page asked for\n%s", who, loc, err, logs.String())
+		}
+		if err := chromedp.Do(browser, chromedp.WaitVisible(`[data-session]`)); err != nil {
+			t.Fatalf("%s: the dashboard shows no session: %v", who, err)
+		}
+		shown, err := chromedp.Run(browser, chromedp.Text(`[data-session]`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(shown, want) {
+			t.Fatalf("%s: the dashboard says %q, want %q", who, shown, want)
+		}
+		if err := chromedp.Do(browser, chromedp.WaitVisible(`[data-signout]`)); err != nil {
+			t.Fatalf("%s: no sign-out link on the dashboard: %v", who, err)
+		}
+	}
+
 	p.queue("ops@example.com")
+	openDashboard("the operator", "/tasks?state=FAILURE", "ops@example.com · operator")
 	openPage("the operator")
 	if c, err := chromedp.Run(browser, chromedp.Evaluate[string](`document.cookie`)); err != nil || strings.Contains(c, "stamen_session") {
 		t.Errorf("scripts read the session cookie: %q %v", c, err)
@@ -87,6 +114,7 @@ func TestOIDCSignInInChromium(t *testing.T) {
 	}
 
 	p.queue("dev@example.com", "staff")
+	openDashboard("the viewer", "/queues", "dev@example.com · viewer")
 	openPage("the viewer")
 	if s := fetchStatus(http.MethodPost, "/api/task/revoke/from-a-viewer"); s != http.StatusForbidden {
 		t.Fatalf("the viewer's write: %d", s)

@@ -17,7 +17,7 @@ import (
 // swagger:model Session
 type Session struct {
 
-	// how the caller authenticated: none, basic, bearer or cert (a verified client certificate)
+	// how the caller authenticated: none, basic, bearer, cert (a verified client certificate), proxy (a trusted proxy's identity header), or the sign-in's provider for a session (oidc, google, github, gitlab, okta)
 	// Required: true
 	Auth *string `json:"auth"`
 

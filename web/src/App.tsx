@@ -115,6 +115,11 @@ export function App() {
               Sign out
             </button>
           )}
+          {s && signedInBySession(s.auth) && (
+            <a class="small" href="logout" data-signout>
+              Sign out
+            </a>
+          )}
           {s && (
             <span class={"live " + connected.value} title={streamError.value}>
               {connected.value === "live" ? "Live" : connected.value === "down" ? "Offline" : "Connecting"}
@@ -132,4 +137,12 @@ export function App() {
       </main>
     </div>
   );
+}
+
+// signedInBySession tells whether the caller signed in through stamen's
+// sign-in (a provider's session cookie or a trusted proxy's header), whose
+// sign-out is the server's logout page: the other methods are a browser's
+// basic-auth prompt, a token this tab holds, a client certificate, or none.
+function signedInBySession(method: string): boolean {
+  return !["none", "basic", "bearer", "cert"].includes(method);
 }

@@ -624,7 +624,7 @@ export interface components {
              * @enum {string}
              */
             role: "viewer" | "operator";
-            /** @description how the caller authenticated: none, basic, bearer or cert (a verified client certificate) */
+            /** @description how the caller authenticated: none, basic, bearer, cert (a verified client certificate), proxy (a trusted proxy's identity header), or the sign-in's provider for a session (oidc, google, github, gitlab, okta) */
             auth: string;
             /** @description --read_only: every write operation answers 403, whatever the role */
             read_only: boolean;
