@@ -248,9 +248,9 @@ type Principal struct {
 
 // The methods of the credentials Authenticator checks itself.
 const (
-	MethodBasic = "basic"
+	MethodBasic  = "basic"
 	MethodBearer = "bearer"
-	MethodCert  = "cert"
+	MethodCert   = "cert"
 	// MethodNone is a caller let in without credentials, none being
 	// configured.
 	MethodNone = "none"
