@@ -5,6 +5,7 @@ import (
 	"math/rand/v2"
 	"runtime"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -459,4 +460,75 @@ func reportLatencies(b *testing.B, lat []time.Duration) {
 	b.ReportMetric(float64(lat[len(lat)/2].Microseconds()), "p50-µs")
 	b.ReportMetric(float64(lat[len(lat)*99/100].Microseconds()), "p99-µs")
 	b.ReportMetric(float64(lat[len(lat)-1].Microseconds()), "max-µs")
+}
+
+// BenchmarkSearchIDFragment is GET /api/tasks?limit=100&search= with 12
+// hex characters of one task's id at a million tasks: the last group, as
+// bench/loadgen's search_id, and from the middle across two hyphens.
+func BenchmarkSearchIDFragment(b *testing.B) {
+	if testing.Short() {
+		b.Skip("builds a million tasks")
+	}
+	// million's ids repeat their groups from pass to pass; Celery's are
+	// random (uuid4).
+	evs := benchEvents(b, 20000)
+	var before runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	s := New(Config{MaxTasks: 1000000})
+	r := rand.New(rand.NewPCG(1, 2))
+	ids := map[string]string{}
+	for pass := 0; s.Len() < 1000000; pass++ {
+		clear(ids)
+		for _, e := range evs {
+			if e.UUID != "" {
+				id, ok := ids[e.UUID]
+				if !ok {
+					var u [16]byte
+					for i := range u {
+						u[i] = byte(r.Uint32())
+					}
+					id = formatUUID(u)
+					ids[e.UUID] = id
+				}
+				own := e.RootID == e.UUID
+				e.UUID = id
+				if own {
+					e.RootID = id
+				}
+			}
+			shift := float64(pass) * 200
+			e.Timestamp += shift
+			if e.LocalReceived != 0 {
+				e.LocalReceived += shift
+			}
+			s.Apply(e)
+		}
+	}
+	var ms runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&ms)
+	heap := float64(ms.HeapInuse - before.HeapInuse)
+	mid, err := s.Tasks(Query{Limit: 1, Offset: 333333})
+	if err != nil || len(mid) != 1 {
+		b.Fatal(err, len(mid))
+	}
+	id := mid[0].UUID
+	for _, tc := range []struct{ name, search string }{
+		{"node", id[24:]},
+		{"middle", id[9:23]},
+		{"middle-upper", strings.ToUpper(id[10:24])},
+	} {
+		b.Logf("%s: %q", tc.name, tc.search)
+		b.Run(tc.name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				got, err := s.Tasks(Query{Limit: 100, Search: tc.search})
+				if err != nil || len(got) != 1 || got[0].UUID != id {
+					b.Fatal(err, len(got))
+				}
+			}
+			b.ReportMetric(heap/1e6, "heapB/task")
+		})
+	}
 }

@@ -1,0 +1,305 @@
+package state
+
+import (
+	"bytes"
+	"encoding/binary"
+	"runtime"
+	"slices"
+	"sync"
+	"sync/atomic"
+)
+
+// A search for a piece of a task id (the search box users paste ids into)
+// matches one task in a million, and checking each record in turn costs a
+// view of it, hundreds of milliseconds at that size. The candidates for an
+// unqualified term are found instead by scanning what holds the searched
+// fields contiguously: the ids in the slots, as nibble patterns; name,
+// worker and state as symbols, once each; args, kwargs and result in the
+// arena's chunks, for a part of the term that must appear there verbatim.
+// Only the candidates are then matched as before, so the answer is the
+// same; the scan only leaves out tasks that cannot match.
+
+// maxCandidates bounds the candidates kept: a term found in more tasks
+// than that is one that the walk, stopping at the page's end, finds soon
+// enough among the newest.
+const maxCandidates = 1 << 12
+
+// candidateScan finds the candidates of one unqualified search term.
+type candidateScan struct {
+	term string // folded
+	// anchor is the longest run of the term's digits and hyphens, which no
+	// other character folds to (see TestAnchorBytesFoldOnlyFromThemselves):
+	// a field whose folded text holds the term holds the anchor as it is.
+	anchor []byte
+	at     int // the anchor's offset in the term
+	// pats are the term as nibbles of a canonical id, one for each place
+	// it can take in the id's text.
+	pats []idPattern
+}
+
+type idPattern struct{ mask, val [2]uint64 }
+
+// newCandidateScan returns a scan for the first term of e that one can
+// serve (e itself, or a term that e ANDs), or nil.
+func newCandidateScan(e expr) *candidateScan {
+	switch x := e.(type) {
+	case term:
+		return scanFor(x)
+	case andExpr:
+		for _, m := range x {
+			if t, ok := m.(term); ok {
+				if c := scanFor(t); c != nil {
+					return c
+				}
+			}
+		}
+	}
+	return nil
+}
+
+func scanFor(t term) *candidateScan {
+	if t.field != "" {
+		return nil
+	}
+	v := t.value
+	start, best, end := 0, 0, 0
+	for i := 0; i < len(v); i++ {
+		c := v[i]
+		// Only printable ASCII: a NUL may span fields (see term.match), and
+		// other characters fold from more than themselves.
+		if c < 0x20 || c >= 0x7f {
+			return nil
+		}
+		if !isAnchorByte(c) {
+			start = i + 1
+			continue
+		}
+		if i+1-start > end-best {
+			best, end = start, i+1
+		}
+	}
+	if end == best {
+		return nil
+	}
+	return &candidateScan{term: v, anchor: []byte(v[best:end]), at: best, pats: idPatterns(v)}
+}
+
+func isAnchorByte(c byte) bool { return c == '-' || '0' <= c && c <= '9' }
+
+// idPatterns returns the term as nibble masks and values over the 16 bytes
+// of a canonical id, one for each offset of the id's text (8-4-4-4-12
+// lowercase hex) at which the term's hyphens and hex digits line up.
+func idPatterns(v string) []idPattern {
+	var pats []idPattern
+	for p := 0; p+len(v) <= 36; p++ {
+		var mask, val [16]byte
+		ok := true
+		for j := 0; j < len(v) && ok; j++ {
+			q := p + j
+			if q == 8 || q == 13 || q == 18 || q == 23 {
+				ok = v[j] == '-'
+				continue
+			}
+			d, hex := lowerHex(v[j])
+			if !hex {
+				ok = false
+				break
+			}
+			nib := q
+			for _, h := range [...]int{8, 13, 18, 23} {
+				if q > h {
+					nib--
+				}
+			}
+			if nib%2 == 0 {
+				mask[nib/2] |= 0xf0
+				val[nib/2] |= d << 4
+			} else {
+				mask[nib/2] |= 0x0f
+				val[nib/2] |= d
+			}
+		}
+		if ok {
+			pats = append(pats, idPattern{
+				mask: [2]uint64{binary.LittleEndian.Uint64(mask[:8]), binary.LittleEndian.Uint64(mask[8:])},
+				val:  [2]uint64{binary.LittleEndian.Uint64(val[:8]), binary.LittleEndian.Uint64(val[8:])},
+			})
+		}
+	}
+	return pats
+}
+
+// candidates returns the slots of the live tasks that may match the term,
+// unordered and without repeats, or false when there are more than
+// maxCandidates. The caller holds the read lock.
+func (s *State) candidates(c *candidateScan) ([]uint32, bool) {
+	// A symbol is searched once, not once per task that refers to it.
+	symHit := make([]bool, len(s.sym.strs))
+	for id, str := range s.sym.strs {
+		symHit[id] = str != "" && containsFold(str, c.term)
+	}
+	nslots := len(s.slots.pages) << pageBits
+	var found atomic.Int64
+	parts := min(runtime.GOMAXPROCS(0), max(nslots>>16, 1))
+	lists := make([][]uint32, 2*parts)
+	var wg sync.WaitGroup
+	for p := range parts {
+		wg.Go(func() {
+			lists[p] = s.scanSlots(c, symHit, nslots*p/parts, nslots*(p+1)/parts, &found)
+		})
+		wg.Go(func() {
+			lists[parts+p] = s.scanArena(c, p, parts, &found)
+		})
+	}
+	wg.Wait()
+	if found.Load() > maxCandidates {
+		return nil, false
+	}
+	out := slices.Concat(lists...)
+	slices.Sort(out)
+	return slices.Compact(out), true
+}
+
+// scanSlots returns the slots in [from, to) whose id, name, worker or
+// state may match.
+func (s *State) scanSlots(c *candidateScan, symHit []bool, from, to int, found *atomic.Int64) []uint32 {
+	var out []uint32
+	for i := from; i < to; {
+		page := s.slots.pages[i>>pageBits]
+		end := min(to, (i>>pageBits+1)<<pageBits)
+		for j := i & (1<<pageBits - 1); i < end; i, j = i+1, j+1 {
+			sl := &page[j]
+			if !sl.live() {
+				continue
+			}
+			hit := symHit[sl.state] || sl.set&FieldName != 0 && symHit[sl.name] ||
+				sl.set&FieldWorker != 0 && symHit[sl.worker]
+			if !hit && sl.hasTextID() {
+				hit = containsFold(s.textIDs[uint32(i)], c.term)
+			} else if !hit {
+				lo, hi := binary.LittleEndian.Uint64(sl.id[:8]), binary.LittleEndian.Uint64(sl.id[8:])
+				for _, p := range c.pats {
+					if lo&p.mask[0] == p.val[0] && hi&p.mask[1] == p.val[1] {
+						hit = true
+						break
+					}
+				}
+			}
+			if hit {
+				out = append(out, uint32(i))
+				if found.Add(1) > maxCandidates {
+					return out
+				}
+			}
+		}
+	}
+	return out
+}
+
+// scanArena returns the slots whose current record, in the chunks of
+// part p of parts, holds the anchor.
+func (s *State) scanArena(c *candidateScan, p, parts int, found *atomic.Int64) []uint32 {
+	var out []uint32
+	a := &s.arena
+	nslots := uint32(len(s.slots.pages) << pageBits)
+	for ci := p; ci < len(a.chunks); ci += parts {
+		ch := a.chunks[ci]
+		if ch == nil {
+			continue
+		}
+		data := ch.data
+		rec := 0 // the start of the record that holds the next hit, or before it
+		for off := 0; off < len(data); {
+			k := bytes.Index(data[off:], c.anchor)
+			if k < 0 {
+				break
+			}
+			hit := off + k
+			if !c.around(data, hit) {
+				off = hit + 1
+				continue
+			}
+			slot, _, size := a.record(makeRef(ci, rec))
+			for rec+size <= hit {
+				rec += size
+				slot, _, size = a.record(makeRef(ci, rec))
+			}
+			if slot < nslots {
+				if sl := s.slots.at(slot); sl.live() && sl.cold == makeRef(ci, rec) {
+					out = append(out, slot)
+					if found.Add(1) > maxCandidates {
+						return out
+					}
+				}
+			}
+			// The rest of this record is a candidate already.
+			rec += size
+			off = rec
+		}
+	}
+	return out
+}
+
+// around reports whether the anchor found at data[hit:] may be part of
+// the term. The term's other characters come from the characters next to
+// the anchor, in any case when those are ASCII, so that only ASCII text
+// around the anchor that differs from the term rules the term out.
+func (c *candidateScan) around(data []byte, hit int) bool {
+	from, to := hit-c.at, hit-c.at+len(c.term)
+	if from < 0 || to > len(data) {
+		return true
+	}
+	w := data[from:to]
+	for _, b := range w {
+		if b >= 0x80 {
+			return true
+		}
+	}
+	for i, b := range w {
+		if 'A' <= b && b <= 'Z' {
+			b += 'a' - 'A'
+		}
+		if b != c.term[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// searchCandidates answers a default-order page from the candidates of
+// its search when there are few: the matches among them, newest first as
+// newestFirst walks them, then offset and limit. It reports whether it
+// did.
+func (s *State) searchCandidates(f *filter, offset, limit int, out *[]uint64) bool {
+	c := newCandidateScan(f.search)
+	if c == nil {
+		return false
+	}
+	slots, ok := s.candidates(c)
+	if !ok {
+		return false
+	}
+	items := make([]item, 0, len(slots))
+	for _, i := range slots {
+		if s.match(f, i) {
+			items = append(items, item{key: s.slots.at(i).key, slot: i})
+		}
+	}
+	slices.SortFunc(items, func(a, b item) int {
+		switch {
+		case s.less(b, a):
+			return -1
+		case s.less(a, b):
+			return 1
+		}
+		return 0
+	})
+	items = items[min(offset, len(items)):]
+	if limit != NoLimit {
+		items = items[:min(limit, len(items))]
+	}
+	for _, it := range items {
+		*out = append(*out, s.seqOf(it.slot))
+	}
+	return true
+}
