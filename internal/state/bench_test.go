@@ -469,8 +469,68 @@ func BenchmarkSearchIDFragment(b *testing.B) {
 	if testing.Short() {
 		b.Skip("builds a million tasks")
 	}
-	// million's ids repeat their groups from pass to pass; Celery's are
-	// random (uuid4).
+	s, heap := millionRandomIDs(b)
+	mid, err := s.Tasks(Query{Limit: 1, Offset: 333333})
+	if err != nil || len(mid) != 1 {
+		b.Fatal(err, len(mid))
+	}
+	id := mid[0].UUID
+	some, err := s.Tasks(Query{Limit: 1000, Offset: 300000})
+	if err != nil || len(some) != 1000 {
+		b.Fatal(err, len(some))
+	}
+	r := rand.New(rand.NewPCG(3, 4))
+	// random12 is 12 hex characters from anywhere in one of some's ids,
+	// with the hyphens among them.
+	random12 := func() (string, string) {
+		id := some[r.IntN(len(some))].UUID
+		start := r.IntN(21)
+		for id[start] == '-' {
+			start++
+		}
+		end, n := start, 0
+		for n < 12 && end < len(id) {
+			if id[end] != '-' {
+				n++
+			}
+			end++
+		}
+		if n < 12 {
+			return id, id[len(id)-12:]
+		}
+		return id, id[start:end]
+	}
+	for _, tc := range []struct {
+		name string
+		frag func() (string, string)
+	}{
+		{"node", func() (string, string) { return id, id[24:] }},
+		{"middle", func() (string, string) { return id, id[9:23] }},
+		{"middle-upper", func() (string, string) { return id, strings.ToUpper(id[10:24]) }},
+		{"random12", random12},
+	} {
+		b.Run(tc.name, func(b *testing.B) {
+			b.ReportAllocs()
+			var lat []time.Duration
+			for b.Loop() {
+				id, frag := tc.frag()
+				t0 := time.Now()
+				got, err := s.Tasks(Query{Limit: 100, Search: frag})
+				lat = append(lat, time.Since(t0))
+				if err != nil || len(got) == 0 || !slices.ContainsFunc(got, func(t Task) bool { return t.UUID == id }) {
+					b.Fatal(frag, err, len(got))
+				}
+			}
+			reportLatencies(b, lat)
+			b.ReportMetric(heap/1e6, "heapB/task")
+		})
+	}
+}
+
+// millionRandomIDs is million with random ids: million's repeat their
+// groups from pass to pass, where Celery's are random (uuid4).
+func millionRandomIDs(b *testing.B) (*State, float64) {
+	b.Helper()
 	evs := benchEvents(b, 20000)
 	var before runtime.MemStats
 	runtime.GC()
@@ -509,26 +569,5 @@ func BenchmarkSearchIDFragment(b *testing.B) {
 	runtime.GC()
 	runtime.ReadMemStats(&ms)
 	heap := float64(ms.HeapInuse - before.HeapInuse)
-	mid, err := s.Tasks(Query{Limit: 1, Offset: 333333})
-	if err != nil || len(mid) != 1 {
-		b.Fatal(err, len(mid))
-	}
-	id := mid[0].UUID
-	for _, tc := range []struct{ name, search string }{
-		{"node", id[24:]},
-		{"middle", id[9:23]},
-		{"middle-upper", strings.ToUpper(id[10:24])},
-	} {
-		b.Logf("%s: %q", tc.name, tc.search)
-		b.Run(tc.name, func(b *testing.B) {
-			b.ReportAllocs()
-			for b.Loop() {
-				got, err := s.Tasks(Query{Limit: 100, Search: tc.search})
-				if err != nil || len(got) != 1 || got[0].UUID != id {
-					b.Fatal(err, len(got))
-				}
-			}
-			b.ReportMetric(heap/1e6, "heapB/task")
-		})
-	}
+	return s, heap
 }

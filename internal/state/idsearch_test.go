@@ -187,10 +187,15 @@ func TestAnchorBytesFoldOnlyFromThemselves(t *testing.T) {
 			continue
 		}
 		f := fold(string(r))
+		ascii := false
 		for i := 0; i < len(f); i++ {
 			if isAnchorByte(f[i]) {
 				t.Fatalf("%U folds to %q", r, f)
 			}
+			ascii = ascii || f[i] < utf8.RuneSelf
+		}
+		if ascii != foldsToASCII(r) {
+			t.Fatalf("%U folds to %q: foldsToASCII = %v", r, f, !ascii)
 		}
 	}
 }
