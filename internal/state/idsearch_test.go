@@ -49,12 +49,13 @@ func fragment(r *rand.Rand, s string) string {
 // searchState holds tasks whose args, kwargs, results, names and workers
 // quote pieces of other tasks' ids in any case, some evicted and some
 // updated, so that the arena holds dead copies of records.
-func searchState(t *testing.T, r *rand.Rand) (*State, []string) {
-	s := New(Config{MaxTasks: 1500})
+// Up to bigs of them have records larger than a chunk.
+func searchState(t testing.TB, r *rand.Rand, n, bigs int) (*State, []string) {
+	s := New(Config{MaxTasks: n * 3 / 4})
 	var ids []string
 	var evs []celery.Event
 	big := 0
-	for i := range 2000 {
+	for i := range n {
 		id := searchID(r)
 		ids = append(ids, id)
 		w := fmt.Sprintf("w%d@host", i%3)
@@ -71,7 +72,7 @@ func searchState(t *testing.T, r *rand.Rand) (*State, []string) {
 			case 3:
 				w = "w-" + fragment(r, other) + "@host"
 			case 4:
-				if i < 1000 || big == 3 {
+				if i < n/2 || big == bigs {
 					break
 				}
 				big++
@@ -95,7 +96,7 @@ func searchState(t *testing.T, r *rand.Rand) (*State, []string) {
 
 // slowTasks is what Tasks answers, found by matching every task.
 // all holds every task of each State filter, newest first.
-func slowTasks(t *testing.T, s *State, q Query, all map[string][]Task) []string {
+func slowTasks(t testing.TB, s *State, q Query, all map[string][]Task) []string {
 	t.Helper()
 	e, err := parseSearch(q.Search)
 	if err != nil {
@@ -126,7 +127,7 @@ func slowTasks(t *testing.T, s *State, q Query, all map[string][]Task) []string 
 
 func TestSearchCandidatesMatchEveryTask(t *testing.T) {
 	r := rand.New(rand.NewPCG(1, 2))
-	s, ids := searchState(t, r)
+	s, ids := searchState(t, r, 2000, 3)
 	fast := 0
 	all := map[string][]Task{}
 	for range 400 {
@@ -230,4 +231,34 @@ func leUint64(b []byte) uint64 {
 		v = v<<8 | uint64(b[i])
 	}
 	return v
+}
+
+// FuzzSearchCandidates compares the answers of searches with those of
+// matching every task.
+func FuzzSearchCandidates(f *testing.F) {
+	r := rand.New(rand.NewPCG(5, 6))
+	s, ids := searchState(f, r, 400, 0)
+	for _, seed := range []string{ids[350][24:], ids[390][9:23], strings.ToUpper(ids[399][3:17]), "zaff0-", "aFf0-k", "-4", "0-9 OR 123"} {
+		f.Add(seed, 0)
+	}
+	all := map[string][]Task{}
+	slowTasks(f, s, Query{Limit: NoLimit}, all)
+	f.Fuzz(func(t *testing.T, search string, offset int) {
+		q := Query{Limit: 10, Offset: offset & 3, Search: search}
+		if _, err := parseSearch(search); err != nil {
+			return
+		}
+		want := slowTasks(t, s, q, all)
+		got, err := s.Tasks(q)
+		if err != nil {
+			t.Fatal(err)
+		}
+		gotIDs := make([]string, len(got))
+		for i := range got {
+			gotIDs[i] = got[i].UUID
+		}
+		if !slices.Equal(gotIDs, want) {
+			t.Fatalf("search %q offset %d: got %q, want %q", search, q.Offset, gotIDs, want)
+		}
+	})
 }
