@@ -508,6 +508,9 @@ func BenchmarkSearchIDFragment(b *testing.B) {
 		{"middle", func() (string, string) { return id, id[9:23] }},
 		{"middle-upper", func() (string, string) { return id, strings.ToUpper(id[10:24]) }},
 		{"random12", random12},
+		// A nibble, a hyphen and the variant nibble: a 64th of the tasks, too
+		// many candidates, so the walk finds the page.
+		{"common", func() (string, string) { return "", id[17:20] }},
 	} {
 		b.Run(tc.name, func(b *testing.B) {
 			b.ReportAllocs()
@@ -517,6 +520,9 @@ func BenchmarkSearchIDFragment(b *testing.B) {
 				t0 := time.Now()
 				got, err := s.Tasks(Query{Limit: 100, Search: frag})
 				lat = append(lat, time.Since(t0))
+				if id == "" && len(got) == 100 {
+					continue
+				}
 				if err != nil || len(got) == 0 || !slices.ContainsFunc(got, func(t Task) bool { return t.UUID == id }) {
 					b.Fatal(frag, err, len(got))
 				}

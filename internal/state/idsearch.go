@@ -167,6 +167,9 @@ func (s *State) candidates(c *candidateScan) ([]uint32, bool) {
 func (s *State) scanSlots(c *candidateScan, symHit []bool, from, to int, found *atomic.Int64) []uint32 {
 	var out []uint32
 	for i := from; i < to; {
+		if found.Load() > maxCandidates {
+			return out
+		}
 		page := s.slots.pages[i>>pageBits]
 		end := min(to, (i>>pageBits+1)<<pageBits)
 		for j := i & (1<<pageBits - 1); i < end; i, j = i+1, j+1 {
@@ -208,6 +211,10 @@ func (s *State) scanArena(c *candidateScan, p, parts int, found *atomic.Int64) [
 		ch := a.chunks[ci]
 		if ch == nil {
 			continue
+		}
+		if found.Load() > maxCandidates {
+			// The other scans found too many already.
+			return out
 		}
 		data := ch.data
 		rec := 0 // the start of the record that holds the next hit, or before it
