@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"runtime"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"unicode/utf8"
@@ -31,8 +32,13 @@ type candidateScan struct {
 	// anchor is the longest run of the term's digits and hyphens, which no
 	// other character folds to (see TestAnchorBytesFoldOnlyFromThemselves):
 	// a field whose folded text holds the term holds the anchor as it is.
+	// rarest shortens it.
 	anchor []byte
 	at     int // the anchor's offset in the term
+	// upper is set for a term without digits or hyphens: its anchor is
+	// then one of its letters that only themselves fold to (isLetterAnchor),
+	// found in either case, upper being the other.
+	upper []byte
 	// pats are the term as nibbles of a canonical id, one for each place
 	// it can take in the id's text.
 	pats []idPattern
@@ -79,13 +85,22 @@ func scanFor(t term) *candidateScan {
 			best, end = start, i+1
 		}
 	}
-	if end == best {
-		return nil
+	if end > best {
+		return &candidateScan{term: v, anchor: []byte(v[best:end]), at: best, pats: idPatterns(v)}
 	}
-	return &candidateScan{term: v, anchor: []byte(v[best:end]), at: best, pats: idPatterns(v)}
+	for i := 0; i < len(v); i++ {
+		if isLetterAnchor(v[i]) {
+			return &candidateScan{term: v, anchor: []byte{v[i]}, at: i, upper: []byte{v[i] - 'a' + 'A'}, pats: idPatterns(v)}
+		}
+	}
+	return nil
 }
 
 func isAnchorByte(c byte) bool { return c == '-' || '0' <= c && c <= '9' }
+
+// isLetterAnchor: the lowercase letters that no character beyond ASCII
+// folds to text containing (TestAnchorBytesFoldOnlyFromThemselves).
+func isLetterAnchor(c byte) bool { return strings.IndexByte("bcdegmopqruvxz", c) >= 0 }
 
 // idPatterns returns the term as nibble masks and values over the 16 bytes
 // of a canonical id, one for each offset of the id's text (8-4-4-4-12
@@ -216,44 +231,61 @@ func (s *State) scanArena(c *candidateScan, p, parts int, found *atomic.Int64) [
 			// The other scans found too many already.
 			return out
 		}
-		data := ch.data
-		rec := 0 // the start of the record that holds the next hit, or before it
-		for off := 0; off < len(data); {
-			k := bytes.Index(data[off:], c.anchor)
-			if k < 0 {
-				break
-			}
-			hit := off + k
-			if !c.around(data, hit) {
-				off = hit + 1
+		for _, anchor := range [2][]byte{c.anchor, c.upper} {
+			if anchor == nil {
 				continue
 			}
-			slot, _, size := a.record(makeRef(ci, rec))
-			for rec+size <= hit {
-				rec += size
-				slot, _, size = a.record(makeRef(ci, rec))
+			var ok bool
+			if out, ok = s.scanChunk(c, anchor, ci, nslots, out, found); !ok {
+				return out
 			}
-			if slot < nslots {
-				if sl := s.slots.at(slot); sl.live() && sl.cold == makeRef(ci, rec) {
-					out = append(out, slot)
-					if found.Add(1) > maxCandidates {
-						return out
-					}
-				}
-			}
-			// The rest of this record is a candidate already.
-			rec += size
-			off = rec
 		}
 	}
 	return out
+}
+
+// scanChunk appends to out the slots whose current record in chunk ci
+// holds anchor; false when there are too many candidates.
+func (s *State) scanChunk(c *candidateScan, anchor []byte, ci int, nslots uint32, out []uint32, found *atomic.Int64) ([]uint32, bool) {
+	a := &s.arena
+	data := a.chunks[ci].data
+	rec := 0 // the start of the record that holds the next hit, or before it
+	for off := 0; off < len(data); {
+		k := bytes.Index(data[off:], anchor)
+		if k < 0 {
+			break
+		}
+		hit := off + k
+		if !c.around(data, hit) {
+			off = hit + 1
+			continue
+		}
+		slot, _, size := a.record(makeRef(ci, rec))
+		for rec+size <= hit {
+			rec += size
+			slot, _, size = a.record(makeRef(ci, rec))
+		}
+		if slot < nslots {
+			if sl := s.slots.at(slot); sl.live() && sl.cold == makeRef(ci, rec) {
+				out = append(out, slot)
+				if found.Add(1) > maxCandidates {
+					return out, false
+				}
+			}
+		}
+		// The rest of this record is a candidate already.
+		rec += size
+		off = rec
+	}
+	return out, true
 }
 
 // rarest shortens the anchor to start at its byte that is rarest in a
 // sample of the arena. bytes.Index looks for an anchor's first byte and
 // then compares the rest at each place it finds it: a digit as common as
 // another five times over costs five times as much. around checks the
-// bytes left out.
+// bytes left out. A letter anchor moves to the term's letter rarest in
+// either case.
 func (c *candidateScan) rarest(a *arena) {
 	var n [256]int
 	step := max(len(a.chunks)/16, 1)
@@ -263,6 +295,15 @@ func (c *candidateScan) rarest(a *arena) {
 				n[b]++
 			}
 		}
+	}
+	if c.upper != nil {
+		for i := 0; i < len(c.term); i++ {
+			l := c.term[i]
+			if isLetterAnchor(l) && n[l]+n[l-'a'+'A'] < n[c.anchor[0]]+n[c.upper[0]] {
+				c.anchor, c.upper, c.at = []byte{l}, []byte{l - 'a' + 'A'}, i
+			}
+		}
+		return
 	}
 	k := 0
 	for i, b := range c.anchor {

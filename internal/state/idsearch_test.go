@@ -80,6 +80,10 @@ func searchState(t testing.TB, r *rand.Rand, n, bigs int) (*State, []string) {
 				extra["args"] = "('" + strings.Repeat("x", chunkSize) + mixCase(r, other) + "',)"
 			}
 		}
+		if r.IntN(40) == 0 {
+			// Hex letters only, in any case.
+			extra["kwargs"] = "{'sum': '" + mixCase(r, "xdeadbeefcafe-bad") + "'}"
+		}
 		if r.IntN(50) == 0 {
 			extra["args"] = "('qzaﬀ0-\u212a', 'café')"
 		}
@@ -143,7 +147,7 @@ func TestSearchCandidatesMatchEveryTask(t *testing.T) {
 		case 3:
 			frag = frag + " OR " + fragment(r, ids[r.IntN(len(ids))])
 		case 4:
-			frag = []string{"ﬀ0-", "zaff0-", "aFf0-k"}[r.IntN(3)]
+			frag = []string{"ﬀ0-", "zaff0-", "aFf0-k", "deadbeef", "BEEFCA", "fe-ba", "abcdef", "xDEAD"}[r.IntN(8)]
 		}
 		q := Query{Limit: 100, Search: frag}
 		switch r.IntN(4) {
@@ -190,7 +194,7 @@ func TestAnchorBytesFoldOnlyFromThemselves(t *testing.T) {
 		f := fold(string(r))
 		ascii := false
 		for i := 0; i < len(f); i++ {
-			if isAnchorByte(f[i]) {
+			if isAnchorByte(f[i]) || isLetterAnchor(f[i]) {
 				t.Fatalf("%U folds to %q", r, f)
 			}
 			ascii = ascii || f[i] < utf8.RuneSelf
@@ -238,7 +242,7 @@ func leUint64(b []byte) uint64 {
 func FuzzSearchCandidates(f *testing.F) {
 	r := rand.New(rand.NewPCG(5, 6))
 	s, ids := searchState(f, r, 400, 0)
-	for _, seed := range []string{ids[350][24:], ids[390][9:23], strings.ToUpper(ids[399][3:17]), "zaff0-", "aFf0-k", "-4", "0-9 OR 123"} {
+	for _, seed := range []string{ids[350][24:], ids[390][9:23], strings.ToUpper(ids[399][3:17]), "zaff0-", "aFf0-k", "-4", "0-9 OR 123", "DeadBeef", "abcdef"} {
 		f.Add(seed, 0)
 	}
 	all := map[string][]Task{}
