@@ -5,6 +5,7 @@ import (
 	"math/rand/v2"
 	"runtime"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -460,4 +461,122 @@ func reportLatencies(b *testing.B, lat []time.Duration) {
 	b.ReportMetric(float64(lat[len(lat)/2].Microseconds()), "p50-µs")
 	b.ReportMetric(float64(lat[len(lat)*99/100].Microseconds()), "p99-µs")
 	b.ReportMetric(float64(lat[len(lat)-1].Microseconds()), "max-µs")
+}
+
+// BenchmarkSearchIDFragment is GET /api/tasks?limit=100&search= with 12
+// hex characters of one task's id at a million tasks: the last group, as
+// bench/loadgen's search_id, and from the middle across two hyphens.
+func BenchmarkSearchIDFragment(b *testing.B) {
+	if testing.Short() {
+		b.Skip("builds a million tasks")
+	}
+	s, heap := millionRandomIDs(b)
+	mid, err := s.Tasks(Query{Limit: 1, Offset: 333333})
+	if err != nil || len(mid) != 1 {
+		b.Fatal(err, len(mid))
+	}
+	id := mid[0].UUID
+	some, err := s.Tasks(Query{Limit: 1000, Offset: 300000})
+	if err != nil || len(some) != 1000 {
+		b.Fatal(err, len(some))
+	}
+	r := rand.New(rand.NewPCG(3, 4))
+	// random12 is 12 hex characters from anywhere in one of some's ids,
+	// with the hyphens among them.
+	random12 := func() (string, string) {
+		id := some[r.IntN(len(some))].UUID
+		start := r.IntN(21)
+		for id[start] == '-' {
+			start++
+		}
+		end, n := start, 0
+		for n < 12 && end < len(id) {
+			if id[end] != '-' {
+				n++
+			}
+			end++
+		}
+		if n < 12 {
+			return id, id[len(id)-12:]
+		}
+		return id, id[start:end]
+	}
+	for _, tc := range []struct {
+		name string
+		frag func() (string, string)
+	}{
+		{"node", func() (string, string) { return id, id[24:] }},
+		{"middle", func() (string, string) { return id, id[9:23] }},
+		{"middle-upper", func() (string, string) { return id, strings.ToUpper(id[10:24]) }},
+		{"random12", random12},
+		// A nibble, a hyphen and the variant nibble: a 64th of the tasks, too
+		// many candidates, so the walk finds the page.
+		{"common", func() (string, string) { return "", id[17:20] }},
+		// Hex letters only: found in the arena by one letter in both cases.
+		{"letters", func() (string, string) { return "*", "fbdeca" }},
+	} {
+		b.Run(tc.name, func(b *testing.B) {
+			b.ReportAllocs()
+			var lat []time.Duration
+			for b.Loop() {
+				id, frag := tc.frag()
+				t0 := time.Now()
+				got, err := s.Tasks(Query{Limit: 100, Search: frag})
+				lat = append(lat, time.Since(t0))
+				if id == "" && len(got) == 100 || id == "*" && err == nil {
+					continue
+				}
+				if err != nil || len(got) == 0 || !slices.ContainsFunc(got, func(t Task) bool { return t.UUID == id }) {
+					b.Fatal(frag, err, len(got))
+				}
+			}
+			reportLatencies(b, lat)
+			b.ReportMetric(heap/1e6, "heapB/task")
+		})
+	}
+}
+
+// millionRandomIDs is million with random ids: million's repeat their
+// groups from pass to pass, where Celery's are random (uuid4).
+func millionRandomIDs(b *testing.B) (*State, float64) {
+	b.Helper()
+	evs := benchEvents(b, 20000)
+	var before runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	s := New(Config{MaxTasks: 1000000})
+	r := rand.New(rand.NewPCG(1, 2))
+	ids := map[string]string{}
+	for pass := 0; s.Len() < 1000000; pass++ {
+		clear(ids)
+		for _, e := range evs {
+			if e.UUID != "" {
+				id, ok := ids[e.UUID]
+				if !ok {
+					var u [16]byte
+					for i := range u {
+						u[i] = byte(r.Uint32())
+					}
+					id = formatUUID(u)
+					ids[e.UUID] = id
+				}
+				own := e.RootID == e.UUID
+				e.UUID = id
+				if own {
+					e.RootID = id
+				}
+			}
+			shift := float64(pass) * 200
+			e.Timestamp += shift
+			if e.LocalReceived != 0 {
+				e.LocalReceived += shift
+			}
+			s.Apply(e)
+		}
+	}
+	var ms runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&ms)
+	heap := float64(ms.HeapInuse - before.HeapInuse)
+	return s, heap
 }

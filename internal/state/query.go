@@ -320,6 +320,9 @@ func (s *State) plan(p *plan) []uint64 {
 		bound = min(bound, limit)
 	}
 	out = make([]uint64, 0, bound)
+	if spec.field == "" && f.search != nil && s.searchCandidates(f, offset, limit, &out) {
+		return out
+	}
 	if spec.field == "" && (f.hasStart || f.hasEnd) && s.receivedFirst(f, xs, offset, limit, &out) {
 		return out
 	}

@@ -1,0 +1,407 @@
+package state
+
+import (
+	"bytes"
+	"encoding/binary"
+	"runtime"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"unicode/utf8"
+)
+
+// A search for a piece of a task id (the search box users paste ids into)
+// matches one task in a million, and checking each record in turn costs a
+// view of it, hundreds of milliseconds at that size. The candidates for an
+// unqualified term are found instead by scanning what holds the searched
+// fields contiguously: the ids in the slots, as nibble patterns; name,
+// worker and state as symbols, once each; args, kwargs and result in the
+// arena's chunks, for a part of the term that must appear there verbatim.
+// Only the candidates are then matched as before, so the answer is the
+// same; the scan only leaves out tasks that cannot match.
+
+// maxCandidates bounds the candidates kept: a term found in more tasks
+// than that is one that the walk, stopping at the page's end, finds soon
+// enough among the newest.
+const maxCandidates = 1 << 12
+
+// candidateScan finds the candidates of one unqualified search term.
+type candidateScan struct {
+	term string // folded
+	// anchor is the longest run of the term's digits and hyphens, which no
+	// other character folds to (see TestAnchorBytesFoldOnlyFromThemselves):
+	// a field whose folded text holds the term holds the anchor as it is.
+	// rarest shortens it.
+	anchor []byte
+	at     int // the anchor's offset in the term
+	// upper is set for a term without digits or hyphens: its anchor is
+	// then one of its letters that only themselves fold to (isLetterAnchor),
+	// found in either case, upper being the other.
+	upper []byte
+	// pats are the term as nibbles of a canonical id, one for each place
+	// it can take in the id's text.
+	pats []idPattern
+}
+
+type idPattern struct{ mask, val [2]uint64 }
+
+// newCandidateScan returns a scan for the first term of e that one can
+// serve (e itself, or a term that e ANDs), or nil.
+func newCandidateScan(e expr) *candidateScan {
+	switch x := e.(type) {
+	case term:
+		return scanFor(x)
+	case andExpr:
+		for _, m := range x {
+			if t, ok := m.(term); ok {
+				if c := scanFor(t); c != nil {
+					return c
+				}
+			}
+		}
+	}
+	return nil
+}
+
+func scanFor(t term) *candidateScan {
+	if t.field != "" {
+		return nil
+	}
+	v := t.value
+	start, best, end := 0, 0, 0
+	for i := 0; i < len(v); i++ {
+		c := v[i]
+		// Only printable ASCII: a NUL may span fields (see term.match), and
+		// other characters fold from more than themselves.
+		if c < 0x20 || c >= 0x7f {
+			return nil
+		}
+		if !isAnchorByte(c) {
+			start = i + 1
+			continue
+		}
+		if i+1-start > end-best {
+			best, end = start, i+1
+		}
+	}
+	if end > best {
+		return &candidateScan{term: v, anchor: []byte(v[best:end]), at: best, pats: idPatterns(v)}
+	}
+	for i := 0; i < len(v); i++ {
+		if isLetterAnchor(v[i]) {
+			return &candidateScan{term: v, anchor: []byte{v[i]}, at: i, upper: []byte{v[i] - 'a' + 'A'}, pats: idPatterns(v)}
+		}
+	}
+	return nil
+}
+
+func isAnchorByte(c byte) bool { return c == '-' || '0' <= c && c <= '9' }
+
+// isLetterAnchor: the lowercase letters that no character beyond ASCII
+// folds to text containing (TestAnchorBytesFoldOnlyFromThemselves).
+func isLetterAnchor(c byte) bool { return strings.IndexByte("bcdegmopqruvxz", c) >= 0 }
+
+// idPatterns returns the term as nibble masks and values over the 16 bytes
+// of a canonical id, one for each offset of the id's text (8-4-4-4-12
+// lowercase hex) at which the term's hyphens and hex digits line up.
+func idPatterns(v string) []idPattern {
+	var pats []idPattern
+	for p := 0; p+len(v) <= 36; p++ {
+		var mask, val [16]byte
+		ok := true
+		for j := 0; j < len(v) && ok; j++ {
+			q := p + j
+			if q == 8 || q == 13 || q == 18 || q == 23 {
+				ok = v[j] == '-'
+				continue
+			}
+			d, hex := lowerHex(v[j])
+			if !hex {
+				ok = false
+				break
+			}
+			nib := q
+			for _, h := range [...]int{8, 13, 18, 23} {
+				if q > h {
+					nib--
+				}
+			}
+			if nib%2 == 0 {
+				mask[nib/2] |= 0xf0
+				val[nib/2] |= d << 4
+			} else {
+				mask[nib/2] |= 0x0f
+				val[nib/2] |= d
+			}
+		}
+		if ok {
+			pats = append(pats, idPattern{
+				mask: [2]uint64{binary.LittleEndian.Uint64(mask[:8]), binary.LittleEndian.Uint64(mask[8:])},
+				val:  [2]uint64{binary.LittleEndian.Uint64(val[:8]), binary.LittleEndian.Uint64(val[8:])},
+			})
+		}
+	}
+	return pats
+}
+
+// candidates returns the slots of the live tasks that may match the term,
+// unordered and without repeats, or false when there are more than
+// maxCandidates. The caller holds the read lock.
+func (s *State) candidates(c *candidateScan) ([]uint32, bool) {
+	// A symbol is searched once, not once per task that refers to it.
+	symHit := make([]bool, len(s.sym.strs))
+	for id, str := range s.sym.strs {
+		symHit[id] = str != "" && containsFold(str, c.term)
+	}
+	c.rarest(&s.arena)
+	nslots := len(s.slots.pages) << pageBits
+	var found atomic.Int64
+	parts := min(runtime.GOMAXPROCS(0), max(nslots>>16, 1))
+	lists := make([][]uint32, 2*parts)
+	var wg sync.WaitGroup
+	for p := range parts {
+		wg.Go(func() {
+			lists[p] = s.scanSlots(c, symHit, nslots*p/parts, nslots*(p+1)/parts, &found)
+		})
+		wg.Go(func() {
+			lists[parts+p] = s.scanArena(c, p, parts, &found)
+		})
+	}
+	wg.Wait()
+	if found.Load() > maxCandidates {
+		return nil, false
+	}
+	out := slices.Concat(lists...)
+	slices.Sort(out)
+	return slices.Compact(out), true
+}
+
+// scanSlots returns the slots in [from, to) whose id, name, worker or
+// state may match.
+func (s *State) scanSlots(c *candidateScan, symHit []bool, from, to int, found *atomic.Int64) []uint32 {
+	var out []uint32
+	for i := from; i < to; {
+		if found.Load() > maxCandidates {
+			return out
+		}
+		page := s.slots.pages[i>>pageBits]
+		end := min(to, (i>>pageBits+1)<<pageBits)
+		for j := i & (1<<pageBits - 1); i < end; i, j = i+1, j+1 {
+			sl := &page[j]
+			if !sl.live() {
+				continue
+			}
+			hit := symHit[sl.state] || sl.set&FieldName != 0 && symHit[sl.name] ||
+				sl.set&FieldWorker != 0 && symHit[sl.worker]
+			if !hit && sl.hasTextID() {
+				hit = containsFold(s.textIDs[uint32(i)], c.term)
+			} else if !hit {
+				lo, hi := binary.LittleEndian.Uint64(sl.id[:8]), binary.LittleEndian.Uint64(sl.id[8:])
+				for _, p := range c.pats {
+					if lo&p.mask[0] == p.val[0] && hi&p.mask[1] == p.val[1] {
+						hit = true
+						break
+					}
+				}
+			}
+			if hit {
+				out = append(out, uint32(i))
+				if found.Add(1) > maxCandidates {
+					return out
+				}
+			}
+		}
+	}
+	return out
+}
+
+// scanArena returns the slots whose current record, in the chunks of
+// part p of parts, holds the anchor.
+func (s *State) scanArena(c *candidateScan, p, parts int, found *atomic.Int64) []uint32 {
+	var out []uint32
+	a := &s.arena
+	nslots := uint32(len(s.slots.pages) << pageBits)
+	for ci := p; ci < len(a.chunks); ci += parts {
+		ch := a.chunks[ci]
+		if ch == nil {
+			continue
+		}
+		if found.Load() > maxCandidates {
+			// The other scans found too many already.
+			return out
+		}
+		for _, anchor := range [2][]byte{c.anchor, c.upper} {
+			if anchor == nil {
+				continue
+			}
+			var ok bool
+			if out, ok = s.scanChunk(c, anchor, ci, nslots, out, found); !ok {
+				return out
+			}
+		}
+	}
+	return out
+}
+
+// scanChunk appends to out the slots whose current record in chunk ci
+// holds anchor; false when there are too many candidates.
+func (s *State) scanChunk(c *candidateScan, anchor []byte, ci int, nslots uint32, out []uint32, found *atomic.Int64) ([]uint32, bool) {
+	a := &s.arena
+	data := a.chunks[ci].data
+	rec := 0 // the start of the record that holds the next hit, or before it
+	for off := 0; off < len(data); {
+		k := bytes.Index(data[off:], anchor)
+		if k < 0 {
+			break
+		}
+		hit := off + k
+		if !c.around(data, hit) {
+			off = hit + 1
+			continue
+		}
+		slot, _, size := a.record(makeRef(ci, rec))
+		for rec+size <= hit {
+			rec += size
+			slot, _, size = a.record(makeRef(ci, rec))
+		}
+		if slot < nslots {
+			if sl := s.slots.at(slot); sl.live() && sl.cold == makeRef(ci, rec) {
+				out = append(out, slot)
+				if found.Add(1) > maxCandidates {
+					return out, false
+				}
+			}
+		}
+		// The rest of this record is a candidate already.
+		rec += size
+		off = rec
+	}
+	return out, true
+}
+
+// rarest shortens the anchor to start at its byte that is rarest in a
+// sample of the arena. bytes.Index looks for an anchor's first byte and
+// then compares the rest at each place it finds it: a digit as common as
+// another five times over costs five times as much. around checks the
+// bytes left out. A letter anchor moves to the term's letter rarest in
+// either case.
+func (c *candidateScan) rarest(a *arena) {
+	var n [256]int
+	step := max(len(a.chunks)/16, 1)
+	for i := 0; i < len(a.chunks); i += step {
+		if ch := a.chunks[i]; ch != nil {
+			for _, b := range ch.data[:min(len(ch.data), 16<<10)] {
+				n[b]++
+			}
+		}
+	}
+	if c.upper != nil {
+		for i := 0; i < len(c.term); i++ {
+			l := c.term[i]
+			if isLetterAnchor(l) && n[l]+n[l-'a'+'A'] < n[c.anchor[0]]+n[c.upper[0]] {
+				c.anchor, c.upper, c.at = []byte{l}, []byte{l - 'a' + 'A'}, i
+			}
+		}
+		return
+	}
+	k := 0
+	for i, b := range c.anchor {
+		if n[b] < n[c.anchor[k]] {
+			k = i
+		}
+	}
+	c.anchor, c.at = c.anchor[k:], c.at+k
+}
+
+// around reports whether the anchor found at data[hit:] may be part of
+// the term. The term's characters next to the anchor come from the
+// characters next to it in the field: from the anchor outwards, each
+// ASCII one as itself up to case, until one of the few others that fold
+// to text with ASCII in it (asciiFolds).
+func (c *candidateScan) around(data []byte, hit int) bool {
+	for i, j := c.at-1, hit-1; i >= 0; i, j = i-1, j-1 {
+		if j < 0 {
+			return true
+		}
+		if data[j] >= utf8.RuneSelf {
+			r, _ := utf8.DecodeLastRune(data[:j+1])
+			return foldsToASCII(r)
+		}
+		if lower(data[j]) != c.term[i] {
+			return false
+		}
+	}
+	for i, j := c.at+len(c.anchor), hit+len(c.anchor); i < len(c.term); i, j = i+1, j+1 {
+		if j >= len(data) {
+			return true
+		}
+		if data[j] >= utf8.RuneSelf {
+			r, _ := utf8.DecodeRune(data[j:])
+			return foldsToASCII(r)
+		}
+		if lower(data[j]) != c.term[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// asciiFolds are the characters beyond ASCII whose casefolded form holds
+// ASCII (TestAnchorBytesFoldOnlyFromThemselves checks the list).
+var asciiFolds = [...]rune{0xdf, 0x130, 0x149, 0x17f, 0x1f0, 0x1e96, 0x1e97, 0x1e98, 0x1e99, 0x1e9a, 0x1e9e, 0x212a,
+	0xfb00, 0xfb01, 0xfb02, 0xfb03, 0xfb04, 0xfb05, 0xfb06}
+
+func foldsToASCII(r rune) bool {
+	for _, a := range asciiFolds {
+		if r == a {
+			return true
+		}
+	}
+	return false
+}
+
+func lower(b byte) byte {
+	if 'A' <= b && b <= 'Z' {
+		return b + 'a' - 'A'
+	}
+	return b
+}
+
+// searchCandidates answers a default-order page from the candidates of
+// its search when there are few: the matches among them, newest first as
+// newestFirst walks them, then offset and limit. It reports whether it
+// did.
+func (s *State) searchCandidates(f *filter, offset, limit int, out *[]uint64) bool {
+	c := newCandidateScan(f.search)
+	if c == nil {
+		return false
+	}
+	slots, ok := s.candidates(c)
+	if !ok {
+		return false
+	}
+	items := make([]item, 0, len(slots))
+	for _, i := range slots {
+		if s.match(f, i) {
+			items = append(items, item{key: s.slots.at(i).key, slot: i})
+		}
+	}
+	slices.SortFunc(items, func(a, b item) int {
+		switch {
+		case s.less(b, a):
+			return -1
+		case s.less(a, b):
+			return 1
+		}
+		return 0
+	})
+	items = items[min(offset, len(items)):]
+	if limit != NoLimit {
+		items = items[:min(limit, len(items))]
+	}
+	for _, it := range items {
+		*out = append(*out, s.seqOf(it.slot))
+	}
+	return true
+}

@@ -1,0 +1,268 @@
+package state
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"testing"
+	"unicode"
+	"unicode/utf8"
+
+	"github.com/stamen-dev/stamen/internal/celery"
+)
+
+// searchID is a canonical uuid, or now and then an id kept as text.
+func searchID(r *rand.Rand) string {
+	var b [16]byte
+	for i := range b {
+		b[i] = byte(r.Uint32())
+	}
+	id := formatUUID(b)
+	switch r.IntN(20) {
+	case 0:
+		return strings.ToUpper(id)
+	case 1:
+		return "job-" + id[:13]
+	}
+	return id
+}
+
+// mixCase turns some letters of s to upper case.
+func mixCase(r *rand.Rand, s string) string {
+	b := []byte(s)
+	for i, c := range b {
+		if 'a' <= c && c <= 'z' && r.IntN(2) == 0 {
+			b[i] = c - 'a' + 'A'
+		}
+	}
+	return string(b)
+}
+
+// fragment is a piece of s from a random offset.
+func fragment(r *rand.Rand, s string) string {
+	n := 3 + r.IntN(min(len(s)-2, 18))
+	start := r.IntN(len(s) - n + 1)
+	return s[start : start+n]
+}
+
+// searchState holds tasks whose args, kwargs, results, names and workers
+// quote pieces of other tasks' ids in any case, some evicted and some
+// updated, so that the arena holds dead copies of records.
+// Up to bigs of them have records larger than a chunk.
+func searchState(t testing.TB, r *rand.Rand, n, bigs int) (*State, []string) {
+	s := New(Config{MaxTasks: n * 3 / 4})
+	var ids []string
+	var evs []celery.Event
+	big := 0
+	for i := range n {
+		id := searchID(r)
+		ids = append(ids, id)
+		w := fmt.Sprintf("w%d@host", i%3)
+		extra := map[string]any{"name": []string{"proj.add", "proj.mail"}[i%2]}
+		if i > 0 && r.IntN(8) == 0 {
+			other := ids[r.IntN(len(ids))]
+			switch r.IntN(5) {
+			case 0:
+				extra["args"] = fmt.Sprintf("('%s', 2)", mixCase(r, other))
+			case 1:
+				extra["kwargs"] = fmt.Sprintf("{'ref': '%s'}", mixCase(r, other))
+			case 2:
+				extra["name"] = "proj.t" + mixCase(r, fragment(r, other))
+			case 3:
+				w = "w-" + fragment(r, other) + "@host"
+			case 4:
+				if i < n/2 || big == bigs {
+					break
+				}
+				big++
+				// Larger than a chunk: a record of its own chunk.
+				extra["args"] = "('" + strings.Repeat("x", chunkSize) + mixCase(r, other) + "',)"
+			}
+		}
+		if r.IntN(40) == 0 {
+			// Hex letters only, in any case.
+			extra["kwargs"] = "{'sum': '" + mixCase(r, "xdeadbeefcafe-bad") + "'}"
+		}
+		if r.IntN(50) == 0 {
+			extra["args"] = "('qzaﬀ0-\u212a', 'café')"
+		}
+		ts := 1.7e9 + float64(i)
+		evs = append(evs, taskEv(t, "received", id, w, ts, extra))
+		if r.IntN(2) == 0 {
+			res := map[string]any{"result": "'" + mixCase(r, ids[r.IntN(len(ids))]) + "'"}
+			evs = append(evs, taskEv(t, "succeeded", id, w, ts+0.5, res))
+		}
+	}
+	s.Apply(evs...)
+	return s, ids
+}
+
+// slowTasks is what Tasks answers, found by matching every task.
+// all holds every task of each State filter, newest first.
+func slowTasks(t testing.TB, s *State, q Query, all map[string][]Task) []string {
+	t.Helper()
+	e, err := parseSearch(q.Search)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if all[q.State] == nil {
+		tasks, err := s.Tasks(Query{Limit: NoLimit, State: q.State})
+		if err != nil {
+			t.Fatal(err)
+		}
+		all[q.State] = tasks
+	}
+	tasks := all[q.State]
+	var out []string
+	var m matcher
+	for i := range tasks {
+		m.reset(&tasks[i])
+		if e == nil || e.match(&m) {
+			out = append(out, tasks[i].UUID)
+		}
+	}
+	out = out[min(q.Offset, len(out)):]
+	if q.Limit != NoLimit {
+		out = out[:min(q.Limit, len(out))]
+	}
+	return out
+}
+
+func TestSearchCandidatesMatchEveryTask(t *testing.T) {
+	r := rand.New(rand.NewPCG(1, 2))
+	s, ids := searchState(t, r, 2000, 3)
+	fast := 0
+	all := map[string][]Task{}
+	for range 400 {
+		id := ids[r.IntN(len(ids))]
+		frag := fragment(r, id)
+		switch r.IntN(6) {
+		case 0:
+			frag = strings.ToUpper(frag)
+		case 1:
+			frag = strings.ReplaceAll(frag, "-", "")
+		case 2:
+			frag = frag + " state:SUCCESS"
+		case 3:
+			frag = frag + " OR " + fragment(r, ids[r.IntN(len(ids))])
+		case 4:
+			frag = []string{"ﬀ0-", "zaff0-", "aFf0-k", "deadbeef", "BEEFCA", "fe-ba", "abcdef", "xDEAD"}[r.IntN(8)]
+		}
+		q := Query{Limit: 100, Search: frag}
+		switch r.IntN(4) {
+		case 0:
+			q.Offset = r.IntN(3)
+		case 1:
+			q.Limit = 1
+		case 2:
+			q.State = "SUCCESS"
+		}
+		e, err := parseSearch(q.Search)
+		if err != nil {
+			continue // too short once hyphens are gone
+		}
+		if newCandidateScan(e) != nil {
+			fast++
+		}
+		want := slowTasks(t, s, q, all)
+		got, err := s.Tasks(q)
+		if err != nil {
+			t.Fatal(err)
+		}
+		gotIDs := make([]string, len(got))
+		for i := range got {
+			gotIDs[i] = got[i].UUID
+		}
+		if !slices.Equal(gotIDs, want) {
+			t.Fatalf("search %+v: got %q, want %q", q, gotIDs, want)
+		}
+	}
+	if fast < 200 {
+		t.Fatalf("only %d searches took the candidate scan", fast)
+	}
+}
+
+// TestAnchorBytesFoldOnlyFromThemselves: the scan of the arena looks for
+// a term's digits and hyphens as they are, which holds only while no other
+// character folds to text containing them.
+func TestAnchorBytesFoldOnlyFromThemselves(t *testing.T) {
+	for r := rune(0x80); r <= unicode.MaxRune; r++ {
+		if !utf8.ValidRune(r) {
+			continue
+		}
+		f := fold(string(r))
+		ascii := false
+		for i := 0; i < len(f); i++ {
+			if isAnchorByte(f[i]) || isLetterAnchor(f[i]) {
+				t.Fatalf("%U folds to %q", r, f)
+			}
+			ascii = ascii || f[i] < utf8.RuneSelf
+		}
+		if ascii != foldsToASCII(r) {
+			t.Fatalf("%U folds to %q: foldsToASCII = %v", r, f, !ascii)
+		}
+	}
+}
+
+func TestIDPatterns(t *testing.T) {
+	r := rand.New(rand.NewPCG(3, 4))
+	for range 2000 {
+		var b [16]byte
+		for i := range b {
+			b[i] = byte(r.Uint32())
+		}
+		id := formatUUID(b)
+		frag := fragment(r, id)
+		if r.IntN(3) == 0 {
+			frag = fragment(r, formatUUID([16]byte{byte(r.Uint32()), byte(r.Uint32())}))
+		}
+		want := strings.Contains(id, frag)
+		got := false
+		for _, p := range idPatterns(frag) {
+			lo, hi := leUint64(b[:8]), leUint64(b[8:])
+			got = got || lo&p.mask[0] == p.val[0] && hi&p.mask[1] == p.val[1]
+		}
+		if got != want {
+			t.Fatalf("%q in %s: got %v, want %v", frag, id, got, want)
+		}
+	}
+}
+
+func leUint64(b []byte) uint64 {
+	var v uint64
+	for i := 7; i >= 0; i-- {
+		v = v<<8 | uint64(b[i])
+	}
+	return v
+}
+
+// FuzzSearchCandidates compares the answers of searches with those of
+// matching every task.
+func FuzzSearchCandidates(f *testing.F) {
+	r := rand.New(rand.NewPCG(5, 6))
+	s, ids := searchState(f, r, 400, 0)
+	for _, seed := range []string{ids[350][24:], ids[390][9:23], strings.ToUpper(ids[399][3:17]), "zaff0-", "aFf0-k", "-4", "0-9 OR 123", "DeadBeef", "abcdef"} {
+		f.Add(seed, 0)
+	}
+	all := map[string][]Task{}
+	slowTasks(f, s, Query{Limit: NoLimit}, all)
+	f.Fuzz(func(t *testing.T, search string, offset int) {
+		q := Query{Limit: 10, Offset: offset & 3, Search: search}
+		if _, err := parseSearch(search); err != nil {
+			return
+		}
+		want := slowTasks(t, s, q, all)
+		got, err := s.Tasks(q)
+		if err != nil {
+			t.Fatal(err)
+		}
+		gotIDs := make([]string, len(got))
+		for i := range got {
+			gotIDs[i] = got[i].UUID
+		}
+		if !slices.Equal(gotIDs, want) {
+			t.Fatalf("search %q offset %d: got %q, want %q", search, q.Offset, gotIDs, want)
+		}
+	})
+}
