@@ -3,7 +3,9 @@ package metrics
 import (
 	"fmt"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/stamen-dev/stamen/internal/testcluster"
 )
@@ -101,5 +103,32 @@ func TestNoTaskWorker(t *testing.T) {
 	// worker.
 	if got, want := flowerSeries(body), 5*(3+len(DefaultRuntimeBuckets)+3+2)+2*1000; got != want {
 		t.Errorf("%d flower series, want %d", got, want)
+	}
+}
+
+// TestScrapeDuringRetain: a scrape while workers and tasks are forgotten
+// finishes. Retain holds the metrics' lock while it deletes label values,
+// which waits for a vector that a scrape in progress is reading; a gauge
+// that took that lock at scrape time stalled the scrape, and both waited
+// for ever.
+func TestScrapeDuringRetain(t *testing.T) {
+	m := New(nil)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for range 300 {
+			churn(m, 200, 50)
+			var scrapes sync.WaitGroup
+			for range 4 {
+				scrapes.Go(func() { _, _ = m.reg.Gather() })
+			}
+			m.Retain(func(string) bool { return false }, func(string) bool { return false })
+			scrapes.Wait()
+		}
+	}()
+	select {
+	case <-done:
+	case <-time.After(time.Minute):
+		t.Fatal("a scrape and Retain wait for each other: deadlock")
 	}
 }

@@ -130,6 +130,12 @@ type Metrics struct {
 	eventTypes map[string]struct{}
 
 	limits Limits
+	// seriesGauge and budgetGauge show series and limits.MaxSeries. They
+	// are set, not read at scrape time by a function taking mu: Retain
+	// holds mu while it deletes label values, which waits for a vector's
+	// lock that a scrape in progress holds, so a scrape must never wait
+	// for mu.
+	seriesGauge, budgetGauge prometheus.Gauge
 	// series is what the children above cost in series: a histogram its
 	// buckets, +Inf, sum and count (histCost), anything else one.
 	series   int
@@ -212,20 +218,15 @@ func New(runtimeBuckets []float64, gauges ...prometheus.Collector) *Metrics {
 	m.foldedWorker = m.folded.WithLabelValues("worker")
 	m.foldedTask = m.folded.WithLabelValues("task")
 	m.foldedGauges = m.folded.WithLabelValues("worker_gauges")
+	m.seriesGauge = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "stamen_metrics_series", Help: "Series of Flower's metrics (flower_*) the scrape shows.",
+	})
+	m.budgetGauge = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "stamen_metrics_series_budget", Help: "The budget of Flower's series (--max_series).",
+	})
+	m.budgetGauge.Set(float64(m.limits.MaxSeries))
 	m.reg.MustRegister(m.events, m.runtime, m.prefetch, m.prefetched, m.online, m.executing, m.ingested, m.httpDur, m.browserRefusals,
-		m.folded, prometheus.NewGaugeFunc(prometheus.GaugeOpts{
-			Name: "stamen_metrics_series", Help: "Series of Flower's metrics (flower_*) the scrape shows.",
-		}, func() float64 {
-			m.mu.Lock()
-			defer m.mu.Unlock()
-			return float64(m.series)
-		}), prometheus.NewGaugeFunc(prometheus.GaugeOpts{
-			Name: "stamen_metrics_series_budget", Help: "The budget of Flower's series (--max_series).",
-		}, func() float64 {
-			m.mu.Lock()
-			defer m.mu.Unlock()
-			return float64(m.limits.MaxSeries)
-		}),
+		m.folded, m.seriesGauge, m.budgetGauge,
 		m.ops.queueLength, m.ops.failures,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	for _, g := range gauges {
@@ -243,6 +244,13 @@ func (m *Metrics) SetLimits(l Limits) {
 		l.MaxSeries = DefaultMaxSeries
 	}
 	m.limits = l
+	m.budgetGauge.Set(float64(l.MaxSeries))
+}
+
+// addSeries counts d more series (fewer when negative); m.mu is held.
+func (m *Metrics) addSeries(d int) {
+	m.series += d
+	m.seriesGauge.Set(float64(m.series))
 }
 
 // fits reports whether cost more series stay within the budget; m.mu is
@@ -291,7 +299,7 @@ func (m *Metrics) Observe(e Event) {
 		if !ok {
 			c = m.events.WithLabelValues(ek[:]...)
 			m.eventSeries[ek] = c
-			m.series++
+			m.addSeries(1)
 		}
 	}
 	c.Inc()
@@ -391,7 +399,7 @@ func (m *Metrics) task(worker, task string) *taskSeries {
 	if !ok {
 		t = &taskSeries{worker: k[0], task: k[1]}
 		m.taskSeries[k] = t
-		m.series += m.taskCost()
+		m.addSeries(m.taskCost())
 	}
 	return t
 }
@@ -412,12 +420,12 @@ func (m *Metrics) Retain(keepWorker, keepTask func(string) bool) {
 		if !keptWorker(k[0]) || !keptTask(k[2]) {
 			m.events.DeleteLabelValues(k[:]...)
 			delete(m.eventSeries, k)
-			m.series--
+			m.addSeries(-1)
 		}
 	}
 	for k, t := range m.taskSeries {
 		if !keptWorker(k[0]) || !keptTask(k[1]) {
-			m.series -= m.taskCost()
+			m.addSeries(-(m.taskCost()))
 			if t.runtime != nil {
 				m.runtime.DeleteLabelValues(t.worker, t.task)
 			}
@@ -433,7 +441,7 @@ func (m *Metrics) Retain(keepWorker, keepTask func(string) bool) {
 	for name, w := range m.workerSeries {
 		if !keepWorker(name) {
 			if !w.dropped {
-				m.series -= 2
+				m.addSeries(-2)
 			}
 			if w.online != nil {
 				m.online.DeleteLabelValues(name)
@@ -511,7 +519,7 @@ func (m *Metrics) worker(name string) *workerSeries {
 	if !ok {
 		w = &workerSeries{name: name}
 		if m.fits(2) {
-			m.series += 2
+			m.addSeries(2)
 		} else {
 			w.dropped = true
 			m.foldedGauges.Inc()
