@@ -1,0 +1,141 @@
+package ui_test
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stamen-dev/stamen/internal/app"
+	"github.com/stamen-dev/stamen/internal/testcluster"
+)
+
+// setText replaces a text field's value the way typing does, so that the
+// page's input handler sees it.
+func setText(b *browser, selector, value string) {
+	b.t.Helper()
+	eval[bool](b, fmt.Sprintf(`(e => { e.value = %s; e.dispatchEvent(new Event("input", {bubbles: true})); return true })(document.querySelector(%s))`, js(value), js(selector)))
+}
+
+// TestInsightsFailuresAuditRetry drives the failures inbox, the audit page
+// and the retry with edited arguments against a real Celery worker on
+// Redis: "Retry all" of a group of failed tasks asks with the dry run's
+// count, then makes the worker run that many new tasks with the same
+// arguments; the audit page lists the bulk action with its count; a retry
+// with edited kwargs runs on the worker with the new kwargs; what workers
+// sent stays text.
+func TestInsightsFailuresAuditRetry(t *testing.T) {
+	testcluster.Require(t)
+	testcluster.RequireChromium(t)
+	const db = 8
+	testcluster.FlushRedisDB(t, db)
+	broker := testcluster.RedisURL(db)
+	_, srv := startStamen(t, app.Config{BrokerURL: broker})
+	base := srv.URL
+	testcluster.StartWorker(t, testcluster.WorkerOptions{Name: "insights", Broker: broker})
+	b := newBrowser(t, 3*time.Minute, base, base)
+
+	const n = 6
+	var failed []string
+	for i := range n {
+		failed = append(failed, send(t, base, "stamen.fail", map[string]any{"args": []any{fmt.Sprintf("%s disk %d", hostile, i)}}))
+	}
+	echoID := send(t, base, "stamen.echo", map[string]any{"args": []any{1}, "kwargs": map[string]any{"k": "old"}})
+	testcluster.Eventually(t, 30*time.Second, "the first tasks done", func() bool {
+		for _, id := range append(slices.Clone(failed), echoID) {
+			if s := taskState(t, base, id); s != "SUCCESS" && s != "FAILURE" {
+				return false
+			}
+		}
+		return true
+	})
+
+	t.Run("failures inbox", func(t *testing.T) {
+		b.t = t
+		b.open("/failures")
+		group := `document.querySelector("[data-group^='stamen.fail ']")`
+		b.wait("the group of failures", textOf(group+`?.querySelector("[data-field=count]")`)+fmt.Sprintf(` === "%d"`, n), 15*time.Second)
+		if got := eval[string](b, textOf(group+`.querySelector("[data-field=traceback]")`)); !strings.Contains(got, hostileImg) {
+			t.Errorf("the traceback shown is %q", got)
+		}
+		b.look("failures")
+		b.safe("failures page")
+
+		question := b.confirm("retry-all")
+		if !strings.Contains(question, fmt.Sprintf("This will retry %d tasks", n)) {
+			t.Errorf("the confirmation says %q", question)
+		}
+		b.wait("the bulk retry's result", group+fmt.Sprintf(`.querySelector("[data-answer][data-count='%d']")`, n), 20*time.Second)
+		newIDs := eval[[]string](b, `[...`+group+`.querySelectorAll("[data-retried]")].map(e => e.dataset.retried)`)
+		if len(newIDs) != n {
+			t.Fatalf("the result lists %d new ids, want %d: %q", len(newIDs), n, newIDs)
+		}
+		// The worker ran every new task, with the arguments of the old.
+		var want, got []string
+		for _, id := range failed {
+			var info map[string]any
+			call(t, "GET", base+"/api/task/info/"+id, nil, &info)
+			want = append(want, fmt.Sprint(info["args"]))
+		}
+		testcluster.Eventually(t, 30*time.Second, "the worker to run the retried tasks", func() bool {
+			for _, id := range newIDs {
+				if taskState(t, base, id) != "FAILURE" {
+					return false
+				}
+			}
+			return true
+		})
+		for _, id := range newIDs {
+			var info map[string]any
+			call(t, "GET", base+"/api/task/info/"+id, nil, &info)
+			if info["name"] != "stamen.fail" || info["worker"] == nil {
+				t.Errorf("retried task %s: %v", id, info)
+			}
+			got = append(got, fmt.Sprint(info["args"]))
+		}
+		slices.Sort(want)
+		slices.Sort(got)
+		if !slices.Equal(want, got) {
+			t.Errorf("the retried tasks ran with args %q, want %q", got, want)
+		}
+		b.safe("failures page after the retry")
+	})
+
+	t.Run("audit", func(t *testing.T) {
+		b.t = t
+		b.open("/audit")
+		row := fmt.Sprintf(`[...document.querySelectorAll("tr[data-operation=retryTasks]")].find(r => r.querySelector("[data-field=count]").textContent === "%d" && !/"dry_run":(true|"true")/.test(r.textContent))`, n)
+		b.wait("the bulk retry in the audit log", row, 15*time.Second)
+		b.look("audit")
+		b.safe("audit page")
+	})
+
+	t.Run("retry with edited kwargs", func(t *testing.T) {
+		b.t = t
+		b.open("/task/" + echoID)
+		b.wait("the editor", `document.querySelector("[data-edited-retry] textarea[name=kwargs]")`, 15*time.Second)
+		b.click("[data-edited-retry] summary")
+		if got := eval[string](b, `document.querySelector("textarea[name=kwargs]").value`); got != `{"k":"old"}` {
+			t.Errorf("the kwargs editor starts with %q", got)
+		}
+		setText(b, "textarea[name=kwargs]", `{"k": "new"`)
+		b.click("[data-action=retry-edited]")
+		b.wait("the inline error", textOf(`document.querySelector("[data-invalid]")`)+`.startsWith("Kwargs is not valid JSON")`, 5*time.Second)
+		setText(b, "textarea[name=kwargs]", `["not", "an object"]`)
+		b.click("[data-action=retry-edited]")
+		b.wait("the type error", textOf(`document.querySelector("[data-invalid]")`)+`.startsWith("Kwargs must be a JSON object")`, 5*time.Second)
+		b.look("retry-edited")
+		setText(b, "textarea[name=kwargs]", `{"k": "new", "n": 2}`)
+		b.click("[data-action=retry-edited]")
+		b.wait("the new task's page", `!location.pathname.endsWith(`+js(echoID)+`) && `+textOf(`document.querySelector("[data-field=state]")`)+` === "SUCCESS"`, 20*time.Second)
+		newID := eval[string](b, textOf(`document.querySelector("[data-field=uuid]")`))
+		var info map[string]any
+		call(t, "GET", base+"/api/task/info/"+newID, nil, &info)
+		res := fmt.Sprint(info["result"])
+		if info["name"] != "stamen.echo" || !strings.Contains(res, `'k': 'new'`) || !strings.Contains(res, `'n': 2`) || !strings.Contains(res, `'args': [1]`) {
+			t.Errorf("the edited retry %s ran as %v", newID, info)
+		}
+		b.safe("task page")
+	})
+}
