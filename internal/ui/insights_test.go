@@ -11,6 +11,10 @@ import (
 	"github.com/stamen-dev/stamen/internal/testcluster"
 )
 
+// txt is an element's text, as JavaScript; parenthesized, so that a
+// comparison appended to it compares the text.
+func txt(expr string) string { return "(" + textOf(expr) + ")" }
+
 // setText replaces a text field's value the way typing does, so that the
 // page's input handler sees it.
 func setText(b *browser, selector, value string) {
@@ -51,12 +55,46 @@ func TestInsightsFailuresAuditRetry(t *testing.T) {
 		return true
 	})
 
+	t.Run("charts", func(t *testing.T) {
+		b.t = t
+		// The figures as the page shows them, summed over the buckets.
+		total := func(state string) string {
+			return fmt.Sprintf(`[...document.querySelectorAll("[data-figures] td[data-count=%s]")].reduce((a, e) => a + Number(e.textContent), 0)`, state)
+		}
+		b.open("/")
+		b.wait("the chart's figures", total("failed")+fmt.Sprintf(` === %d && `, n)+total("succeeded")+` === 1 && `+total("received")+fmt.Sprintf(` === %d`, n+1), 15*time.Second)
+		if got := eval[int](b, `document.querySelectorAll("[data-charts] canvas").length`); got < 2 {
+			t.Errorf("%d canvases drawn", got)
+		}
+		b.look("charts")
+		b.safe("workers page with charts")
+
+		b.open("/tasks?taskname=stamen.fail")
+		b.wait("the task name's figures", total("failed")+fmt.Sprintf(` === %d && `, n)+total("succeeded")+` === 0`, 15*time.Second)
+		// A bucket's failures open the tasks table on its window and state.
+		link := `document.querySelector("[data-figures] td[data-count=failed] a")`
+		count := eval[int](b, `Number(`+txt(link)+`)`)
+		eval[bool](b, `(document.querySelector("[data-charts] details").open = true)`)
+		b.click(`[data-figures] td[data-count=failed] a`)
+		b.wait("the bucket's tasks", `location.search.includes("state=FAILURE") && location.search.includes("from=") && document.querySelectorAll("tr[data-task]").length > 0`, 10*time.Second)
+		shown := eval[[]string](b, `[...document.querySelectorAll("tr[data-task]")].map(r => r.dataset.task)`)
+		for _, id := range shown {
+			if !slices.Contains(failed, id) {
+				t.Errorf("the bucket's tasks show %s, not one of the failed tasks", id)
+			}
+		}
+		// The chart counts a failure when it happened, the table filters by
+		// reception: they differ only for a task received in the minute before.
+		t.Logf("the bucket counts %d failures; its window shows %d tasks", count, len(shown))
+		b.safe("tasks page with charts")
+	})
+
 	t.Run("failures inbox", func(t *testing.T) {
 		b.t = t
 		b.open("/failures")
 		group := `document.querySelector("[data-group^='stamen.fail ']")`
-		b.wait("the group of failures", textOf(group+`?.querySelector("[data-field=count]")`)+fmt.Sprintf(` === "%d"`, n), 15*time.Second)
-		if got := eval[string](b, textOf(group+`.querySelector("[data-field=traceback]")`)); !strings.Contains(got, hostileImg) {
+		b.wait("the group of failures", txt(group+`?.querySelector("[data-field=count]")`)+fmt.Sprintf(` === "%d"`, n), 15*time.Second)
+		if got := eval[string](b, txt(group+`.querySelector("[data-field=traceback]")`)); !strings.Contains(got, hostileImg) {
 			t.Errorf("the traceback shown is %q", got)
 		}
 		b.look("failures")
@@ -121,17 +159,20 @@ func TestInsightsFailuresAuditRetry(t *testing.T) {
 		}
 		setText(b, "textarea[name=kwargs]", `{"k": "new"`)
 		b.click("[data-action=retry-edited]")
-		b.wait("the inline error", textOf(`document.querySelector("[data-invalid]")`)+`.startsWith("Kwargs is not valid JSON")`, 5*time.Second)
+		b.wait("the inline error", txt(`document.querySelector("[data-invalid]")`)+`.startsWith("Kwargs is not valid JSON")`, 5*time.Second)
 		setText(b, "textarea[name=kwargs]", `["not", "an object"]`)
 		b.click("[data-action=retry-edited]")
-		b.wait("the type error", textOf(`document.querySelector("[data-invalid]")`)+`.startsWith("Kwargs must be a JSON object")`, 5*time.Second)
+		b.wait("the type error", txt(`document.querySelector("[data-invalid]")`)+`.startsWith("Kwargs must be a JSON object")`, 5*time.Second)
 		b.look("retry-edited")
 		setText(b, "textarea[name=kwargs]", `{"k": "new", "n": 2}`)
 		b.click("[data-action=retry-edited]")
-		b.wait("the new task's page", `!location.pathname.endsWith(`+js(echoID)+`) && `+textOf(`document.querySelector("[data-field=state]")`)+` === "SUCCESS"`, 20*time.Second)
-		newID := eval[string](b, textOf(`document.querySelector("[data-field=uuid]")`))
+		b.wait("the new task's page", txt(`document.querySelector("[data-field=uuid]")`)+` !== `+js(echoID)+` && `+txt(`document.querySelector("[data-field=state]")`)+` === "SUCCESS"`, 20*time.Second)
+		newID := eval[string](b, txt(`document.querySelector("[data-field=uuid]")`))
 		var info map[string]any
-		call(t, "GET", base+"/api/task/info/"+newID, nil, &info)
+		testcluster.Eventually(t, 10*time.Second, "the edited retry done", func() bool {
+			call(t, "GET", base+"/api/task/info/"+newID, nil, &info)
+			return info["state"] == "SUCCESS"
+		})
 		res := fmt.Sprint(info["result"])
 		if info["name"] != "stamen.echo" || !strings.Contains(res, `'k': 'new'`) || !strings.Contains(res, `'n': 2`) || !strings.Contains(res, `'args': [1]`) {
 			t.Errorf("the edited retry %s ran as %v", newID, info)

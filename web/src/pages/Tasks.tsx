@@ -5,6 +5,7 @@ import { onEvent, onResync, throttle } from "../events";
 import { fmtTime, fmtTitle } from "../state";
 import { enc, route, setQuery } from "../router";
 import { ErrorBox, Link, StateBadge, useTitle } from "../ui";
+import { Charts } from "../Charts";
 
 type Col = { key: keyof Task; label: string; num?: boolean; time?: boolean };
 // Flower's 17 columns.
@@ -210,6 +211,7 @@ export function Tasks() {
           )}
         </p>
       )}
+      {(taskname || workername) && <Charts filter={{ taskname, workername }} />}
       <Export
         query={{
           sort_by: sort,
