@@ -1,6 +1,7 @@
 package ui_test
 
 import (
+	"encoding/json"
 	"fmt"
 	"slices"
 	"strings"
@@ -179,4 +180,82 @@ func TestInsightsFailuresAuditRetry(t *testing.T) {
 		}
 		b.safe("task page")
 	})
+}
+
+// canvasClient sends a chain of three tasks, and a group of four (one of
+// which fails) after a first task, and prints their ids as JSON.
+const canvasClient = `
+import json
+from celery import chain, group
+from stamen_testapp import app
+s = lambda name, *a: app.signature(name, args=a, immutable=True)
+c = chain(s("stamen.add", 1, 1), s("stamen.add", 2, 2), s("stamen.add", 3, 3))()
+links = [c.parent.parent.id, c.parent.id, c.id]
+g = chain(s("stamen.add", 4, 4), group(s("stamen.add", 5, 5), s("stamen.fail", "member"), s("stamen.add", 6, 6), s("stamen.add", 7, 7)))()
+print(json.dumps({"chain": links, "head": g.parent.id, "group": [r.id for r in g.results]}))
+`
+
+// TestInsightsCanvas shows a chain of three tasks and a group of four, run
+// by a real worker, as their graph on a task's page, each node in the
+// state the worker left it.
+func TestInsightsCanvas(t *testing.T) {
+	testcluster.Require(t)
+	testcluster.RequireChromium(t)
+	const db = 7
+	testcluster.FlushRedisDB(t, db)
+	broker := testcluster.RedisURL(db)
+	_, srv := startStamen(t, app.Config{BrokerURL: broker})
+	base := srv.URL
+	w := testcluster.StartWorker(t, testcluster.WorkerOptions{Name: "canvas", Broker: broker})
+	b := newBrowser(t, 2*time.Minute, base, base)
+	var ids struct {
+		Chain []string
+		Head  string
+		Group []string
+	}
+	out := testcluster.RunClient(t, testcluster.ClientOptions{Broker: broker, Backend: w.Backend}, canvasClient)
+	if err := json.Unmarshal(out, &ids); err != nil || len(ids.Chain) != 3 || len(ids.Group) != 4 {
+		t.Fatalf("the client printed %s (%v)", out, err)
+	}
+	all := append(append(slices.Clone(ids.Chain), ids.Head), ids.Group...)
+	testcluster.Eventually(t, 30*time.Second, "the canvas run", func() bool {
+		for _, id := range all {
+			if s := taskState(t, base, id); s != "SUCCESS" && s != "FAILURE" {
+				return false
+			}
+		}
+		return true
+	})
+	// parentNode is the node drawn above id's, as JavaScript.
+	parentNode := func(id string) string {
+		return `(document.querySelector('[data-graph] [data-node=' + ` + jsAttr(id) + ` + ']').closest("li").parentElement.closest("li")?.querySelector("[data-node]")?.dataset.node || "")`
+	}
+	check := func(open string, nodes []string, parent map[string]string) {
+		t.Helper()
+		b.open("/task/" + open)
+		b.wait("the graph", fmt.Sprintf(`document.querySelectorAll("[data-graph] [data-node]").length === %d`, len(nodes)), 15*time.Second)
+		for _, id := range nodes {
+			shown := eval[string](b, `document.querySelector('[data-graph] [data-node=' + `+jsAttr(id)+` + ']').dataset.state`)
+			if want := taskState(t, base, id); shown != want {
+				t.Errorf("node %s shown %q, the task is %q", id, shown, want)
+			}
+			if got := eval[string](b, parentNode(id)); got != parent[id] {
+				t.Errorf("node %s drawn under %q, want %q", id, got, parent[id])
+			}
+		}
+	}
+	check(ids.Chain[2], ids.Chain, map[string]string{ids.Chain[0]: "", ids.Chain[1]: ids.Chain[0], ids.Chain[2]: ids.Chain[1]})
+	eval[bool](b, `(document.querySelector("[data-graph]").scrollIntoView(), true)`)
+	b.look("canvas-chain")
+	groupParents := map[string]string{ids.Head: ""}
+	for _, id := range ids.Group {
+		groupParents[id] = ids.Head
+	}
+	check(ids.Group[1], append([]string{ids.Head}, ids.Group...), groupParents)
+	if got := taskState(t, base, ids.Group[1]); got != "FAILURE" {
+		t.Errorf("the failing member is %s", got)
+	}
+	eval[bool](b, `(document.querySelector("[data-graph]").scrollIntoView(), true)`)
+	b.look("canvas-group")
+	b.safe("task canvas")
 }

@@ -1,5 +1,6 @@
 import { useCallback, useEffect, useState } from "preact/hooks";
 import { describe } from "../api";
+import { Graph } from "../Graph";
 import { api, ok, type Task as T } from "../api";
 import { onEvent, onResync, throttle } from "../events";
 import { canWrite, fmtTime, fmtTitle } from "../state";
@@ -146,6 +147,7 @@ export function Task({ id }: { id: string }) {
               )}
             </tbody>
           </table>
+          <Graph task={task} />
           {texts.map((k) =>
             task[k] != null ? (
               <div key={k} class="block">
