@@ -8,7 +8,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/stamen-dev/stamen/internal/app"
+	"github.com/stamen-dev/stamen/internal/auth"
 	"github.com/stamen-dev/stamen/internal/testcluster"
 )
 
@@ -258,4 +261,73 @@ func TestInsightsCanvas(t *testing.T) {
 	eval[bool](b, `(document.querySelector("[data-graph]").scrollIntoView(), true)`)
 	b.look("canvas-group")
 	b.safe("task canvas")
+}
+
+// TestInsightsRoles: the failures inbox offers its bulk actions to an
+// operator only, not to a viewer nor under --read_only, and the audit page
+// is an operator's.
+func TestInsightsRoles(t *testing.T) {
+	testcluster.Require(t)
+	testcluster.RequireChromium(t)
+	const db = 6
+	testcluster.FlushRedisDB(t, db)
+	broker := testcluster.RedisURL(db)
+	var authn auth.Authenticator
+	for _, err := range []error{authn.AddBasic("viewer:viewer-secret", auth.Viewer), authn.AddBasic("op:op-secret", auth.Operator)} {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	_, withAuth := startStamen(t, app.Config{BrokerURL: broker, Auth: &authn})
+	_, readOnly := startStamen(t, app.Config{BrokerURL: broker, ReadOnly: true})
+
+	// A failed task, from events.
+	const host = "ghost@insights"
+	id := fmt.Sprintf("insights-%d", time.Now().UnixNano())
+	now := float64(time.Now().UnixMicro()) / 1e6
+	recv := map[string]any{"type": "task-received", "uuid": id, "hostname": host, "timestamp": now, "clock": 1, "pid": 1, "utcoffset": 0,
+		"name": "stamen.fail", "args": "('x',)", "kwargs": "{}", "retries": 0}
+	fail := map[string]any{"type": "task-failed", "uuid": id, "hostname": host, "timestamp": now + 0.01, "clock": 2, "pid": 1, "utcoffset": 0,
+		"exception": "ValueError('x')", "traceback": "Traceback (most recent call last):\nValueError: x"}
+	rdb := redis.NewClient(&redis.Options{Addr: testcluster.RedisAddr(), DB: db})
+	defer rdb.Close()
+	testcluster.PublishUntil(t, rdb, fmt.Sprintf("/%d.celeryev/task.multi", db), testcluster.EventsEnvelope(host, id, recv, fail), func() bool {
+		return stateAs(t, withAuth.URL, id, "op", "op-secret") == "FAILURE" && stateAs(t, readOnly.URL, id, "", "") == "FAILURE"
+	})
+
+	check := func(t *testing.T, b *browser, operator, write bool, who string) {
+		b.t = t
+		t.Helper()
+		b.open("/failures")
+		b.wait("the group", `document.querySelector("[data-group='stamen.fail ValueError']") && document.querySelector("[data-session]")`, 15*time.Second)
+		got := eval[[]string](b, controls)
+		if write && !strings.Contains(strings.Join(got, " "), `data-action="retry-all"`) {
+			t.Errorf("%s sees no retry-all: %q", who, got)
+		}
+		if !write && len(got) > 0 {
+			t.Errorf("%s sees controls %q", who, got)
+		}
+		if nav := eval[bool](b, `!!document.querySelector("nav a[href$='/audit']")`); nav != operator {
+			t.Errorf("%s: the audit link shown: %v", who, nav)
+		}
+		b.open("/audit")
+		b.wait("the audit page", `document.querySelector("h1") && document.querySelector("[data-session]")`, 15*time.Second)
+		if form := eval[bool](b, `!!document.querySelector("input[name=operation]")`); form != operator {
+			t.Errorf("%s: the audit page shows its filters: %v%s", who, form, b.pageText())
+		}
+	}
+	t.Run("operator", func(t *testing.T) {
+		b := newBrowser(t, time.Minute, withAuth.URL, withAuth.URL)
+		b.answerLogin(withAuth.URL+"/api/*", "op", "op-secret")
+		check(t, b, true, true, "an operator")
+	})
+	t.Run("viewer", func(t *testing.T) {
+		b := newBrowser(t, time.Minute, withAuth.URL, withAuth.URL)
+		b.answerLogin(withAuth.URL+"/api/*", "viewer", "viewer-secret")
+		check(t, b, false, false, "a viewer")
+	})
+	t.Run("read_only", func(t *testing.T) {
+		b := newBrowser(t, time.Minute, readOnly.URL, readOnly.URL)
+		check(t, b, true, false, "--read_only")
+	})
 }
