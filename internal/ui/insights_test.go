@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/chromedp/cdproto/input"
+	"github.com/chromedp/chromedp"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/stamen-dev/stamen/internal/app"
@@ -67,11 +69,17 @@ func TestInsightsFailuresAuditRetry(t *testing.T) {
 		}
 		b.open("/")
 		b.wait("the chart's figures", total("failed")+fmt.Sprintf(` === %d && `, n)+total("succeeded")+` === 1 && `+total("received")+fmt.Sprintf(` === %d`, n+1), 15*time.Second)
-		if got := eval[int](b, `document.querySelectorAll("[data-charts] canvas").length`); got < 2 {
-			t.Errorf("%d canvases drawn", got)
-		}
+		b.wait("the two charts drawn", `document.querySelectorAll("[data-charts] canvas").length >= 2`, 5*time.Second)
 		b.look("charts")
 		b.safe("workers page with charts")
+		// Live: a new task shows in the figures without a reload.
+		eval[bool](b, `(window.__sameDocument = true)`)
+		live := send(t, base, "stamen.add", map[string]any{"args": []any{2, 3}})
+		b.wait("the new task in the figures", total("succeeded")+` === 2`, 15*time.Second)
+		if !eval[bool](b, `window.__sameDocument === true`) {
+			t.Error("the page reloaded")
+		}
+		testcluster.Eventually(t, 10*time.Second, "the live task done", func() bool { return taskState(t, base, live) == "SUCCESS" })
 
 		b.open("/tasks?taskname=stamen.fail")
 		b.wait("the task name's figures", total("failed")+fmt.Sprintf(` === %d && `, n)+total("succeeded")+` === 0`, 15*time.Second)
@@ -90,6 +98,24 @@ func TestInsightsFailuresAuditRetry(t *testing.T) {
 		// The chart counts a failure when it happened, the table filters by
 		// reception: they differ only for a task received in the minute before.
 		t.Logf("the bucket counts %d failures; its window shows %d tasks", count, len(shown))
+
+		// A click on the chart, at the bucket's time, opens the same window.
+		b.open("/tasks?taskname=stamen.fail")
+		b.wait("the chart", `document.querySelector("[data-charts] .u-over") && document.querySelector("[data-figures] td[data-count=failed] a")`, 15*time.Second)
+		want := eval[string](b, `new URL(document.querySelector("[data-figures] td[data-count=failed] a").href).searchParams.get("from")`)
+		xy := eval[[]float64](b, `(() => {
+			const c = document.querySelector("[data-charts]");
+			c.querySelector(".u-over").scrollIntoView({block: "center"});
+			const r = c.querySelector(".u-over").getBoundingClientRect();
+			const first = Number(c.dataset.first), last = Number(c.dataset.last);
+			const at = Date.parse(document.querySelector("[data-figures] td[data-count=failed] a").closest("tr").dataset.bucket) / 1000;
+			// Inside the plot's edges, nearer this bucket than any other.
+			return [Math.min(r.right - 2, Math.max(r.left + 2, r.left + r.width * (at - first) / (last - first))), r.top + r.height / 2];
+		})()`)
+		if err := chromedp.Do(b.ctx, chromedp.MouseEvent(input.DispatchMouseEventTypeMouseMoved, xy[0], xy[1]), chromedp.MouseClickXY(xy[0], xy[1])); err != nil {
+			t.Fatal(err)
+		}
+		b.wait("the tasks of the bucket clicked", `new URLSearchParams(location.search).get("from") === `+js(want)+` && location.search.includes("taskname=stamen.fail")`, 10*time.Second)
 		b.safe("tasks page with charts")
 	})
 

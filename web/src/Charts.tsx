@@ -9,7 +9,7 @@ import { api, ok } from "./api";
 import type { components } from "./api/schema";
 import { onEvent, onResync, throttle } from "./events";
 import { navigate } from "./router";
-import { ErrorBox } from "./ui";
+import { ErrorBox, Link } from "./ui";
 
 type Bucket = components["schemas"]["TaskStatsBucket"];
 type Filter = { taskname?: string; workername?: string };
@@ -97,7 +97,7 @@ export function Charts({ filter }: { filter: Filter }) {
   const open = (i: number, state: string) => navigate(tasksLink(filter, xs[i], step, state));
 
   return (
-    <section class="charts" aria-label="Task activity" data-charts data-range={range.key}>
+    <section class="charts" aria-label="Task activity" data-charts data-range={range.key} data-first={xs[0]} data-last={xs[xs.length - 1]}>
       <div class="toolbar">
         <h2>Activity</h2>
         <div class="chips" role="group" aria-label="Time range">
@@ -157,9 +157,7 @@ export function Charts({ filter }: { filter: Filter }) {
                       {series.map((s) => (
                         <td key={s.key} data-count={s.key}>
                           {x[s.key] ? (
-                            <a href="#" data-state={s.state} onClick={(e) => (e.preventDefault(), open(i, s.state))}>
-                              {x[s.key]}
-                            </a>
+                            <Link to={tasksLink(filter, xs[i], step, s.state)}>{String(x[s.key])}</Link>
                           ) : (
                             "0"
                           )}
@@ -216,9 +214,9 @@ function Plot(props: { title: string; xs: number[]; lines: Line[]; onPick: (i: n
       host,
     );
     plot.current = u;
-    u.over.addEventListener("click", () => {
-      const i = u.cursor.idx;
-      if (i == null) return;
+    u.over.addEventListener("click", (e) => {
+      const i = u.posToIdx(e.offsetX);
+      if (i == null || i < 0 || i >= u.data[0].length) return;
       const focused = u.series.findIndex((s, k) => k > 0 && (s as { _focus?: boolean })._focus);
       pick.current(i, focused > 0 ? focused - 1 : -1);
     });
