@@ -1,8 +1,10 @@
 package ui_test
 
 import (
+	"encoding/csv"
 	"encoding/json"
 	"fmt"
+	"net/http"
 	"slices"
 	"strings"
 	"testing"
@@ -28,13 +30,16 @@ func setText(b *browser, selector, value string) {
 	eval[bool](b, fmt.Sprintf(`(e => { e.value = %s; e.dispatchEvent(new Event("input", {bubbles: true})); return true })(document.querySelector(%s))`, js(value), js(selector)))
 }
 
-// TestInsightsFailuresAuditRetry drives the failures inbox, the audit page
-// and the retry with edited arguments against a real Celery worker on
-// Redis: "Retry all" of a group of failed tasks asks with the dry run's
-// count, then makes the worker run that many new tasks with the same
-// arguments; the audit page lists the bulk action with its count; a retry
-// with edited kwargs runs on the worker with the new kwargs; what workers
-// sent stays text.
+// TestInsightsFailuresAuditRetry drives the charts, the failures inbox, the
+// audit page, the export and the retry with edited arguments against a
+// real Celery worker on Redis: the charts' figures, read from the page,
+// are what the worker ran, follow a new task live, and a click on a bucket
+// (in the chart or its figures) opens its tasks; "Retry all" of a group of
+// failed tasks asks with the dry run's count, then makes the worker run
+// that many new tasks with the same arguments; the audit page lists the
+// bulk action with its count; the export link gives the filtered tasks as
+// CSV; a retry with edited kwargs runs on the worker with the new kwargs;
+// what workers sent stays text.
 func TestInsightsFailuresAuditRetry(t *testing.T) {
 	testcluster.Require(t)
 	testcluster.RequireChromium(t)
@@ -177,6 +182,28 @@ func TestInsightsFailuresAuditRetry(t *testing.T) {
 		b.wait("the bulk retry in the audit log", row, 15*time.Second)
 		b.look("audit")
 		b.safe("audit page")
+	})
+
+	t.Run("export", func(t *testing.T) {
+		b.t = t
+		b.open("/tasks?taskname=stamen.fail&state=FAILURE")
+		b.wait("the failed tasks", fmt.Sprintf(`document.querySelectorAll("tr[data-task]").length === %d`, 2*n), 15*time.Second)
+		u := eval[string](b, `document.querySelector("a[data-format=csv]").href`)
+		resp, err := http.Get(u)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		rows, err := csv.NewReader(resp.Body).ReadAll()
+		if err != nil || len(rows) != 2*n+1 {
+			t.Fatalf("the export %s: %d rows (%v), want a header and %d", u, len(rows), err, 2*n)
+		}
+		name := slices.Index(rows[0], "name")
+		for _, r := range rows[1:] {
+			if name < 0 || r[name] != "stamen.fail" {
+				t.Errorf("the export has %q (header %q)", r, rows[0])
+			}
+		}
 	})
 
 	t.Run("retry with edited kwargs", func(t *testing.T) {
