@@ -132,6 +132,9 @@ func TestInsightsFailuresAuditRetry(t *testing.T) {
 		if got := eval[string](b, txt(group+`.querySelector("[data-field=traceback]")`)); !strings.Contains(got, hostileImg) {
 			t.Errorf("the traceback shown is %q", got)
 		}
+		// The group's activity chart, drawn when opened.
+		b.click(`[data-group^='stamen.fail '] [data-activity] summary`)
+		b.wait("the group's chart", fmt.Sprintf(`[...document.querySelectorAll("[data-activity] [data-figures] td[data-count=failed]")].reduce((a, e) => a + Number(e.textContent), 0) === %d`, n), 15*time.Second)
 		b.look("failures")
 		b.safe("failures page")
 

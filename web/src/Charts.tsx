@@ -123,6 +123,7 @@ export function Charts({ filter }: { filter: Filter }) {
           <Plot
             title="Failure rate (%) and runtime (s)"
             xs={xs}
+            percent
             lines={[
               { label: "Failure rate %", color: "#dc2626", values: b.map(failureRate) },
               { label: "Runtime p50 s", color: "#2563eb", values: b.map((x) => x.runtime_p50 ?? null), axis: "s" },
@@ -182,7 +183,7 @@ type Line = { label: string; color: string; values: (number | null)[]; axis?: st
 // Plot is one uPlot chart. Hovering shows the figures in its legend; a
 // click opens the tasks of the bucket under the cursor, in the state of
 // the line nearest to it.
-function Plot(props: { title: string; xs: number[]; lines: Line[]; onPick: (i: number, line: number) => void }) {
+function Plot(props: { title: string; xs: number[]; lines: Line[]; percent?: boolean; onPick: (i: number, line: number) => void }) {
   const el = useRef<HTMLDivElement>(null);
   const plot = useRef<uPlot | null>(null);
   const pick = useRef(props.onPick);
@@ -203,7 +204,7 @@ function Plot(props: { title: string; xs: number[]; lines: Line[]; onPick: (i: n
         height: 220,
         cursor: { focus: { prox: 30 } },
         focus: { alpha: 0.4 },
-        scales: { x: { time: true } },
+        scales: { x: { time: true }, ...(props.percent ? { y: { range: [0, 100] as uPlot.Range.MinMax } } : {}) },
         axes: [{ stroke: fg, grid: { stroke: grid, width: 1 }, ticks: { stroke: grid } }, axis("y"), ...(props.lines.some((l) => l.axis) ? [axis("s", 1)] : [])],
         series: [
           {},

@@ -5,6 +5,7 @@ import { onEvent, onResync, throttle } from "../events";
 import { canWrite, fmtTime, fmtTitle } from "../state";
 import { enc } from "../router";
 import { Copy, ErrorBox, Link, useTitle } from "../ui";
+import { Charts } from "../Charts";
 
 type Group = components["schemas"]["FailureGroup"];
 type BulkRetry = components["schemas"]["BulkRetry"];
@@ -77,6 +78,8 @@ export function Failures() {
 function GroupView({ g }: { g: Group }) {
   const write = canWrite.value;
   const [result, setResult] = useState<Result | null>(null);
+  // The chart is drawn (and fetched) only when opened.
+  const [chart, setChart] = useState(false);
   const tasksLink = "/tasks?taskname=" + enc(g.taskname) + "&state=FAILURE";
   return (
     <article class="group" data-group={g.taskname + " " + g.exception_type}>
@@ -116,6 +119,10 @@ function GroupView({ g }: { g: Group }) {
           <pre data-field="traceback">{g.traceback}</pre>
         </details>
       )}
+      <details class="block" data-activity onToggle={(e) => setChart((e.currentTarget as HTMLDetailsElement).open)}>
+        <summary>Activity of {g.taskname}</summary>
+        {chart && <Charts filter={{ taskname: g.taskname }} />}
+      </details>
       <div class="toolbar">
         <Link to={tasksLink}>Open its tasks</Link>
         {write && (
