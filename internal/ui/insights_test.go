@@ -329,7 +329,8 @@ func TestInsightsRoles(t *testing.T) {
 	testcluster.FlushRedisDB(t, db)
 	broker := testcluster.RedisURL(db)
 	var authn auth.Authenticator
-	for _, err := range []error{authn.AddBasic("viewer:viewer-secret", auth.Viewer), authn.AddBasic("op:op-secret", auth.Operator)} {
+	const token = "insights-operator-token-0123456789"
+	for _, err := range []error{authn.AddBasic("viewer:viewer-secret", auth.Viewer), authn.AddBasic("op:op-secret", auth.Operator), authn.AddTokens(token, auth.Operator)} {
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -385,5 +386,26 @@ func TestInsightsRoles(t *testing.T) {
 	t.Run("read_only", func(t *testing.T) {
 		b := newBrowser(t, time.Minute, readOnly.URL, readOnly.URL)
 		check(t, b, true, false, "--read_only")
+	})
+	// A plain link cannot carry a bearer token: the export is fetched with
+	// it and saved from a Blob.
+	t.Run("bearer export", func(t *testing.T) {
+		b := newBrowser(t, time.Minute, withAuth.URL, withAuth.URL)
+		b.answerLogin(withAuth.URL+"/api/*", "", "") // cancels the browser's prompt
+		b.open("/tasks?state=FAILURE")
+		b.wait("the sign-in form", `document.querySelector("input[name=token]")`, 15*time.Second)
+		b.setValue("input[name=token]", token)
+		b.click(".signin button[type=submit]")
+		b.wait("the failed task", sel("data-task", id), 15*time.Second)
+		eval[bool](b, `(() => { const o = URL.createObjectURL; URL.createObjectURL = (blob) => { blob.text().then((t) => (window.__export = t)); return o.call(URL, blob); }; return true; })()`)
+		b.click("a[data-format=csv]")
+		b.wait("the exported file", `typeof window.__export === "string"`, 15*time.Second)
+		got := eval[string](b, `window.__export`)
+		if header, _, _ := strings.Cut(got, "\n"); !strings.Contains(header, "name") || !strings.Contains(got, id) {
+			t.Errorf("the export with the token: %q", got)
+		}
+		if p := eval[string](b, `location.pathname`); !strings.HasSuffix(p, "/tasks") {
+			t.Errorf("the page went to %s", p)
+		}
 	})
 }
