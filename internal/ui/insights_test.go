@@ -36,7 +36,8 @@ func setText(b *browser, selector, value string) {
 // are what the worker ran, follow a new task live, and a click on a bucket
 // (in the chart or its figures) opens its tasks; "Retry all" of a group of
 // failed tasks asks with the dry run's count, then makes the worker run
-// that many new tasks with the same arguments; the audit page lists the
+// that many new tasks with the same arguments; "Revoke pending" revokes
+// the tasks a worker holds, which it then discards; the audit page lists the
 // bulk action with its count; the export link gives the filtered tasks as
 // CSV; a retry with edited kwargs runs on the worker with the new kwargs;
 // what workers sent stays text.
@@ -48,7 +49,7 @@ func TestInsightsFailuresAuditRetry(t *testing.T) {
 	broker := testcluster.RedisURL(db)
 	_, srv := startStamen(t, app.Config{BrokerURL: broker})
 	base := srv.URL
-	testcluster.StartWorker(t, testcluster.WorkerOptions{Name: "insights", Broker: broker})
+	w := testcluster.StartWorker(t, testcluster.WorkerOptions{Name: "insights", Broker: broker})
 	b := newBrowser(t, 3*time.Minute, base, base)
 
 	const n = 6
@@ -176,6 +177,35 @@ func TestInsightsFailuresAuditRetry(t *testing.T) {
 			t.Errorf("the retried tasks ran with args %q, want %q", got, want)
 		}
 		b.safe("failures page after the retry")
+	})
+
+	t.Run("revoke pending", func(t *testing.T) {
+		b.t = t
+		// Two tasks the worker (one process) holds while it sleeps: waiting.
+		send(t, base, "stamen.sleep", map[string]any{"args": []any{3}})
+		var waiting []string
+		for i := range 2 {
+			waiting = append(waiting, send(t, base, "stamen.fail", map[string]any{"args": []any{fmt.Sprint("waiting ", i)}}))
+		}
+		testcluster.Eventually(t, 10*time.Second, "the tasks received", func() bool {
+			return taskState(t, base, waiting[0]) == "RECEIVED" && taskState(t, base, waiting[1]) == "RECEIVED"
+		})
+		b.open("/failures")
+		group := `document.querySelector("[data-group^='stamen.fail ']")`
+		b.wait("the group", group+`?.querySelector("[data-action=revoke-pending]")`, 15*time.Second)
+		if question := b.confirm("revoke-pending"); !strings.Contains(question, "This will revoke 2 tasks") {
+			t.Errorf("the confirmation says %q", question)
+		}
+		b.wait("the bulk revoke's result", group+`.querySelector("[data-answer][data-count='2']")`, 20*time.Second)
+		// The worker holds both ids as revoked, and discards both when their
+		// turn comes.
+		revoked, _ := workerInfo(t, base, w.Name)["revoked"].([]any)
+		if !slices.Contains(revoked, any(waiting[0])) || !slices.Contains(revoked, any(waiting[1])) {
+			t.Errorf("the worker's revoked ids are %v, want %q", revoked, waiting)
+		}
+		testcluster.Eventually(t, 15*time.Second, "the worker to discard the revoked tasks", func() bool {
+			return taskState(t, base, waiting[0]) == "REVOKED" && taskState(t, base, waiting[1]) == "REVOKED"
+		})
 	})
 
 	t.Run("audit", func(t *testing.T) {
