@@ -10,6 +10,8 @@ import { Tasks } from "./pages/Tasks";
 import { Task } from "./pages/Task";
 import { Queues } from "./pages/Queues";
 import { Settings } from "./pages/Settings";
+import { Failures } from "./pages/Failures";
+import { Audit } from "./pages/Audit";
 
 function Page() {
   const p = route.value.path;
@@ -20,6 +22,8 @@ function Page() {
   if ((m = p.match(/^\/task\/(.+)$/))) return <Task key={m[1]} id={decodeURIComponent(m[1])} />;
   if (p === "/queues") return <Queues />;
   if (p === "/settings") return <Settings />;
+  if (p === "/failures") return <Failures />;
+  if (p === "/audit") return <Audit />;
   return (
     <section>
       <h1>Not found</h1>
@@ -90,7 +94,9 @@ export function App() {
           </Link>
           <NavLink to="/" label="Workers" />
           <NavLink to="/tasks" label="Tasks" />
+          <NavLink to="/failures" label="Failures" />
           <NavLink to="/queues" label="Queues" />
+          {s?.role === "operator" && <NavLink to="/audit" label="Audit" />}
           <NavLink to="/settings" label="Settings" />
         </nav>
         <div class="who">

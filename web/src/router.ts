@@ -46,7 +46,7 @@ export function setQuery(q: Record<string, string | number | null | undefined>) 
 export function onLink(e: MouseEvent) {
   if (e.defaultPrevented || e.button !== 0 || e.metaKey || e.ctrlKey || e.shiftKey || e.altKey) return;
   const a = (e.target as Element).closest("a");
-  if (!a || a.target || !a.href.startsWith(root.href)) return;
+  if (!a || a.target || a.hasAttribute("download") || !a.href.startsWith(root.href)) return;
   e.preventDefault();
   navigate("/" + a.href.slice(root.href.length));
 }

@@ -1,4 +1,6 @@
 import { useCallback, useEffect, useState } from "preact/hooks";
+import { describe } from "../api";
+import { Graph } from "../Graph";
 import { api, ok, type Task as T } from "../api";
 import { onEvent, onResync, throttle } from "../events";
 import { canWrite, fmtTime, fmtTitle } from "../state";
@@ -92,6 +94,7 @@ export function Task({ id }: { id: string }) {
       )}
       <Answer outcome={outcome} />
       {busy && <p class="muted">Working…</p>}
+      {task && write && done && task.name && <EditedRetry key={id} task={task} />}
       {task && (
         <>
           <table class="kv" aria-label="Task">
@@ -144,6 +147,7 @@ export function Task({ id }: { id: string }) {
               )}
             </tbody>
           </table>
+          <Graph task={task} />
           {texts.map((k) =>
             task[k] != null ? (
               <div key={k} class="block">
@@ -157,5 +161,116 @@ export function Task({ id }: { id: string }) {
         </>
       )}
     </section>
+  );
+}
+
+// pyToJSON reads the common Python reprs Celery sends for args and kwargs
+// (tuples, lists, dicts, strings, numbers, True/False/None) as JSON, for a
+// first draft in the editor; anything else leaves the editor for the
+// person to fill.
+export function pyToJSON(repr: string | null | undefined, fallback: string): string {
+  if (!repr) return fallback;
+  let out = "";
+  for (let i = 0; i < repr.length; i++) {
+    const c = repr[i];
+    if (c === "'" || c === '"') {
+      let j = i + 1;
+      let str = "";
+      for (; j < repr.length && repr[j] !== c; j++) {
+        if (repr[j] === "\\" && j + 1 < repr.length) {
+          const n = repr[++j];
+          str += n === "n" ? "\n" : n === "t" ? "\t" : n;
+        } else str += repr[j];
+      }
+      if (j >= repr.length) return fallback;
+      out += JSON.stringify(str);
+      i = j;
+    } else if (c === "(") out += "[";
+    else if (c === ")") out += "]";
+    else if (repr.startsWith("True", i)) (out += "true"), (i += 3);
+    else if (repr.startsWith("False", i)) (out += "false"), (i += 4);
+    else if (repr.startsWith("None", i)) (out += "null"), (i += 3);
+    else out += c;
+  }
+  out = out.replace(/,\s*([\]}])/g, "$1");
+  try {
+    return JSON.stringify(JSON.parse(out));
+  } catch {
+    return fallback;
+  }
+}
+
+// EditedRetry sends the task's name again with args and kwargs edited as
+// JSON. POST /api/task/retry takes no args or kwargs (it resends what was
+// sent), so this goes through /api/task/async-apply/{taskname}: a new
+// task of the same name, on the default queue and routing.
+function EditedRetry({ task }: { task: T }) {
+  const [args, setArgs] = useState(() => pyToJSON(task.args, "[]"));
+  const [kwargs, setKwargs] = useState(() => pyToJSON(task.kwargs, "{}"));
+  const [error, setError] = useState<string | null>(null);
+  const [busy, setBusy] = useState(false);
+  const check = (): { args: unknown[]; kwargs: Record<string, unknown> } | string => {
+    let a: unknown, k: unknown;
+    try {
+      a = JSON.parse(args);
+    } catch (e) {
+      return "Args is not valid JSON: " + (e as Error).message;
+    }
+    if (!Array.isArray(a)) return "Args must be a JSON array, like [1, 2].";
+    try {
+      k = JSON.parse(kwargs);
+    } catch (e) {
+      return "Kwargs is not valid JSON: " + (e as Error).message;
+    }
+    if (typeof k !== "object" || k === null || Array.isArray(k)) return 'Kwargs must be a JSON object, like {"x": 1}.';
+    return { args: a, kwargs: k as Record<string, unknown> };
+  };
+  return (
+    <details class="block" data-edited-retry>
+      <summary>Retry with edited arguments</summary>
+      <p class="muted">
+        Sends a new <code>{task.name}</code> task with these arguments through async-apply (a retry resends the original arguments
+        only), on the default queue and routing.
+      </p>
+      <form
+        onSubmit={async (e) => {
+          e.preventDefault();
+          const v = check();
+          if (typeof v === "string") {
+            setError(v);
+            return;
+          }
+          setError(null);
+          setBusy(true);
+          try {
+            const r = await ok(api.POST("/api/task/async-apply/{taskname}", { params: { path: { taskname: task.name as string } }, body: v }));
+            navigate("/task/" + enc(r["task-id"]));
+          } catch (err) {
+            setError(describe(err));
+          } finally {
+            setBusy(false);
+          }
+        }}
+      >
+        <label class="stack">
+          Args (a JSON array)
+          <textarea name="args" rows={3} spellcheck={false} value={args} aria-invalid={!!error && error.startsWith("Args")}
+            onInput={(e) => setArgs((e.target as HTMLTextAreaElement).value)} />
+        </label>
+        <label class="stack">
+          Kwargs (a JSON object)
+          <textarea name="kwargs" rows={3} spellcheck={false} value={kwargs} aria-invalid={!!error && error.startsWith("Kwargs")}
+            onInput={(e) => setKwargs((e.target as HTMLTextAreaElement).value)} />
+        </label>
+        {error && (
+          <p class="error" role="alert" data-invalid>
+            {error}
+          </p>
+        )}
+        <button type="submit" class="primary" disabled={busy} data-action="retry-edited">
+          Send with these arguments
+        </button>
+      </form>
+    </details>
   );
 }

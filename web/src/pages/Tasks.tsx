@@ -1,10 +1,11 @@
 import { useEffect, useLayoutEffect, useMemo, useReducer, useRef, useState } from "preact/hooks";
 import { Virtualizer, elementScroll, observeElementOffset, observeElementRect } from "@tanstack/virtual-core";
-import { api, ok, type Task } from "../api";
+import { api, authHeaders, baseUrl, describe, ok, token, type Task } from "../api";
 import { onEvent, onResync, throttle } from "../events";
 import { fmtTime, fmtTitle } from "../state";
 import { enc, route, setQuery } from "../router";
 import { ErrorBox, Link, StateBadge, useTitle } from "../ui";
+import { Charts } from "../Charts";
 
 type Col = { key: keyof Task; label: string; num?: boolean; time?: boolean };
 // Flower's 17 columns.
@@ -65,6 +66,8 @@ export function Tasks() {
   const search = q.get("search") ?? "";
   const from = q.get("from") ?? "";
   const to = q.get("to") ?? "";
+  const taskname = q.get("taskname") ?? "";
+  const workername = q.get("workername") ?? "";
   const sort = q.get("sort") ?? "-received";
   const size = sizes.includes(+(q.get("size") ?? "")) ? +(q.get("size") as string) : 30;
   const page = Math.max(0, +(q.get("page") ?? "0") || 0);
@@ -103,6 +106,8 @@ export function Tasks() {
                 offset: page * size,
                 sort_by: sort as any,
                 ...(state ? { state } : {}),
+                ...(taskname ? { taskname } : {}),
+                ...(workername ? { workername } : {}),
                 ...(search ? { search } : {}),
                 ...(from ? { received_start: toAPI(from) } : {}),
                 ...(to ? { received_end: toAPI(to) } : {}),
@@ -143,7 +148,7 @@ export function Tasks() {
       offEv();
       offRe();
     };
-  }, [state, search, from, to, sort, size, page]);
+  }, [state, taskname, workername, search, from, to, sort, size, page]);
 
   const visible = columns.filter((c) => cols.includes(c.key));
   const sortBy = (k: string) => setQuery({ sort: sort === "-" + k ? k : "-" + k, page: null });
@@ -186,6 +191,38 @@ export function Tasks() {
         </label>
         <ColumnChooser cols={cols} setCols={setCols} />
       </form>
+      {(taskname || workername) && (
+        <p class="toolbar" data-filters>
+          {taskname && (
+            <span>
+              Task name <code>{taskname}</code>{" "}
+              <button type="button" class="small" onClick={() => setQuery({ taskname: null, page: null })}>
+                Clear the task name
+              </button>
+            </span>
+          )}
+          {workername && (
+            <span>
+              Worker <code>{workername}</code>{" "}
+              <button type="button" class="small" onClick={() => setQuery({ workername: null, page: null })}>
+                Clear the worker
+              </button>
+            </span>
+          )}
+        </p>
+      )}
+      {(taskname || workername) && <Charts filter={{ taskname, workername }} />}
+      <Export
+        query={{
+          sort_by: sort,
+          ...(state ? { state } : {}),
+          ...(taskname ? { taskname } : {}),
+          ...(workername ? { workername } : {}),
+          ...(search ? { search } : {}),
+          ...(from ? { received_start: toAPI(from) } : {}),
+          ...(to ? { received_end: toAPI(to) } : {}),
+        }}
+      />
       <ErrorBox error={error} />
       <VirtualTable rows={rows} visible={visible} sort={sort} sortBy={sortBy} />
       {!rows.length && !loading && !error && <p class="muted">No task matches.</p>}
@@ -326,6 +363,48 @@ function VirtualTable(props: { rows: Task[]; visible: Col[]; sort: string; sortB
           )}
         </tbody>
       </table>
+    </div>
+  );
+}
+
+// Export offers the list with the current filters as a file the server
+// streams. A plain download link carries the browser's own credentials
+// (cookie, basic auth, client certificate) but not a bearer token this tab
+// holds: with one, the file is fetched with the token and saved from a Blob.
+function Export({ query }: { query: Record<string, string | undefined> }) {
+  const [error, setError] = useState<string | null>(null);
+  const url = (format: string) => {
+    const u = new URLSearchParams();
+    for (const [k, v] of Object.entries(query)) if (v) u.set(k, v);
+    u.set("format", format);
+    return baseUrl + "/api/tasks?" + u.toString();
+  };
+  const viaFetch = async (e: MouseEvent, format: string, file: string) => {
+    if (!token()) return;
+    e.preventDefault();
+    try {
+      const r = await fetch(url(format), { headers: authHeaders() });
+      if (!r.ok) throw new Error(`${r.status} ${r.statusText}`);
+      const blob = await r.blob();
+      const a = document.createElement("a");
+      a.href = URL.createObjectURL(blob);
+      a.download = file;
+      a.click();
+      setTimeout(() => URL.revokeObjectURL(a.href), 10000);
+      setError(null);
+    } catch (err) {
+      setError("The export failed: " + describe(err));
+    }
+  };
+  return (
+    <div class="toolbar" data-export>
+      <a href={url("csv")} download="tasks.csv" data-format="csv" onClick={(e) => void viaFetch(e as unknown as MouseEvent, "csv", "tasks.csv")}>
+        Export CSV
+      </a>
+      <a href={url("jsonl")} download="tasks.jsonl" data-format="jsonl" onClick={(e) => void viaFetch(e as unknown as MouseEvent, "jsonl", "tasks.jsonl")}>
+        Export JSON lines
+      </a>
+      {error && <span class="error" role="alert">{error}</span>}
     </div>
   );
 }

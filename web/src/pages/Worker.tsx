@@ -84,6 +84,9 @@ export function Worker({ name }: { name: string }) {
       </div>
       <Answer outcome={outcome} />
       <ErrorBox error={error} />
+      <p>
+        <Link to={"/tasks?workername=" + enc(name)}>Its tasks and activity charts</Link>
+      </p>
       <nav class="tabs" aria-label="Worker details">
         {tabs.map((t) => (
           <a

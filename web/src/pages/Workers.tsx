@@ -4,6 +4,7 @@ import { onEvent, onResync, throttle } from "../events";
 import { now } from "../state";
 import { enc, route, setQuery } from "../router";
 import { ErrorBox, Link, useTitle } from "../ui";
+import { Charts } from "../Charts";
 
 type Live = {
   alive?: boolean;
@@ -187,6 +188,7 @@ export function Workers() {
         </table>
         {!rows.length && !error && <p class="muted">No worker has been seen yet.</p>}
       </div>
+      <Charts filter={{}} />
     </section>
   );
 }
