@@ -39,7 +39,10 @@ func sel(attr, value string, rest ...string) string {
 // jsAttr is a JavaScript expression giving value as a quoted CSS string.
 func jsAttr(value string) string { return "JSON.stringify(" + js(value) + ")" }
 
-func textOf(expr string) string { return "((" + expr + ") || {}).textContent || ''" }
+// textOf is the text of the element expr finds ("" when none), as a
+// JavaScript expression in parentheses, so that a comparison or a method
+// call appended to it applies to the text.
+func textOf(expr string) string { return "(((" + expr + ") || {}).textContent || '')" }
 
 // workerInfo is the worker's latest inspection, refreshed.
 func workerInfo(t *testing.T, base, name string) map[string]any {

@@ -19,10 +19,6 @@ import (
 	"github.com/stamen-dev/stamen/internal/testcluster"
 )
 
-// txt is an element's text, as JavaScript; parenthesized, so that a
-// comparison appended to it compares the text.
-func txt(expr string) string { return "(" + textOf(expr) + ")" }
-
 // setText replaces a text field's value the way typing does, so that the
 // page's input handler sees it.
 func setText(b *browser, selector, value string) {
@@ -91,7 +87,7 @@ func TestInsightsFailuresAuditRetry(t *testing.T) {
 		b.wait("the task name's figures", total("failed")+fmt.Sprintf(` === %d && `, n)+total("succeeded")+` === 0`, 15*time.Second)
 		// A bucket's failures open the tasks table on its window and state.
 		link := `document.querySelector("[data-figures] td[data-count=failed] a")`
-		count := eval[int](b, `Number(`+txt(link)+`)`)
+		count := eval[int](b, `Number(`+textOf(link)+`)`)
 		eval[bool](b, `(document.querySelector("[data-charts] details").open = true)`)
 		b.click(`[data-figures] td[data-count=failed] a`)
 		b.wait("the bucket's tasks", `location.search.includes("state=FAILURE") && location.search.includes("from=") && document.querySelectorAll("tr[data-task]").length > 0`, 10*time.Second)
@@ -129,8 +125,8 @@ func TestInsightsFailuresAuditRetry(t *testing.T) {
 		b.t = t
 		b.open("/failures")
 		group := `document.querySelector("[data-group^='stamen.fail ']")`
-		b.wait("the group of failures", txt(group+`?.querySelector("[data-field=count]")`)+fmt.Sprintf(` === "%d"`, n), 15*time.Second)
-		if got := eval[string](b, txt(group+`.querySelector("[data-field=traceback]")`)); !strings.Contains(got, hostileImg) {
+		b.wait("the group of failures", textOf(group+`?.querySelector("[data-field=count]")`)+fmt.Sprintf(` === "%d"`, n), 15*time.Second)
+		if got := eval[string](b, textOf(group+`.querySelector("[data-field=traceback]")`)); !strings.Contains(got, hostileImg) {
 			t.Errorf("the traceback shown is %q", got)
 		}
 		// The group's activity chart, drawn when opened.
@@ -249,15 +245,15 @@ func TestInsightsFailuresAuditRetry(t *testing.T) {
 		}
 		setText(b, "textarea[name=kwargs]", `{"k": "new"`)
 		b.click("[data-action=retry-edited]")
-		b.wait("the inline error", txt(`document.querySelector("[data-invalid]")`)+`.startsWith("Kwargs is not valid JSON")`, 5*time.Second)
+		b.wait("the inline error", textOf(`document.querySelector("[data-invalid]")`)+`.startsWith("Kwargs is not valid JSON")`, 5*time.Second)
 		setText(b, "textarea[name=kwargs]", `["not", "an object"]`)
 		b.click("[data-action=retry-edited]")
-		b.wait("the type error", txt(`document.querySelector("[data-invalid]")`)+`.startsWith("Kwargs must be a JSON object")`, 5*time.Second)
+		b.wait("the type error", textOf(`document.querySelector("[data-invalid]")`)+`.startsWith("Kwargs must be a JSON object")`, 5*time.Second)
 		b.look("retry-edited")
 		setText(b, "textarea[name=kwargs]", `{"k": "new", "n": 2}`)
 		b.click("[data-action=retry-edited]")
-		b.wait("the new task's page", txt(`document.querySelector("[data-field=uuid]")`)+` !== `+js(echoID)+` && `+txt(`document.querySelector("[data-field=state]")`)+` === "SUCCESS"`, 20*time.Second)
-		newID := eval[string](b, txt(`document.querySelector("[data-field=uuid]")`))
+		b.wait("the new task's page", textOf(`document.querySelector("[data-field=uuid]")`)+` !== `+js(echoID)+` && `+textOf(`document.querySelector("[data-field=state]")`)+` === "SUCCESS"`, 20*time.Second)
+		newID := eval[string](b, textOf(`document.querySelector("[data-field=uuid]")`))
 		var info map[string]any
 		testcluster.Eventually(t, 10*time.Second, "the edited retry done", func() bool {
 			call(t, "GET", base+"/api/task/info/"+newID, nil, &info)

@@ -1,4 +1,4 @@
-import { useCallback, useEffect, useState } from "preact/hooks";
+import { useCallback, useEffect, useRef, useState } from "preact/hooks";
 import { api, ok, type WorkerInfo } from "../api";
 import { onEvent, throttle } from "../events";
 import { canWrite } from "../state";
@@ -16,36 +16,61 @@ export function Worker({ name }: { name: string }) {
   const [alive, setAlive] = useState<boolean | null>(null);
   const [error, setError] = useState<unknown>(null);
   const [outcome, busy, run] = useAction();
+  // Loads answer out of order (a refresh waits for the worker, a plain
+  // read does not): the latest load shown wins, and a status asked for
+  // before the worker's latest event does not undo what the event said.
+  const seq = useRef({ asked: 0, shown: 0, heard: -1 });
+  const followUps = useRef<ReturnType<typeof setTimeout>[]>([]);
 
   const load = useCallback(
     async (refresh: boolean) => {
+      const s = seq.current;
+      const mine = ++s.asked;
+      const since = performance.now();
       try {
         const w = (await ok(api.GET("/api/workers", { params: { query: { workername: name, refresh } } }))) as Record<string, WorkerInfo>;
+        if (mine < s.shown) return;
+        s.shown = mine;
         setInfo(w[name] ?? null);
         setError(null);
         const st = (await ok(api.GET("/api/workers", { params: { query: { status: true } } }))) as Record<string, boolean>;
+        if (mine < s.shown || s.heard >= since) return;
         setAlive(!!st[name]);
       } catch (e) {
-        setError(e);
+        if (mine >= s.shown) setError(e);
       }
     },
     [name],
   );
   useEffect(() => {
+    seq.current = { asked: 0, shown: 0, heard: -1 };
     void load(false).then(() => load(true));
     const again = throttle(() => void load(false), 1000);
-    return onEvent((ev) => {
+    const off = onEvent((ev) => {
       if (ev.hostname !== name) return;
+      if (ev.type.startsWith("worker-")) seq.current.heard = performance.now();
       if (ev.type === "worker-offline") setAlive(false);
       else if (ev.type.startsWith("worker-")) {
         setAlive(true);
         if (ev.type === "worker-online") again();
       }
     });
+    return () => {
+      off();
+      followUps.current.forEach(clearTimeout);
+      followUps.current = [];
+    };
   }, [name]);
 
   const p = { path: { workername: name } };
-  const refreshAfter = () => setTimeout(() => void load(true), 300);
+  // A worker answers a control before it has carried it out (a pool grows
+  // and a consumer starts after the reply), and a refresh may join an
+  // inspection that began before the control: the page inspects the worker
+  // afresh a few times over the next seconds, so that it shows the effect.
+  const refreshAfter = () => {
+    followUps.current.forEach(clearTimeout);
+    followUps.current = [300, 1500, 4000, 8000].map((ms) => setTimeout(() => void load(true), ms));
+  };
   const write = canWrite.value;
   return (
     <section>

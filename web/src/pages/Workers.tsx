@@ -33,17 +33,30 @@ export function Workers() {
 
   useEffect(() => {
     let gone = false;
+    // When each worker's latest worker event came (performance.now()): a
+    // status answer asked for before it is older than the event and must
+    // not undo it (a worker-offline followed by the answer of a reload that
+    // began while the worker was still up, and that waited for a refresh).
+    const heard: Record<string, number> = {};
+    // The latest load whose inspections were shown, so that a slow refresh
+    // does not replace a newer answer.
+    let asked = 0;
+    let shown = 0;
     const load = async (refresh: boolean) => {
+      const mine = ++asked;
+      const since = performance.now();
       try {
         const [w, st] = await Promise.all([
           ok(api.GET("/api/workers", { params: { query: refresh ? { refresh: true } : {} } })),
           ok(api.GET("/api/workers", { params: { query: { status: true } } })),
         ]);
-        if (gone) return;
+        if (gone || mine < shown) return;
+        shown = mine;
         setInfos(w as Record<string, WorkerInfo>);
         setLive((prev) => {
           const next = { ...prev };
           for (const [name, alive] of Object.entries(st as Record<string, unknown>)) {
+            if ((heard[name] ?? -1) >= since) continue;
             next[name] = { ...(next[name] ?? { succeeded: 0, failed: 0, retried: 0 }), alive: !!alive };
           }
           return next;
@@ -59,6 +72,7 @@ export function Workers() {
       const host = typeof ev.hostname === "string" ? ev.hostname : "";
       if (!host) return;
       if (ev.type.startsWith("worker-")) {
+        heard[host] = performance.now();
         setLive((prev) => {
           const cur = prev[host] ?? { succeeded: 0, failed: 0, retried: 0 };
           const n: Live = { ...cur };
