@@ -82,7 +82,7 @@ func TestAuditSurvivesRestart(t *testing.T) {
 }
 
 // TestAuditRecordsRefusedWrites: a write call refused before it is routed
-// (a viewer's, or one whose body is over --max_body_bytes) is in the audit
+// (a viewer's, or one whose body is over the body limit) is in the audit
 // log with its caller, operation and status, and without its body; a call
 // without valid credentials is not, so that nobody without them can push
 // real records out of the bounded log. A record is bounded whatever the

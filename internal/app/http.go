@@ -189,7 +189,7 @@ func newHTTPHandler(h *handlers.Handlers, m *metrics.Metrics, log *audit.Log, cf
 	}))
 
 	// refuse answers a call refused before routing: a viewer's write call,
-	// or a body over --max_body_bytes. A write call of a known caller is
+	// or a body over the body limit (Config.MaxBodyBytes). A write call of a known caller is
 	// recorded in the audit log, without its body, as the calls that run
 	// are. Calls without valid credentials are not: anyone could fill the
 	// bounded log with them and push out the records of real calls.
