@@ -12,6 +12,7 @@ import (
 	cr "github.com/go-openapi/runtime/client"
 	"github.com/go-openapi/strfmt"
 	"github.com/go-openapi/swag/conv"
+	"github.com/go-openapi/swag/stringutils"
 )
 
 // NewRevokeTasksParams creates a new RevokeTasksParams object,
@@ -67,6 +68,16 @@ type RevokeTasksParams struct {
 	//
 	// only count the matches
 	DryRun *bool
+
+	// Ids.
+	//
+	// only these task ids (comma-separated, each exact, up to 255
+	// characters, no control character or space; at most 500 and at
+	// most max of them, duplicates counted once). The ids are ANDed
+	// with the other filters: a listed task that does not match them
+	// is not acted on. Unknown ids are not counted in matched.
+	//
+	Ids []string
 
 	// Max.
 	//
@@ -202,6 +213,17 @@ func (o *RevokeTasksParams) SetDryRun(dryRun *bool) {
 	o.DryRun = dryRun
 }
 
+// WithIds adds the ids to the revoke tasks params.
+func (o *RevokeTasksParams) WithIds(ids []string) *RevokeTasksParams {
+	o.SetIds(ids)
+	return o
+}
+
+// SetIds adds the ids to the revoke tasks params.
+func (o *RevokeTasksParams) SetIds(ids []string) {
+	o.Ids = ids
+}
+
 // WithMax adds the max to the revoke tasks params.
 func (o *RevokeTasksParams) WithMax(max int32) *RevokeTasksParams {
 	o.SetMax(max)
@@ -322,6 +344,17 @@ func (o *RevokeTasksParams) WriteToRequest(r runtime.ClientRequest, reg strfmt.R
 			if err := r.SetQueryParam("dry_run", qDryRun); err != nil {
 				return err
 			}
+		}
+	}
+
+	if o.Ids != nil {
+
+		// binding items for ids
+		joinedIds := o.bindParamIds(reg)
+
+		// query array param ids
+		if err := r.SetQueryParam("ids", joinedIds...); err != nil {
+			return err
 		}
 	}
 
@@ -475,4 +508,21 @@ func (o *RevokeTasksParams) WriteToRequest(r runtime.ClientRequest, reg strfmt.R
 		return errors.CompositeValidationError(res...)
 	}
 	return nil
+}
+
+// bindParamRevokeTasks binds the parameter ids.
+func (o *RevokeTasksParams) bindParamIds(formats strfmt.Registry) []string {
+	idsIR := o.Ids
+
+	var idsIC []string
+	for _, idsIIR := range idsIR { // explode []string
+
+		idsIIV := idsIIR // string as string
+		idsIC = append(idsIC, idsIIV)
+	}
+
+	// items.CollectionFormat: "csv"
+	idsIS := stringutils.JoinByFormat(idsIC, "csv")
+
+	return idsIS
 }
