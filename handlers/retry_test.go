@@ -113,17 +113,17 @@ func TestReceivedRange(t *testing.T) {
 }
 
 // TestBulkIDs: the ids of a bulk operation are checked before anything is
-// selected: each a task id, duplicates once, at most max of them.
+// selected: each a task id, duplicates once.
 func TestBulkIDs(t *testing.T) {
-	if got, fail := bulkIDs(nil, 5); got != nil || fail != nil {
+	if got, fail := bulkIDs(nil); got != nil || fail != nil {
 		t.Errorf("no ids: %v %v, want nil (no id filter)", got, fail)
 	}
-	got, fail := bulkIDs([]string{"a", "b", "a", "c"}, 3)
+	got, fail := bulkIDs([]string{"a", "b", "a", "c"})
 	if fail != nil || !cmp.Equal(got, []string{"a", "b", "c"}) {
-		t.Errorf("a, b, a, c under max 3: %v %v", got, fail)
+		t.Errorf("a, b, a, c: %v %v", got, fail)
 	}
-	for _, bad := range [][]string{{"a", "b c"}, {"a\n"}, {""}, {"\xff"}, {"a", "b", "c", "d"}} {
-		if got, fail := bulkIDs(bad, 3); got != nil || fail == nil {
+	for _, bad := range [][]string{{"a", "b c"}, {"a\n"}, {""}, {"\xff"}} {
+		if got, fail := bulkIDs(bad); got != nil || fail == nil {
 			t.Errorf("%q: %v, want a 400", bad, got)
 		} else if e, ok := fail.(errorResponse); !ok || e.status != 400 {
 			t.Errorf("%q: %#v, want a 400", bad, fail)

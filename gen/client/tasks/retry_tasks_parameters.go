@@ -71,11 +71,14 @@ type RetryTasksParams struct {
 
 	// Ids.
 	//
-	// only these task ids (comma-separated, each exact, up to 255
-	// characters, no control character or space; at most 500 and at
-	// most max of them, duplicates counted once). The ids are ANDed
-	// with the other filters: a listed task that does not match them
-	// is not acted on. Unknown ids are not counted in matched.
+	// only these task ids: comma-separated, each exact, up to 255
+	// characters, no control character or space, at most 500 of them
+	// (duplicates count once; for more, use the filters). The ids are
+	// ANDed with the other filters: a listed task that does not match
+	// them, or that stamen does not know, is neither acted on nor
+	// counted in matched. max bounds the matches, as without ids, not
+	// the list: a listed task gone since a dry run does not make the
+	// confirmed call fail.
 	//
 	Ids []string
 
