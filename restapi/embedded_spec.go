@@ -1097,7 +1097,7 @@ func init() {
             },
             "collectionFormat": "csv",
             "x-stamen-once": true,
-            "description": "only these task ids: comma-separated, each exact, up to 255\ncharacters, no control character or space, at most 500 of them\n(duplicates count once; for more, use the filters). The ids are\nANDed with the other filters: a listed task that does not match\nthem, or that stamen does not know, is neither acted on nor\ncounted in matched. max bounds the matches, as without ids, not\nthe list: a listed task gone since a dry run does not make the\nconfirmed call fail.\n",
+            "description": "only these task ids: comma-separated (so an id holding a comma\ncannot be listed), each exact, up to 255\ncharacters, no control character or space, at most 500 of them\n(duplicates count once; for more, use the filters). The ids are\nANDed with the other filters: a listed task that does not match\nthem, or that stamen does not know, is neither acted on nor\ncounted in matched. max bounds the matches, as without ids, not\nthe list: a listed task gone since a dry run does not make the\nconfirmed call fail.\n",
             "name": "ids",
             "in": "query"
           },
@@ -1213,7 +1213,7 @@ func init() {
             },
             "collectionFormat": "csv",
             "x-stamen-once": true,
-            "description": "only these task ids: comma-separated, each exact, up to 255\ncharacters, no control character or space, at most 500 of them\n(duplicates count once; for more, use the filters). The ids are\nANDed with the other filters: a listed task that does not match\nthem, or that stamen does not know, is neither acted on nor\ncounted in matched. max bounds the matches, as without ids, not\nthe list: a listed task gone since a dry run does not make the\nconfirmed call fail.\n",
+            "description": "only these task ids: comma-separated (so an id holding a comma\ncannot be listed), each exact, up to 255\ncharacters, no control character or space, at most 500 of them\n(duplicates count once; for more, use the filters). The ids are\nANDed with the other filters: a listed task that does not match\nthem, or that stamen does not know, is neither acted on nor\ncounted in matched. max bounds the matches, as without ids, not\nthe list: a listed task gone since a dry run does not make the\nconfirmed call fail.\n",
             "name": "ids",
             "in": "query"
           },
@@ -4128,7 +4128,7 @@ func init() {
             },
             "collectionFormat": "csv",
             "x-stamen-once": true,
-            "description": "only these task ids: comma-separated, each exact, up to 255\ncharacters, no control character or space, at most 500 of them\n(duplicates count once; for more, use the filters). The ids are\nANDed with the other filters: a listed task that does not match\nthem, or that stamen does not know, is neither acted on nor\ncounted in matched. max bounds the matches, as without ids, not\nthe list: a listed task gone since a dry run does not make the\nconfirmed call fail.\n",
+            "description": "only these task ids: comma-separated (so an id holding a comma\ncannot be listed), each exact, up to 255\ncharacters, no control character or space, at most 500 of them\n(duplicates count once; for more, use the filters). The ids are\nANDed with the other filters: a listed task that does not match\nthem, or that stamen does not know, is neither acted on nor\ncounted in matched. max bounds the matches, as without ids, not\nthe list: a listed task gone since a dry run does not make the\nconfirmed call fail.\n",
             "name": "ids",
             "in": "query"
           },
@@ -4265,7 +4265,7 @@ func init() {
             },
             "collectionFormat": "csv",
             "x-stamen-once": true,
-            "description": "only these task ids: comma-separated, each exact, up to 255\ncharacters, no control character or space, at most 500 of them\n(duplicates count once; for more, use the filters). The ids are\nANDed with the other filters: a listed task that does not match\nthem, or that stamen does not know, is neither acted on nor\ncounted in matched. max bounds the matches, as without ids, not\nthe list: a listed task gone since a dry run does not make the\nconfirmed call fail.\n",
+            "description": "only these task ids: comma-separated (so an id holding a comma\ncannot be listed), each exact, up to 255\ncharacters, no control character or space, at most 500 of them\n(duplicates count once; for more, use the filters). The ids are\nANDed with the other filters: a listed task that does not match\nthem, or that stamen does not know, is neither acted on nor\ncounted in matched. max bounds the matches, as without ids, not\nthe list: a listed task gone since a dry run does not make the\nconfirmed call fail.\n",
             "name": "ids",
             "in": "query"
           },

@@ -71,7 +71,8 @@ type RetryTasksParams struct {
 
 	// Ids.
 	//
-	// only these task ids: comma-separated, each exact, up to 255
+	// only these task ids: comma-separated (so an id holding a comma
+	// cannot be listed), each exact, up to 255
 	// characters, no control character or space, at most 500 of them
 	// (duplicates count once; for more, use the filters). The ids are
 	// ANDed with the other filters: a listed task that does not match
