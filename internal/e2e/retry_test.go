@@ -281,6 +281,12 @@ func retryCases() []suiteCase {
 			if r := c.api.post("/api/tasks/retry", q("max", "10", "ids", picked[0]+",bad id"), nil); r.Status != http.StatusBadRequest {
 				t.Errorf("an id with a space: status %d: %s", r.Status, r.Body)
 			}
+			// ids given twice: refused, where the last one alone would count.
+			twice := q("max", "10", "dry_run", "true")
+			twice["ids"] = []string{picked[0], picked[1]}
+			if r := c.api.post("/api/tasks/retry", twice, nil); r.Status != http.StatusBadRequest || !strings.Contains(string(r.Body), "ids is given 2 times") {
+				t.Errorf("ids=a&ids=b: status %d: %s", r.Status, r.Body)
+			}
 			dry := c.api.mustOK(c.api.post("/api/tasks/retry", q("max", "3", "ids", ids, "state", "FAILURE", "dry_run", "true"), nil))
 			if dry["matched"] != float64(3) || len(dry["retried"].(map[string]any)) != 0 {
 				t.Fatalf("dry run over 3 failed ids and a succeeded one: %v, want matched 3", dry)
