@@ -93,14 +93,32 @@ func (b taskExportBody) WriteResponse(rw http.ResponseWriter, producer runtime.P
 	}
 }
 
+// csvText is a text cell of the CSV export. A spreadsheet runs a cell
+// that begins with =, +, - or @ as a formula, and some also after a tab or
+// a carriage return; every text field of a task comes from a client or a
+// worker, so such a cell is written with a single quote before it, as
+// OWASP's advice on CSV injection has it: the spreadsheet then shows the
+// text. The numbers stamen formats itself are left alone.
+func csvText(v string) string {
+	if v == "" {
+		return v
+	}
+	switch v[0] {
+	case '=', '+', '-', '@', '\t', '\r':
+		return "'" + v
+	}
+	return v
+}
+
 // appendCSVRecord appends t's fields as exportColumns orders them: null
-// fields empty, times and numbers as in the JSON form.
+// fields empty, times and numbers as in the JSON form, text cells escaped
+// by csvText.
 func appendCSVRecord(rec []string, t *state.Task) []string {
 	str := func(f state.Field, v string) string {
 		if !t.Has(f) {
 			return ""
 		}
-		return v
+		return csvText(v)
 	}
 	num := func(f state.Field, v float64) string {
 		if !t.Has(f) {
@@ -113,7 +131,7 @@ func appendCSVRecord(rec []string, t *state.Task) []string {
 		retries = strconv.Itoa(t.Retries)
 	}
 	return append(rec,
-		t.UUID, str(state.FieldName, t.Name), t.State,
+		csvText(t.UUID), str(state.FieldName, t.Name), csvText(t.State),
 		num(state.FieldReceived, t.Received), num(state.FieldSent, t.Sent), num(state.FieldStarted, t.Started),
 		num(state.FieldRejected, t.Rejected), num(state.FieldSucceeded, t.Succeeded), num(state.FieldFailed, t.Failed),
 		num(state.FieldRetried, t.Retried), num(state.FieldRevoked, t.Revoked),
@@ -122,6 +140,6 @@ func appendCSVRecord(rec []string, t *state.Task) []string {
 		num(state.FieldTimestamp, t.Timestamp), num(state.FieldRuntime, t.Runtime), str(state.FieldTraceback, t.Traceback),
 		str(state.FieldExchange, t.Exchange), str(state.FieldRoutingKey, t.RoutingKey), strconv.FormatInt(t.Clock, 10),
 		str(state.FieldClient, t.Client), str(state.FieldRootID, t.RootID), str(state.FieldParentID, t.ParentID),
-		strings.Join(t.Children, " "),
+		csvText(strings.Join(t.Children, " ")),
 	)
 }

@@ -208,6 +208,32 @@ func (h *Handlers) retryTask(p tasks.RetryTaskParams, _ any) middleware.Responde
 // bulkFilter is the GET /api/tasks filter of a bulk operation.
 type bulkFilter struct {
 	workername, taskname, state, search, start, end *string
+	// ids, when not nil, keeps only these tasks (ANDed with the rest).
+	ids []string
+}
+
+// bulkIDs checks the ids parameter of a bulk operation: each a valid task
+// id, duplicates dropped (the spec bounds the list at 500 ids). nil when
+// the parameter is absent. max bounds the matches, not the list: a listed
+// task evicted between a dry run and the call it confirms does not make
+// that call fail, and the matches cannot outnumber the ids.
+func bulkIDs(ids []string) ([]string, middleware.Responder) {
+	if ids == nil {
+		return nil, nil
+	}
+	seen := make(map[string]struct{}, len(ids))
+	out := make([]string, 0, len(ids))
+	for _, id := range ids {
+		if !validName(id) {
+			return nil, apiError(http.StatusBadRequest, "ids: invalid task id %q", id)
+		}
+		if _, ok := seen[id]; ok {
+			continue
+		}
+		seen[id] = struct{}{}
+		out = append(out, id)
+	}
+	return out, nil
 }
 
 // query compiles f as GET /api/tasks does, with no limit (the reader
@@ -215,7 +241,7 @@ type bulkFilter struct {
 func (f bulkFilter) query() (state.Query, error) {
 	q := state.Query{
 		Limit: state.NoLimit, Worker: deref(f.workername), TaskName: deref(f.taskname),
-		State: deref(f.state), Search: deref(f.search),
+		State: deref(f.state), Search: deref(f.search), IDs: f.ids,
 	}
 	var err error
 	q.ReceivedStart, q.ReceivedEnd, err = receivedRange(f.start, f.end)
@@ -242,7 +268,11 @@ func (h *Handlers) matching(ctx context.Context, f bulkFilter, limit int32) (ids
 }
 
 func (h *Handlers) revokeTasks(p tasks.RevokeTasksParams, _ any) middleware.Responder {
-	f := bulkFilter{p.Workername, p.Taskname, p.State, p.Search, p.ReceivedStart, p.ReceivedEnd}
+	only, fail := bulkIDs(p.Ids)
+	if fail != nil {
+		return fail
+	}
+	f := bulkFilter{p.Workername, p.Taskname, p.State, p.Search, p.ReceivedStart, p.ReceivedEnd, only}
 	ids, fail := h.matching(p.HTTPRequest.Context(), f, p.Max)
 	if fail != nil {
 		return fail
@@ -275,7 +305,11 @@ func (h *Handlers) revokeTasks(p tasks.RevokeTasksParams, _ any) middleware.Resp
 }
 
 func (h *Handlers) retryTasks(p tasks.RetryTasksParams, _ any) middleware.Responder {
-	f := bulkFilter{p.Workername, p.Taskname, p.State, p.Search, p.ReceivedStart, p.ReceivedEnd}
+	only, fail := bulkIDs(p.Ids)
+	if fail != nil {
+		return fail
+	}
+	f := bulkFilter{p.Workername, p.Taskname, p.State, p.Search, p.ReceivedStart, p.ReceivedEnd, only}
 	ids, fail := h.matching(p.HTTPRequest.Context(), f, p.Max)
 	if fail != nil {
 		return fail

@@ -111,3 +111,43 @@ func TestReceivedRange(t *testing.T) {
 		t.Errorf("bad end: %v", err)
 	}
 }
+
+// TestBulkIDs: the ids of a bulk operation are checked before anything is
+// selected: each a task id, duplicates once.
+func TestBulkIDs(t *testing.T) {
+	if got, fail := bulkIDs(nil); got != nil || fail != nil {
+		t.Errorf("no ids: %v %v, want nil (no id filter)", got, fail)
+	}
+	got, fail := bulkIDs([]string{"a", "b", "a", "c"})
+	if fail != nil || !cmp.Equal(got, []string{"a", "b", "c"}) {
+		t.Errorf("a, b, a, c: %v %v", got, fail)
+	}
+	for _, bad := range [][]string{{"a", "b c"}, {"a\n"}, {""}, {"\xff"}} {
+		if got, fail := bulkIDs(bad); got != nil || fail == nil {
+			t.Errorf("%q: %v, want a 400", bad, got)
+		} else if e, ok := fail.(errorResponse); !ok || e.status != 400 {
+			t.Errorf("%q: %#v, want a 400", bad, fail)
+		}
+	}
+}
+
+// TestCSVText: a text cell that a spreadsheet would run as a formula gets
+// a leading single quote; any other is written as it is.
+func TestCSVText(t *testing.T) {
+	for in, want := range map[string]string{
+		`=HYPERLINK("http://x","y")`: `'=HYPERLINK("http://x","y")`,
+		"+1":                         "'+1",
+		"-4":                         "'-4",
+		"@SUM(A1)":                   "'@SUM(A1)",
+		"\tx":                        "'\tx",
+		"\rx":                        "'\rx",
+		"":                           "",
+		"(1, 'a')":                   "(1, 'a')",
+		" =1":                        " =1",
+		"a=1":                        "a=1",
+	} {
+		if got := csvText(in); got != want {
+			t.Errorf("csvText(%q) = %q, want %q", in, got, want)
+		}
+	}
+}

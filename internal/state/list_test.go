@@ -146,3 +146,80 @@ func TestListViewAllocatesNothing(t *testing.T) {
 		t.Errorf("%v allocations writing 300 tasks", allocs)
 	}
 }
+
+// TestListByIDs: a query with IDs selects, in the query's order and page,
+// exactly the tasks the same query without IDs lists that have one of the
+// ids (exact: a UUID in upper case is another id); unknown ids and
+// duplicates change nothing, an empty list selects nothing, and Match
+// bounds the selection as it does without ids.
+func TestListByIDs(t *testing.T) {
+	s := New(Config{MaxTasks: 1000})
+	family(t, s, 200)
+	ids := []string{"00000000-0000-4000-8000-000000000000", "text-4", "text-19", "0000000a-0000-4000-8000-00000000000a",
+		"0000000B-0000-4000-8000-00000000000B", "00000011-0000-4000-8000-000000000011", "nope", "text-4",
+		"00000021-0000-4000-8000-000000000021", "0000007c-0000-4000-8000-00000000007c"}
+	set := map[string]bool{}
+	for _, id := range ids {
+		set[id] = true
+	}
+	for _, q := range []Query{
+		{Limit: NoLimit},
+		{Limit: 2, Offset: 1},
+		{Limit: NoLimit, State: "STARTED"},
+		{Limit: NoLimit, SortBy: "-name"},
+		{Limit: NoLimit, SortBy: "started"},
+		{Limit: 3, SortBy: "received", Offset: 1},
+		{Limit: NoLimit, Search: `args:"(17," OR text-19`},
+		{Limit: NoLimit, TaskName: "b", Worker: "w1@h"},
+	} {
+		all := q
+		all.Limit, all.Offset = NoLimit, 0
+		every, err := s.Tasks(all)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var want []string
+		for i := range every {
+			if set[every[i].UUID] {
+				want = append(want, every[i].UUID)
+			}
+		}
+		want = want[min(max(q.Offset, 0), len(want)):]
+		if q.Limit != NoLimit {
+			want = want[:min(q.Limit, len(want))]
+		}
+		q.IDs = ids
+		l, err := s.List(q)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, _ := listed(l, 2)
+		if len(want) == 0 && q.Search == "" {
+			t.Fatalf("%+v: no task to select, the test proves nothing", q)
+		}
+		if diff := cmp.Diff(want, got); diff != "" {
+			t.Errorf("%+v (-want +got):\n%s", q, diff)
+		}
+	}
+	for _, id := range []string{"0000000b-0000-4000-8000-00000000000b"} {
+		if got, _, _ := s.Match(Query{IDs: ids}, 100); contains(got, id) {
+			t.Errorf("the upper-case id selected %s", id)
+		}
+	}
+	if got, more, err := s.Match(Query{IDs: []string{}}, 10); err != nil || len(got) != 0 || more {
+		t.Errorf("empty ids: %v, more %v, %v; want nothing", got, more, err)
+	}
+	got, more, err := s.Match(Query{IDs: ids}, 3)
+	if err != nil || len(got) != 3 || !more {
+		t.Errorf("max 3 of 7 ids: %v, more %v, %v", got, more, err)
+	}
+}
+
+func contains(xs []string, x string) bool {
+	for _, v := range xs {
+		if v == x {
+			return true
+		}
+	}
+	return false
+}

@@ -37,6 +37,12 @@ type Query struct {
 	// them; tasks never received are kept.
 	ReceivedStart *time.Time
 	ReceivedEnd   *time.Time
+	// IDs, when not nil, keeps only the tasks with one of these ids
+	// (exact match), in addition to the other filters; an empty non-nil
+	// list selects nothing. The selection is read from the ids, not from
+	// the indexes, so its cost is that of len(IDs) lookups: the caller
+	// bounds the list.
+	IDs []string
 }
 
 // filter is a compiled Query, minus ordering and paging.
@@ -46,6 +52,8 @@ type filter struct {
 	hasStart, hasEnd    bool
 	search              expr
 	m                   matcher
+	// ids is Query.IDs as a set; nil for no id filter.
+	ids map[string]struct{}
 	// v is the record the search and the started sort read, reused from
 	// task to task: a record per task would escape to the heap, 400 bytes
 	// and its ids allocated and copied each.
@@ -61,6 +69,12 @@ func compile(q Query) (*filter, error) {
 		return nil, err
 	}
 	f := &filter{search: search}
+	if q.IDs != nil {
+		f.ids = make(map[string]struct{}, len(q.IDs))
+		for _, id := range q.IDs {
+			f.ids[id] = struct{}{}
+		}
+	}
 	f.worker, f.name, f.state = foldFilter(q.Worker), foldFilter(q.TaskName), foldFilter(q.State)
 	if q.ReceivedStart != nil {
 		f.start, f.hasStart = epoch(*q.ReceivedStart), true
@@ -131,6 +145,11 @@ func (s *State) sources(f *filter) []*index {
 // only non-empty names, workers and states, so an empty one never matches.
 func (s *State) match(f *filter, i uint32) bool {
 	sl := s.slots.at(i)
+	if f.ids != nil {
+		if _, ok := f.ids[s.taskID(i)]; !ok {
+			return false
+		}
+	}
 	if f.worker != "" && s.workerKey(sl) != f.workerSym {
 		return false
 	}
@@ -304,6 +323,9 @@ func (s *State) plan(p *plan) []uint64 {
 	if !f.resolve(&s.sym) {
 		return out
 	}
+	if f.ids != nil {
+		return s.byIDs(f, spec, offset, limit)
+	}
 	xs := s.sources(f)
 	// The indexes hold every match: sized from them, the answer is
 	// allocated once, where growing it to a million would leave four
@@ -376,6 +398,52 @@ func (s *State) plan(p *plan) []uint64 {
 	keys = keys[offset:]
 	keys = keys[:min(limit, len(keys))]
 	out = slices.Grow(out, len(keys))
+	for _, k := range keys {
+		out = append(out, s.seqOf(k.slot))
+	}
+	return out
+}
+
+// byIDs answers a selection with an id filter from the ids themselves:
+// each is looked up, the matches sorted in the selection's order, then
+// offset and limit applied. The ids bound the work, however many tasks
+// the state holds.
+func (s *State) byIDs(f *filter, spec sortSpec, offset, limit int) []uint64 {
+	keys := make([]sortKey, 0, len(f.ids))
+	for id := range f.ids {
+		i, ok := s.lookup(id)
+		// lookup reads a UUID in any case; the filter is exact, as in SQL.
+		if !ok || s.taskID(i) != id || !s.match(f, i) {
+			continue
+		}
+		if spec.field == "" {
+			keys = append(keys, sortKey{slot: i})
+		} else {
+			keys = append(keys, s.keyOf(i, spec.field, &f.v))
+		}
+	}
+	slices.SortFunc(keys, func(a, b sortKey) int {
+		if spec.field == "" {
+			// Newest first, as newestFirst walks the indexes.
+			x, y := item{key: s.slots.at(a.slot).key, slot: a.slot}, item{key: s.slots.at(b.slot).key, slot: b.slot}
+			switch {
+			case s.less(y, x):
+				return -1
+			case s.less(x, y):
+				return 1
+			}
+			return 0
+		}
+		if spec.desc {
+			return s.compareKeys(b, a)
+		}
+		return s.compareKeys(a, b)
+	})
+	keys = keys[min(offset, len(keys)):]
+	if limit != NoLimit {
+		keys = keys[:min(limit, len(keys))]
+	}
+	out := make([]uint64, 0, len(keys))
 	for _, k := range keys {
 		out = append(out, s.seqOf(k.slot))
 	}

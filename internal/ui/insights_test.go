@@ -345,9 +345,10 @@ func TestInsightsCanvas(t *testing.T) {
 	b.safe("task canvas")
 }
 
-// TestInsightsRoles: the failures inbox offers its bulk actions to an
-// operator only, not to a viewer nor under --read_only, and the audit page
-// is an operator's.
+// TestInsightsRoles: the failures inbox and the tasks table (its row
+// checkboxes and bulk bar) offer their bulk actions to an operator only,
+// not to a viewer nor under --read_only, and the audit page is an
+// operator's.
 func TestInsightsRoles(t *testing.T) {
 	testcluster.Require(t)
 	testcluster.RequireChromium(t)
@@ -397,6 +398,18 @@ func TestInsightsRoles(t *testing.T) {
 		b.wait("the audit page", `document.querySelector("h1") && document.querySelector("[data-session]")`, 15*time.Second)
 		if form := eval[bool](b, `!!document.querySelector("input[name=operation]")`); form != operator {
 			t.Errorf("%s: the audit page shows its filters: %v%s", who, form, b.pageText())
+		}
+		// The tasks table: row checkboxes and the bulk bar for operators
+		// only.
+		b.open("/tasks?state=FAILURE")
+		b.wait("the failed task's row", sel("data-task", id)+` && document.querySelector("[data-session]")`, 15*time.Second)
+		boxes := eval[int](b, `document.querySelectorAll("tr input[type=checkbox]").length`)
+		bar := eval[bool](b, `!!document.querySelector("[data-bulk], [data-action^=bulk-], [data-action=select-matching]")`)
+		if write && (boxes < 2 || !bar) {
+			t.Errorf("%s: the tasks table shows %d checkboxes, bulk bar %v; want a row's and the page's, and the bar", who, boxes, bar)
+		}
+		if !write && (boxes > 0 || bar) {
+			t.Errorf("%s: the tasks table shows %d checkboxes, bulk bar %v; want none", who, boxes, bar)
 		}
 	}
 	t.Run("operator", func(t *testing.T) {

@@ -12,6 +12,7 @@ import (
 	cr "github.com/go-openapi/runtime/client"
 	"github.com/go-openapi/strfmt"
 	"github.com/go-openapi/swag/conv"
+	"github.com/go-openapi/swag/stringutils"
 )
 
 // NewRevokeTasksParams creates a new RevokeTasksParams object,
@@ -67,6 +68,20 @@ type RevokeTasksParams struct {
 	//
 	// only count the matches
 	DryRun *bool
+
+	// Ids.
+	//
+	// only these task ids: comma-separated (so an id holding a comma
+	// cannot be listed), each exact, up to 255
+	// characters, no control character or space, at most 500 of them
+	// (duplicates count once; for more, use the filters). The ids are
+	// ANDed with the other filters: a listed task that does not match
+	// them, or that stamen does not know, is neither acted on nor
+	// counted in matched. max bounds the matches, as without ids, not
+	// the list: a listed task gone since a dry run does not make the
+	// confirmed call fail.
+	//
+	Ids []string
 
 	// Max.
 	//
@@ -202,6 +217,17 @@ func (o *RevokeTasksParams) SetDryRun(dryRun *bool) {
 	o.DryRun = dryRun
 }
 
+// WithIds adds the ids to the revoke tasks params.
+func (o *RevokeTasksParams) WithIds(ids []string) *RevokeTasksParams {
+	o.SetIds(ids)
+	return o
+}
+
+// SetIds adds the ids to the revoke tasks params.
+func (o *RevokeTasksParams) SetIds(ids []string) {
+	o.Ids = ids
+}
+
 // WithMax adds the max to the revoke tasks params.
 func (o *RevokeTasksParams) WithMax(max int32) *RevokeTasksParams {
 	o.SetMax(max)
@@ -322,6 +348,17 @@ func (o *RevokeTasksParams) WriteToRequest(r runtime.ClientRequest, reg strfmt.R
 			if err := r.SetQueryParam("dry_run", qDryRun); err != nil {
 				return err
 			}
+		}
+	}
+
+	if o.Ids != nil {
+
+		// binding items for ids
+		joinedIds := o.bindParamIds(reg)
+
+		// query array param ids
+		if err := r.SetQueryParam("ids", joinedIds...); err != nil {
+			return err
 		}
 	}
 
@@ -475,4 +512,21 @@ func (o *RevokeTasksParams) WriteToRequest(r runtime.ClientRequest, reg strfmt.R
 		return errors.CompositeValidationError(res...)
 	}
 	return nil
+}
+
+// bindParamRevokeTasks binds the parameter ids.
+func (o *RevokeTasksParams) bindParamIds(formats strfmt.Registry) []string {
+	idsIR := o.Ids
+
+	var idsIC []string
+	for _, idsIIR := range idsIR { // explode []string
+
+		idsIIV := idsIIR // string as string
+		idsIC = append(idsIC, idsIIV)
+	}
+
+	// items.CollectionFormat: "csv"
+	idsIS := stringutils.JoinByFormat(idsIC, "csv")
+
+	return idsIS
 }

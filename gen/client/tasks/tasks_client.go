@@ -145,10 +145,10 @@ type ClientService interface {
 	// RetryTaskContext Send a task again under a new id: the same name, args, kwargs and queue (and exchange/routing key when known). The arguments come from, in order: what stamen itself sent (kept, bounded by count and age); the result backend when the workers run with result_extended=True; the task's args/kwargs reprs from the events, only when each parses as a complete Python literal (Celery truncates reprs, and a truncated one is never re-run). When none has them the answer is 409. The optional body overrides apply_async options (countdown, eta, expires, queue, priority, ...); args, kwargs and task_id may not be given. .
 	RetryTaskContext(ctx context.Context, params *RetryTaskParams, authInfo runtime.ClientAuthInfoWriter, opts ...ClientOption) (*RetryTaskOK, error)
 
-	// RetryTasks Send again, each under a new id, every task matching the filters of GET /api/tasks, as /api/task/retry does for one. When more than max tasks match nothing is sent and the answer is 400; dry_run only counts. A task whose arguments stamen cannot recover is listed in skipped with the reason; the others are sent. .
+	// RetryTasks Send again, each under a new id, every task matching the filters of GET /api/tasks, as /api/task/retry does for one. When more than max tasks match nothing is sent and the answer is 400; dry_run only counts. A task whose arguments stamen cannot recover is listed in skipped with the reason; the others are sent. With ids, only the listed tasks that match the filters. .
 	RetryTasks(params *RetryTasksParams, authInfo runtime.ClientAuthInfoWriter, opts ...ClientOption) (*RetryTasksOK, error)
 
-	// RetryTasksContext Send again, each under a new id, every task matching the filters of GET /api/tasks, as /api/task/retry does for one. When more than max tasks match nothing is sent and the answer is 400; dry_run only counts. A task whose arguments stamen cannot recover is listed in skipped with the reason; the others are sent. .
+	// RetryTasksContext Send again, each under a new id, every task matching the filters of GET /api/tasks, as /api/task/retry does for one. When more than max tasks match nothing is sent and the answer is 400; dry_run only counts. A task whose arguments stamen cannot recover is listed in skipped with the reason; the others are sent. With ids, only the listed tasks that match the filters. .
 	RetryTasksContext(ctx context.Context, params *RetryTasksParams, authInfo runtime.ClientAuthInfoWriter, opts ...ClientOption) (*RetryTasksOK, error)
 
 	// RevokeTask Revoke a task (broadcast to every worker).
@@ -157,10 +157,10 @@ type ClientService interface {
 	// RevokeTaskContext Revoke a task (broadcast to every worker).
 	RevokeTaskContext(ctx context.Context, params *RevokeTaskParams, authInfo runtime.ClientAuthInfoWriter, opts ...ClientOption) (*RevokeTaskOK, error)
 
-	// RevokeTasks Revoke every task matching the filters of GET /api/tasks, in one revoke broadcast carrying the list of ids. When more than max tasks match nothing is revoked and the answer is 400; dry_run only counts. .
+	// RevokeTasks Revoke every task matching the filters of GET /api/tasks, in one revoke broadcast carrying the list of ids. When more than max tasks match nothing is revoked and the answer is 400; dry_run only counts. With ids, only the listed tasks that match the filters. .
 	RevokeTasks(params *RevokeTasksParams, authInfo runtime.ClientAuthInfoWriter, opts ...ClientOption) (*RevokeTasksOK, error)
 
-	// RevokeTasksContext Revoke every task matching the filters of GET /api/tasks, in one revoke broadcast carrying the list of ids. When more than max tasks match nothing is revoked and the answer is 400; dry_run only counts. .
+	// RevokeTasksContext Revoke every task matching the filters of GET /api/tasks, in one revoke broadcast carrying the list of ids. When more than max tasks match nothing is revoked and the answer is 400; dry_run only counts. With ids, only the listed tasks that match the filters. .
 	RevokeTasksContext(ctx context.Context, params *RevokeTasksParams, authInfo runtime.ClientAuthInfoWriter, opts ...ClientOption) (*RevokeTasksOK, error)
 
 	// SendTask Execute a task by name (doesn't require a task source).
@@ -961,6 +961,7 @@ func (a *Client) RetryTaskContext(ctx context.Context, params *RetryTaskParams, 
 // tasks match nothing is sent and the answer is 400; dry_run only
 // counts. A task whose arguments stamen cannot recover is listed in
 // skipped with the reason; the others are sent.
+// With ids, only the listed tasks that match the filters.
 // .
 //
 // This method does not support injected context.
@@ -983,6 +984,7 @@ func (a *Client) RetryTasks(params *RetryTasksParams, authInfo runtime.ClientAut
 // tasks match nothing is sent and the answer is 400; dry_run only
 // counts. A task whose arguments stamen cannot recover is listed in
 // skipped with the reason; the others are sent.
+// With ids, only the listed tasks that match the filters.
 // .
 //
 // Do not use the deprecated [RetryTasksParams.Context] with this method: it would be ignored.
@@ -1095,6 +1097,7 @@ func (a *Client) RevokeTaskContext(ctx context.Context, params *RevokeTaskParams
 // RevokeTasks Revoke every task matching the filters of GET /api/tasks, in one
 // revoke broadcast carrying the list of ids. When more than max tasks
 // match nothing is revoked and the answer is 400; dry_run only counts.
+// With ids, only the listed tasks that match the filters.
 // .
 //
 // This method does not support injected context.
@@ -1115,6 +1118,7 @@ func (a *Client) RevokeTasks(params *RevokeTasksParams, authInfo runtime.ClientA
 // RevokeTasksContext Revoke every task matching the filters of GET /api/tasks, in one
 // revoke broadcast carrying the list of ids. When more than max tasks
 // match nothing is revoked and the answer is 400; dry_run only counts.
+// With ids, only the listed tasks that match the filters.
 // .
 //
 // Do not use the deprecated [RevokeTasksParams.Context] with this method: it would be ignored.

@@ -245,6 +245,9 @@ func TestMatchTasksMatchesState(t *testing.T) {
 		{State: "NOPE"},
 		{Search: "kwargs:k=1"},
 		{Search: "kwargs:f=1.5 OR state:retry"},
+		{IDs: []string{"00000000-0000-4000-8000-000000000000", "text-6", "f0000003-0000-4000-8000-000000000003", "nope", "text-13"}},
+		{IDs: []string{"f0000003-0000-4000-8000-000000000003", "f0000004-0000-4000-8000-000000000004", "text-6"}, State: "FAILURE"},
+		{IDs: []string{}},
 	} {
 		all, _, err := st.Match(q, 10_000)
 		if err != nil {

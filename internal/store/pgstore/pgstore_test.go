@@ -263,6 +263,20 @@ func TestListMatchesState(t *testing.T) {
 		{Limit: state.NoLimit, Search: "kwargs:k=9"},
 		{Limit: 0, Search: "kwargs:k=1"},
 	}
+	// An id filter (the bulk operations' ids): UUIDs and text ids, one
+	// unknown, one UUID in upper case (ids match exactly), with the other
+	// filters, sorts and pages; an empty list selects nothing.
+	ids := []string{"00000000-0000-4000-8000-000000000000", "text-6", "text-13", "0000000a-0000-4000-8000-00000000000a",
+		"0000000B-0000-4000-8000-00000000000B", "00000011-0000-4000-8000-000000000011", "nope", "0000001c-0000-4000-8000-00000000001c"}
+	queries = append(queries,
+		state.Query{Limit: state.NoLimit, IDs: ids},
+		state.Query{Limit: 2, Offset: 1, IDs: ids},
+		state.Query{Limit: state.NoLimit, IDs: ids, State: "FAILURE"},
+		state.Query{Limit: state.NoLimit, IDs: ids, SortBy: "-name"},
+		state.Query{Limit: state.NoLimit, IDs: ids, SortBy: "received", Search: "name:add OR name:sleep"},
+		state.Query{Limit: state.NoLimit, IDs: ids, Search: "kwargs:k=1"},
+		state.Query{Limit: state.NoLimit, IDs: []string{}},
+	)
 	queries = append(queries, windowQueries(at)...)
 	for _, q := range queries {
 		t.Run(fmt.Sprintf("%+v", q), func(t *testing.T) { sameList(t, st, s, q) })

@@ -399,6 +399,11 @@ func (b *builder) filters(q state.Query) (where []string, window string, err err
 			where = append(where, fmt.Sprintf("lower(t.%s) = %s", f.col, b.arg(f.v)))
 		}
 	}
+	if q.IDs != nil {
+		// By primary key: the bulk operations' list of ids, exact, as
+		// state.Query.IDs matches them.
+		where = append(where, "t.id = ANY("+b.arg(q.IDs)+"::text[])")
+	}
 	narrow := q.ReceivedStart != nil && q.ReceivedEnd != nil &&
 		q.ReceivedEnd.Sub(*q.ReceivedStart) <= narrowWindow
 	switch {

@@ -39,7 +39,14 @@ func NewListTasksParams() ListTasksParams {
 type ListTasksParams struct {
 	// HTTP Request Object
 	HTTPRequest *http.Request `json:"-"`
-	// json (Flower's object keyed by id, the default), csv or jsonl (an export of the same selection)
+	// json (Flower's object keyed by id, the default), csv or jsonl (an
+	// export of the same selection). In the CSV export, a text cell
+	// that begins with =, +, -, @, a tab or a carriage return is
+	// written with a single quote (') before it, so that a spreadsheet
+	// opening the file shows it as text rather than running it as a
+	// formula (CSV injection, as OWASP describes it); the JSON lines are
+	// written verbatim.
+	//
 	// In: query
 	// Default: "json"
 	Format *string

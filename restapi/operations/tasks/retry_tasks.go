@@ -33,6 +33,7 @@ func NewRetryTasks(ctx *middleware.Context, handler RetryTasksHandler) *RetryTas
 // tasks match nothing is sent and the answer is 400; dry_run only
 // counts. A task whose arguments stamen cannot recover is listed in
 // skipped with the reason; the others are sent.
+// With ids, only the listed tasks that match the filters.
 type RetryTasks struct {
 	Context *middleware.Context
 	Handler RetryTasksHandler

@@ -8,11 +8,13 @@ import (
 	golangswaggerpaths "path"
 
 	"github.com/go-openapi/swag/conv"
+	"github.com/go-openapi/swag/stringutils"
 )
 
 // RetryTasksURL generates an URL for the retry tasks operation
 type RetryTasksURL struct {
 	DryRun        *bool
+	Ids           []string
 	Max           int32
 	ReceivedEnd   *string
 	ReceivedStart *string
@@ -61,6 +63,23 @@ func (o *RetryTasksURL) Build() (*url.URL, error) {
 	}
 	if dryRunQ != "" {
 		qs.Set("dry_run", dryRunQ)
+	}
+
+	var idsIR []string
+	for _, idsI := range o.Ids {
+		idsIS := idsI
+		if idsIS != "" {
+			idsIR = append(idsIR, idsIS)
+		}
+	}
+
+	ids := stringutils.JoinByFormat(idsIR, "csv")
+
+	if len(ids) > 0 {
+		qsv := ids[0]
+		if qsv != "" {
+			qs.Set("ids", qsv)
+		}
 	}
 
 	maxQ := conv.FormatInteger(o.Max)

@@ -31,6 +31,7 @@ func NewRevokeTasks(ctx *middleware.Context, handler RevokeTasksHandler) *Revoke
 // Revoke every task matching the filters of GET /api/tasks, in one
 // revoke broadcast carrying the list of ids. When more than max tasks
 // match nothing is revoked and the answer is 400; dry_run only counts.
+// With ids, only the listed tasks that match the filters.
 type RevokeTasks struct {
 	Context *middleware.Context
 	Handler RevokeTasksHandler

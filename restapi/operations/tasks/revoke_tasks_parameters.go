@@ -3,6 +3,7 @@
 package tasks
 
 import (
+	"fmt"
 	"net/http"
 
 	"github.com/go-openapi/errors"
@@ -10,6 +11,7 @@ import (
 	"github.com/go-openapi/runtime/middleware"
 	"github.com/go-openapi/strfmt"
 	"github.com/go-openapi/swag/conv"
+	"github.com/go-openapi/swag/stringutils"
 	"github.com/go-openapi/validate"
 )
 
@@ -47,6 +49,21 @@ type RevokeTasksParams struct {
 	// In: query
 	// Default: false
 	DryRun *bool
+	// only these task ids: comma-separated (so an id holding a comma
+	// cannot be listed), each exact, up to 255
+	// characters, no control character or space, at most 500 of them
+	// (duplicates count once; for more, use the filters). The ids are
+	// ANDed with the other filters: a listed task that does not match
+	// them, or that stamen does not know, is neither acted on nor
+	// counted in matched. max bounds the matches, as without ids, not
+	// the list: a listed task gone since a dry run does not make the
+	// confirmed call fail.
+	//
+	// Max Items: 500
+	// Min Items: 1
+	// In: query
+	// Collection Format: csv
+	Ids []string
 	// the most tasks to act on; when more match, nothing is done and the answer is 400
 	// Required: true
 	// Maximum: 10000
@@ -100,6 +117,11 @@ func (o *RevokeTasksParams) BindRequest(r *http.Request, route *middleware.Match
 
 	qDryRun, qhkDryRun, _ := qs.GetOK("dry_run")
 	if err := o.bindDryRun(qDryRun, qhkDryRun, route.Formats); err != nil {
+		res = append(res, err)
+	}
+
+	qIds, qhkIds, _ := qs.GetOK("ids")
+	if err := o.bindIds(qIds, qhkIds, route.Formats); err != nil {
 		res = append(res, err)
 	}
 
@@ -174,6 +196,61 @@ func (o *RevokeTasksParams) bindDryRun(rawData []string, hasKey bool, formats st
 	}
 	o.DryRun = &value
 
+	return nil
+}
+
+// bindIds binds and validates array parameter Ids from query.
+//
+// Arrays are parsed according to CollectionFormat: "csv" (defaults to "csv" when empty).
+func (o *RevokeTasksParams) bindIds(rawData []string, hasKey bool, formats strfmt.Registry) error {
+	var qvIds string
+	if len(rawData) > 0 {
+		qvIds = rawData[len(rawData)-1]
+	}
+
+	// CollectionFormat: csv
+	idsIC := stringutils.SplitByFormat(qvIds, "csv")
+	if len(idsIC) == 0 {
+		return nil
+	}
+
+	var idsIR []string
+	for i, idsIV := range idsIC {
+		idsI := idsIV
+
+		if err := validate.MinLength(fmt.Sprintf("%s.%v", "ids", i), "query", idsI, 1); err != nil {
+			return err
+		}
+
+		if err := validate.MaxLength(fmt.Sprintf("%s.%v", "ids", i), "query", idsI, 255); err != nil {
+			return err
+		}
+
+		idsIR = append(idsIR, idsI)
+	}
+
+	o.Ids = idsIR
+	if err := o.validateIds(formats); err != nil {
+		return err
+	}
+
+	return nil
+}
+
+// validateIds carries out validations for parameter Ids
+func (o *RevokeTasksParams) validateIds(formats strfmt.Registry) error {
+
+	idsSize := int64(len(o.Ids))
+
+	// minItems: 1
+	if err := validate.MinItems("ids", "query", idsSize, 1); err != nil {
+		return err
+	}
+
+	// maxItems: 500
+	if err := validate.MaxItems("ids", "query", idsSize, 500); err != nil {
+		return err
+	}
 	return nil
 }
 

@@ -316,6 +316,7 @@ export interface paths {
          * @description Revoke every task matching the filters of GET /api/tasks, in one
          *     revoke broadcast carrying the list of ids. When more than max tasks
          *     match nothing is revoked and the answer is 400; dry_run only counts.
+         *     With ids, only the listed tasks that match the filters.
          */
         post: operations["revokeTasks"];
         delete?: never;
@@ -339,6 +340,7 @@ export interface paths {
          *     tasks match nothing is sent and the answer is 400; dry_run only
          *     counts. A task whose arguments stamen cannot recover is listed in
          *     skipped with the reason; the others are sent.
+         *     With ids, only the listed tasks that match the filters.
          */
         post: operations["retryTasks"];
         delete?: never;
@@ -1094,7 +1096,15 @@ export interface operations {
                 received_start?: string;
                 /** @description drop tasks received after this time (YYYY-MM-DD HH:MM, server local time) */
                 received_end?: string;
-                /** @description json (Flower's object keyed by id, the default), csv or jsonl (an export of the same selection) */
+                /**
+                 * @description json (Flower's object keyed by id, the default), csv or jsonl (an
+                 *     export of the same selection). In the CSV export, a text cell
+                 *     that begins with =, +, -, @, a tab or a carriage return is
+                 *     written with a single quote (') before it, so that a spreadsheet
+                 *     opening the file shows it as text rather than running it as a
+                 *     formula (CSV injection, as OWASP describes it); the JSON lines are
+                 *     written verbatim.
+                 */
                 format?: "json" | "csv" | "jsonl";
             };
             header?: never;
@@ -1583,6 +1593,18 @@ export interface operations {
                 max: number;
                 /** @description only count the matches */
                 dry_run?: boolean;
+                /**
+                 * @description only these task ids: comma-separated (so an id holding a comma
+                 *     cannot be listed), each exact, up to 255
+                 *     characters, no control character or space, at most 500 of them
+                 *     (duplicates count once; for more, use the filters). The ids are
+                 *     ANDed with the other filters: a listed task that does not match
+                 *     them, or that stamen does not know, is neither acted on nor
+                 *     counted in matched. max bounds the matches, as without ids, not
+                 *     the list: a listed task gone since a dry run does not make the
+                 *     confirmed call fail.
+                 */
+                ids?: string[];
                 /** @description filter task by workername */
                 workername?: string;
                 /** @description filter task by taskname */
@@ -1631,6 +1653,18 @@ export interface operations {
                 max: number;
                 /** @description only count the matches */
                 dry_run?: boolean;
+                /**
+                 * @description only these task ids: comma-separated (so an id holding a comma
+                 *     cannot be listed), each exact, up to 255
+                 *     characters, no control character or space, at most 500 of them
+                 *     (duplicates count once; for more, use the filters). The ids are
+                 *     ANDed with the other filters: a listed task that does not match
+                 *     them, or that stamen does not know, is neither acted on nor
+                 *     counted in matched. max bounds the matches, as without ids, not
+                 *     the list: a listed task gone since a dry run does not make the
+                 *     confirmed call fail.
+                 */
+                ids?: string[];
                 /** @description filter task by workername */
                 workername?: string;
                 /** @description filter task by taskname */

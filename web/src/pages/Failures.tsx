@@ -1,22 +1,19 @@
-import { useEffect, useRef, useState } from "preact/hooks";
-import { api, describe, ok } from "../api";
+import { useEffect, useState } from "preact/hooks";
+import { api, ok } from "../api";
 import type { components } from "../api/schema";
 import { onEvent, onResync, throttle } from "../events";
 import { canWrite, fmtTime, fmtTitle } from "../state";
 import { enc } from "../router";
 import { Copy, ErrorBox, Link, useTitle } from "../ui";
 import { Charts } from "../Charts";
+import { Bulk, BulkResultView, type BulkResult } from "../Bulk";
 
 type Group = components["schemas"]["FailureGroup"];
-type BulkRetry = components["schemas"]["BulkRetry"];
-type BulkRevoke = components["schemas"]["BulkRevoke"];
 
 // The bulk operations filter as GET /api/tasks does, which has no filter
 // by exception type: a group's actions act on every task of its name in
 // the state asked, and the dry run's count says how many that is.
 const waiting = "state:PENDING OR state:RECEIVED OR state:RETRY";
-
-type Result = { kind: "retry"; r: BulkRetry } | { kind: "revoke"; r: BulkRevoke } | { kind: "error"; text: string };
 
 export function Failures() {
   useTitle("Failures");
@@ -77,7 +74,7 @@ export function Failures() {
 
 function GroupView({ g }: { g: Group }) {
   const write = canWrite.value;
-  const [result, setResult] = useState<Result | null>(null);
+  const [result, setResult] = useState<BulkResult | null>(null);
   // The chart is drawn (and fetched) only when opened.
   const [chart, setChart] = useState(false);
   const tasksLink = "/tasks?taskname=" + enc(g.taskname) + "&state=FAILURE";
@@ -148,130 +145,7 @@ function GroupView({ g }: { g: Group }) {
           </>
         )}
       </div>
-      {result && <ResultView result={result} />}
+      {result && <BulkResultView result={result} />}
     </article>
-  );
-}
-
-type BulkQuery = { taskname: string; state?: string; search?: string };
-
-// Bulk asks the server first (a dry run), shows how many tasks the action
-// will take in a confirmation, and then acts with max set to that count:
-// should more match by then, the server refuses and nothing is done.
-function Bulk(props: {
-  name: string;
-  label: string;
-  verb: string;
-  what: string;
-  query: BulkQuery;
-  path: "/api/tasks/retry" | "/api/tasks/revoke";
-  onDone: (r: Result) => void;
-}) {
-  const ref = useRef<HTMLDialogElement>(null);
-  const [count, setCount] = useState<number | null>(null);
-  const [busy, setBusy] = useState(false);
-  const call = (dry: boolean, max: number) =>
-    ok(api.POST(props.path as "/api/tasks/retry", { params: { query: { ...props.query, dry_run: dry, max } } }));
-  const ask = async () => {
-    setBusy(true);
-    try {
-      const r = await call(true, 10000);
-      setCount(r.matched);
-      ref.current?.showModal();
-    } catch (e) {
-      props.onDone({ kind: "error", text: describe(e) });
-    } finally {
-      setBusy(false);
-    }
-  };
-  const act = async () => {
-    if (!count) return;
-    setBusy(true);
-    try {
-      const r = await call(false, count);
-      props.onDone(props.path === "/api/tasks/retry" ? { kind: "retry", r: r as BulkRetry } : { kind: "revoke", r: r as unknown as BulkRevoke });
-    } catch (e) {
-      props.onDone({ kind: "error", text: describe(e) });
-    } finally {
-      setBusy(false);
-    }
-  };
-  return (
-    <>
-      <button type="button" disabled={busy} data-action={props.name} onClick={() => void ask()}>
-        {props.label}
-      </button>
-      <dialog ref={ref} aria-label={props.label}>
-        <form method="dialog">
-          <p data-dry-run={count ?? ""}>
-            {count
-              ? `This will ${props.verb} ${count} ${count === 1 ? "task" : "tasks"}: the ${props.what}.`
-              : `No task to ${props.verb}: no ${props.what}.`}
-          </p>
-          <div class="row">
-            <button value="cancel" type="submit">
-              Cancel
-            </button>
-            {!!count && (
-              <button value="ok" type="submit" class="primary" data-confirm={props.name} onClick={() => void act()}>
-                {props.label}
-              </button>
-            )}
-          </div>
-        </form>
-      </dialog>
-    </>
-  );
-}
-
-function ResultView({ result }: { result: Result }) {
-  if (result.kind === "error")
-    return (
-      <div class="error" role="alert">
-        {result.text}
-      </div>
-    );
-  if (result.kind === "revoke")
-    return (
-      <div class="answer ok" role="status" data-answer data-count={result.r.revoked.length}>
-        Revoked {result.r.revoked.length} of {result.r.matched} {result.r.matched === 1 ? "task" : "tasks"}.
-      </div>
-    );
-  const sent = Object.entries(result.r.retried ?? {});
-  const skipped = Object.entries(result.r.skipped ?? {});
-  return (
-    <div class="answer ok" role="status" data-answer data-count={sent.length}>
-      <p>
-        Sent {sent.length} of {result.r.matched} {result.r.matched === 1 ? "task" : "tasks"} again
-        {skipped.length ? `; ${skipped.length} skipped` : ""}.
-      </p>
-      {!!sent.length && (
-        <details>
-          <summary>New ids</summary>
-          <table class="kv" aria-label="Sent again">
-            <tbody>
-              {sent.map(([old, id]) => (
-                <tr key={old} data-retried={id}>
-                  <th scope="row"><Link to={"/task/" + enc(old)}>{old}</Link></th>
-                  <td>→ <Link to={"/task/" + enc(id)}>{id}</Link></td>
-                </tr>
-              ))}
-            </tbody>
-          </table>
-        </details>
-      )}
-      {!!skipped.length && (
-        <table class="kv" aria-label="Skipped">
-          <tbody>
-            {skipped.map(([old, why]) => (
-              <tr key={old} data-skipped={old}>
-                <th scope="row"><Link to={"/task/" + enc(old)}>{old}</Link></th>
-                <td>{why}</td>
-              </tr>
-            ))}
-          </tbody>
-        </table>
-      )}
-    </div>
   );
 }

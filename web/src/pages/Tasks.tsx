@@ -2,10 +2,11 @@ import { useEffect, useLayoutEffect, useMemo, useReducer, useRef, useState } fro
 import { Virtualizer, elementScroll, observeElementOffset, observeElementRect } from "@tanstack/virtual-core";
 import { api, authHeaders, baseUrl, describe, ok, token, type Task } from "../api";
 import { onEvent, onResync, throttle } from "../events";
-import { fmtTime, fmtTitle } from "../state";
+import { canWrite, fmtTime, fmtTitle } from "../state";
 import { enc, route, setQuery } from "../router";
 import { ErrorBox, Link, StateBadge, useTitle } from "../ui";
 import { Charts } from "../Charts";
+import { Bulk, BulkResultView, type BulkQuery, type BulkResult } from "../Bulk";
 
 type Col = { key: keyof Task; label: string; num?: boolean; time?: boolean };
 // Flower's 17 columns.
@@ -44,6 +45,9 @@ const stateOf: Record<string, string> = {
   "task-rejected": "REJECTED",
 };
 const ROW = 34;
+// The most task ids one bulk operation takes (the spec's maxItems of ids);
+// beyond, "everything matching this filter" selects by the filters.
+const maxIDs = 500;
 
 function loadCols(): string[] {
   try {
@@ -89,6 +93,18 @@ export function Tasks() {
   const [error, setError] = useState<unknown>(null);
   const [loading, setLoading] = useState(true);
   const shown = useRef(new Set<string>());
+  const write = canWrite.value;
+  // The selection is task ids, kept across pages and live reloads of the
+  // rows; all is "everything matching this filter" instead. Both go when
+  // the filter changes: the rows selected were those of another filter.
+  const [selected, setSelected] = useState<ReadonlySet<string>>(new Set());
+  const [all, setAll] = useState(false);
+  const [result, setResult] = useState<BulkResult | null>(null);
+  useEffect(() => {
+    setSelected(new Set());
+    setAll(false);
+    setResult(null);
+  }, [state, taskname, workername, search, from, to]);
 
   useEffect(() => setDraft(search), [search]);
 
@@ -152,6 +168,46 @@ export function Tasks() {
 
   const visible = columns.filter((c) => cols.includes(c.key));
   const sortBy = (k: string) => setQuery({ sort: sort === "-" + k ? k : "-" + k, page: null });
+  const filters: BulkQuery = {
+    ...(state ? { state } : {}),
+    ...(taskname ? { taskname } : {}),
+    ...(workername ? { workername } : {}),
+    ...(search ? { search } : {}),
+    ...(from ? { received_start: toAPI(from) } : {}),
+    ...(to ? { received_end: toAPI(to) } : {}),
+  };
+  const toggle = (id: string, on: boolean) => {
+    // Unticking a row of "everything matching" keeps the other rows shown.
+    const from = all ? new Set(rows.map((t) => t.uuid)) : null;
+    setAll(false);
+    setSelected((prev) => {
+      const next = new Set(from ?? prev);
+      if (on) next.add(id);
+      else next.delete(id);
+      return next;
+    });
+  };
+  const togglePage = (on: boolean) => {
+    setAll(false);
+    setSelected((prev) => {
+      const next = new Set(prev);
+      for (const t of rows) {
+        if (on) next.add(t.uuid);
+        else next.delete(t.uuid);
+      }
+      return next;
+    });
+  };
+  const done = (r: BulkResult) => {
+    setResult(r);
+    if (r.kind !== "error") {
+      setSelected(new Set());
+      setAll(false);
+    }
+  };
+  const tooMany = !all && selected.size > maxIDs;
+  const bulkQuery: BulkQuery = all ? filters : { ids: [...selected] };
+  const what = all ? "tasks matching this filter" : selected.size === 1 ? "selected task" : "selected tasks";
 
   return (
     <section class="tasks">
@@ -223,8 +279,61 @@ export function Tasks() {
           ...(to ? { received_end: toAPI(to) } : {}),
         }}
       />
+      {write && (
+        <div class="toolbar bulk" role="group" aria-label="Selected tasks" data-bulk>
+          <span aria-live="polite" data-selected={all ? "all" : selected.size}>
+            {all ? "Every task matching this filter is selected" : `${selected.size} selected`}
+          </span>
+          <button type="button" class="small" aria-pressed={all} data-action="select-matching" onClick={() => setAll(true)}>
+            Select everything matching this filter
+          </button>
+          <button
+            type="button"
+            class="small"
+            disabled={!all && !selected.size}
+            onClick={() => {
+              setAll(false);
+              setSelected(new Set());
+            }}
+          >
+            Clear the selection
+          </button>
+          <Bulk
+            name="bulk-retry"
+            label="Retry"
+            verb="retry"
+            what={what + " (each sent again under a new id, with the same arguments)"}
+            query={bulkQuery}
+            path="/api/tasks/retry"
+            onDone={done}
+            disabled={(!all && !selected.size) || tooMany}
+          />
+          <Bulk
+            name="bulk-revoke"
+            label="Revoke"
+            verb="revoke"
+            what={what + " (a worker skips a revoked task that has not started)"}
+            query={bulkQuery}
+            path="/api/tasks/revoke"
+            onDone={done}
+            disabled={(!all && !selected.size) || tooMany}
+          />
+          {tooMany && (
+            <span class="error" role="alert">
+              At most {maxIDs} tasks can be selected one by one: select everything matching a filter instead.
+            </span>
+          )}
+        </div>
+      )}
+      {write && result && <BulkResultView result={result} open />}
       <ErrorBox error={error} />
-      <VirtualTable rows={rows} visible={visible} sort={sort} sortBy={sortBy} />
+      <VirtualTable
+        rows={rows}
+        visible={visible}
+        sort={sort}
+        sortBy={sortBy}
+        select={write ? { selected, all, toggle, togglePage } : null}
+      />
       {!rows.length && !loading && !error && <p class="muted">No task matches.</p>}
       <div class="toolbar pager">
         <button type="button" disabled={page === 0} onClick={() => setQuery({ page: page - 1 || null })}>
@@ -291,8 +400,18 @@ function cell(t: Task, c: Col) {
 
 // VirtualTable renders only the rows in view (TanStack Virtual), so a page
 // of hundreds of rows stays cheap to update live.
-function VirtualTable(props: { rows: Task[]; visible: Col[]; sort: string; sortBy: (k: string) => void }) {
-  const { rows, visible, sort, sortBy } = props;
+type Selection = {
+  selected: ReadonlySet<string>;
+  all: boolean;
+  toggle: (id: string, on: boolean) => void;
+  togglePage: (on: boolean) => void;
+};
+
+function VirtualTable(props: { rows: Task[]; visible: Col[]; sort: string; sortBy: (k: string) => void; select: Selection | null }) {
+  const { rows, visible, sort, sortBy, select } = props;
+  const span = visible.length + (select ? 1 : 0);
+  const pageSelected = !!select && rows.length > 0 && (select.all || rows.every((t) => select.selected.has(t.uuid)));
+  const pageSome = !!select && !pageSelected && rows.some((t) => select.selected.has(t.uuid));
   const scroller = useRef<HTMLDivElement>(null);
   const [, rerender] = useReducer((x: number) => x + 1, 0);
   const v = useMemo(
@@ -321,6 +440,19 @@ function VirtualTable(props: { rows: Task[]; visible: Col[]; sort: string; sortB
       <table class="grid" aria-label="Tasks" aria-rowcount={rows.length + 1}>
         <thead>
           <tr>
+            {select && (
+              <th scope="col" class="sel">
+                <input
+                  type="checkbox"
+                  aria-label="Select every task on this page"
+                  data-select-page
+                  checked={pageSelected}
+                  indeterminate={pageSome}
+                  disabled={!rows.length}
+                  onChange={(e) => select.togglePage((e.target as HTMLInputElement).checked)}
+                />
+              </th>
+            )}
             {visible.map((c) => {
               const dir = sort === c.key ? "ascending" : sort === "-" + c.key ? "descending" : undefined;
               return (
@@ -340,7 +472,7 @@ function VirtualTable(props: { rows: Task[]; visible: Col[]; sort: string; sortB
         <tbody>
           {top > 0 && (
             <tr aria-hidden="true" style={{ height: top + "px" }}>
-              <td colSpan={visible.length} />
+              <td colSpan={span} />
             </tr>
           )}
           {items.map((it) => {
@@ -348,6 +480,17 @@ function VirtualTable(props: { rows: Task[]; visible: Col[]; sort: string; sortB
             if (!t) return null;
             return (
               <tr key={t.uuid} data-task={t.uuid} data-state={t.state} style={{ height: ROW + "px" }}>
+                {select && (
+                  <td class="sel">
+                    <input
+                      type="checkbox"
+                      aria-label={"Select task " + t.uuid}
+                      data-select={t.uuid}
+                      checked={select.all || select.selected.has(t.uuid)}
+                      onChange={(e) => select.toggle(t.uuid, (e.target as HTMLInputElement).checked)}
+                    />
+                  </td>
+                )}
                 {visible.map((c) => (
                   <td key={c.key} class={(c.num ? "num " : "") + "c-" + c.key}>
                     {cell(t, c)}
@@ -358,7 +501,7 @@ function VirtualTable(props: { rows: Task[]; visible: Col[]; sort: string; sortB
           })}
           {bottom > 0 && (
             <tr aria-hidden="true" style={{ height: bottom + "px" }}>
-              <td colSpan={visible.length} />
+              <td colSpan={span} />
             </tr>
           )}
         </tbody>
