@@ -164,9 +164,29 @@ func (b *browser) wait(what, expr string, within time.Duration) {
 	b.t.Helper()
 	ctx, cancel := context.WithTimeout(b.ctx, within)
 	defer cancel()
-	if _, err := chromedp.Run(ctx, chromedp.Poll[bool]("!!("+expr+")", chromedp.WithPollingInterval(50*time.Millisecond))); err != nil {
+	for {
+		_, err := chromedp.Run(ctx, chromedp.Poll[bool]("!!("+expr+")", chromedp.WithPollingInterval(50*time.Millisecond)))
+		if err == nil {
+			return
+		}
+		// A navigation that lands while the poll is being set up (a link
+		// followed, a sign-in redirect) destroys the document the poll was
+		// sent to, and Chromium answers that its context is gone. That says
+		// nothing of the expression: poll again in the new document.
+		if ctx.Err() == nil && contextGone(err) {
+			continue
+		}
 		b.t.Fatalf("waiting %s for %s: %v%s", within, what, err, b.pageText())
 	}
+}
+
+// contextGone tells whether err is Chromium's answer to a call into a
+// document that a navigation has since replaced.
+func contextGone(err error) bool {
+	msg := err.Error()
+	return strings.Contains(msg, "Cannot find context with specified id") ||
+		strings.Contains(msg, "Execution context was destroyed") ||
+		strings.Contains(msg, "Inspected target navigated or closed")
 }
 
 // eval evaluates a JavaScript expression.
