@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"math"
 	"reflect"
 	"slices"
@@ -216,7 +217,9 @@ func jsonDocValue(data []byte) (Value, error) {
 	if err != nil {
 		return Value{}, fmt.Errorf("python repr of JSON: %w", err)
 	}
-	if _, err := dec.Token(); err == nil {
+	// Anything after the value, even what is not a JSON token, makes the
+	// document something else than one value.
+	if _, err := dec.Token(); err != io.EOF {
 		return Value{}, errors.New("python repr of JSON: trailing data")
 	}
 	return v, nil

@@ -78,6 +78,8 @@ func TestReprJSON(t *testing.T) {
 		{` 3 `, "3", false},
 		{`{"a": 1`, "", true},
 		{`[1] [2]`, "", true},
+		{`0A0`, "", true},
+		{`{"a": 1}x`, "", true},
 		{``, "", true},
 	}
 	for _, tt := range tests {
