@@ -19,8 +19,9 @@ var ErrNotLiteral = errors.New("not a Python literal")
 // Parse reads s, one Python literal (leading spaces and tabs, and white
 // space after it, allowed), as ast.literal_eval does, without complex
 // numbers and named \N{...} escapes, which no task's repr is worth
-// supporting for. A dict keeps Python's rule for a repeated key: the first
-// key stays, in its place, with the last value.
+// supporting for, and nested no deeper than maxLiteralDepth. A dict keeps
+// Python's rule for a repeated key: the first key stays, in its place,
+// with the last value.
 func Parse(s string) (Value, error) {
 	p := parser{s: strings.TrimLeft(s, " \t")}
 	v, err := p.expression(0)
@@ -62,8 +63,7 @@ func (p *parser) peek() byte {
 	return 0
 }
 
-// expression reads one literal, as ast.literal_eval accepts it (without
-// complex numbers, which no kwargs repr is worth supporting for).
+// expression reads one literal at depth levels of nesting.
 func (p *parser) expression(depth int) (Value, error) {
 	if depth > maxLiteralDepth {
 		return Value{}, ErrNotLiteral
