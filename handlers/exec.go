@@ -18,6 +18,7 @@ import (
 	"github.com/stamen-dev/stamen/gen/models"
 	"github.com/stamen-dev/stamen/internal/celery"
 	"github.com/stamen-dev/stamen/internal/inspect"
+	"github.com/stamen-dev/stamen/internal/pyfmt"
 	"github.com/stamen-dev/stamen/restapi/operations/tasks"
 )
 
@@ -352,7 +353,7 @@ func resultBody(id string, r *celery.Result, ready bool) any {
 	switch r.Status {
 	case "FAILURE", "REVOKED", "RETRY":
 		// Flower shows an exception as its Python repr.
-		repr, _ := json.Marshal(celery.ExceptionRepr(r.Result))
+		repr, _ := json.Marshal(pyfmt.ExceptionRepr(r.Result))
 		out.Result = repr
 	default:
 		out.Result = r.Result

@@ -310,9 +310,8 @@ func exactKeys(data []byte, v any) error {
 // the generated API. app.NewAPI takes the generated "not implemented"
 // stubs out before it calls Register, so that api.Validate() then fails if
 // the spec gained an operation that has no handler here. The handlers
-// ignore the principal
-// (the caller's auth.Role): the auth middleware has already checked that the
-// role may call the operation.
+// ignore the principal (the caller's auth.Role): the auth middleware has
+// already checked that the role may call the operation.
 func (h *Handlers) Register(api *operations.StamenAPI) {
 	api.ServeError = ServeError
 	api.JSONConsumer = strictJSON()

@@ -15,6 +15,7 @@ import (
 	"github.com/stamen-dev/stamen/gen/models"
 	"github.com/stamen-dev/stamen/internal/audit"
 	"github.com/stamen-dev/stamen/internal/celery"
+	"github.com/stamen-dev/stamen/internal/pyfmt"
 	"github.com/stamen-dev/stamen/internal/state"
 	"github.com/stamen-dev/stamen/internal/store"
 	"github.com/stamen-dev/stamen/restapi/operations/tasks"
@@ -102,7 +103,7 @@ func noOriginal(id string, missing []string) string {
 }
 
 // fromEvents rebuilds a task from its events: the name, the args and
-// kwargs reprs when each is a complete literal (state.ReprArgs says when a
+// kwargs reprs when each is a complete literal (pyfmt.ParseArgs says when a
 // repr may have been cut), and the route of its task-sent event. Without
 // a route it answers nil: sent to the default queue, the task could run on
 // workers it was never meant for, or on none.
@@ -113,11 +114,11 @@ func fromEvents(t *state.Task) (*sentTask, string) {
 	if !t.Has(state.FieldArgs) || !t.Has(state.FieldKwargs) {
 		return nil, "the events carry no args/kwargs"
 	}
-	args, err := state.ReprArgs(t.Args)
+	args, err := pyfmt.ParseArgs(t.Args)
 	if err != nil {
 		return nil, "the events' args repr is not a complete literal (Celery cuts reprs at 1024 characters)"
 	}
-	kwargs, err := state.ReprKwargs(t.Kwargs)
+	kwargs, err := pyfmt.ParseKwargs(t.Kwargs)
 	if err != nil {
 		return nil, "the events' kwargs repr is not a complete literal (Celery cuts reprs at 1024 characters)"
 	}

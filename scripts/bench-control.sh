@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# The control-plane benchmarks of issue 18 (bench/control), printed as the
-# markdown section scripts/bench.sh appends to bench/RESULTS.md. Needs Redis,
+# The control-plane benchmarks (bench/control: a remote-control round trip
+# through stamen against Celery's own client, and GET /api/workers?refresh=1),
+# printed as the markdown section scripts/bench.sh appends to bench/RESULTS.md. Needs Redis,
 # RabbitMQ and Debian's Celery (scripts/services.sh).
 #
 # Env knobs:

@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
-# The PostgreSQL fleet run of make bench (issue 16): bench/loadgen -pg against
+# The PostgreSQL fleet run of make bench: bench/loadgen -pg against
 # the local PostgreSQL (scripts/services.sh's, as its stamen_test role) and
 # Redis, writing the "PostgreSQL fleet" section of bench/RESULTS.md (it
 # replaces the section when there is one, else it is appended).
 #
 # Env knobs:
 #   STAMEN_BENCH_PG_TASKS   tasks in Postgres for the reads (default 10000000;
-#                           the issue 16 targets are judged only at 10,000,000)
+#                           the fleet's targets are set at ten million tasks,
+#                           so they are judged only at 10,000,000)
 #   STAMEN_BENCH_PG_INGEST  tasks published per ingestion phase (default 100000)
 #   STAMEN_BENCH_LOCK       the lock the measured phases hold (default
 #                           /tmp/stamen-it.lock, the integration tests' lock)

@@ -7,8 +7,9 @@
 # Env knobs:
 #   BENCH_N      iterations of the internal/app benchmarks (default 200000)
 #   BENCH_TASKS  tasks of the load driver's large phase (default 1000000;
-#                the issue 6 targets are judged only at 1,000,000)
-#   BENCH_PG     1 (default): also the PostgreSQL fleet run (issue 16), whose
+#                the targets set at a million tasks are judged only at
+#                1,000,000)
+#   BENCH_PG     1 (default): also the PostgreSQL fleet run, whose
 #                section of bench/RESULTS.md replaces the one there; "only":
 #                just that run; 0: not it
 #   STAMEN_BENCH_PG_TASKS   tasks in Postgres for its reads (default 10000000)
@@ -175,8 +176,10 @@ small=$(fig tasks_small)
     echo "| \`GET $(http "$f" "$small" 9)\` at $small tasks reported (issue 8) | $(http "$f" "$small" 4) req/s, p50 $(http "$f" "$small" 5) ms, p99 $(http "$f" "$small" 6) ms, max $(http "$f" "$small" 7) ms | reported |"
   done
   echo "| memory per tracked task reported (issue 8) | $(fig rss_bytes_per_task_small) bytes/task at $small tasks, $(fig rss_bytes_per_task_large) at $tasks (VmRSS) | reported |"
-  # Issue 18. today_bpt is rss_bytes_per_task_large measured with this same
-  # driver on main's code before issue 18 (commit 67cadd8, GOGC=20).
+  # today_bpt is rss_bytes_per_task_large measured with this same driver at
+  # commit 67cadd8 (GOGC=20), before the tuning for concurrent readers (GC
+  # headroom, pooled write buffers), which may cost at most 10% more memory
+  # a task.
   today_bpt=270.8
   bpt=$(fig rss_bytes_per_task_large)
   mid=$(fig tasks_mid)

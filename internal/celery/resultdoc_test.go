@@ -7,6 +7,8 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/stamen-dev/stamen/internal/pyfmt"
 )
 
 func ptr[T any](v T) *T { return &v }
@@ -174,7 +176,7 @@ func FuzzDecodeResult(f *testing.F) {
 			t.Fatalf("decoded %+v without an error", r)
 		}
 		_ = r.Ready()
-		_ = ExceptionRepr(r.Result)
+		_ = pyfmt.ExceptionRepr(r.Result)
 		if !json.Valid(r.Result) {
 			t.Fatalf("result %q is not JSON", r.Result)
 		}

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+
+	"github.com/stamen-dev/stamen/internal/pyfmt"
 )
 
 // Redis priority sub-queues (kombu's defaults; see RedisKeys).
@@ -78,8 +80,8 @@ func (m *TaskMessage) ProtocolHeaders() map[string]any {
 	// A message nobody sent on our behalf starts its own workflow.
 	h["root_id"] = m.ID
 	h["parent_id"] = nil
-	h["argsrepr"] = truncateRepr(ArgsRepr(m.Args))
-	h["kwargsrepr"] = truncateRepr(KwargsRepr(m.Kwargs))
+	h["argsrepr"] = pyfmt.Truncate(pyfmt.ArgsRepr(m.Args))
+	h["kwargsrepr"] = pyfmt.Truncate(pyfmt.KwargsRepr(m.Kwargs))
 	h["origin"] = m.Origin
 	h["ignore_result"] = m.IgnoreResult
 	return h

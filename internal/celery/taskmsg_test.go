@@ -13,6 +13,8 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
 	"github.com/google/uuid"
+
+	"github.com/stamen-dev/stamen/internal/pyfmt"
 )
 
 const wireDir = "../../testdata/celery-wire"
@@ -289,7 +291,7 @@ func TestHeaders(t *testing.T) {
 func TestHeadersCapReprs(t *testing.T) {
 	msg := TaskMessage{ID: "i", Name: "t", Args: []any{strings.Repeat("x", 5000)}}
 	got := msg.ProtocolHeaders()["argsrepr"].(string)
-	if len(got) != ReprMaxLen || !strings.HasSuffix(got, "...") || !strings.HasPrefix(got, "('xxx") {
+	if len(got) != pyfmt.ReprMaxLen || !strings.HasSuffix(got, "...") || !strings.HasPrefix(got, "('xxx") {
 		t.Errorf("argsrepr of a long argument: %d chars, %.10s...%s", len(got), got, got[len(got)-5:])
 	}
 }

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/stamen-dev/stamen/internal/pyfmt"
 )
 
 // typedWireDir holds what Celery 5.2.6, 5.5.2 and 5.6.3 workers and clients
@@ -80,7 +82,7 @@ func TestTypedResultsReadAsCelery52(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if got := ExceptionRepr(r.Result); got != fail52 {
+			if got := pyfmt.ExceptionRepr(r.Result); got != fail52 {
 				t.Errorf("exception %s, want %s", got, fail52)
 			}
 		})

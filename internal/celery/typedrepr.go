@@ -6,6 +6,8 @@ import (
 	"strings"
 	"time"
 	"unicode/utf8"
+
+	"github.com/stamen-dev/stamen/internal/pyfmt"
 )
 
 // PlainRepr rewrites, in the Python repr text a worker or client puts in an
@@ -51,7 +53,7 @@ func PlainRepr(s string) string {
 				return b.String()
 			}
 			if text, ok := bytesLiteralText(s[i+2 : i+n]); ok {
-				writeStrRepr(&b, text)
+				b.WriteString(pyfmt.QuoteStr(text))
 			} else {
 				b.WriteString(s[i : i+1+n])
 			}
@@ -59,7 +61,7 @@ func PlainRepr(s string) string {
 			continue
 		}
 		if text, n, ok := typedCall(s[i:]); ok {
-			writeStrRepr(&b, text)
+			b.WriteString(pyfmt.QuoteStr(text))
 			i += n
 			continue
 		} else if n > 0 {

@@ -28,6 +28,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/stamen-dev/stamen/internal/celery"
+	"github.com/stamen-dev/stamen/internal/pyfmt"
 )
 
 // Hostname is the hostname of the events the Reconciler makes: they come
@@ -340,14 +341,14 @@ func Event(id string, res *celery.Result, now time.Time) (celery.Event, bool) {
 		fields["type"] = "task-succeeded"
 		repr := "None"
 		if len(res.Result) > 0 {
-			if s, err := celery.PyReprJSON(res.Result); err == nil {
+			if s, err := pyfmt.ReprJSON(res.Result); err == nil {
 				repr = s
 			}
 		}
 		fields["result"] = truncate(repr)
 	case celery.StateFailure:
 		fields["type"] = "task-failed"
-		fields["exception"] = truncate(celery.ExceptionRepr(res.Result))
+		fields["exception"] = truncate(pyfmt.ExceptionRepr(res.Result))
 		if res.Traceback != nil {
 			fields["traceback"] = *res.Traceback
 		}

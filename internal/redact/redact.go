@@ -20,7 +20,7 @@ const Mask = "********"
 
 // secretKey tells a setting or field whose value is hidden: the name
 // contains, in any case, one of these words. The first nine are Celery's
-// rule (celery/app/utils.py, HIDDEN_SETTINGS; 5.6 added BEAT_DBURI, the
+// rule (celery.app.utils.HIDDEN_SETTINGS; 5.6 added BEAT_DBURI, the
 // database URL SQLAlchemy beat schedulers read). stamen adds AUTH, COOKIE
 // and CREDENTIAL because the rule also masks the task bodies kept in the
 // audit log, where a kwarg such as "authorization": "Bearer ...", "cookie"

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/stamen-dev/stamen/internal/celery"
+	"github.com/stamen-dev/stamen/internal/pyfmt"
 )
 
 const flowerDir = "../../testdata/flower-responses"
@@ -179,7 +180,7 @@ func listJSON(tasks []Task) string {
 		if i > 0 {
 			b = append(b, ", "...)
 		}
-		b = appendPyString(b, tasks[i].UUID)
+		b = pyfmt.AppendJSONString(b, tasks[i].UUID)
 		b = append(b, ": "...)
 		b = tasks[i].AppendListJSON(b)
 	}

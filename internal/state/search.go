@@ -4,10 +4,12 @@ import (
 	"fmt"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/stamen-dev/stamen/internal/pyfmt"
 )
 
-// The search language of GET /api/tasks?search= (Flower 2.1.0,
-// docs/tasks_filter.rst): terms separated by white space are ANDed; AND
+// The search language of GET /api/tasks?search=, as Flower 2.1.0 documents
+// its task filter: terms separated by white space are ANDed; AND
 // and OR (upper case only) and parentheses combine them; double quotes
 // group a phrase, with \" and \\ escapes. A term may be qualified with
 // name:, state:, worker:, args:, kwargs: or result: (any case). state: is
@@ -112,7 +114,7 @@ func parseSearch(query string) (expr, error) {
 		return nil, err
 	}
 	if t := p.cur(); t.kind != tokEOF {
-		return nil, searchErr(t.pos, "Unexpected %s", pyQuote(t.value))
+		return nil, searchErr(t.pos, "Unexpected %s", pyfmt.QuoteStr(t.value))
 	}
 	return e, nil
 }
@@ -310,13 +312,6 @@ func parseTerm(t token) (expr, error) {
 		}
 	}
 	return tm, nil
-}
-
-// pyQuote is Python's repr of a short string (the offending token).
-func pyQuote(s string) string {
-	var b strings.Builder
-	writePyStrRepr(&b, s)
-	return b.String()
 }
 
 // matcher evaluates terms against one task. Matching folds case on the

@@ -1,6 +1,10 @@
 package state
 
-import "strconv"
+import (
+	"strconv"
+
+	"github.com/stamen-dev/stamen/internal/pyfmt"
+)
 
 // Task states as Celery names them.
 const (
@@ -102,10 +106,10 @@ func (t Task) AppendListJSON(dst []byte) []byte { return t.appendJSON(dst, false
 
 func (t *Task) appendJSON(b []byte, info bool) []byte {
 	b = append(b, `{"uuid": `...)
-	b = appendPyString(b, t.UUID)
+	b = pyfmt.AppendJSONString(b, t.UUID)
 	b = t.appendString(b, `, "name": `, FieldName, t.Name)
 	b = append(b, `, "state": `...)
-	b = appendPyString(b, t.State)
+	b = pyfmt.AppendJSONString(b, t.State)
 	b = t.appendFloat(b, `, "received": `, FieldReceived, t.Received)
 	b = t.appendFloat(b, `, "sent": `, FieldSent, t.Sent)
 	b = t.appendFloat(b, `, "started": `, FieldStarted, t.Started)
@@ -147,12 +151,12 @@ func (t *Task) appendJSON(b []byte, info bool) []byte {
 		if i > 0 {
 			b = append(b, ", "...)
 		}
-		b = appendPyString(b, c)
+		b = pyfmt.AppendJSONString(b, c)
 	}
 	b = append(b, ']')
 	if !info && t.Has(FieldWorker) {
 		b = append(b, `, "worker": `...)
-		b = appendPyString(b, t.Worker)
+		b = pyfmt.AppendJSONString(b, t.Worker)
 	}
 	return append(b, '}')
 }
@@ -162,7 +166,7 @@ func (t *Task) appendString(b []byte, key string, f Field, v string) []byte {
 	if !t.Has(f) {
 		return append(b, "null"...)
 	}
-	return appendPyString(b, v)
+	return pyfmt.AppendJSONString(b, v)
 }
 
 func (t *Task) appendFloat(b []byte, key string, f Field, v float64) []byte {
@@ -170,5 +174,5 @@ func (t *Task) appendFloat(b []byte, key string, f Field, v float64) []byte {
 	if !t.Has(f) {
 		return append(b, "null"...)
 	}
-	return appendPyFloat(b, v)
+	return pyfmt.AppendJSONFloat(b, v)
 }

@@ -13,6 +13,7 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/stamen-dev/stamen/internal/celery"
+	"github.com/stamen-dev/stamen/internal/pyfmt"
 )
 
 // resultFixture is a fresh task ID with a client on the results db; the
@@ -71,7 +72,7 @@ func TestResult(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if r.Status != "FAILURE" || !r.Ready() || celery.ExceptionRepr(r.Result) != "ValueError('kaput')" || r.Traceback == nil {
+	if r.Status != "FAILURE" || !r.Ready() || pyfmt.ExceptionRepr(r.Result) != "ValueError('kaput')" || r.Traceback == nil {
 		t.Errorf("FAILURE document gives %+v", r)
 	}
 

@@ -1,4 +1,4 @@
-package state
+package pyfmt
 
 import (
 	"encoding/json"
@@ -7,7 +7,7 @@ import (
 	"testing"
 )
 
-func TestReprArgs(t *testing.T) {
+func TestParseArgs(t *testing.T) {
 	long := "('" + strings.Repeat("x", 1100) + "',)"
 	tests := []struct {
 		repr string
@@ -31,25 +31,25 @@ func TestReprArgs(t *testing.T) {
 		{long, ""},                                     // as long as the cap
 	}
 	for _, tt := range tests {
-		got, err := ReprArgs(tt.repr)
+		got, err := ParseArgs(tt.repr)
 		if tt.want == "" {
 			if !errors.Is(err, ErrIncompleteRepr) {
-				t.Errorf("ReprArgs(%.40q) = %v, %v; want ErrIncompleteRepr", tt.repr, got, err)
+				t.Errorf("ParseArgs(%.40q) = %v, %v; want ErrIncompleteRepr", tt.repr, got, err)
 			}
 			continue
 		}
 		if err != nil {
-			t.Errorf("ReprArgs(%q): %v", tt.repr, err)
+			t.Errorf("ParseArgs(%q): %v", tt.repr, err)
 			continue
 		}
 		b, _ := json.Marshal(got)
 		if string(b) != tt.want {
-			t.Errorf("ReprArgs(%q) = %s, want %s", tt.repr, b, tt.want)
+			t.Errorf("ParseArgs(%q) = %s, want %s", tt.repr, b, tt.want)
 		}
 	}
 }
 
-func TestReprKwargs(t *testing.T) {
+func TestParseKwargs(t *testing.T) {
 	tests := []struct {
 		repr string
 		want string
@@ -61,16 +61,16 @@ func TestReprKwargs(t *testing.T) {
 		{"[1]", ""},
 	}
 	for _, tt := range tests {
-		got, err := ReprKwargs(tt.repr)
+		got, err := ParseKwargs(tt.repr)
 		if tt.want == "" {
 			if !errors.Is(err, ErrIncompleteRepr) {
-				t.Errorf("ReprKwargs(%q) = %v, %v; want ErrIncompleteRepr", tt.repr, got, err)
+				t.Errorf("ParseKwargs(%q) = %v, %v; want ErrIncompleteRepr", tt.repr, got, err)
 			}
 			continue
 		}
 		b, _ := json.Marshal(got)
 		if err != nil || string(b) != tt.want {
-			t.Errorf("ReprKwargs(%q) = %s, %v; want %s", tt.repr, b, err, tt.want)
+			t.Errorf("ParseKwargs(%q) = %s, %v; want %s", tt.repr, b, err, tt.want)
 		}
 	}
 }

@@ -1,4 +1,4 @@
-package state
+package pyfmt
 
 import (
 	"math"
@@ -10,14 +10,13 @@ import (
 
 // Flower answers with Tornado's json_encode: Python's json.dumps (", " and
 // ": " separators, ASCII-only output, float repr) followed by replacing
-// "</" with "<\/". These helpers write the same bytes.
+// "</" with "<\/". AppendJSONString and AppendJSONFloat write the same
+// bytes for a str and a float.
 
-const hexDigits = "0123456789abcdef"
-
-// appendPyString appends s as json.dumps writes a str: \uXXXX (lower-case
+// AppendJSONString appends s as json.dumps writes a str: \uXXXX (lower-case
 // hex, surrogate pairs above the BMP) for everything outside printable
 // ASCII, including DEL; invalid UTF-8 becomes U+FFFD.
-func appendPyString(b []byte, s string) []byte {
+func AppendJSONString(b []byte, s string) []byte {
 	b = append(b, '"')
 	var prev byte
 	for i := 0; i < len(s); {
@@ -32,59 +31,62 @@ func appendPyString(b []byte, s string) []byte {
 			continue
 		}
 		prev = 0
-		switch c {
-		case '"':
-			b = append(b, '\\', '"')
-		case '\\':
-			b = append(b, '\\', '\\')
-		case '\n':
-			b = append(b, '\\', 'n')
-		case '\r':
-			b = append(b, '\\', 'r')
-		case '\t':
-			b = append(b, '\\', 't')
-		case '\b':
-			b = append(b, '\\', 'b')
-		case '\f':
-			b = append(b, '\\', 'f')
-		default:
-			if c < utf8.RuneSelf {
-				b = appendU(b, rune(c))
-				i++
-				continue
-			}
-			r, size := utf8.DecodeRuneInString(s[i:])
-			if r >= 0x10000 {
-				hi, lo := utf16.EncodeRune(r)
-				b = appendU(appendU(b, hi), lo)
+		if c < utf8.RuneSelf {
+			if int(c) < len(jsonShortEscapes) && jsonShortEscapes[c] != 0 {
+				b = append(b, '\\', jsonShortEscapes[c])
 			} else {
-				b = appendU(b, r)
+				b = appendHexEscape(b, 'u', uint32(c), 4)
 			}
-			i += size
+			i++
 			continue
 		}
-		i++
+		r, size := utf8.DecodeRuneInString(s[i:])
+		if r >= 0x10000 {
+			hi, lo := utf16.EncodeRune(r)
+			b = appendHexEscape(appendHexEscape(b, 'u', uint32(hi), 4), 'u', uint32(lo), 4)
+		} else {
+			b = appendHexEscape(b, 'u', uint32(r), 4)
+		}
+		i += size
 	}
 	return append(b, '"')
 }
 
-func appendU(b []byte, r rune) []byte {
-	return append(b, '\\', 'u', hexDigits[r>>12&0xf], hexDigits[r>>8&0xf], hexDigits[r>>4&0xf], hexDigits[r&0xf])
+// jsonShortEscapes are the two-character escapes json.dumps writes, by the
+// character they stand for (0: none, \uXXXX instead).
+var jsonShortEscapes = [...]byte{'"': '"', '\\': '\\', '\n': 'n', '\r': 'r', '\t': 't', '\b': 'b', '\f': 'f'}
+
+// AppendJSONFloat appends f as json.dumps writes a float: Python's float
+// repr, with the non-finite values as NaN, Infinity and -Infinity.
+func AppendJSONFloat(b []byte, f float64) []byte {
+	return appendFloatSpelt(b, f, &jsonNonFinite)
 }
 
-// appendPyFloat appends f as Python's float repr: the shortest digits that
-// round-trip, positional for decimal exponents -4..15 (always with a
-// fraction, "2.0"), scientific otherwise ("1e+16", "1.5e-05"). json.dumps
-// writes the non-finite values as NaN and Infinity.
-func appendPyFloat(b []byte, f float64) []byte {
+// How Python's repr and json.dumps spell the non-finite floats: NaN,
+// +infinity, -infinity.
+var (
+	reprNonFinite = [3]string{"nan", "inf", "-inf"}
+	jsonNonFinite = [3]string{"NaN", "Infinity", "-Infinity"}
+)
+
+// appendFloatSpelt appends f as Python's float repr, its non-finite values
+// spelt as nonFinite says.
+func appendFloatSpelt(b []byte, f float64, nonFinite *[3]string) []byte {
 	switch {
 	case math.IsNaN(f):
-		return append(b, "NaN"...)
+		return append(b, nonFinite[0]...)
 	case math.IsInf(f, 1):
-		return append(b, "Infinity"...)
+		return append(b, nonFinite[1]...)
 	case math.IsInf(f, -1):
-		return append(b, "-Infinity"...)
+		return append(b, nonFinite[2]...)
 	}
+	return appendFloat(b, f)
+}
+
+// appendFloat appends the finite f as Python's float repr: the shortest
+// digits that round-trip, positional for decimal exponents -4..15 (always
+// with a fraction, "2.0"), scientific otherwise ("1e+16", "1.5e-05").
+func appendFloat(b []byte, f float64) []byte {
 	if out, ok := appendEpochFloat(b, f); ok {
 		return out
 	}
@@ -147,7 +149,7 @@ const (
 
 var pow10 = [...]uint64{1, 10, 100, 1000, 10000, 100000, 1000000, 10000000}
 
-// appendEpochFloat appends f's shortest repr, as appendPyFloat does, for f
+// appendEpochFloat appends f's shortest repr, as appendFloat does, for f
 // in [epochMin, epochMax), by exact integer arithmetic instead of a general
 // shortest-digits search: of the d-digit decimals nearest f (d = 0 ... 7
 // fraction digits), the one with the fewest digits that lies strictly inside

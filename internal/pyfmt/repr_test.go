@@ -1,13 +1,12 @@
-package celery
+package pyfmt
 
 import (
-	"bytes"
 	"encoding/json"
 	"math"
 	"testing"
 )
 
-func TestPyRepr(t *testing.T) {
+func TestRepr(t *testing.T) {
 	type point struct {
 		X int `json:"x"`
 	}
@@ -60,14 +59,14 @@ func TestPyRepr(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if got := PyRepr(tt.in); got != tt.want {
-				t.Errorf("PyRepr(%#v) = %s, want %s", tt.in, got, tt.want)
+			if got := Repr(tt.in); got != tt.want {
+				t.Errorf("Repr(%#v) = %s, want %s", tt.in, got, tt.want)
 			}
 		})
 	}
 }
 
-func TestPyReprJSON(t *testing.T) {
+func TestReprJSON(t *testing.T) {
 	tests := []struct {
 		in      string
 		want    string
@@ -79,12 +78,14 @@ func TestPyReprJSON(t *testing.T) {
 		{` 3 `, "3", false},
 		{`{"a": 1`, "", true},
 		{`[1] [2]`, "", true},
+		{`0A0`, "", true},
+		{`{"a": 1}x`, "", true},
 		{``, "", true},
 	}
 	for _, tt := range tests {
-		got, err := PyReprJSON([]byte(tt.in))
+		got, err := ReprJSON([]byte(tt.in))
 		if (err != nil) != tt.wantErr || got != tt.want {
-			t.Errorf("PyReprJSON(%s) = %q, %v; want %q, error %v", tt.in, got, err, tt.want, tt.wantErr)
+			t.Errorf("ReprJSON(%s) = %q, %v; want %q, error %v", tt.in, got, err, tt.want, tt.wantErr)
 		}
 	}
 }
@@ -106,41 +107,6 @@ func TestArgsRepr(t *testing.T) {
 	}
 	if got := KwargsRepr(nil); got != "{}" {
 		t.Errorf("KwargsRepr(nil) = %s, want {}", got)
-	}
-}
-
-// TestReprsMatchCelery recomputes argsrepr and kwargsrepr of every captured
-// task message from its body.
-func TestReprsMatchCelery(t *testing.T) {
-	for _, name := range wireFiles(t, "task-message-*-redis.json") {
-		env, err := DecodeEnvelope(readWire(t, name))
-		if err != nil {
-			t.Fatal(err)
-		}
-		body, err := env.BodyBytes()
-		if err != nil {
-			t.Fatal(err)
-		}
-		var parts []json.RawMessage
-		if err := json.Unmarshal(body, &parts); err != nil {
-			t.Fatal(err)
-		}
-		var args []any
-		dec := json.NewDecoder(bytes.NewReader(parts[0]))
-		dec.UseNumber()
-		if err := dec.Decode(&args); err != nil {
-			t.Fatal(err)
-		}
-		if got, want := ArgsRepr(args), env.Headers["argsrepr"]; got != want {
-			t.Errorf("%s: ArgsRepr = %s, Celery sent %s", name, got, want)
-		}
-		kw, err := PyReprJSON(parts[1])
-		if err != nil {
-			t.Fatal(err)
-		}
-		if want := env.Headers["kwargsrepr"]; kw != want {
-			t.Errorf("%s: kwargs repr = %s, Celery sent %s", name, kw, want)
-		}
 	}
 }
 
@@ -169,38 +135,5 @@ func TestExceptionRepr(t *testing.T) {
 				t.Errorf("ExceptionRepr(%s) = %s, want %s", tt.in, got, tt.want)
 			}
 		})
-	}
-}
-
-// TestExceptionReprMatchesFlower checks the repr of captured exception
-// results against what Flower and the workers' events show for them.
-func TestExceptionReprMatchesFlower(t *testing.T) {
-	var flower struct {
-		Response struct {
-			Body struct {
-				Result string `json:"result"`
-			} `json:"body"`
-		} `json:"response"`
-	}
-	if err := json.Unmarshal(readFile(t, "../../testdata/flower-responses/task-result-failure.json"), &flower); err != nil {
-		t.Fatal(err)
-	}
-	tests := []struct {
-		file string
-		want string
-	}{
-		{"result-meta-failure-redis.json", flower.Response.Body.Result},
-		// task-retried events carry the same repr.
-		{"result-meta-retry-redis.json", "RuntimeError('attempt 1 failed')"},
-		{"result-meta-revoked-redis.json", "TaskRevokedError('terminated')"},
-	}
-	for _, tt := range tests {
-		r, err := DecodeResult(readWire(t, tt.file))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if got := ExceptionRepr(r.Result); got != tt.want {
-			t.Errorf("%s: ExceptionRepr = %s, want %s", tt.file, got, tt.want)
-		}
 	}
 }

@@ -1,4 +1,4 @@
-package state
+package pyfmt
 
 import (
 	"math"
@@ -8,14 +8,14 @@ import (
 	"testing"
 )
 
-func TestAppendPyFloat(t *testing.T) {
+func TestAppendJSONFloat(t *testing.T) {
 	// Expected values are Python 3's json.dumps(float).
 	tests := []struct {
 		in   float64
 		want string
 	}{
 		{0.0, "0.0"},
-		{negZero(), "-0.0"},
+		{math.Copysign(0, -1), "-0.0"},
 		{1.0, "1.0"},
 		{2.0, "2.0"},
 		{100.0, "100.0"},
@@ -53,18 +53,18 @@ func TestAppendPyFloat(t *testing.T) {
 		{3e-07, "3e-07"},
 		{9999999999999998.0, "9999999999999998.0"},
 		{1.0 / 3, "0.3333333333333333"},
-		{inf(1), "Infinity"},
-		{inf(-1), "-Infinity"},
-		{nan(), "NaN"},
+		{math.Inf(1), "Infinity"},
+		{math.Inf(-1), "-Infinity"},
+		{math.NaN(), "NaN"},
 	}
 	for _, tc := range tests {
-		if got := string(appendPyFloat(nil, tc.in)); got != tc.want {
-			t.Errorf("appendPyFloat(%v) = %s, want %s", tc.in, got, tc.want)
+		if got := string(AppendJSONFloat(nil, tc.in)); got != tc.want {
+			t.Errorf("AppendJSONFloat(%v) = %s, want %s", tc.in, got, tc.want)
 		}
 	}
 }
 
-func TestAppendPyString(t *testing.T) {
+func TestAppendJSONString(t *testing.T) {
 	// Expected values are Python 3's json.dumps(str) after Tornado's
 	// replace("</", "<\\/").
 	tests := []struct {
@@ -86,15 +86,15 @@ func TestAppendPyString(t *testing.T) {
 		{"{'k': 'v'}", `"{'k': 'v'}"`},
 	}
 	for _, tc := range tests {
-		if got := string(appendPyString(nil, tc.in)); got != tc.want {
-			t.Errorf("appendPyString(%q) = %s, want %s", tc.in, got, tc.want)
+		if got := string(AppendJSONString(nil, tc.in)); got != tc.want {
+			t.Errorf("AppendJSONString(%q) = %s, want %s", tc.in, got, tc.want)
 		}
 	}
 }
 
-// pyFloatByStrconv is appendPyFloat as strconv alone writes it: the
+// jsonFloatByStrconv is AppendJSONFloat as strconv alone writes it: the
 // reference the fast paths must agree with.
-func pyFloatByStrconv(f float64) string {
+func jsonFloatByStrconv(f float64) string {
 	sci := strconv.FormatFloat(f, 'e', -1, 64)
 	exp, _ := strconv.Atoi(sci[strings.IndexByte(sci, 'e')+1:])
 	if exp < -4 || exp >= 16 {
@@ -107,12 +107,12 @@ func pyFloatByStrconv(f float64) string {
 	return s
 }
 
-// TestAppendPyFloatAgreesWithStrconv compares appendPyFloat with the
+// TestAppendJSONFloatAgreesWithStrconv compares AppendJSONFloat with the
 // reference over random floats: any bits, and timestamps as Celery makes
 // them (time.time(), and whole seconds plus micro- or milliseconds), where
 // appendEpochFloat answers. It also checks that appendEpochFloat does answer
 // nearly all timestamps, so that the fast path is the one tested.
-func TestAppendPyFloatAgreesWithStrconv(t *testing.T) {
+func TestAppendJSONFloatAgreesWithStrconv(t *testing.T) {
 	r := rand.New(rand.NewPCG(1, 2))
 	epoch := func() float64 { return epochMin + r.Float64()*(epochMax-epochMin) }
 	tests := []struct {
@@ -140,8 +140,8 @@ func TestAppendPyFloatAgreesWithStrconv(t *testing.T) {
 				if math.IsNaN(f) || math.IsInf(f, 0) {
 					continue
 				}
-				if got, want := string(appendPyFloat(nil, f)), pyFloatByStrconv(f); got != want {
-					t.Fatalf("appendPyFloat(%b) = %s, want %s", f, got, want)
+				if got, want := string(AppendJSONFloat(nil, f)), jsonFloatByStrconv(f); got != want {
+					t.Fatalf("AppendJSONFloat(%b) = %s, want %s", f, got, want)
 				}
 			}
 		})
@@ -157,9 +157,9 @@ func TestAppendPyFloatAgreesWithStrconv(t *testing.T) {
 	}
 }
 
-// BenchmarkAppendPyFloat is the cost of one timestamp and one runtime, as a
+// BenchmarkAppendJSONFloat is the cost of one timestamp and one runtime, as a
 // task list writes them.
-func BenchmarkAppendPyFloat(b *testing.B) {
+func BenchmarkAppendJSONFloat(b *testing.B) {
 	for _, tc := range []struct {
 		name string
 		f    float64
@@ -167,7 +167,7 @@ func BenchmarkAppendPyFloat(b *testing.B) {
 		b.Run(tc.name, func(b *testing.B) {
 			buf := make([]byte, 0, 32)
 			for b.Loop() {
-				buf = appendPyFloat(buf[:0], tc.f)
+				buf = AppendJSONFloat(buf[:0], tc.f)
 			}
 		})
 	}
