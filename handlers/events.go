@@ -68,7 +68,7 @@ func (h *Handlers) serveSSE(rw http.ResponseWriter, r *http.Request, sub *stream
 			if !ok {
 				return
 			}
-			fmt.Fprintf(w, "event: %s\ndata: %s\n\n", m.Type, m.Data)
+			writeSSE(w, &m)
 			// Drain what is already queued before flushing once.
 			for drained := false; !drained; {
 				select {
@@ -77,7 +77,7 @@ func (h *Handlers) serveSSE(rw http.ResponseWriter, r *http.Request, sub *stream
 						flush()
 						return
 					}
-					fmt.Fprintf(w, "event: %s\ndata: %s\n\n", m.Type, m.Data)
+					writeSSE(w, &m)
 				default:
 					drained = true
 				}
@@ -87,4 +87,13 @@ func (h *Handlers) serveSSE(rw http.ResponseWriter, r *http.Request, sub *stream
 			return
 		}
 	}
+}
+
+// writeSSE writes one event. Its id goes before its data, so that a
+// client has it when the event is dispatched.
+func writeSSE(w *bufio.Writer, m *stream.Message) {
+	if m.ID != "" {
+		fmt.Fprintf(w, "id: %s\n", m.ID)
+	}
+	fmt.Fprintf(w, "event: %s\ndata: %s\n\n", m.Type, m.Data)
 }

@@ -26,6 +26,7 @@ import (
 	"github.com/stamen-dev/stamen/internal/inspect"
 	"github.com/stamen-dev/stamen/internal/state"
 	"github.com/stamen-dev/stamen/internal/stream"
+	"github.com/stamen-dev/stamen/internal/workercount"
 	"github.com/stamen-dev/stamen/restapi/operations"
 	auditops "github.com/stamen-dev/stamen/restapi/operations/audit"
 	evops "github.com/stamen-dev/stamen/restapi/operations/events"
@@ -71,6 +72,8 @@ type Config struct {
 	Audit *audit.Log
 	// Stats answers GET /api/stats/tasks; nil answers 503.
 	Stats TaskStats
+	// WorkerCounts answers GET /api/stats/workers; nil answers 503.
+	WorkerCounts *workercount.Counter
 	// Now is the clock; tests replace it.
 	Now func() time.Time
 	// ReadOnly is --read_only, which GET /api/session reports; the HTTP
@@ -338,6 +341,7 @@ func (h *Handlers) Register(api *operations.StamenAPI) {
 	api.TasksRetryTasksHandler = tasks.RetryTasksHandlerFunc(h.retryTasks)
 	api.TasksListFailuresHandler = tasks.ListFailuresHandlerFunc(h.listFailures)
 	api.TasksGetTaskStatsHandler = tasks.GetTaskStatsHandlerFunc(h.getTaskStats)
+	api.WorkersGetWorkerStatsHandler = workers.GetWorkerStatsHandlerFunc(h.getWorkerStats)
 	api.TasksSetTaskTimeoutHandler = tasks.SetTaskTimeoutHandlerFunc(h.setTaskTimeout)
 	api.TasksSetTaskRateLimitHandler = tasks.SetTaskRateLimitHandlerFunc(h.setTaskRateLimit)
 
