@@ -72,7 +72,8 @@ type Config struct {
 	Audit *audit.Log
 	// Stats answers GET /api/stats/tasks; nil answers 503.
 	Stats TaskStats
-	// WorkerCounts answers GET /api/stats/workers; nil answers 503.
+	// WorkerCounts answers GET /api/stats/workers; New puts an empty one
+	// in place when nil, which counts what its owner feeds it: nothing.
 	WorkerCounts *workercount.Counter
 	// Now is the clock; tests replace it.
 	Now func() time.Time
@@ -203,6 +204,9 @@ func New(cfg Config) *Handlers {
 	}
 	if cfg.Tasks == nil {
 		cfg.Tasks = StateReader{State: cfg.State}
+	}
+	if cfg.WorkerCounts == nil {
+		cfg.WorkerCounts = workercount.New(0, cfg.Now())
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)

@@ -6,7 +6,10 @@ import { signal } from "@preact/signals";
 import { authHeaders, baseUrl } from "./api";
 
 export type CeleryEvent = { type: string; [k: string]: unknown };
-type Listener = (ev: CeleryEvent) => void;
+// A listener gets the event and its SSE id, "<instance>:<n>": n numbers
+// the events that stamen process applied (GET /api/stats/workers says up
+// to which n its counts go).
+type Listener = (ev: CeleryEvent, id: string) => void;
 
 export const connected = signal<"connecting" | "live" | "down">("connecting");
 export const streamError = signal<string>("");
@@ -110,10 +113,15 @@ async function read(body: ReadableStream<Uint8Array>) {
       const block = buf.slice(0, i);
       buf = buf.slice(i + 2);
       let type = "message";
+      let id = "";
       const data: string[] = [];
       for (const line of block.split("\n")) {
         if (line.startsWith("event:")) type = line.slice(6).trim();
         else if (line.startsWith("data:")) data.push(line.slice(5).replace(/^ /, ""));
+        else if (line.startsWith("id:")) id = line.slice(3).trim();
+        // This tab read too slowly and stamen dropped events for it: what
+        // the pages show is caught up as after a reconnection.
+        else if (line.startsWith(": dropped ")) resyncs.forEach((f) => f());
       }
       if (!data.length) continue;
       let ev: CeleryEvent;
@@ -126,7 +134,7 @@ async function read(body: ReadableStream<Uint8Array>) {
       ev.type = type;
       listeners.forEach((l) => {
         try {
-          l(ev);
+          l(ev, id);
         } catch (e) {
           console.error(e);
         }
