@@ -164,8 +164,22 @@ func (b *browser) wait(what, expr string, within time.Duration) {
 	b.t.Helper()
 	ctx, cancel := context.WithTimeout(b.ctx, within)
 	defer cancel()
-	if _, err := chromedp.Run(ctx, chromedp.Poll[bool]("!!("+expr+")", chromedp.WithPollingInterval(50*time.Millisecond))); err != nil {
-		b.t.Fatalf("waiting %s for %s: %v%s", within, what, err, b.pageText())
+	for {
+		_, err := chromedp.Run(ctx, chromedp.Poll[bool]("!!("+expr+")", chromedp.WithPollingInterval(50*time.Millisecond)))
+		// Right after a navigation chromedp may still hold the previous
+		// document's execution context, which Chromium has destroyed (seen
+		// on a loaded machine): polling again uses the new one.
+		if err != nil && strings.Contains(err.Error(), "Cannot find context with specified id") && ctx.Err() == nil {
+			select {
+			case <-ctx.Done():
+			case <-time.After(50 * time.Millisecond): // the polling interval
+			}
+			continue
+		}
+		if err != nil {
+			b.t.Fatalf("waiting %s for %s: %v%s", within, what, err, b.pageText())
+		}
+		return
 	}
 }
 
