@@ -161,7 +161,7 @@ func TestDashboardRedis(t *testing.T) {
 	t.Run("tasks live", func(t *testing.T) {
 		b.t = t
 		b.open("/tasks")
-		b.wait("the live stream", `document.querySelector(".live.live") && document.querySelector("table[aria-label=Tasks]")`, 15*time.Second)
+		b.wait("the live stream", `(document.querySelector("span.live") || {}).textContent === "Live" && document.querySelector("table[aria-label=Tasks]")`, 15*time.Second)
 		eval[bool](b, `(window.__sameDocument = true)`)
 		start := time.Now()
 		id := send(t, base, "stamen.sleep", map[string]any{"args": []any{1.5}})
@@ -226,14 +226,14 @@ func TestDashboardRedis(t *testing.T) {
 		origin := "http://" + proxy.Addr()
 		pb := newBrowser(t, 2*time.Minute, origin, origin)
 		pb.open("/tasks")
-		pb.wait("the live stream", `document.querySelector(".live.live") && document.querySelector("table[aria-label=Tasks]")`, 15*time.Second)
+		pb.wait("the live stream", `(document.querySelector("span.live") || {}).textContent === "Live" && document.querySelector("table[aria-label=Tasks]")`, 15*time.Second)
 		proxy.Cut()
 		pb.wait("the banner saying the stream dropped", textOf(`document.querySelector(".banner")`)+`.includes("dropped")`, 10*time.Second)
 		// A task that runs while the page is cut off from stamen.
 		id := send(t, base, "stamen.add", map[string]any{"args": []any{7, 8}})
 		testcluster.Eventually(t, 20*time.Second, "the task succeeds", func() bool { return taskState(t, base, id) == "SUCCESS" })
 		proxy.Start()
-		pb.wait("the page back live, caught up", `!document.querySelector(".banner") && document.querySelector(".live.live") && `+
+		pb.wait("the page back live, caught up", `!document.querySelector(".banner") && (document.querySelector("span.live") || {}).textContent === "Live" && `+
 			sel("data-task", id)+` && `+sel("data-task", id)+`.dataset.state === "SUCCESS"`, 20*time.Second)
 		pb.safe("the page after the drop")
 	})
@@ -493,7 +493,7 @@ func TestDashboardRedis(t *testing.T) {
 			pb.wait("the tasks page", `location.pathname.endsWith("/tasks") && `+sel("data-task", id), 15*time.Second)
 			pb.open("/task/" + id)
 			pb.wait("the task page", textOf(`document.querySelector("[data-field=name]")`)+` === "stamen.add"`, 15*time.Second)
-			pb.wait("the live stream", `document.querySelector(".live.live")`, 10*time.Second)
+			pb.wait("the live stream", `(document.querySelector("span.live") || {}).textContent === "Live"`, 10*time.Second)
 			pb.open("/worker/" + w.Name + "?tab=system")
 			pb.wait("the worker page", `document.querySelector("table[aria-label=System]")`, 15*time.Second)
 			if got := pb.foreignRequests(); len(got) > 0 {
