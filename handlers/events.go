@@ -2,6 +2,7 @@ package handlers
 
 import (
 	"bufio"
+	"bytes"
 	"fmt"
 	"net/http"
 	"strings"
@@ -68,7 +69,7 @@ func (h *Handlers) serveSSE(rw http.ResponseWriter, r *http.Request, sub *stream
 			if !ok {
 				return
 			}
-			fmt.Fprintf(w, "event: %s\ndata: %s\n\n", m.Type, m.Data)
+			writeSSE(w, &m)
 			// Drain what is already queued before flushing once.
 			for drained := false; !drained; {
 				select {
@@ -77,7 +78,7 @@ func (h *Handlers) serveSSE(rw http.ResponseWriter, r *http.Request, sub *stream
 						flush()
 						return
 					}
-					fmt.Fprintf(w, "event: %s\ndata: %s\n\n", m.Type, m.Data)
+					writeSSE(w, &m)
 				default:
 					drained = true
 				}
@@ -87,4 +88,42 @@ func (h *Handlers) serveSSE(rw http.ResponseWriter, r *http.Request, sub *stream
 			return
 		}
 	}
+}
+
+// writeSSE writes one event. Its id goes before its data, so that a
+// client has it when the event is dispatched. What a worker sent cannot
+// add lines of its own: an event type with a line break (JSON lets a
+// worker put one in) is not sent, and the line breaks JSON allows between
+// its tokens go on data lines of their own, which SSE joins back.
+func writeSSE(w *bufio.Writer, m *stream.Message) {
+	if strings.ContainsAny(m.Type, "\r\n") || strings.ContainsAny(m.ID, "\r\n") {
+		return
+	}
+	if m.ID != "" {
+		fmt.Fprintf(w, "id: %s\n", m.ID)
+	}
+	fmt.Fprintf(w, "event: %s\n", m.Type)
+	data := m.Data
+	for {
+		// A CR outside a JSON string is whitespace, and inside one it is
+		// always escaped: a space stands for it.
+		line, rest, more := bytes.Cut(data, []byte("\n"))
+		w.WriteString("data: ")
+		if bytes.IndexByte(line, '\r') < 0 {
+			w.Write(line)
+		} else {
+			for _, c := range line {
+				if c == '\r' {
+					c = ' '
+				}
+				w.WriteByte(c)
+			}
+		}
+		w.WriteByte('\n')
+		if !more {
+			break
+		}
+		data = rest
+	}
+	w.WriteByte('\n')
 }

@@ -26,6 +26,7 @@ import (
 	"github.com/stamen-dev/stamen/internal/inspect"
 	"github.com/stamen-dev/stamen/internal/state"
 	"github.com/stamen-dev/stamen/internal/stream"
+	"github.com/stamen-dev/stamen/internal/workercount"
 	"github.com/stamen-dev/stamen/restapi/operations"
 	auditops "github.com/stamen-dev/stamen/restapi/operations/audit"
 	evops "github.com/stamen-dev/stamen/restapi/operations/events"
@@ -71,6 +72,9 @@ type Config struct {
 	Audit *audit.Log
 	// Stats answers GET /api/stats/tasks; nil answers 503.
 	Stats TaskStats
+	// WorkerCounts answers GET /api/stats/workers; New puts an empty one
+	// in place when nil, which counts what its owner feeds it: nothing.
+	WorkerCounts *workercount.Counter
 	// Now is the clock; tests replace it.
 	Now func() time.Time
 	// ReadOnly is --read_only, which GET /api/session reports; the HTTP
@@ -200,6 +204,9 @@ func New(cfg Config) *Handlers {
 	}
 	if cfg.Tasks == nil {
 		cfg.Tasks = StateReader{State: cfg.State}
+	}
+	if cfg.WorkerCounts == nil {
+		cfg.WorkerCounts = workercount.New(0, cfg.Now())
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
@@ -337,6 +344,7 @@ func (h *Handlers) Register(api *operations.StamenAPI) {
 	api.TasksRetryTasksHandler = tasks.RetryTasksHandlerFunc(h.retryTasks)
 	api.TasksListFailuresHandler = tasks.ListFailuresHandlerFunc(h.listFailures)
 	api.TasksGetTaskStatsHandler = tasks.GetTaskStatsHandlerFunc(h.getTaskStats)
+	api.WorkersGetWorkerStatsHandler = workers.GetWorkerStatsHandlerFunc(h.getWorkerStats)
 	api.TasksSetTaskTimeoutHandler = tasks.SetTaskTimeoutHandlerFunc(h.setTaskTimeout)
 	api.TasksSetTaskRateLimitHandler = tasks.SetTaskRateLimitHandlerFunc(h.setTaskRateLimit)
 

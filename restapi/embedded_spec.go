@@ -108,7 +108,7 @@ func init() {
     },
     "/api/events": {
       "get": {
-        "description": "Celery events as they arrive, as Server-Sent Events: each event's\n` + "`" + `event:` + "`" + ` field is its type (task-succeeded, worker-heartbeat, ...) and\nits ` + "`" + `data:` + "`" + ` field the event's JSON. A comment line is sent every\nheartbeat interval to keep proxies from closing an idle stream.\n",
+        "description": "Celery events as they arrive, as Server-Sent Events: each event's\n` + "`" + `event:` + "`" + ` field is its type (task-succeeded, worker-heartbeat, ...) and\nits ` + "`" + `data:` + "`" + ` field the event's JSON, and its ` + "`" + `id:` + "`" + ` field\n` + "`" + `\u003cinstance\u003e:\u003cn\u003e` + "`" + `, n counting the events this stamen process applied\n(GET /api/stats/workers's ` + "`" + `instance` + "`" + ` and ` + "`" + `seq` + "`" + `; a stream with a\nfilter skips the numbers of the events it leaves out). A comment\nline is sent every heartbeat interval to keep proxies from closing\nan idle stream; a client too slow to keep up loses events, and the\nnext such interval sends the comment ` + "`" + `: dropped \u003ccount\u003e events` + "`" + `.\n",
         "produces": [
           "text/event-stream"
         ],
@@ -381,6 +381,26 @@ func init() {
           },
           "503": {
             "$ref": "#/responses/Unavailable"
+          }
+        }
+      }
+    },
+    "/api/stats/workers": {
+      "get": {
+        "description": "Per worker, how many task events of each kind it sent: received,\nstarted, succeeded, failed, retried, revoked and rejected, as\nFlower's dashboard counts them (Flower's counter, by worker and\nevent type). stamen counts the task events it applied since this\nprocess started (` + "`" + `since` + "`" + `); they are not kept across a restart,\nnot even with --db. An event counts once, under the hostname it\ncame from: a task retried and received again counts as received\ntwice. Events stamen made up itself to finish a task whose result\nit read from the result backend (the reconciler) are not counted,\nas no worker sent them.\n\nThe map is bounded by --max_workers: when a new hostname comes\nand that many are counted, the worker whose latest task event came\nlongest ago is forgotten, and ` + "`" + `dropped_workers` + "`" + ` and\n` + "`" + `dropped_events` + "`" + ` say how many workers and how many of their\nevents were forgotten so far.\n\nCounting in step with GET /api/events: ` + "`" + `seq` + "`" + ` is how many events\n(of every type) this process had applied when it answered, and\neach event of its /api/events stream has the SSE id\n` + "`" + `\u003cinstance\u003e:\u003cn\u003e` + "`" + `, n counting the same events. A client that shows\nthese counts and adds the stream's task events to them adds only\nthe events of the same instance with n greater than seq: the\nothers are in the counts already.\n\nWith --db postgres://, each replica answers what it applied\nitself since it started: replicas that each receive every event\n(Redis, or RabbitMQ without a shared --event_queue) count the same\nevents but since their own start, and replicas sharing an\n--event_queue each count only their share of the events. Two\nrequests that a load balancer sends to different replicas may\ntherefore answer differently (` + "`" + `instance` + "`" + ` tells them apart).\n",
+        "tags": [
+          "workers"
+        ],
+        "operationId": "getWorkerStats",
+        "responses": {
+          "200": {
+            "description": "The counts by worker hostname",
+            "schema": {
+              "$ref": "#/definitions/WorkerStats"
+            }
+          },
+          "401": {
+            "$ref": "#/responses/Unauthorized"
           }
         }
       }
@@ -2461,6 +2481,48 @@ func init() {
         }
       }
     },
+    "WorkerEventCounts": {
+      "type": "object",
+      "required": [
+        "received",
+        "started",
+        "succeeded",
+        "failed",
+        "retried",
+        "revoked",
+        "rejected"
+      ],
+      "properties": {
+        "failed": {
+          "type": "integer",
+          "format": "int64"
+        },
+        "received": {
+          "type": "integer",
+          "format": "int64"
+        },
+        "rejected": {
+          "type": "integer",
+          "format": "int64"
+        },
+        "retried": {
+          "type": "integer",
+          "format": "int64"
+        },
+        "revoked": {
+          "type": "integer",
+          "format": "int64"
+        },
+        "started": {
+          "type": "integer",
+          "format": "int64"
+        },
+        "succeeded": {
+          "type": "integer",
+          "format": "int64"
+        }
+      }
+    },
     "WorkerInfo": {
       "description": "The latest answer of each inspect method, and when it came.",
       "type": "object",
@@ -2516,6 +2578,50 @@ func init() {
         "timestamp": {
           "type": "number",
           "format": "double"
+        }
+      }
+    },
+    "WorkerStats": {
+      "type": "object",
+      "required": [
+        "instance",
+        "since",
+        "seq",
+        "workers",
+        "dropped_workers",
+        "dropped_events"
+      ],
+      "properties": {
+        "dropped_events": {
+          "description": "the events the forgotten workers had been counted for",
+          "type": "integer",
+          "format": "int64"
+        },
+        "dropped_workers": {
+          "description": "workers forgotten to stay within --max_workers",
+          "type": "integer",
+          "format": "int64"
+        },
+        "instance": {
+          "description": "this process, a random name chosen at start: the prefix of the SSE ids of its /api/events stream",
+          "type": "string"
+        },
+        "seq": {
+          "description": "how many events this process had applied when it answered; its /api/events ids count the same events",
+          "type": "integer",
+          "format": "int64"
+        },
+        "since": {
+          "description": "when this process started counting",
+          "type": "string",
+          "format": "date-time"
+        },
+        "workers": {
+          "description": "the counts, keyed by worker hostname",
+          "type": "object",
+          "additionalProperties": {
+            "$ref": "#/definitions/WorkerEventCounts"
+          }
         }
       }
     },
@@ -2774,7 +2880,7 @@ func init() {
     },
     "/api/events": {
       "get": {
-        "description": "Celery events as they arrive, as Server-Sent Events: each event's\n` + "`" + `event:` + "`" + ` field is its type (task-succeeded, worker-heartbeat, ...) and\nits ` + "`" + `data:` + "`" + ` field the event's JSON. A comment line is sent every\nheartbeat interval to keep proxies from closing an idle stream.\n",
+        "description": "Celery events as they arrive, as Server-Sent Events: each event's\n` + "`" + `event:` + "`" + ` field is its type (task-succeeded, worker-heartbeat, ...) and\nits ` + "`" + `data:` + "`" + ` field the event's JSON, and its ` + "`" + `id:` + "`" + ` field\n` + "`" + `\u003cinstance\u003e:\u003cn\u003e` + "`" + `, n counting the events this stamen process applied\n(GET /api/stats/workers's ` + "`" + `instance` + "`" + ` and ` + "`" + `seq` + "`" + `; a stream with a\nfilter skips the numbers of the events it leaves out). A comment\nline is sent every heartbeat interval to keep proxies from closing\nan idle stream; a client too slow to keep up loses events, and the\nnext such interval sends the comment ` + "`" + `: dropped \u003ccount\u003e events` + "`" + `.\n",
         "produces": [
           "text/event-stream"
         ],
@@ -3110,6 +3216,29 @@ func init() {
           },
           "503": {
             "description": "The broker, the result backend or the task store (PostgreSQL) is unavailable",
+            "schema": {
+              "$ref": "#/definitions/Error"
+            }
+          }
+        }
+      }
+    },
+    "/api/stats/workers": {
+      "get": {
+        "description": "Per worker, how many task events of each kind it sent: received,\nstarted, succeeded, failed, retried, revoked and rejected, as\nFlower's dashboard counts them (Flower's counter, by worker and\nevent type). stamen counts the task events it applied since this\nprocess started (` + "`" + `since` + "`" + `); they are not kept across a restart,\nnot even with --db. An event counts once, under the hostname it\ncame from: a task retried and received again counts as received\ntwice. Events stamen made up itself to finish a task whose result\nit read from the result backend (the reconciler) are not counted,\nas no worker sent them.\n\nThe map is bounded by --max_workers: when a new hostname comes\nand that many are counted, the worker whose latest task event came\nlongest ago is forgotten, and ` + "`" + `dropped_workers` + "`" + ` and\n` + "`" + `dropped_events` + "`" + ` say how many workers and how many of their\nevents were forgotten so far.\n\nCounting in step with GET /api/events: ` + "`" + `seq` + "`" + ` is how many events\n(of every type) this process had applied when it answered, and\neach event of its /api/events stream has the SSE id\n` + "`" + `\u003cinstance\u003e:\u003cn\u003e` + "`" + `, n counting the same events. A client that shows\nthese counts and adds the stream's task events to them adds only\nthe events of the same instance with n greater than seq: the\nothers are in the counts already.\n\nWith --db postgres://, each replica answers what it applied\nitself since it started: replicas that each receive every event\n(Redis, or RabbitMQ without a shared --event_queue) count the same\nevents but since their own start, and replicas sharing an\n--event_queue each count only their share of the events. Two\nrequests that a load balancer sends to different replicas may\ntherefore answer differently (` + "`" + `instance` + "`" + ` tells them apart).\n",
+        "tags": [
+          "workers"
+        ],
+        "operationId": "getWorkerStats",
+        "responses": {
+          "200": {
+            "description": "The counts by worker hostname",
+            "schema": {
+              "$ref": "#/definitions/WorkerStats"
+            }
+          },
+          "401": {
+            "description": "Credentials are missing or wrong",
             "schema": {
               "$ref": "#/definitions/Error"
             }
@@ -5755,6 +5884,48 @@ func init() {
         }
       }
     },
+    "WorkerEventCounts": {
+      "type": "object",
+      "required": [
+        "received",
+        "started",
+        "succeeded",
+        "failed",
+        "retried",
+        "revoked",
+        "rejected"
+      ],
+      "properties": {
+        "failed": {
+          "type": "integer",
+          "format": "int64"
+        },
+        "received": {
+          "type": "integer",
+          "format": "int64"
+        },
+        "rejected": {
+          "type": "integer",
+          "format": "int64"
+        },
+        "retried": {
+          "type": "integer",
+          "format": "int64"
+        },
+        "revoked": {
+          "type": "integer",
+          "format": "int64"
+        },
+        "started": {
+          "type": "integer",
+          "format": "int64"
+        },
+        "succeeded": {
+          "type": "integer",
+          "format": "int64"
+        }
+      }
+    },
     "WorkerInfo": {
       "description": "The latest answer of each inspect method, and when it came.",
       "type": "object",
@@ -5810,6 +5981,50 @@ func init() {
         "timestamp": {
           "type": "number",
           "format": "double"
+        }
+      }
+    },
+    "WorkerStats": {
+      "type": "object",
+      "required": [
+        "instance",
+        "since",
+        "seq",
+        "workers",
+        "dropped_workers",
+        "dropped_events"
+      ],
+      "properties": {
+        "dropped_events": {
+          "description": "the events the forgotten workers had been counted for",
+          "type": "integer",
+          "format": "int64"
+        },
+        "dropped_workers": {
+          "description": "workers forgotten to stay within --max_workers",
+          "type": "integer",
+          "format": "int64"
+        },
+        "instance": {
+          "description": "this process, a random name chosen at start: the prefix of the SSE ids of its /api/events stream",
+          "type": "string"
+        },
+        "seq": {
+          "description": "how many events this process had applied when it answered; its /api/events ids count the same events",
+          "type": "integer",
+          "format": "int64"
+        },
+        "since": {
+          "description": "when this process started counting",
+          "type": "string",
+          "format": "date-time"
+        },
+        "workers": {
+          "description": "the counts, keyed by worker hostname",
+          "type": "object",
+          "additionalProperties": {
+            "$ref": "#/definitions/WorkerEventCounts"
+          }
         }
       }
     },

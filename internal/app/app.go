@@ -17,6 +17,7 @@ import (
 	"os"
 	"runtime/debug"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -42,6 +43,7 @@ import (
 	"github.com/stamen-dev/stamen/internal/stream"
 	"github.com/stamen-dev/stamen/internal/taskstats"
 	"github.com/stamen-dev/stamen/internal/version"
+	"github.com/stamen-dev/stamen/internal/workercount"
 )
 
 // Config is everything stamen can be told at start-up.
@@ -204,8 +206,12 @@ type App struct {
 	Audit     *audit.Log
 	// Stats is the task activity GET /api/stats/tasks reads; nil with
 	// PostgreSQL, whose shared history it reads instead.
-	Stats   *taskstats.Aggregate
-	Handler http.Handler
+	Stats *taskstats.Aggregate
+	// WorkerCounts counts each worker's task events since this process
+	// started (GET /api/stats/workers) and numbers the applied events (the
+	// ids of /api/events).
+	WorkerCounts *workercount.Counter
+	Handler      http.Handler
 	// BrokerURL is the URL workers should use (the embedded broker's, with
 	// its password, when no broker was configured).
 	BrokerURL string
@@ -338,6 +344,13 @@ func New(ctx context.Context, cfg Config) (*App, error) {
 	if a.Stats == nil {
 		a.newStats()
 	}
+	now := time.Now
+	if cfg.Now != nil {
+		now = cfg.Now
+	}
+	// Bounded as the events state's workers are: the ones that sent
+	// nothing for longest go first in both.
+	a.WorkerCounts = workercount.New(cfg.MaxWorkers, now())
 	a.Inspector = inspect.New(a.broker, cfg.InspectTimeout, cfg.MaxWorkers, a.log)
 	// An inspect of all workers waits only for those alive by heartbeat.
 	a.Inspector.SetAlive(a.aliveWorkers)
@@ -381,6 +394,7 @@ func New(ctx context.Context, cfg Config) (*App, error) {
 		Events:         a.Events,
 		SSEHeartbeat:   cfg.SSEHeartbeat,
 		Stats:          a.statsReader(),
+		WorkerCounts:   a.WorkerCounts,
 		ReadOnly:       cfg.ReadOnly,
 	})
 	a.handlers = h
@@ -682,13 +696,15 @@ func (a *App) applyBatch(ctx context.Context, evs []celery.Event) {
 	}()
 	a.State.Apply(evs...)
 	a.countStats(evs)
+	first := a.WorkerCounts.Add(evs)
 	for i := range evs {
-		a.observe(ctx, &evs[i])
+		a.observe(ctx, &evs[i], first+uint64(i))
 	}
 }
 
-// observe feeds one applied event to the metrics and the live stream.
-func (a *App) observe(ctx context.Context, e *celery.Event) {
+// observe feeds one applied event, the seq-th, to the metrics and the live
+// stream.
+func (a *App) observe(ctx context.Context, e *celery.Event, seq uint64) {
 	isTask := strings.HasPrefix(e.Type, "task-")
 	task := e.Name
 	if task == "" && isTask {
@@ -715,7 +731,8 @@ func (a *App) observe(ctx context.Context, e *celery.Event) {
 		a.noteWorkerEvent(e.Hostname, celery.WithLocalReceived(e.Raw, e.LocalReceived))
 	}
 	if a.Events.Subscribers() > 0 {
-		a.Events.Publish(stream.Message{Type: e.Type, Task: task, Worker: e.Hostname, Data: bytes.Clone(e.Raw)})
+		a.Events.Publish(stream.Message{Type: e.Type, Task: task, Worker: e.Hostname, Data: bytes.Clone(e.Raw),
+			ID: a.WorkerCounts.Instance() + ":" + strconv.FormatUint(seq, 10)})
 	}
 	// A worker that joins after stamen started is inspected so that
 	// /api/workers and the control operations know it without ?refresh=1;

@@ -147,7 +147,7 @@ func TestNamesAndWorkersStayBounded(t *testing.T) {
 				ref.Apply(evs...)
 			}
 			for j := range evs {
-				a.observe(ctx, &evs[j])
+				a.observe(ctx, &evs[j], 0)
 			}
 		}
 		if online {

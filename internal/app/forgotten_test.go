@@ -148,7 +148,7 @@ func forgetDuringOutage(t *testing.T, c forgetStore, during bool) {
 		}
 		a.State.Apply(evs...)
 		for i := range evs {
-			a.observe(ctx, &evs[i])
+			a.observe(ctx, &evs[i], 0)
 		}
 	}
 	// A round brings tasks of names (run by steady@h), then a

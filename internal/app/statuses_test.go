@@ -484,6 +484,7 @@ func TestAnsweredStatusesAreDeclared(t *testing.T) {
 		"/api/tasks/retry?max=10&dry_run=true")
 	add("getTaskStats", "GET", "/api/stats/tasks", "/api/stats/tasks?window=86400&step=3600&taskname=t.a",
 		"/api/stats/tasks?step=90", "/api/stats/tasks?window=60&step=120")
+	add("getWorkerStats", "GET", "/api/stats/workers")
 	add("listTasks", "GET", "/api/tasks?format=csv", "/api/tasks?format=jsonl&limit=1", "/api/tasks?format=xml")
 	add("listFailures", "GET", "/api/failures", "/api/failures?taskname=t.a", "/api/failures?received_end=yesterday")
 	addPost("setTaskTimeout", "/api/task/timeout/t.a?workername="+w+"&soft=1",

@@ -15,6 +15,8 @@ type Message struct {
 	Task   string // task name, when known
 	Worker string
 	Data   []byte // the event's JSON
+	// ID is the event's SSE id; empty sends none.
+	ID string
 }
 
 // Filter selects messages; empty fields match everything.

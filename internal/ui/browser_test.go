@@ -166,27 +166,21 @@ func (b *browser) wait(what, expr string, within time.Duration) {
 	defer cancel()
 	for {
 		_, err := chromedp.Run(ctx, chromedp.Poll[bool]("!!("+expr+")", chromedp.WithPollingInterval(50*time.Millisecond)))
-		if err == nil {
-			return
-		}
-		// A navigation that lands while the poll is being set up (a link
-		// followed, a sign-in redirect) destroys the document the poll was
-		// sent to, and Chromium answers that its context is gone. That says
-		// nothing of the expression: poll again in the new document.
-		if ctx.Err() == nil && contextGone(err) {
+		// Right after a navigation chromedp may still hold the previous
+		// document's execution context, which Chromium has destroyed (seen
+		// on a loaded machine): polling again uses the new one.
+		if err != nil && strings.Contains(err.Error(), "Cannot find context with specified id") && ctx.Err() == nil {
+			select {
+			case <-ctx.Done():
+			case <-time.After(50 * time.Millisecond): // the polling interval
+			}
 			continue
 		}
-		b.t.Fatalf("waiting %s for %s: %v%s", within, what, err, b.pageText())
+		if err != nil {
+			b.t.Fatalf("waiting %s for %s: %v%s", within, what, err, b.pageText())
+		}
+		return
 	}
-}
-
-// contextGone tells whether err is Chromium's answer to a call into a
-// document that a navigation has since replaced.
-func contextGone(err error) bool {
-	msg := err.Error()
-	return strings.Contains(msg, "Cannot find context with specified id") ||
-		strings.Contains(msg, "Execution context was destroyed") ||
-		strings.Contains(msg, "Inspected target navigated or closed")
 }
 
 // eval evaluates a JavaScript expression.

@@ -100,7 +100,9 @@ func TestDashboardRedis(t *testing.T) {
 	for _, task := range []struct {
 		name string
 		args []any
-	}{{"stamen.add", []any{1, 2}}, {"stamen.echo", []any{"hello", 42}}, {"stamen.add", []any{40, 2}}, {"stamen.fail", []any{"the disk is full"}}, {"stamen.sleep", []any{0.2}}} {
+	}{{"stamen.add", []any{1, 2}}, {"stamen.echo", []any{"hello", 42}}, {"stamen.add", []any{40, 2}}, {"stamen.fail", []any{"the disk is full"}}, {"stamen.sleep", []any{0.2}},
+		// Fails twice, is retried each time, succeeds on its third attempt.
+		{"stamen.retry", []any{3}}} {
 		history = append(history, send(t, base, task.name, map[string]any{"args": task.args}))
 	}
 	testcluster.Eventually(t, 30*time.Second, "the first tasks done", func() bool {
@@ -118,8 +120,28 @@ func TestDashboardRedis(t *testing.T) {
 		b.open("/")
 		b.wait("the worker online", textOf(sel("data-worker", w.Name, "[data-status]"))+` === "Online"`, 20*time.Second)
 		b.wait("the online card", textOf(`document.querySelector("[data-card=online]")`)+` === "1"`, 5*time.Second)
+		// The tasks run before the page opened are counted: 5 succeeded
+		// (the retried one too), 1 failed, 2 retries.
+		cell := func(k string) string { return textOf(sel("data-worker", w.Name, "[data-count="+k+"]")) }
+		counts := func() string {
+			return eval[string](b, `"failed=" + `+cell("failed")+` + " succeeded=" + `+cell("succeeded")+` + " retried=" + `+cell("retried"))
+		}
+		b.wait("the worker's counts since stamen started", `"failed=" + `+cell("failed")+` + " succeeded=" + `+cell("succeeded")+` + " retried=" + `+cell("retried")+
+			` === "failed=1 succeeded=5 retried=2"`, 10*time.Second)
+		if text := eval[string](b, `document.body.innerText`); strings.Contains(text, "since this page opened") || !strings.Contains(text, "since stamen started") {
+			t.Errorf("the page says what the counts count as %q", text)
+		}
 		b.look("workers")
 		b.safe("workers page")
+
+		// One more failure after the page loaded adds to its cell live.
+		eval[bool](b, `(window.__sameDocument = true)`)
+		id := send(t, base, "stamen.fail", map[string]any{"args": []any{"once more"}})
+		b.wait("the failure counted live", cell("failed")+` === "2"`, 15*time.Second)
+		testcluster.Eventually(t, 10*time.Second, "the failure known to stamen", func() bool { return taskState(t, base, id) == "FAILURE" })
+		if got := counts(); got != "failed=2 succeeded=5 retried=2" || !eval[bool](b, `window.__sameDocument === true`) {
+			t.Errorf("after one more failure the row counts %s (the page reloaded: %v)", got, !eval[bool](b, `window.__sameDocument === true`))
+		}
 
 		// A worker that comes and goes while the page is open.
 		eval[bool](b, `(window.__sameDocument = true)`)
@@ -139,7 +161,7 @@ func TestDashboardRedis(t *testing.T) {
 	t.Run("tasks live", func(t *testing.T) {
 		b.t = t
 		b.open("/tasks")
-		b.wait("the live stream", `document.querySelector(".live.live") && document.querySelector("table[aria-label=Tasks]")`, 15*time.Second)
+		b.wait("the live stream", `(document.querySelector("span.live") || {}).textContent === "Live" && document.querySelector("table[aria-label=Tasks]")`, 15*time.Second)
 		eval[bool](b, `(window.__sameDocument = true)`)
 		start := time.Now()
 		id := send(t, base, "stamen.sleep", map[string]any{"args": []any{1.5}})
@@ -204,14 +226,14 @@ func TestDashboardRedis(t *testing.T) {
 		origin := "http://" + proxy.Addr()
 		pb := newBrowser(t, 2*time.Minute, origin, origin)
 		pb.open("/tasks")
-		pb.wait("the live stream", `document.querySelector(".live.live") && document.querySelector("table[aria-label=Tasks]")`, 15*time.Second)
+		pb.wait("the live stream", `(document.querySelector("span.live") || {}).textContent === "Live" && document.querySelector("table[aria-label=Tasks]")`, 15*time.Second)
 		proxy.Cut()
 		pb.wait("the banner saying the stream dropped", textOf(`document.querySelector(".banner")`)+`.includes("dropped")`, 10*time.Second)
 		// A task that runs while the page is cut off from stamen.
 		id := send(t, base, "stamen.add", map[string]any{"args": []any{7, 8}})
 		testcluster.Eventually(t, 20*time.Second, "the task succeeds", func() bool { return taskState(t, base, id) == "SUCCESS" })
 		proxy.Start()
-		pb.wait("the page back live, caught up", `!document.querySelector(".banner") && document.querySelector(".live.live") && `+
+		pb.wait("the page back live, caught up", `!document.querySelector(".banner") && (document.querySelector("span.live") || {}).textContent === "Live" && `+
 			sel("data-task", id)+` && `+sel("data-task", id)+`.dataset.state === "SUCCESS"`, 20*time.Second)
 		pb.safe("the page after the drop")
 	})
@@ -471,7 +493,7 @@ func TestDashboardRedis(t *testing.T) {
 			pb.wait("the tasks page", `location.pathname.endsWith("/tasks") && `+sel("data-task", id), 15*time.Second)
 			pb.open("/task/" + id)
 			pb.wait("the task page", textOf(`document.querySelector("[data-field=name]")`)+` === "stamen.add"`, 15*time.Second)
-			pb.wait("the live stream", `document.querySelector(".live.live")`, 10*time.Second)
+			pb.wait("the live stream", `(document.querySelector("span.live") || {}).textContent === "Live"`, 10*time.Second)
 			pb.open("/worker/" + w.Name + "?tab=system")
 			pb.wait("the worker page", `document.querySelector("table[aria-label=System]")`, 15*time.Second)
 			if got := pb.foreignRequests(); len(got) > 0 {

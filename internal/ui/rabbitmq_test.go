@@ -25,7 +25,7 @@ func TestDashboardRabbitMQ(t *testing.T) {
 	b.wait("the worker online", textOf(sel("data-worker", w.Name, "[data-status]"))+` === "Online"`, 20*time.Second)
 
 	b.open("/tasks")
-	b.wait("the live stream", `document.querySelector(".live.live") && document.querySelector("table[aria-label=Tasks]")`, 15*time.Second)
+	b.wait("the live stream", `(document.querySelector("span.live") || {}).textContent === "Live" && document.querySelector("table[aria-label=Tasks]")`, 15*time.Second)
 	id := send(t, base, "stamen.add", map[string]any{"args": []any{2, 3}})
 	b.wait("the new task, succeeded, without a reload", sel("data-task", id)+` && `+sel("data-task", id)+`.dataset.state === "SUCCESS"`, 10*time.Second)
 

@@ -130,6 +130,13 @@ func NewStamenAPI(spec *loads.Document) *StamenAPI {
 			return middleware.NotImplemented("operation tasks.GetTaskStats has not yet been implemented")
 		}),
 
+		WorkersGetWorkerStatsHandler: workers.GetWorkerStatsHandlerFunc(func(params workers.GetWorkerStatsParams, principal any) middleware.Responder {
+			_ = params
+			_ = principal
+
+			return middleware.NotImplemented("operation workers.GetWorkerStats has not yet been implemented")
+		}),
+
 		WorkersGrowWorkerPoolHandler: workers.GrowWorkerPoolHandlerFunc(func(params workers.GrowWorkerPoolParams, principal any) middleware.Responder {
 			_ = params
 			_ = principal
@@ -363,6 +370,8 @@ type StamenAPI struct {
 	TasksGetTaskResultHandler tasks.GetTaskResultHandler
 	// TasksGetTaskStatsHandler sets the operation handler for the get task stats operation
 	TasksGetTaskStatsHandler tasks.GetTaskStatsHandler
+	// WorkersGetWorkerStatsHandler sets the operation handler for the get worker stats operation
+	WorkersGetWorkerStatsHandler workers.GetWorkerStatsHandler
 	// WorkersGrowWorkerPoolHandler sets the operation handler for the grow worker pool operation
 	WorkersGrowWorkerPoolHandler workers.GrowWorkerPoolHandler
 	// AuditListAuditHandler sets the operation handler for the list audit operation
@@ -521,6 +530,9 @@ func (o *StamenAPI) Validate() error {
 	}
 	if o.TasksGetTaskStatsHandler == nil {
 		unregistered = append(unregistered, "tasks.GetTaskStatsHandler")
+	}
+	if o.WorkersGetWorkerStatsHandler == nil {
+		unregistered = append(unregistered, "workers.GetWorkerStatsHandler")
 	}
 	if o.WorkersGrowWorkerPoolHandler == nil {
 		unregistered = append(unregistered, "workers.GrowWorkerPoolHandler")
@@ -730,6 +742,10 @@ func (o *StamenAPI) initHandlerCache() {
 		o.handlers["GET"] = make(map[string]http.Handler)
 	}
 	o.handlers["GET"]["/api/stats/tasks"] = tasks.NewGetTaskStats(o.context, o.TasksGetTaskStatsHandler)
+	if o.handlers["GET"] == nil {
+		o.handlers["GET"] = make(map[string]http.Handler)
+	}
+	o.handlers["GET"]["/api/stats/workers"] = workers.NewGetWorkerStats(o.context, o.WorkersGetWorkerStatsHandler)
 	if o.handlers["POST"] == nil {
 		o.handlers["POST"] = make(map[string]http.Handler)
 	}

@@ -80,10 +80,10 @@ func WithAcceptTextEventStream(r *runtime.ClientOperation) {
 // ClientService is the interface for Client methods.
 type ClientService interface {
 
-	// StreamEvents Celery events as they arrive, as Server-Sent Events: each event's `event:` field is its type (task-succeeded, worker-heartbeat, ...) and its `data:` field the event's JSON. A comment line is sent every heartbeat interval to keep proxies from closing an idle stream. .
+	// StreamEvents Celery events as they arrive, as Server-Sent Events: each event's `event:` field is its type (task-succeeded, worker-heartbeat, ...) and its `data:` field the event's JSON, and its `id:` field `<instance>:<n>`, n counting the events this stamen process applied (GET /api/stats/workers's `instance` and `seq`; a stream with a filter skips the numbers of the events it leaves out). A comment line is sent every heartbeat interval to keep proxies from closing an idle stream; a client too slow to keep up loses events, and the next such interval sends the comment `: dropped <count> events`. .
 	StreamEvents(params *StreamEventsParams, authInfo runtime.ClientAuthInfoWriter, opts ...ClientOption) (*StreamEventsOK, error)
 
-	// StreamEventsContext Celery events as they arrive, as Server-Sent Events: each event's `event:` field is its type (task-succeeded, worker-heartbeat, ...) and its `data:` field the event's JSON. A comment line is sent every heartbeat interval to keep proxies from closing an idle stream. .
+	// StreamEventsContext Celery events as they arrive, as Server-Sent Events: each event's `event:` field is its type (task-succeeded, worker-heartbeat, ...) and its `data:` field the event's JSON, and its `id:` field `<instance>:<n>`, n counting the events this stamen process applied (GET /api/stats/workers's `instance` and `seq`; a stream with a filter skips the numbers of the events it leaves out). A comment line is sent every heartbeat interval to keep proxies from closing an idle stream; a client too slow to keep up loses events, and the next such interval sends the comment `: dropped <count> events`. .
 	StreamEventsContext(ctx context.Context, params *StreamEventsParams, authInfo runtime.ClientAuthInfoWriter, opts ...ClientOption) (*StreamEventsOK, error)
 
 	SetTransport(transport runtime.ContextualTransport)
@@ -91,8 +91,13 @@ type ClientService interface {
 
 // StreamEvents Celery events as they arrive, as Server-Sent Events: each event's
 // `event:` field is its type (task-succeeded, worker-heartbeat, ...) and
-// its `data:` field the event's JSON. A comment line is sent every
-// heartbeat interval to keep proxies from closing an idle stream.
+// its `data:` field the event's JSON, and its `id:` field
+// `<instance>:<n>`, n counting the events this stamen process applied
+// (GET /api/stats/workers's `instance` and `seq`; a stream with a
+// filter skips the numbers of the events it leaves out). A comment
+// line is sent every heartbeat interval to keep proxies from closing
+// an idle stream; a client too slow to keep up loses events, and the
+// next such interval sends the comment `: dropped <count> events`.
 // .
 //
 // This method does not support injected context.
@@ -112,8 +117,13 @@ func (a *Client) StreamEvents(params *StreamEventsParams, authInfo runtime.Clien
 
 // StreamEventsContext Celery events as they arrive, as Server-Sent Events: each event's
 // `event:` field is its type (task-succeeded, worker-heartbeat, ...) and
-// its `data:` field the event's JSON. A comment line is sent every
-// heartbeat interval to keep proxies from closing an idle stream.
+// its `data:` field the event's JSON, and its `id:` field
+// `<instance>:<n>`, n counting the events this stamen process applied
+// (GET /api/stats/workers's `instance` and `seq`; a stream with a
+// filter skips the numbers of the events it leaves out). A comment
+// line is sent every heartbeat interval to keep proxies from closing
+// an idle stream; a client too slow to keep up loses events, and the
+// next such interval sends the comment `: dropped <count> events`.
 // .
 //
 // Do not use the deprecated [StreamEventsParams.Context] with this method: it would be ignored.

@@ -74,6 +74,12 @@ type ClientService interface {
 	// CancelConsumerContext Stop consuming from a queue.
 	CancelConsumerContext(ctx context.Context, params *CancelConsumerParams, authInfo runtime.ClientAuthInfoWriter, opts ...ClientOption) (*CancelConsumerOK, error)
 
+	// GetWorkerStats Per worker, how many task events of each kind it sent: received, started, succeeded, failed, retried, revoked and rejected, as Flower's dashboard counts them (Flower's counter, by worker and event type). stamen counts the task events it applied since this process started (`since`); they are not kept across a restart, not even with --db. An event counts once, under the hostname it came from: a task retried and received again counts as received twice. Events stamen made up itself to finish a task whose result it read from the result backend (the reconciler) are not counted, as no worker sent them.  The map is bounded by --max_workers: when a new hostname comes and that many are counted, the worker whose latest task event came longest ago is forgotten, and `dropped_workers` and `dropped_events` say how many workers and how many of their events were forgotten so far.  Counting in step with GET /api/events: `seq` is how many events (of every type) this process had applied when it answered, and each event of its /api/events stream has the SSE id `<instance>:<n>`, n counting the same events. A client that shows these counts and adds the stream's task events to them adds only the events of the same instance with n greater than seq: the others are in the counts already.  With --db postgres://, each replica answers what it applied itself since it started: replicas that each receive every event (Redis, or RabbitMQ without a shared --event_queue) count the same events but since their own start, and replicas sharing an --event_queue each count only their share of the events. Two requests that a load balancer sends to different replicas may therefore answer differently (`instance` tells them apart). .
+	GetWorkerStats(params *GetWorkerStatsParams, authInfo runtime.ClientAuthInfoWriter, opts ...ClientOption) (*GetWorkerStatsOK, error)
+
+	// GetWorkerStatsContext Per worker, how many task events of each kind it sent: received, started, succeeded, failed, retried, revoked and rejected, as Flower's dashboard counts them (Flower's counter, by worker and event type). stamen counts the task events it applied since this process started (`since`); they are not kept across a restart, not even with --db. An event counts once, under the hostname it came from: a task retried and received again counts as received twice. Events stamen made up itself to finish a task whose result it read from the result backend (the reconciler) are not counted, as no worker sent them.  The map is bounded by --max_workers: when a new hostname comes and that many are counted, the worker whose latest task event came longest ago is forgotten, and `dropped_workers` and `dropped_events` say how many workers and how many of their events were forgotten so far.  Counting in step with GET /api/events: `seq` is how many events (of every type) this process had applied when it answered, and each event of its /api/events stream has the SSE id `<instance>:<n>`, n counting the same events. A client that shows these counts and adds the stream's task events to them adds only the events of the same instance with n greater than seq: the others are in the counts already.  With --db postgres://, each replica answers what it applied itself since it started: replicas that each receive every event (Redis, or RabbitMQ without a shared --event_queue) count the same events but since their own start, and replicas sharing an --event_queue each count only their share of the events. Two requests that a load balancer sends to different replicas may therefore answer differently (`instance` tells them apart). .
+	GetWorkerStatsContext(ctx context.Context, params *GetWorkerStatsParams, authInfo runtime.ClientAuthInfoWriter, opts ...ClientOption) (*GetWorkerStatsOK, error)
+
 	// GrowWorkerPool Grow a worker's pool.
 	GrowWorkerPool(params *GrowWorkerPoolParams, authInfo runtime.ClientAuthInfoWriter, opts ...ClientOption) (*GrowWorkerPoolOK, error)
 
@@ -293,6 +299,133 @@ func (a *Client) CancelConsumerContext(ctx context.Context, params *CancelConsum
 	//
 	// safeguard: normally, in the absence of a default response, unknown success responses return an error above: so this is a codegen issue
 	msg := fmt.Sprintf("unexpected success response for cancelConsumer: API contract not enforced by server. Client expected to get an error, but got: %T", result)
+	panic(msg)
+}
+
+// GetWorkerStats Per worker, how many task events of each kind it sent: received,
+// started, succeeded, failed, retried, revoked and rejected, as
+// Flower's dashboard counts them (Flower's counter, by worker and
+// event type). stamen counts the task events it applied since this
+// process started (`since`); they are not kept across a restart,
+// not even with --db. An event counts once, under the hostname it
+// came from: a task retried and received again counts as received
+// twice. Events stamen made up itself to finish a task whose result
+// it read from the result backend (the reconciler) are not counted,
+// as no worker sent them.
+//
+// The map is bounded by --max_workers: when a new hostname comes
+// and that many are counted, the worker whose latest task event came
+// longest ago is forgotten, and `dropped_workers` and
+// `dropped_events` say how many workers and how many of their
+// events were forgotten so far.
+//
+// Counting in step with GET /api/events: `seq` is how many events
+// (of every type) this process had applied when it answered, and
+// each event of its /api/events stream has the SSE id
+// `<instance>:<n>`, n counting the same events. A client that shows
+// these counts and adds the stream's task events to them adds only
+// the events of the same instance with n greater than seq: the
+// others are in the counts already.
+//
+// With --db postgres://, each replica answers what it applied
+// itself since it started: replicas that each receive every event
+// (Redis, or RabbitMQ without a shared --event_queue) count the same
+// events but since their own start, and replicas sharing an
+// --event_queue each count only their share of the events. Two
+// requests that a load balancer sends to different replicas may
+// therefore answer differently (`instance` tells them apart).
+// .
+//
+// This method does not support injected context.
+// However, timeout and opentracing contexts are honored whenever enabled.
+//
+// If you need to pass a specific context, use [Client.GetWorkerStatsContext] instead.
+func (a *Client) GetWorkerStats(params *GetWorkerStatsParams, authInfo runtime.ClientAuthInfoWriter, opts ...ClientOption) (*GetWorkerStatsOK, error) {
+	var ctx context.Context
+	if params != nil && params.inner.ctx != nil {
+		ctx = params.inner.ctx
+	} else {
+		ctx = context.Background()
+	}
+
+	return a.GetWorkerStatsContext(ctx, params, authInfo, opts...)
+}
+
+// GetWorkerStatsContext Per worker, how many task events of each kind it sent: received,
+// started, succeeded, failed, retried, revoked and rejected, as
+// Flower's dashboard counts them (Flower's counter, by worker and
+// event type). stamen counts the task events it applied since this
+// process started (`since`); they are not kept across a restart,
+// not even with --db. An event counts once, under the hostname it
+// came from: a task retried and received again counts as received
+// twice. Events stamen made up itself to finish a task whose result
+// it read from the result backend (the reconciler) are not counted,
+// as no worker sent them.
+//
+// The map is bounded by --max_workers: when a new hostname comes
+// and that many are counted, the worker whose latest task event came
+// longest ago is forgotten, and `dropped_workers` and
+// `dropped_events` say how many workers and how many of their
+// events were forgotten so far.
+//
+// Counting in step with GET /api/events: `seq` is how many events
+// (of every type) this process had applied when it answered, and
+// each event of its /api/events stream has the SSE id
+// `<instance>:<n>`, n counting the same events. A client that shows
+// these counts and adds the stream's task events to them adds only
+// the events of the same instance with n greater than seq: the
+// others are in the counts already.
+//
+// With --db postgres://, each replica answers what it applied
+// itself since it started: replicas that each receive every event
+// (Redis, or RabbitMQ without a shared --event_queue) count the same
+// events but since their own start, and replicas sharing an
+// --event_queue each count only their share of the events. Two
+// requests that a load balancer sends to different replicas may
+// therefore answer differently (`instance` tells them apart).
+// .
+//
+// Do not use the deprecated [GetWorkerStatsParams.Context] with this method: it would be ignored.
+func (a *Client) GetWorkerStatsContext(ctx context.Context, params *GetWorkerStatsParams, authInfo runtime.ClientAuthInfoWriter, opts ...ClientOption) (*GetWorkerStatsOK, error) {
+	// NOTE: parameters are not validated before sending
+	if params == nil {
+		params = NewGetWorkerStatsParams()
+	}
+
+	op := &runtime.ClientOperation{
+		ID:                 "getWorkerStats",
+		Method:             "GET",
+		PathPattern:        "/api/stats/workers",
+		ProducesMediaTypes: []string{"application/json"},
+		ConsumesMediaTypes: []string{"application/json"},
+		Schemes:            []string{"http"},
+		Params:             params,
+		Reader:             &GetWorkerStatsReader{formats: a.formats},
+		AuthInfo:           authInfo,
+		Client:             params.HTTPClient,
+	}
+
+	for _, opt := range opts {
+		opt(op)
+	}
+
+	result, err := a.transport.SubmitContext(ctx, op)
+	if err != nil {
+		return nil, err
+	}
+
+	// only one success response has to be checked
+	success, ok := result.(*GetWorkerStatsOK)
+	if ok {
+		return success, nil
+	}
+
+	// unexpected success response.
+
+	// no default response is defined.
+	//
+	// safeguard: normally, in the absence of a default response, unknown success responses return an error above: so this is a codegen issue
+	msg := fmt.Sprintf("unexpected success response for getWorkerStats: API contract not enforced by server. Client expected to get an error, but got: %T", result)
 	panic(msg)
 }
 

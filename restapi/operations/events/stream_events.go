@@ -30,8 +30,13 @@ func NewStreamEvents(ctx *middleware.Context, handler StreamEventsHandler) *Stre
 //
 // Celery events as they arrive, as Server-Sent Events: each event's
 // `event:` field is its type (task-succeeded, worker-heartbeat, ...) and
-// its `data:` field the event's JSON. A comment line is sent every
-// heartbeat interval to keep proxies from closing an idle stream.
+// its `data:` field the event's JSON, and its `id:` field
+// `<instance>:<n>`, n counting the events this stamen process applied
+// (GET /api/stats/workers's `instance` and `seq`; a stream with a
+// filter skips the numbers of the events it leaves out). A comment
+// line is sent every heartbeat interval to keep proxies from closing
+// an idle stream; a client too slow to keep up loses events, and the
+// next such interval sends the comment `: dropped <count> events`.
 type StreamEvents struct {
 	Context *middleware.Context
 	Handler StreamEventsHandler

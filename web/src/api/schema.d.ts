@@ -431,6 +431,56 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/stats/workers": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * @description Per worker, how many task events of each kind it sent: received,
+         *     started, succeeded, failed, retried, revoked and rejected, as
+         *     Flower's dashboard counts them (Flower's counter, by worker and
+         *     event type). stamen counts the task events it applied since this
+         *     process started (`since`); they are not kept across a restart,
+         *     not even with --db. An event counts once, under the hostname it
+         *     came from: a task retried and received again counts as received
+         *     twice. Events stamen made up itself to finish a task whose result
+         *     it read from the result backend (the reconciler) are not counted,
+         *     as no worker sent them.
+         *
+         *     The map is bounded by --max_workers: when a new hostname comes
+         *     and that many are counted, the worker whose latest task event came
+         *     longest ago is forgotten, and `dropped_workers` and
+         *     `dropped_events` say how many workers and how many of their
+         *     events were forgotten so far.
+         *
+         *     Counting in step with GET /api/events: `seq` is how many events
+         *     (of every type) this process had applied when it answered, and
+         *     each event of its /api/events stream has the SSE id
+         *     `<instance>:<n>`, n counting the same events. A client that shows
+         *     these counts and adds the stream's task events to them adds only
+         *     the events of the same instance with n greater than seq: the
+         *     others are in the counts already.
+         *
+         *     With --db postgres://, each replica answers what it applied
+         *     itself since it started: replicas that each receive every event
+         *     (Redis, or RabbitMQ without a shared --event_queue) count the same
+         *     events but since their own start, and replicas sharing an
+         *     --event_queue each count only their share of the events. Two
+         *     requests that a load balancer sends to different replicas may
+         *     therefore answer differently (`instance` tells them apart).
+         */
+        get: operations["getWorkerStats"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/workers": {
         parameters: {
             query?: never;
@@ -602,8 +652,13 @@ export interface paths {
         /**
          * @description Celery events as they arrive, as Server-Sent Events: each event's
          *     `event:` field is its type (task-succeeded, worker-heartbeat, ...) and
-         *     its `data:` field the event's JSON. A comment line is sent every
-         *     heartbeat interval to keep proxies from closing an idle stream.
+         *     its `data:` field the event's JSON, and its `id:` field
+         *     `<instance>:<n>`, n counting the events this stamen process applied
+         *     (GET /api/stats/workers's `instance` and `seq`; a stream with a
+         *     filter skips the numbers of the events it leaves out). A comment
+         *     line is sent every heartbeat interval to keep proxies from closing
+         *     an idle stream; a client too slow to keep up loses events, and the
+         *     next such interval sends the comment `: dropped <count> events`.
          */
         get: operations["streamEvents"];
         put?: never;
@@ -921,6 +976,50 @@ export interface components {
              * @description seconds; null without a success in the bucket
              */
             runtime_p95: number | null;
+        };
+        WorkerStats: {
+            /** @description this process, a random name chosen at start: the prefix of the SSE ids of its /api/events stream */
+            instance: string;
+            /**
+             * Format: date-time
+             * @description when this process started counting
+             */
+            since: string;
+            /**
+             * Format: int64
+             * @description how many events this process had applied when it answered; its /api/events ids count the same events
+             */
+            seq: number;
+            /** @description the counts, keyed by worker hostname */
+            workers: {
+                [key: string]: components["schemas"]["WorkerEventCounts"];
+            };
+            /**
+             * Format: int64
+             * @description workers forgotten to stay within --max_workers
+             */
+            dropped_workers: number;
+            /**
+             * Format: int64
+             * @description the events the forgotten workers had been counted for
+             */
+            dropped_events: number;
+        };
+        WorkerEventCounts: {
+            /** Format: int64 */
+            received: number;
+            /** Format: int64 */
+            started: number;
+            /** Format: int64 */
+            succeeded: number;
+            /** Format: int64 */
+            failed: number;
+            /** Format: int64 */
+            retried: number;
+            /** Format: int64 */
+            revoked: number;
+            /** Format: int64 */
+            rejected: number;
         };
         FailureGroup: {
             taskname: string;
@@ -1764,6 +1863,27 @@ export interface operations {
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             503: components["responses"]["Unavailable"];
+        };
+    };
+    getWorkerStats: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The counts by worker hostname */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["WorkerStats"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
         };
     };
     listWorkers: {

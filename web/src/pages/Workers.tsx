@@ -1,7 +1,7 @@
 import { useEffect, useMemo, useState } from "preact/hooks";
 import { api, ok, type WorkerInfo } from "../api";
 import { onEvent, onResync, throttle } from "../events";
-import { now } from "../state";
+import { fmtTime, now } from "../state";
 import { enc, route, setQuery } from "../router";
 import { ErrorBox, Link, useTitle } from "../ui";
 import { Charts } from "../Charts";
@@ -13,10 +13,14 @@ type Live = {
   active?: number;
   processed?: number;
   loadavg?: number[];
-  succeeded: number;
-  failed: number;
-  retried: number;
 };
+
+type Counted = "succeeded" | "failed" | "retried";
+type Counts = Record<Counted, number>;
+const counted: Record<string, Counted> = { "task-succeeded": "succeeded", "task-failed": "failed", "task-retried": "retried" };
+// Past this many events held while a count load is in flight, they are
+// not kept (the next answer holds them).
+const maxHeld = 20000;
 
 function processed(info: WorkerInfo | undefined): number | undefined {
   const total = (info?.stats as any)?.total;
@@ -28,6 +32,11 @@ export function Workers() {
   useTitle("Workers");
   const [infos, setInfos] = useState<Record<string, WorkerInfo>>({});
   const [live, setLive] = useState<Record<string, Live>>({});
+  // Each worker's task events counted since stamen started: the latest
+  // answer of GET /api/stats/workers plus the streamed events it lacks;
+  // null until the first answer.
+  const [counts, setCounts] = useState<Record<string, Counts> | null>(null);
+  const [since, setSince] = useState<number | null>(null);
   const [error, setError] = useState<unknown>(null);
   const search = route.value.query.get("search") ?? "";
 
@@ -57,7 +66,7 @@ export function Workers() {
           const next = { ...prev };
           for (const [name, alive] of Object.entries(st as Record<string, unknown>)) {
             if ((heard[name] ?? -1) >= since) continue;
-            next[name] = { ...(next[name] ?? { succeeded: 0, failed: 0, retried: 0 }), alive: !!alive };
+            next[name] = { ...next[name], alive: !!alive };
           }
           return next;
         });
@@ -68,13 +77,55 @@ export function Workers() {
     };
     void load(false).then(() => load(true));
     const refresh = throttle(() => void load(true), 2000);
-    const offEv = onEvent((ev) => {
+
+    // The counts: the answer of GET /api/stats/workers holds every event
+    // of its instance numbered up to its seq, and none past it. An event
+    // that came before a load was asked for is in its answer (stamen
+    // numbered it before answering), so only the events that come while
+    // a load is in flight are held, to be added to its answer when they
+    // are past its seq; any other event adds to what is shown at once,
+    // unless it is one the shown answer holds already (the stream may lag
+    // behind the answer).
+    let base: { instance: string; seq: number } | null = null;
+    let held: { instance: string; n: number; host: string; k: Counted }[] = [];
+    let inFlight = 0;
+    let countsAsked = 0;
+    let countsShown = 0;
+    const add = (to: Record<string, Counts>, host: string, k: Counted) => {
+      const cur = to[host] ?? { succeeded: 0, failed: 0, retried: 0 };
+      to[host] = { ...cur, [k]: cur[k] + 1 };
+    };
+    const loadCounts = async () => {
+      const mine = ++countsAsked;
+      if (inFlight++ === 0) held = [];
+      try {
+        const s = await ok(api.GET("/api/stats/workers"));
+        if (gone || mine < countsShown) return;
+        countsShown = mine;
+        base = { instance: s.instance, seq: s.seq };
+        const next: Record<string, Counts> = {};
+        for (const [name, c] of Object.entries(s.workers)) {
+          next[name] = { succeeded: c.succeeded, failed: c.failed, retried: c.retried };
+        }
+        for (const e of held) if (e.instance === s.instance && e.n > s.seq) add(next, e.host, e.k);
+        setCounts(next);
+        setSince(Date.parse(s.since) / 1000);
+      } catch (e) {
+        if (!gone) setError(e);
+      } finally {
+        if (--inFlight === 0) held = [];
+      }
+    };
+    void loadCounts();
+    const reloadCounts = throttle(() => void loadCounts(), 2000);
+
+    const offEv = onEvent((ev, id) => {
       const host = typeof ev.hostname === "string" ? ev.hostname : "";
       if (!host) return;
       if (ev.type.startsWith("worker-")) {
         heard[host] = performance.now();
         setLive((prev) => {
-          const cur = prev[host] ?? { succeeded: 0, failed: 0, retried: 0 };
+          const cur = prev[host] ?? {};
           const n: Live = { ...cur };
           if (ev.type === "worker-offline") n.alive = false;
           else {
@@ -88,15 +139,35 @@ export function Workers() {
           return { ...prev, [host]: n };
         });
         if (ev.type === "worker-online") refresh();
-      } else if (ev.type === "task-succeeded" || ev.type === "task-failed" || ev.type === "task-retried") {
-        const k = ev.type.slice(5) as "succeeded" | "failed" | "retried";
-        setLive((prev) => {
-          const cur = prev[host] ?? { succeeded: 0, failed: 0, retried: 0 };
-          return { ...prev, [host]: { ...cur, [k]: cur[k] + 1 } };
+      } else if (counted[ev.type]) {
+        const k = counted[ev.type];
+        const at = id.lastIndexOf(":");
+        const instance = id.slice(0, at);
+        const n = Number(id.slice(at + 1));
+        if (at < 0 || !Number.isSafeInteger(n)) return;
+        if (inFlight > 0) {
+          if (held.length < maxHeld) held.push({ instance, n, host, k });
+          else reloadCounts();
+        }
+        if (!base) return;
+        if (instance !== base.instance) {
+          // The stream and the answer come from two replicas, which count
+          // apart: the event cannot be placed, the counts are asked again.
+          reloadCounts();
+          return;
+        }
+        if (n <= base.seq) return;
+        setCounts((prev) => {
+          const next = { ...prev };
+          add(next, host, k);
+          return next;
         });
       }
     });
-    const offRe = onResync(() => void load(false));
+    const offRe = onResync(() => {
+      void load(false);
+      void loadCounts();
+    });
     return () => {
       gone = true;
       offEv();
@@ -122,15 +193,16 @@ export function Workers() {
   };
   const rows = names.map((n) => {
     const info = infos[n];
-    const l = live[n] ?? { succeeded: 0, failed: 0, retried: 0 };
+    const l = live[n] ?? {};
+    const c = counts ? (counts[n] ?? { succeeded: 0, failed: 0, retried: 0 }) : undefined;
     return {
       name: n,
       alive: alive(n),
       active: l.active ?? info?.active?.length,
       processed: l.processed ?? processed(info),
-      succeeded: l.succeeded,
-      failed: l.failed,
-      retried: l.retried,
+      succeeded: c?.succeeded,
+      failed: c?.failed,
+      retried: c?.retried,
       loadavg: l.loadavg ?? ((info?.stats as any)?.loadavg as number[] | undefined),
     };
   });
@@ -163,7 +235,11 @@ export function Workers() {
           Search{" "}
           <input type="search" value={search} onInput={(e) => setQuery({ search: (e.target as HTMLInputElement).value })} />
         </label>
-        <span class="muted">Succeeded, failed and retried count the events since this page opened.</span>
+        {since !== null && (
+          <span class="muted" data-counted-since>
+            Failed, succeeded and retried count the task events since stamen started, {fmtTime(since)}.
+          </span>
+        )}
       </div>
       <div class="scroll">
         <table class="grid" aria-label="Workers">
@@ -192,9 +268,9 @@ export function Workers() {
                 </td>
                 <td class="num">{r.active ?? ""}</td>
                 <td class="num">{r.processed ?? ""}</td>
-                <td class="num">{r.failed}</td>
-                <td class="num">{r.succeeded}</td>
-                <td class="num">{r.retried}</td>
+                <td class="num" data-count="failed">{r.failed ?? ""}</td>
+                <td class="num" data-count="succeeded">{r.succeeded ?? ""}</td>
+                <td class="num" data-count="retried">{r.retried ?? ""}</td>
                 <td>{r.loadavg ? r.loadavg.map((x) => Number(x).toFixed(2)).join(", ") : ""}</td>
               </tr>
             ))}
