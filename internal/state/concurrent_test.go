@@ -166,6 +166,7 @@ func TestConsistentUnderConcurrentWriter(t *testing.T) {
 						}
 					})
 				}
+				l.Close() // its buffers go to the next walk
 				walks.Add(1)
 				seen.Add(int64(len(ids)))
 				// The task info of the newest tasks, which the writer is

@@ -30,11 +30,10 @@ type TaskList struct {
 	c *copiedChunk
 }
 
-// copiedChunk is a chunk of a list copied out of the state: the records, their
-// strings and their children's ids, reused from chunk to chunk and, once
-// a list is read to its end, by the next list: made per request they
-// were most of a page's garbage, and the collections it set off slowed
-// the readers sevenfold at 200,000 tasks.
+// copiedChunk is a chunk of a list copied out of the state: the records,
+// their strings and their children's ids, reused from chunk to chunk and,
+// once the list is closed, by the next list: made per request they would
+// be most of a page's garbage.
 type copiedChunk struct {
 	recs []Task
 	text textBuf
@@ -100,17 +99,20 @@ func (l *TaskList) Next(n int, fn func(t *Task)) bool {
 	for i := range l.c.recs {
 		fn(&l.c.recs[i])
 	}
-	if !more {
-		c := l.c
-		l.c = nil
-		// A chunk that a huge record or page grew is left to the
-		// collector.
-		if len(c.text.blocks) <= 4 && cap(c.recs) <= 1024 {
-			clear(c.recs) // its strings would keep blocks of text alive
-			copiedChunks.Put(c)
-		}
-	}
 	return more
+}
+
+// Close hands the list's buffers on to the next list; the list is not to
+// be read after it. A list that is not closed leaves them to the
+// collector.
+func (l *TaskList) Close() {
+	c := l.c
+	l.c = nil
+	// A chunk that a huge record or page grew is left to the collector.
+	if c != nil && len(c.text.blocks) <= 4 && cap(c.recs) <= 1024 {
+		clear(c.recs) // its strings would keep blocks of text alive
+		copiedChunks.Put(c)
+	}
 }
 
 // copyChunk copies the next n tasks still in the state into l.recs, under
