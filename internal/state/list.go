@@ -115,7 +115,7 @@ func (l *TaskList) Close() {
 	}
 }
 
-// copyChunk copies the next n tasks still in the state into l.recs, under
+// copyChunk copies the next n tasks still in the state into the chunk, under
 // the read lock, and reports whether tasks remain.
 func (l *TaskList) copyChunk(n int) bool {
 	s, c := l.s, l.c
