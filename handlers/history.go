@@ -80,4 +80,3 @@ func (r StateReader) Failures(_ context.Context, q state.Query) ([]state.Failure
 type stateCursor struct{ *state.TaskList }
 
 func (stateCursor) Err() error { return nil }
-func (stateCursor) Close()     {}

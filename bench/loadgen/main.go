@@ -87,7 +87,10 @@ type config struct {
 	readFor   time.Duration
 	mixed     int
 	mixedRate int
-	env       []string
+	// mixedReaders are the reader counts the mixed phase ingests under,
+	// one after the other; by default only readers.
+	mixedReaders []int
+	env          []string
 }
 
 func main() {
@@ -105,6 +108,7 @@ func main() {
 	flag.IntVar(&c.mixed, "mixed", 300_000, "tasks ingested at -tasks tasks alone, then as many again under -readers readers of /api/tasks?limit=100")
 	flag.IntVar(&c.mixedRate, "mixed-rate", 50_000, "events a second of the mixed phase's second, paced run (0: none)")
 	flag.StringVar(&reader, "reader", "go", "what reads: go (net/http's client), vegeta (its attacker, as before 2026-11-24)")
+	mixedReaders := flag.String("mixed-readers", "", "comma-separated reader counts (1,4,16) the mixed phase ingests under in turn, each reported as a share of the rate alone (default: -readers)")
 	env := flag.String("stamen-env", "", "space-separated NAME=VALUE pairs added to stamen's environment (GOGC=100 GOMEMLIMIT=...)")
 	var pc pgConfig
 	flag.StringVar(&pc.admin, "pg", "", "PostgreSQL URL of a database to create "+benchDB+" from: run the Postgres fleet benchmark instead")
@@ -134,6 +138,18 @@ func main() {
 		os.Exit(2)
 	}
 	c.env = strings.Fields(*env)
+	c.mixedReaders = []int{c.readers}
+	if *mixedReaders != "" {
+		c.mixedReaders = nil
+		for _, f := range strings.Split(*mixedReaders, ",") {
+			n, err := strconv.Atoi(strings.TrimSpace(f))
+			if err != nil || n < 1 {
+				fmt.Fprintf(os.Stderr, "loadgen: -mixed-readers: %q is not a reader count\n", f)
+				os.Exit(2)
+			}
+			c.mixedReaders = append(c.mixedReaders, n)
+		}
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	err := run(ctx, c)
 	stop()
@@ -174,7 +190,7 @@ func run(ctx context.Context, c config) (err error) {
 
 	progress("generating %d tasks' events", c.tasks)
 	epoch := time.Now().Add(-span)
-	payloads := generate(c.tasks+2*c.mixed, c.tasks, epoch)
+	payloads := generate(c.tasks+(1+len(c.mixedReaders))*c.mixed, c.tasks, epoch)
 	// Generating leaves the driver's heap at its largest: collect now, not
 	// while the first reads are measured.
 	runtime.GC()
@@ -318,9 +334,10 @@ func readers(ctx context.Context, c config, s *stamen, epoch time.Time, n int) e
 }
 
 // mixed ingests c.mixed new tasks at c.tasks tasks (stamen evicts as many
-// of the oldest) with no reads, then c.mixed more under c.readers readers
-// of /api/tasks?limit=100 that run until that ingestion is done, and
-// reports both ingestion rates and the reads' latencies. It does so at
+// of the oldest) with no reads, then c.mixed more under each count of
+// c.mixedReaders closed-loop readers of /api/tasks?limit=100 in turn, which
+// run until that ingestion is done, and reports the ingestion rates (under
+// readers also as a share of the rate alone) and the reads' latencies. It does so at
 // the highest rate, then at c.mixedRate events a second, on tasks evicted
 // by then (the first ones, created again).
 func mixed(ctx context.Context, c config, rdb *goredis.Client, channel string, s *stamen, payloads [][]byte, epoch time.Time) error {
@@ -351,9 +368,30 @@ func mixedAt(ctx context.Context, c config, rdb *goredis.Client, channel string,
 		return err
 	}
 	figure("mixed_ingest_alone_events_per_s"+suffix, float64(3*n)/alone.Seconds())
-	progress("mixed phase%s: %d tasks ingested under %d readers", suffix, n, c.readers)
+	for k, readers := range c.mixedReaders {
+		from := second + k*n
+		progress("mixed phase%s: %d tasks ingested under %d readers", suffix, n, readers)
+		during, err := ingestUnder(ctx, c, rdb, channel, s, payloads, epoch, from, from+n, rate, readers, suffix)
+		if err != nil {
+			return err
+		}
+		under := float64(3*n) / during.Seconds()
+		if readers == c.readers {
+			figure("mixed_ingest_read_events_per_s"+suffix, under)
+		}
+		r := "_r" + strconv.Itoa(readers)
+		figure("mixed_ingest"+r+"_events_per_s"+suffix, under)
+		figure("mixed_ingest"+r+"_share_pct"+suffix, 100*under/(float64(3*n)/alone.Seconds()))
+	}
+	return nil
+}
+
+// ingestUnder feeds tasks [from, to) at rate (0: at once) while readers
+// closed-loop clients read /api/tasks?limit=100, and returns how long the
+// feed took.
+func ingestUnder(ctx context.Context, c config, rdb *goredis.Client, channel string, s *stamen, payloads [][]byte, epoch time.Time, from, to int, rate float64, readers int, suffix string) (time.Duration, error) {
 	t := targets(epoch, c.tasks, taskID)[1]
-	t.label += "_r" + strconv.Itoa(c.readers) + "_ingesting" + suffix
+	t.label += "_r" + strconv.Itoa(readers) + "_ingesting" + suffix
 	actx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	var during time.Duration
@@ -362,16 +400,12 @@ func mixedAt(ctx context.Context, c config, rdb *goredis.Client, channel string,
 	go func() {
 		defer cancel()
 		<-started
-		during, ferr = feedFrom(ctx, rdb, channel, s, payloads, second, second+n, rate)
+		during, ferr = feedFrom(ctx, rdb, channel, s, payloads, from, to, rate)
 	}()
-	if err := attackUntil(actx, ctx, s, t, c.tasks, c.readers, started, 0); err != nil {
-		return err
+	if err := attackUntil(actx, ctx, s, t, c.tasks, readers, started, 0); err != nil {
+		return 0, err
 	}
-	if ferr != nil {
-		return ferr
-	}
-	figure("mixed_ingest_read_events_per_s"+suffix, float64(3*n)/during.Seconds())
-	return nil
+	return during, ferr
 }
 
 // generate builds every task's envelope up front, so that publishing

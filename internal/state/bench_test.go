@@ -64,14 +64,25 @@ func BenchmarkApply(b *testing.B) {
 // running 100 tasks a second would leave them. It returns the state and a
 // function that streams further events, and the heap the state holds.
 func million(b *testing.B) (*State, func(n int), float64) {
+	s, next, heap := filledTo(b, 1000000)
+	return s, func(count int) {
+		for _, e := range next(count) {
+			s.Apply(e)
+		}
+	}, heap
+}
+
+// filledTo fills a state to n tasks as million does, and returns a
+// function that makes the next events of the stream, to apply.
+func filledTo(b *testing.B, n int) (*State, func(count int) []celery.Event, float64) {
 	b.Helper()
 	evs := benchEvents(b, 20000)
 	var before runtime.MemStats
 	runtime.GC()
 	runtime.ReadMemStats(&before)
-	s := New(Config{MaxTasks: 1000000})
+	s := New(Config{MaxTasks: n})
 	pass := 0
-	apply := func(e celery.Event) {
+	relabel := func(e celery.Event) celery.Event {
 		if e.UUID != "" {
 			own := e.RootID == e.UUID
 			e.UUID = fmt.Sprintf("%s%04x%s", e.UUID[:9], pass, e.UUID[13:])
@@ -84,11 +95,11 @@ func million(b *testing.B) (*State, func(n int), float64) {
 		if e.LocalReceived != 0 {
 			e.LocalReceived += shift
 		}
-		s.Apply(e)
+		return e
 	}
-	for s.Len() < 1000000 {
+	for s.Len() < n {
 		for _, e := range evs {
-			apply(e)
+			s.Apply(relabel(e))
 		}
 		pass++
 	}
@@ -96,15 +107,18 @@ func million(b *testing.B) (*State, func(n int), float64) {
 	runtime.GC()
 	runtime.ReadMemStats(&ms)
 	heap := float64(ms.HeapInuse - before.HeapInuse)
-	n := 0
-	return s, func(count int) {
+	k := 0
+	var out []celery.Event
+	return s, func(count int) []celery.Event {
+		out = out[:0]
 		for range count {
-			if n%len(evs) == 0 {
+			if k%len(evs) == 0 {
 				pass++
 			}
-			apply(evs[n%len(evs)])
-			n++
+			out = append(out, relabel(evs[k%len(evs)]))
+			k++
 		}
+		return out
 	}, heap
 }
 
@@ -579,4 +593,82 @@ func millionRandomIDs(b *testing.B) (*State, float64) {
 	runtime.ReadMemStats(&ms)
 	heap := float64(ms.HeapInuse - before.HeapInuse)
 	return s, heap
+}
+
+// BenchmarkApplyUnderReaders is ingestion in batches of 64 events, as the
+// broker hands them over, into a state of 200,000 tasks, alone and under
+// closed-loop readers of the newest page of 100 tasks formatted as GET
+// /api/tasks?limit=100 writes them. It reports the events applied a
+// second, their share of the rate alone (from the readers=0 run before
+// it), and the reads a second. Run it with -mutexprofile and
+// -blockprofile to see where the writer waits: on this lock, a writer
+// waits in (*RWMutex).Lock for the readers inside.
+func BenchmarkApplyUnderReaders(b *testing.B) {
+	if testing.Short() {
+		b.Skip("builds 200,000 tasks")
+	}
+	s, next, _ := filledTo(b, 200000)
+	alone := 0.0
+	for _, readers := range []int{0, 1, 4} {
+		b.Run(fmt.Sprintf("readers=%d", readers), func(b *testing.B) {
+			stop := make(chan struct{})
+			var reads atomic.Int64
+			var wg sync.WaitGroup
+			for range readers {
+				wg.Go(func() {
+					var buf []byte
+					for {
+						select {
+						case <-stop:
+							return
+						default:
+						}
+						l, err := s.List(Query{Limit: 100})
+						if err != nil {
+							b.Error(err)
+							return
+						}
+						for more := true; more; {
+							more = l.Next(256, func(t *Task) { buf = t.AppendListJSON(buf[:0]) })
+						}
+						reads.Add(1)
+					}
+				})
+			}
+			n := 0
+			for b.Loop() {
+				s.Apply(next(64)...)
+				n += 64
+			}
+			close(stop)
+			wg.Wait()
+			rate := float64(n) / b.Elapsed().Seconds()
+			if readers == 0 {
+				alone = rate
+			}
+			b.ReportMetric(rate, "events/s")
+			if alone > 0 {
+				b.ReportMetric(100*rate/alone, "%alone")
+			}
+			b.ReportMetric(float64(reads.Load())/b.Elapsed().Seconds(), "reads/s")
+		})
+	}
+}
+
+// BenchmarkListPage100 is the page of GET /api/tasks?limit=100 at 100k
+// tasks as the handler reads and writes it: List, then Next.
+func BenchmarkListPage100(b *testing.B) {
+	s := filled(b, 100000)
+	b.ReportAllocs()
+	var buf []byte
+	for b.Loop() {
+		l, err := s.List(Query{Limit: 100})
+		if err != nil {
+			b.Fatal(err)
+		}
+		buf = buf[:0]
+		for more := true; more; {
+			more = l.Next(256, func(t *Task) { buf = t.AppendListJSON(buf) })
+		}
+	}
 }

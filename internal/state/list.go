@@ -1,11 +1,14 @@
 package state
 
+import "sync"
+
 // TaskList is the answer to a Query, held as the sequence numbers of its
 // tasks, 8 bytes a task, for GET /api/tasks to write in chunks: Flower
 // lists every task when no limit is given, and copying a million records
-// out at once, about a kilobyte each, takes gigabytes. Each chunk is read
-// under a short read lock, so that ingestion goes on between chunks; a
-// task evicted or purged meanwhile is skipped, one changed meanwhile is
+// out at once, about a kilobyte each, takes gigabytes. Each chunk is
+// copied out under a short read lock and handed over after it, so that
+// ingestion goes on between chunks and while they are formatted; a task
+// evicted or purged meanwhile is skipped, one changed meanwhile is
 // written as it is then.
 type TaskList struct {
 	s    *State
@@ -21,7 +24,23 @@ type TaskList struct {
 	m      matcher
 	sv     view
 	skip   int
+
+	// c is the chunk copied out under the lock, from chunks while the
+	// list is read.
+	c *copiedChunk
 }
+
+// copiedChunk is a chunk of a list copied out of the state: the records,
+// their strings and their children's ids, reused from chunk to chunk and,
+// once the list is closed, by the next list: made per request they would
+// be most of a page's garbage.
+type copiedChunk struct {
+	recs []Task
+	text textBuf
+	kids []string
+}
+
+var copiedChunks = sync.Pool{New: func() any { return new(copiedChunk) }}
 
 // List returns the tasks q selects, in the order and with the errors of
 // Tasks, to be read with Next. The selection is made by the first Next,
@@ -65,11 +84,44 @@ func (l *TaskList) Len() int {
 }
 
 // Next calls fn with each of the next n tasks of the list that are still
-// in the state, in order, under the state's read lock. The task and its
-// strings are the state's and the list's: valid only during the call, and
-// not to be kept. It reports whether tasks remain.
+// in the state, in order. It reports whether tasks remain. The records
+// are copied out under the state's read lock and fn is called after it:
+// formatting a page took four fifths of the time a reader held the lock,
+// and the single writer waited for every reader inside (bench/RESULTS.md,
+// readers and the writer). A record is copied whole under one lock, so
+// fn never sees it half-updated. The task and its strings are the list's:
+// valid only during the call, and not to be kept.
 func (l *TaskList) Next(n int, fn func(t *Task)) bool {
-	s := l.s
+	if l.c == nil {
+		l.c = copiedChunks.Get().(*copiedChunk)
+	}
+	more := l.copyChunk(n)
+	for i := range l.c.recs {
+		fn(&l.c.recs[i])
+	}
+	return more
+}
+
+// Close hands the list's buffers on to the next list; the list is not to
+// be read after it. A list that is not closed leaves them to the
+// collector.
+func (l *TaskList) Close() {
+	c := l.c
+	l.c = nil
+	// A chunk that a huge record or page grew is left to the collector.
+	if c != nil && len(c.text.blocks) <= 4 && cap(c.recs) <= 1024 {
+		clear(c.recs) // its strings would keep blocks of text alive
+		copiedChunks.Put(c)
+	}
+}
+
+// copyChunk copies the next n tasks still in the state into the chunk, under
+// the read lock, and reports whether tasks remain.
+func (l *TaskList) copyChunk(n int) bool {
+	s, c := l.s, l.c
+	c.recs = c.recs[:0]
+	c.kids = c.kids[:0]
+	c.text.reset()
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	l.selectLocked()
@@ -89,9 +141,63 @@ func (l *TaskList) Next(n int, fn func(t *Task)) bool {
 			l.skip--
 			continue
 		}
-		fn(s.view(&l.v, i, true))
+		c.recs = append(c.recs, Task{})
+		c.copyTask(&c.recs[len(c.recs)-1], s.view(&l.v, i, true))
 	}
 	return l.next < len(l.seqs)
+}
+
+// copyTask copies the view v into t, its strings into the list's buffer:
+// the view's point into the arena and the view's own buffer, which the
+// writer and the next record reuse. The name, state and worker are the
+// symbol table's own strings, which nothing changes, and need no copy.
+func (c *copiedChunk) copyTask(t, v *Task) {
+	b := &c.text
+	*t = *v
+	for _, f := range [...]*string{&t.UUID, &t.Args, &t.Kwargs, &t.ETA, &t.Expires, &t.Result, &t.Exception, &t.Traceback, &t.Exchange, &t.RoutingKey, &t.Client,
+		&t.RootID, &t.ParentID} {
+		*f = b.str(*f)
+	}
+	start := len(c.kids)
+	for _, k := range v.Children {
+		c.kids = append(c.kids, b.str(k))
+	}
+	// Full slices: a later record's children must not append over them.
+	t.Children = c.kids[start:len(c.kids):len(c.kids)]
+}
+
+// textBuf holds copies of strings in blocks that never move: a block that
+// is full is followed by a new one, not grown, so that the strings made
+// so far stay valid. reset reuses the blocks once those strings are no
+// longer needed.
+type textBuf struct {
+	blocks [][]byte
+	cur    int
+}
+
+const textBlock = 32 << 10
+
+func (b *textBuf) reset() {
+	for i := range b.blocks[:min(b.cur+1, len(b.blocks))] {
+		b.blocks[i] = b.blocks[i][:0]
+	}
+	b.cur = 0
+}
+
+func (b *textBuf) str(v string) string {
+	if v == "" {
+		return ""
+	}
+	for b.cur < len(b.blocks) && cap(b.blocks[b.cur])-len(b.blocks[b.cur]) < len(v) {
+		b.cur++
+	}
+	if b.cur == len(b.blocks) {
+		b.blocks = append(b.blocks, make([]byte, 0, max(textBlock, len(v))))
+	}
+	blk := &b.blocks[b.cur]
+	start := len(*blk)
+	*blk = append(*blk, v...)
+	return viewText((*blk)[start:])
 }
 
 // slotOf is the slot of the task numbered seq (see seqOf).
