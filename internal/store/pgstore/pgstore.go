@@ -632,31 +632,48 @@ var upsertSQL = func() string {
 		fmt.Fprintf(&b, "$%d::%s[]", i+1, taskTypes[i])
 	}
 	b.WriteString(") ON CONFLICT (id) DO UPDATE SET ")
-	first := true
+	var cols, exprs []string
 	for _, c := range taskColumns {
 		if c == "id" {
 			continue
 		}
-		if !first {
-			b.WriteString(", ")
-		}
-		first = false
+		var e string
 		switch c {
 		case "state":
-			fmt.Fprintf(&b, `state = CASE
+			e = fmt.Sprintf(`CASE
 				WHEN EXCLUDED.state <> 'RETRY' AND t.state <> 'RETRY' AND stamen_precedence(EXCLUDED.state) < stamen_precedence(t.state) THEN EXCLUDED.state
 				WHEN EXCLUDED.state <> 'RETRY' AND t.state <> 'RETRY' AND stamen_precedence(EXCLUDED.state) > stamen_precedence(t.state) THEN t.state
 				WHEN %s THEN EXCLUDED.state ELSE t.state END`, newer)
 		case "received", "sent", "started", "rejected", "succeeded", "failed", "retried", "revoked":
 			// When the latest event of that kind happened: the greatest,
 			// whichever record brings it (GREATEST skips NULLs).
-			fmt.Fprintf(&b, `%[1]s = greatest(EXCLUDED.%[1]s, t.%[1]s)`, c)
+			e = fmt.Sprintf(`greatest(EXCLUDED.%[1]s, t.%[1]s)`, c)
 		case "clock":
-			fmt.Fprintf(&b, `clock = CASE WHEN %s THEN EXCLUDED.clock ELSE t.clock END`, newer)
+			e = fmt.Sprintf(`CASE WHEN %s THEN EXCLUDED.clock ELSE t.clock END`, newer)
 		default:
-			fmt.Fprintf(&b, `%[1]s = CASE WHEN %[2]s THEN coalesce(EXCLUDED.%[1]s, t.%[1]s) ELSE coalesce(t.%[1]s, EXCLUDED.%[1]s) END`, c, newer)
+			e = fmt.Sprintf(`CASE WHEN %[2]s THEN coalesce(EXCLUDED.%[1]s, t.%[1]s) ELSE coalesce(t.%[1]s, EXCLUDED.%[1]s) END`, c, newer)
 		}
+		cols, exprs = append(cols, c), append(exprs, e)
 	}
+	for i, c := range cols {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		fmt.Fprintf(&b, "%s = %s", c, exprs[i])
+	}
+	// A record that changes nothing (the same task written by every
+	// replica, or a replica's older view of it) leaves the row as it is
+	// rather than writing a new version of it: an UPDATE, even to the
+	// same values, writes a new tuple, and one that finds no room on its
+	// page (the table is filled as it is appended to) is not HOT, so it
+	// added an entry to every index, the heap's and the indexes' WAL of a
+	// task again for each replica. The row is still locked until the
+	// batch commits, as for an update.
+	b.WriteString(" WHERE (")
+	b.WriteString(strings.Join(exprs, ", "))
+	b.WriteString(") IS DISTINCT FROM (t.")
+	b.WriteString(strings.Join(cols, ", t."))
+	b.WriteString(")")
 	return b.String()
 }()
 

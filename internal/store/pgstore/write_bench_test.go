@@ -31,6 +31,8 @@ import (
 //     state merges them);
 //   - update: each task written received first, then its completion (a
 //     task that spans two flushes); the second write is measured;
+//   - duplicate: each task's whole record written twice (two replicas
+//     that both write every task); the second write is measured;
 //   - drop: the insert again, after dropping the activity trigger, then
 //     the secondary indexes one at a time, largest first: each
 //     step's difference is what that index (or the trigger) costs.
@@ -69,13 +71,13 @@ func BenchmarkWritePath(b *testing.B) {
 		}
 		return out
 	}
-	run := func(b *testing.B, name string, complete bool, before func()) writeFigures {
+	run := func(b *testing.B, name string, complete bool, before func(store.Batch)) writeFigures {
 		var f writeFigures
 		for range batches {
-			if before != nil {
-				before()
-			}
 			bt := batch(complete)
+			if before != nil {
+				before(bt)
+			}
 			renice(b, conn)
 			lsn0 := lsn(b, conn)
 			t0 := time.Now()
@@ -97,8 +99,17 @@ func BenchmarkWritePath(b *testing.B) {
 	})
 	b.Run("update", func(b *testing.B) {
 		for b.Loop() {
-			run(b, "update", true, func() {
+			run(b, "update", true, func(store.Batch) {
 				if err := s.Write(batch(false)); err != nil {
+					b.Fatal(err)
+				}
+			})
+		}
+	})
+	b.Run("duplicate", func(b *testing.B) {
+		for b.Loop() {
+			run(b, "duplicate", true, func(bt store.Batch) {
+				if err := s.Write(bt); err != nil {
 					b.Fatal(err)
 				}
 			})

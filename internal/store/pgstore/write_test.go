@@ -1,8 +1,11 @@
 package pgstore_test
 
 import (
+	"context"
 	"fmt"
 	"testing"
+
+	"github.com/jackc/pgx/v5"
 
 	"github.com/stamen-dev/stamen/internal/celery"
 	"github.com/stamen-dev/stamen/internal/state"
@@ -61,4 +64,48 @@ func TestWriteBatchWithRecordsOfOneTask(t *testing.T) {
 			}
 		}
 	})
+}
+
+// TestWriteThatChangesNothingKeepsTheRow: a record that changes nothing
+// in its row (the same record written again, as every replica writes
+// every task, or a replica's older view of the task) writes no new
+// version of the row, while one that changes something does.
+func TestWriteThatChangesNothingKeepsTheRow(t *testing.T) {
+	url := newDB(t)
+	s := openStore(t, url)
+	conn, err := pgx.Connect(t.Context(), url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(context.Background())
+	version := func() string {
+		var v string
+		if err := conn.QueryRow(t.Context(), `SELECT xmin::text || ctid::text FROM stamen_tasks WHERE id = 'k'`).Scan(&v); err != nil {
+			t.Fatal(err)
+		}
+		return v
+	}
+	received := taskEv(t, "received", "k", "w@h", 11, map[string]any{"name": "proj.add", "args": "(1, 2)", "kwargs": "{}", "retries": 0})
+	succeeded := taskEv(t, "succeeded", "k", "w@h", 13, map[string]any{"result": "3", "runtime": 0.5})
+	whole := state.New(state.Config{TrackChanges: true})
+	whole.Apply(received, succeeded)
+	drainTo(t, whole, s)
+	first, want := version(), info(t, s, "k")
+	for _, evs := range [][]celery.Event{{received, succeeded}, {received}, {succeeded}} {
+		other := state.New(state.Config{TrackChanges: true})
+		other.Apply(evs...)
+		drainTo(t, other, s)
+		if got := version(); got != first {
+			t.Fatalf("a record of %d events that changes nothing wrote a new row version: %s, was %s", len(evs), got, first)
+		}
+	}
+	if got := info(t, s, "k"); got != want {
+		t.Fatalf("row changed:\ngot  %s\nwant %s", got, want)
+	}
+	later := state.New(state.Config{TrackChanges: true})
+	later.Apply(taskEv(t, "succeeded", "k", "w2@h", 14, map[string]any{"result": "4", "runtime": 0.5}))
+	drainTo(t, later, s)
+	if got := version(); got == first {
+		t.Fatal("a newer record left the row as it was")
+	}
 }
