@@ -445,23 +445,44 @@ func (s *Store) Write(b store.Batch) error {
 	// Every replica locks the rows in the same order, by id: two batches
 	// sharing tasks wait for each other instead of deadlocking.
 	slices.SortStableFunc(tasks, func(x, y state.Task) int { return strings.Compare(x.UUID, y.UUID) })
-	for i := range tasks {
-		pb.Queue(upsertSQL, taskArgs(&tasks[i])...)
+	// The records go as one statement (upsertSQL), not one a task: a
+	// statement a row cost PostgreSQL a bind, an executor start and a
+	// result of its own for each task. A statement may not change a row
+	// twice (ON CONFLICT DO UPDATE refuses it), so a task with two
+	// records in the batch (one of a task evicted and seen again, kept
+	// with the other through an outage) has its second in a second
+	// statement: the merge is commutative, their order does not matter.
+	for round := tasks; len(round) > 0; {
+		var rest []state.Task
+		first := round[:0:0]
+		for i := range round {
+			if i > 0 && round[i].UUID == round[i-1].UUID {
+				rest = append(rest, round[i])
+				continue
+			}
+			first = append(first, round[i])
+		}
+		pb.Queue(upsertSQL, upsertArgs(first)...)
+		round = rest
 	}
 	// Sorted too: two replicas deleting the same workers in two orders
 	// would deadlock, and one write would be lost until the next flush.
-	for _, w := range slices.Sorted(slices.Values(b.ForgottenWorkers)) {
-		pb.Queue(`DELETE FROM stamen_workers WHERE hostname = $1`, w)
+	if len(b.ForgottenWorkers) > 0 {
+		pb.Queue(`DELETE FROM stamen_workers WHERE hostname IN (SELECT unnest($1::text[]) ORDER BY 1)`,
+			slices.Sorted(slices.Values(b.ForgottenWorkers)))
 	}
-	slices.Sort(workers)
-	for _, w := range workers {
-		e := b.Workers[w]
+	if len(workers) > 0 {
+		slices.Sort(workers)
+		events := make([][]byte, len(workers))
+		for i, w := range workers {
+			events[i] = b.Workers[w]
+		}
 		// seq takes a new number at every write (PostgreSQL lets an
 		// UPDATE set a GENERATED ALWAYS identity to DEFAULT), so that it
 		// orders the workers by their last write: the reads keep the
 		// MaxWorkers written last (see workersSQL).
-		pb.Queue(`INSERT INTO stamen_workers (hostname, event) VALUES ($1, $2)
-			ON CONFLICT (hostname) DO UPDATE SET event = EXCLUDED.event, seq = DEFAULT`, w, e)
+		pb.Queue(`INSERT INTO stamen_workers (hostname, event) SELECT * FROM unnest($1::text[], $2::bytea[])
+			ON CONFLICT (hostname) DO UPDATE SET event = EXCLUDED.event, seq = DEFAULT`, workers, events)
 	}
 	// The history's task names are those of the tasks it holds, so they
 	// are taken from the records written, not from the batch's Types:
@@ -475,15 +496,17 @@ func (s *Store) Write(b store.Batch) error {
 			names[tasks[i].Name] = true
 		}
 	}
-	for _, name := range slices.Sorted(maps.Keys(names)) {
-		pb.Queue(`INSERT INTO stamen_task_types (name) VALUES ($1) ON CONFLICT DO NOTHING`, name)
+	if len(names) > 0 {
+		pb.Queue(`INSERT INTO stamen_task_types (name) SELECT unnest($1::text[]) ON CONFLICT DO NOTHING`,
+			slices.Sorted(maps.Keys(names)))
 	}
 	if pb.Len() == 0 {
 		return nil
 	}
-	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		return tx.SendBatch(ctx, &pb).Close()
-	})
+	// A batch sent outside a transaction runs as one implicit
+	// transaction: written whole or not at all, in one round trip, where
+	// BEGIN and COMMIT took one each.
+	err := s.pool.SendBatch(ctx, &pb).Close()
 	if err != nil {
 		return unavailable(err)
 	}
@@ -491,12 +514,27 @@ func (s *Store) Write(b store.Batch) error {
 }
 
 // taskColumns are the columns of a task, in the order of taskArgs and of
-// the upsert's VALUES.
+// the upsert's arrays, and taskTypes their types.
 var taskColumns = []string{
 	"id", "state", "name", "received", "sent", "started", "rejected", "succeeded", "failed", "retried", "revoked",
 	"args", "kwargs", "eta", "expires", "retries", "worker", "result", "exception", "ts", "runtime",
 	"traceback", "exchange", "routing_key", "clock", "client", "root_id", "parent_id",
 }
+
+var taskTypes = func() []string {
+	types := make([]string, len(taskColumns))
+	for i, c := range taskColumns {
+		switch c {
+		case "received", "sent", "started", "rejected", "succeeded", "failed", "retried", "revoked", "ts", "runtime":
+			types[i] = "float8"
+		case "retries", "clock":
+			types[i] = "int8"
+		default:
+			types[i] = "text"
+		}
+	}
+	return types
+}()
 
 func taskArgs(t *state.Task) []any {
 	str := func(f state.Field, v string) any {
@@ -530,51 +568,112 @@ func taskArgs(t *state.Task) []any {
 	}
 }
 
-// upsertSQL merges one record into its row. "newer" orders two records of
+// upsertArgs are upsertSQL's arguments for tasks, whose ids are distinct:
+// an array a column (taskTypes), a NULL element for an unset field.
+func upsertArgs(tasks []state.Task) []any {
+	texts := make([][]*string, len(taskColumns))
+	nums := make([][]*float64, len(taskColumns))
+	ints := make([][]*int64, len(taskColumns))
+	for c, typ := range taskTypes {
+		switch typ {
+		case "float8":
+			nums[c] = make([]*float64, len(tasks))
+		case "int8":
+			ints[c] = make([]*int64, len(tasks))
+		default:
+			texts[c] = make([]*string, len(tasks))
+		}
+	}
+	for i := range tasks {
+		for c, v := range taskArgs(&tasks[i]) {
+			switch v := v.(type) {
+			case string:
+				texts[c][i] = &v
+			case float64:
+				nums[c][i] = &v
+			case int64:
+				ints[c][i] = &v
+			}
+		}
+	}
+	args := make([]any, len(taskColumns))
+	for c, typ := range taskTypes {
+		switch typ {
+		case "float8":
+			args[c] = nums[c]
+		case "int8":
+			args[c] = ints[c]
+		default:
+			args[c] = texts[c]
+		}
+	}
+	return args
+}
+
+// upsertSQL merges records into their rows, a record an element of each
+// array (upsertArgs), in one statement. "newer" orders two records of
 // a task by (timestamp, clock); every field comes from the newer record
 // when it has one, else from the other, but for the times of the events
 // (received, started, ...), which take the latest: a commutative merge,
 // so that the row ends the same whichever replica writes first. The state is the
 // stronger by Celery's precedence, except that RETRY (which Celery lets
-// replace and be replaced out of order) and ties go by recency.
+// replace and be replaced out of order) and ties go by recency. The rows
+// are inserted, and locked, in the arrays' order.
 var upsertSQL = func() string {
 	const newer = `(coalesce(EXCLUDED.ts, '-Infinity'), EXCLUDED.clock) >= (coalesce(t.ts, '-Infinity'), t.clock)`
 	var b strings.Builder
 	b.WriteString("INSERT INTO stamen_tasks AS t (")
 	b.WriteString(strings.Join(taskColumns, ", "))
-	b.WriteString(") VALUES (")
+	b.WriteString(") SELECT * FROM unnest(")
 	for i := range taskColumns {
 		if i > 0 {
 			b.WriteString(", ")
 		}
-		fmt.Fprintf(&b, "$%d", i+1)
+		fmt.Fprintf(&b, "$%d::%s[]", i+1, taskTypes[i])
 	}
 	b.WriteString(") ON CONFLICT (id) DO UPDATE SET ")
-	first := true
+	var cols, exprs []string
 	for _, c := range taskColumns {
 		if c == "id" {
 			continue
 		}
-		if !first {
-			b.WriteString(", ")
-		}
-		first = false
+		var e string
 		switch c {
 		case "state":
-			fmt.Fprintf(&b, `state = CASE
+			e = fmt.Sprintf(`CASE
 				WHEN EXCLUDED.state <> 'RETRY' AND t.state <> 'RETRY' AND stamen_precedence(EXCLUDED.state) < stamen_precedence(t.state) THEN EXCLUDED.state
 				WHEN EXCLUDED.state <> 'RETRY' AND t.state <> 'RETRY' AND stamen_precedence(EXCLUDED.state) > stamen_precedence(t.state) THEN t.state
 				WHEN %s THEN EXCLUDED.state ELSE t.state END`, newer)
 		case "received", "sent", "started", "rejected", "succeeded", "failed", "retried", "revoked":
 			// When the latest event of that kind happened: the greatest,
 			// whichever record brings it (GREATEST skips NULLs).
-			fmt.Fprintf(&b, `%[1]s = greatest(EXCLUDED.%[1]s, t.%[1]s)`, c)
+			e = fmt.Sprintf(`greatest(EXCLUDED.%[1]s, t.%[1]s)`, c)
 		case "clock":
-			fmt.Fprintf(&b, `clock = CASE WHEN %s THEN EXCLUDED.clock ELSE t.clock END`, newer)
+			e = fmt.Sprintf(`CASE WHEN %s THEN EXCLUDED.clock ELSE t.clock END`, newer)
 		default:
-			fmt.Fprintf(&b, `%[1]s = CASE WHEN %[2]s THEN coalesce(EXCLUDED.%[1]s, t.%[1]s) ELSE coalesce(t.%[1]s, EXCLUDED.%[1]s) END`, c, newer)
+			e = fmt.Sprintf(`CASE WHEN %[2]s THEN coalesce(EXCLUDED.%[1]s, t.%[1]s) ELSE coalesce(t.%[1]s, EXCLUDED.%[1]s) END`, c, newer)
 		}
+		cols, exprs = append(cols, c), append(exprs, e)
 	}
+	for i, c := range cols {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		fmt.Fprintf(&b, "%s = %s", c, exprs[i])
+	}
+	// A record that changes nothing (the same task written by every
+	// replica, or a replica's older view of it) leaves the row as it is
+	// rather than writing a new version of it: an UPDATE, even to the
+	// same values, writes a new tuple, and one that finds no room on its
+	// page (the table is filled as it is appended to) is not HOT, so it
+	// added an entry to every index, the heap's and the indexes' WAL of a
+	// task again for each replica. The row is still locked until the
+	// batch commits, as for an update.
+	b.WriteString(" WHERE (")
+	b.WriteString(strings.Join(exprs, ", "))
+	b.WriteString(") IS DISTINCT FROM (t.")
+	b.WriteString(strings.Join(cols, ", t."))
+	b.WriteString(")")
 	return b.String()
 }()
 
