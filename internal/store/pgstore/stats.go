@@ -37,6 +37,77 @@ func (s *Store) TaskStats(ctx context.Context, q taskstats.Query) (taskstats.Res
 }
 
 func (s *Store) taskStats(ctx context.Context, q taskstats.Query, now time.Time) (taskstats.Result, error) {
+	query, args := statsQuery(q, now)
+	stepMin := int64(q.Step / time.Minute)
+	// The rows, by bucket, then summed a bucket at a time into one cell:
+	// a cell per bucket would be a kilobyte each, ten megabytes for a
+	// week of minutes.
+	type row struct {
+		b         int
+		data      []byte
+		kind, bin int16
+		n         int64
+	}
+	var got []row
+	err := s.read(ctx, func(ctx context.Context) error {
+		got = got[:0]
+		rows, err := s.pool.Query(ctx, query, args...)
+		if err != nil {
+			return err
+		}
+		var r row
+		var m int64
+		_, err = pgx.ForEachRow(rows, []any{&m, &r.data, &r.kind, &r.bin, &r.n}, func() error {
+			if b := (m - q.From.Unix()/60) / stepMin; b >= 0 && b < int64(q.N) {
+				r.b = int(b)
+				got = append(got, r)
+			}
+			return nil
+		})
+		return err
+	})
+	if err != nil {
+		return taskstats.Result{}, err
+	}
+	// By bucket: a counting sort.
+	start := make([]int32, q.N+1)
+	for i := range got {
+		start[got[i].b+1]++
+	}
+	for b := range q.N {
+		start[b+1] += start[b]
+	}
+	order := make([]int32, len(got))
+	next := slices.Clone(start[:q.N])
+	for i := range got {
+		order[next[got[i].b]] = int32(i)
+		next[got[i].b]++
+	}
+	res := taskstats.Result{Buckets: make([]taskstats.Bucket, q.N)}
+	var sum taskstats.Cell
+	for b := range res.Buckets {
+		res.Buckets[b].Start = q.From.Add(time.Duration(b) * q.Step).UTC()
+		if start[b] == start[b+1] {
+			continue
+		}
+		sum = taskstats.Cell{}
+		for _, i := range order[start[b]:start[b+1]] {
+			if r := &got[i]; r.data == nil {
+				addDelta(&sum, r.kind, r.bin, r.n)
+			} else if err := sum.AddEncoded(r.data); err != nil {
+				return taskstats.Result{}, err
+			}
+		}
+		res.Buckets[b].Counts = sum.N
+		res.Buckets[b].P50, res.Buckets[b].P95 = taskstats.Percentiles(&sum.Hist)
+	}
+	return res, nil
+}
+
+// statsQuery is the statement TaskStats runs for q at now: rows of
+// (minute, data) cells, and of (minute, kind, bin, n) deltas not folded
+// yet (data NULL).
+func statsQuery(q taskstats.Query, now time.Time) (string, []any) {
 	m0 := q.From.Unix() / 60
 	m1 := q.End().Unix() / 60
 	stepMin := int64(q.Step / time.Minute)
@@ -63,7 +134,7 @@ func (s *Store) taskStats(ctx context.Context, q taskstats.Query, now time.Time)
 	cells := `SELECT minute, data, 0::smallint, 0::smallint, 0::bigint FROM ` + minutes + ` WHERE minute >= $1 AND minute < $2` + where.String()
 	if stepMin%60 == 0 {
 		// Buckets of whole hours: hour rows from the first whole hour
-		// kept ($3 or after), minute rows before it.
+		// kept (h), minute rows before it.
 		args = append(args, (m0+59)/60*60)
 		h := "$" + fmt.Sprint(len(args)) + "::bigint"
 		cells = `SELECT minute, data, 0::smallint, 0::smallint, 0::bigint FROM ` + minutes + ` WHERE minute >= $1 AND minute < least(` + h + `, $2)` + where.String() + `
@@ -72,39 +143,7 @@ func (s *Store) taskStats(ctx context.Context, q taskstats.Query, now time.Time)
 	query := cells + `
 		UNION ALL SELECT minute, NULL, kind, bin, sum(n)::bigint FROM stamen_task_stats_delta
 		WHERE minute >= $1 AND minute < $2` + where.String() + ` GROUP BY 1, 3, 4`
-	sums := make([]taskstats.Cell, q.N)
-	err := s.read(ctx, func(ctx context.Context) error {
-		clear(sums)
-		rows, err := s.pool.Query(ctx, query, args...)
-		if err != nil {
-			return err
-		}
-		var m int64
-		var data []byte
-		var kind, bin int16
-		var n int64
-		_, err = pgx.ForEachRow(rows, []any{&m, &data, &kind, &bin, &n}, func() error {
-			b := (m - q.From.Unix()/60) / stepMin
-			if b < 0 || b >= int64(q.N) {
-				return nil
-			}
-			if data == nil {
-				addDelta(&sums[b], kind, bin, n)
-				return nil
-			}
-			return sums[b].AddEncoded(data)
-		})
-		return err
-	})
-	if err != nil {
-		return taskstats.Result{}, err
-	}
-	res := taskstats.Result{Buckets: make([]taskstats.Bucket, q.N)}
-	for i := range res.Buckets {
-		res.Buckets[i] = taskstats.Bucket{Start: q.From.Add(time.Duration(i) * q.Step).UTC(), Counts: sums[i].N}
-		res.Buckets[i].P50, res.Buckets[i].P95 = taskstats.Percentiles(&sums[i].Hist)
-	}
-	return res, nil
+	return query, args
 }
 
 // addDelta adds a delta row (kind, bin, n) to c: a count (bin -1) or a
