@@ -233,7 +233,8 @@ GROUP BY 1, 2, 3, 4, 5, 6;`,
 	// takes the keyed levels by the index on its lower()ed column and the
 	// minute. The minute cells already folded go back to being deltas
 	// (stamen_task_stats_cell_rows decodes taskstats.AppendCell's
-	// encoding), so that the fold adds them to every level, counted once.
+	// encoding), so that the fold adds them to every level, counted once;
+	// in key order, so that a batch of the fold holds whole cells.
 	`CREATE TABLE stamen_task_stats_hour (LIKE stamen_task_stats INCLUDING ALL);
 CREATE TABLE stamen_task_stats_total (
 	minute bigint PRIMARY KEY,
@@ -283,7 +284,7 @@ END
 $$;
 INSERT INTO stamen_task_stats_delta
 SELECT s.minute, s.name, s.worker, s.queue, r.kind, r.bin, r.n
-FROM stamen_task_stats s, stamen_task_stats_cell_rows(s.data) r;
+FROM stamen_task_stats s, stamen_task_stats_cell_rows(s.data) r ORDER BY 1, 2, 3, 4;
 TRUNCATE stamen_task_stats;
 DROP FUNCTION stamen_task_stats_cell_rows(bytea);`,
 }
