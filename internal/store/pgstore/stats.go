@@ -198,6 +198,18 @@ func (s *Store) CompactStats(ctx context.Context, now time.Time) (int64, error) 
 			break
 		}
 	}
+	// A backlog folded leaves as many dead deltas, whose entries every
+	// read's scan of the deltas' minute index would walk until autovacuum
+	// comes: they are cleaned at once.
+	if total > compactBatch {
+		err := s.write(ctx, true, func(ctx context.Context) error {
+			_, err := s.pool.Exec(ctx, `VACUUM stamen_task_stats_delta`)
+			return err
+		})
+		if err != nil {
+			return total, unavailable(err)
+		}
+	}
 	// By the primary keys' minute range: a few minutes' rows each time.
 	// An hour row goes once all its minutes are before the cut (a read
 	// takes the hour level only from the first whole hour kept).
