@@ -121,7 +121,9 @@ func (a *Aggregate) Restore(m int64, rec []byte) error {
 		c := a.cellFor(mi, k)
 		for i := range c.n {
 			v := d.uvarint()
+			was := c.n[i]
 			c.n[i] = uint32(min(uint64(c.n[i])+v, 1<<32-1))
+			mi.total.n[i] = uint32(min(uint64(mi.total.n[i])+uint64(c.n[i]-was), 1<<32-1))
 		}
 		hn := d.uvarint()
 		if d.err || hn > uint64(len(rec)) {
@@ -133,6 +135,7 @@ func (a *Aggregate) Restore(m int64, rec []byte) error {
 				return errCorrupt
 			}
 			a.addRuntime(c, int(h>>24), uint32(h&0xffffff))
+			a.addRuntime(mi.total, int(h>>24), uint32(h&0xffffff))
 		}
 		if d.err {
 			return errCorrupt

@@ -36,7 +36,14 @@ func Bin(runtime float64) int {
 }
 
 // binValue is the estimate of a runtime in bin b: its geometric middle.
-func binValue(b int) float64 { return MinRuntime * math.Pow(Growth, float64(b)+0.5) }
+func binValue(b int) float64 { return binValues[b] }
+
+var binValues = func() (v [Bins]float64) {
+	for b := range v {
+		v[b] = MinRuntime * math.Pow(Growth, float64(b)+0.5)
+	}
+	return v
+}()
 
 // Limits of a query.
 const (
@@ -134,75 +141,136 @@ func foldEqual(filter, v string) bool {
 	return true
 }
 
-// Stats answers q from the minutes kept.
+// Stats answers q from the minutes kept. Its cost follows the window's
+// minutes, not the keys: without a filter it reads each minute's total;
+// with one, the cells of the keys the filter takes (found by the
+// minute's index when the minute has many), so a read holds the lock
+// that Add waits for only briefly whatever the number of keys.
 func (a *Aggregate) Stats(q Query) Result {
 	name, worker, queue := Fold(q.TaskName), Fold(q.Worker), Fold(q.Queue)
 	filtered := name != "" || worker != "" || queue != ""
+	res := Result{Buckets: make([]Bucket, q.N)}
+	stepMin := int64(q.Step / time.Minute)
+	first := floorDiv(q.From.Unix(), 60)
+	for b := range res.Buckets {
+		res.Buckets[b].Start = q.From.Add(time.Duration(b) * q.Step).UTC()
+	}
+	var hist [Bins]int64
+	var runs int64
+	cur := int64(-1) // the bucket hist holds
+	var pcts []float64
+	// flush sets the percentiles of the bucket hist holds.
+	flush := func() {
+		if runs == 0 {
+			return
+		}
+		if pcts == nil { // one allocation for every bucket's percentiles
+			pcts = make([]float64, 0, 2*q.N)
+		}
+		pcts = append(pcts, percentile(&hist, runs, 0.50), percentile(&hist, runs, 0.95))
+		bk := &res.Buckets[cur]
+		bk.P50, bk.P95 = &pcts[len(pcts)-2], &pcts[len(pcts)-1]
+		clear(hist[:])
+		runs = 0
+	}
+	// add adds a cell's counts to the current bucket, times sign.
+	add := func(c *cell, sign int64) {
+		bk := &res.Buckets[cur]
+		for k, n := range c.n {
+			bk.Counts[k] += sign * int64(n)
+		}
+		for _, h := range c.hist {
+			hist[h>>24] += sign * int64(h&0xffffff)
+			runs += sign * int64(h&0xffffff)
+		}
+	}
 	a.mu.RLock()
 	defer a.mu.RUnlock()
-	// Which keys the filters take, by id.
+	// Which keys the filters take, by id; the held ones taken (ids) and
+	// not taken (skip), the smaller list then looked up in each minute.
 	var take []bool
+	var ids, skip []uint32
 	if filtered {
 		take = make([]bool, len(a.ents))
 		for id := 1; id < len(a.ents); id++ {
 			e := &a.ents[id]
-			take[id] = e.refs > 0 && (name == "" || foldEqual(name, e.name)) &&
-				(worker == "" || foldEqual(worker, e.worker)) && (queue == "" || foldEqual(queue, e.queue))
+			if e.refs == 0 {
+				continue
+			}
+			if (name == "" || foldEqual(name, e.name)) && (worker == "" || foldEqual(worker, e.worker)) &&
+				(queue == "" || foldEqual(queue, e.queue)) {
+				take[id] = true
+				ids = append(ids, uint32(id))
+			} else {
+				skip = append(skip, uint32(id))
+			}
 		}
 	}
-	res := Result{Buckets: make([]Bucket, q.N)}
-	stepMin := int64(q.Step / time.Minute)
-	first := floorDiv(q.From.Unix(), 60)
-	var hist [Bins]int64
-	var pcts []float64
+	// A filter taking most keys reads each minute's total less the cells
+	// of the keys it does not take (`other` among them).
+	subtract := len(skip) < len(ids)
 	now := a.nowMinute()
-	for b := range res.Buckets {
-		bk := &res.Buckets[b]
-		bk.Start = q.From.Add(time.Duration(b) * q.Step).UTC()
-		clear(hist[:])
-		var runs int64
-		for m := first + int64(b)*stepMin; m < first+int64(b+1)*stepMin; m++ {
-			if m < now-a.retentionMinutes() || m > now+futureMinutes {
-				continue
-			}
-			mi := &a.ring[floorMod(m, a.ringLen)]
-			if mi.cells == nil || mi.m != m {
-				continue
-			}
-			for i := range mi.cells {
-				c := &mi.cells[i]
-				if filtered && !take[c.key] {
-					if c.key == otherKey {
-						for _, n := range c.n {
-							res.Folded += int64(n)
-						}
-					}
-					continue
-				}
-				for k, n := range c.n {
-					bk.Counts[k] += int64(n)
-				}
-				for _, h := range c.hist {
-					hist[h>>24] += int64(h & 0xffffff)
-					runs += int64(h & 0xffffff)
-				}
-			}
+	// Only the minutes both in the window and kept are visited.
+	lo := max(first, now-a.retentionMinutes())
+	hi := min(first+int64(q.N)*stepMin, now+futureMinutes+1)
+	for m := lo; m < hi; m++ {
+		mi := &a.ring[floorMod(m, a.ringLen)]
+		if mi.cells == nil || mi.m != m {
+			continue
 		}
-		if runs > 0 {
-			// One allocation for every bucket's percentiles.
-			if pcts == nil {
-				pcts = make([]float64, 0, 2*q.N)
+		if b := (m - first) / stepMin; b != cur {
+			flush()
+			cur = b
+		}
+		if !filtered {
+			add(mi.total, 1)
+			continue
+		}
+		sign, list := int64(1), ids
+		if subtract {
+			add(mi.total, 1)
+			sign, list = -1, skip
+		}
+		if mi.index != nil && 4*(len(list)+1) < len(mi.cells) {
+			// Few keys to look at among many cells: look them up.
+			if j, ok := mi.index[otherKey]; ok {
+				res.Folded += sumCounts(&mi.cells[j])
+				if subtract {
+					add(&mi.cells[j], -1)
+				}
 			}
-			pcts = append(pcts, percentile(&hist, runs, 0.50), percentile(&hist, runs, 0.95))
-			bk.P50, bk.P95 = &pcts[len(pcts)-2], &pcts[len(pcts)-1]
+			for _, id := range list {
+				if j, ok := mi.index[id]; ok {
+					add(&mi.cells[j], sign)
+				}
+			}
+			continue
+		}
+		for i := range mi.cells {
+			c := &mi.cells[i]
+			if c.key == otherKey {
+				res.Folded += sumCounts(c)
+			}
+			if take[c.key] != subtract {
+				add(c, sign)
+			}
 		}
 	}
+	flush()
 	kept := max(a.since, a.droppedBefore, now-a.retentionMinutes())
 	if kept > first {
 		t := time.Unix(kept*60, 0).UTC()
 		res.KeptSince = &t
 	}
 	return res
+}
+
+func sumCounts(c *cell) int64 {
+	var s int64
+	for _, n := range c.n {
+		s += int64(n)
+	}
+	return s
 }
 
 // Percentiles estimates the 50th and 95th percentiles of the runtimes

@@ -111,6 +111,10 @@ type minute struct {
 	cells []cell
 	// index finds a key's cell once the minute has many.
 	index map[uint32]int32
+	// total is the sum of the minute's cells, `other` included: a read
+	// without a filter takes it rather than every key's cell, so that
+	// its cost follows the window's minutes, not minutes x keys.
+	total *cell
 }
 
 // Aggregate is the in-memory activity aggregate. It is safe for
@@ -215,9 +219,14 @@ func (a *Aggregate) add(e *Event, now int64) {
 	c := a.cellFor(mi, a.keyOf(e))
 	if c.n[e.Kind] < math.MaxUint32 {
 		c.n[e.Kind]++
+		if mi.total.n[e.Kind] < math.MaxUint32 { // 4 billion events a minute: beyond any cluster
+			mi.total.n[e.Kind]++
+		}
 	}
 	if e.Kind == Succeeded && e.HasRuntime && !math.IsNaN(e.Runtime) {
-		a.addRuntime(c, Bin(e.Runtime), 1)
+		bin := Bin(e.Runtime)
+		a.addRuntime(c, bin, 1)
+		a.addRuntime(mi.total, bin, 1)
 	}
 	a.dirty[m] = struct{}{}
 }
@@ -260,7 +269,8 @@ func (a *Aggregate) minuteAt(m int64) *minute {
 	}
 	mi.m = m
 	mi.cells = make([]cell, 0, 1)
-	a.size += cellSize
+	mi.total = &cell{key: otherKey}
+	a.size += 2 * cellSize
 	return mi
 }
 
@@ -348,6 +358,7 @@ func (a *Aggregate) drop(mi *minute) {
 	}
 	a.size -= int64(cap(mi.cells)) * cellSize
 	a.size -= int64(len(mi.index)) * indexEntry
+	a.size -= cellSize + int64(cap(mi.total.hist))*4
 	// A dropped minute's record in a store must go too.
 	a.dirty[mi.m] = struct{}{}
 	*mi = minute{}

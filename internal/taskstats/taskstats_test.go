@@ -266,3 +266,120 @@ func TestCellEncoding(t *testing.T) {
 		}
 	}
 }
+
+// TestFilteredReadsMatchEvents: every way a read takes a minute's counts
+// (the minute's total, the taken keys' cells scanned or looked up by the
+// minute's index, the total less the keys not taken) answers what the
+// events themselves add up to, per bucket, with the same percentiles and
+// the same count of events folded into `other`, after a restore too.
+func TestFilteredReadsMatchEvents(t *testing.T) {
+	a, clk := newAt(t0, Config{MaxKeys: 25})
+	rng := rand.New(rand.NewPCG(3, 4))
+	names := []string{"proj.a", "proj.B", "proj.c", "proj.d", "proj.e"}
+	workers := []string{"w1@h", "W2@h", "w3@h", "w4@h"}
+	queues := []string{"celery", "high", "low", "Bulk"}
+	var evs []Event
+	for m := range 180 {
+		clk.t = t0.Add(time.Duration(m) * time.Minute)
+		// Minutes of few keys (scanned) and of many (indexed); more keys
+		// than MaxKeys over all, so some events go to `other`.
+		keys := 3
+		if m%3 == 0 {
+			keys = 70
+		}
+		var batch []Event
+		for range 4 * keys {
+			k := rng.IntN(keys)
+			// Most keys on one queue, so that a filter on it takes most.
+			q := queues[0]
+			if k >= 50 {
+				q = queues[1+k%3]
+			}
+			e := Event{Kind: rng.IntN(NumKinds), Time: unix(clk.t) + rng.Float64()*59,
+				Name: names[k%len(names)], Worker: workers[(k/5)%len(workers)], Queue: q}
+			if e.Kind == Succeeded {
+				e.Runtime, e.HasRuntime = math.Exp(rng.Float64()*10-5), true
+			}
+			batch = append(batch, e)
+		}
+		a.Add(batch...)
+		evs = append(evs, batch...)
+	}
+	// Which key each event counted under: the first MaxKeys distinct keys
+	// in order, then `other`.
+	seen := map[key]bool{}
+	folded := make([]bool, len(evs))
+	for i, e := range evs {
+		k := key{e.Name, e.Worker, e.Queue}
+		if !seen[k] && len(seen) >= 25 {
+			folded[i] = true
+			continue
+		}
+		seen[k] = true
+	}
+	check := func(t *testing.T, a *Aggregate) {
+		for _, f := range []struct{ name, worker, queue string }{
+			{}, {name: "PROJ.B"}, {worker: "w2@h"}, {queue: "celery"}, {queue: "CELERY", worker: "w1@h"},
+			{name: "proj.a", worker: "w3@h", queue: "high"}, {name: "nope"}, {queue: "bulk"},
+		} {
+			for _, step := range []time.Duration{time.Minute, 7 * time.Minute, time.Hour} {
+				q, err := NewQuery(clk.t, 3*time.Hour, step)
+				if err != nil {
+					t.Fatal(err)
+				}
+				q.TaskName, q.Worker, q.Queue = f.name, f.worker, f.queue
+				filtered := f != struct{ name, worker, queue string }{}
+				want := make([][NumKinds]int64, q.N)
+				hists := make([][Bins]int64, q.N)
+				var wantFolded int64
+				for i, e := range evs {
+					d := time.Unix(0, int64(e.Time*1e9)).Sub(q.From)
+					b := int(d / step)
+					if d < 0 || b >= q.N {
+						continue
+					}
+					if filtered && folded[i] {
+						wantFolded++
+						continue
+					}
+					if (f.name != "" && Fold(f.name) != Fold(e.Name)) || (f.worker != "" && Fold(f.worker) != Fold(e.Worker)) ||
+						(f.queue != "" && Fold(f.queue) != Fold(e.Queue)) {
+						continue
+					}
+					want[b][e.Kind]++
+					if e.HasRuntime {
+						hists[b][Bin(e.Runtime)]++
+					}
+				}
+				res := a.Stats(q)
+				if res.Folded != wantFolded {
+					t.Errorf("%+v step %s: folded %d, want %d", f, step, res.Folded, wantFolded)
+				}
+				for b, bk := range res.Buckets {
+					p50, p95 := Percentiles(&hists[b])
+					if bk.Counts != want[b] || !reflect.DeepEqual(bk.P50, p50) || !reflect.DeepEqual(bk.P95, p95) {
+						t.Fatalf("%+v step %s bucket %d: %v %v %v, want %v %v %v", f, step, b, bk.Counts, bk.P50, bk.P95, want[b], p50, p95)
+					}
+				}
+			}
+		}
+	}
+	check(t, a)
+	b, _ := newAt(clk.t, Config{MaxKeys: 25})
+	b.SetSince(t0)
+	put, _ := a.Drain()
+	// Restored in an order of its own: keys are interned as they come.
+	ms := slices.Sorted(func(yield func(int64) bool) {
+		for m := range put {
+			if !yield(m) {
+				return
+			}
+		}
+	})
+	for _, m := range ms {
+		if err := b.Restore(m, put[m]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	check(t, b)
+}

@@ -3,11 +3,25 @@ package pgstore
 import (
 	"context"
 	"strings"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 
 	"github.com/stamen-dev/stamen/internal/state"
+	"github.com/stamen-dev/stamen/internal/taskstats"
 )
+
+// ExplainTaskStats is EXPLAIN (ANALYZE, BUFFERS) of the statement
+// TaskStats runs for q now.
+func (s *Store) ExplainTaskStats(ctx context.Context, q taskstats.Query) (string, error) {
+	query, args := statsQuery(q, time.Now())
+	rows, err := s.pool.Query(ctx, "EXPLAIN (ANALYZE, BUFFERS) "+query, args...)
+	if err != nil {
+		return "", err
+	}
+	plan, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	return strings.Join(plan, "\n"), err
+}
 
 // OpenAtVersion is Open migrating only up to version, as an older stamen
 // leaves the database.

@@ -886,7 +886,8 @@ func (s *Store) Counts(ctx context.Context) (tasks, workers, types int, err erro
 
 // tables are the tables of stamen's schema, as Size counts them.
 var tables = []string{"stamen_schema_version", "stamen_tasks", "stamen_workers", "stamen_task_types",
-	"stamen_audit", "stamen_sent", "stamen_queues", "stamen_task_stats", "stamen_task_stats_delta"}
+	"stamen_audit", "stamen_sent", "stamen_queues", "stamen_task_stats", "stamen_task_stats_delta",
+	"stamen_task_stats_hour", "stamen_task_stats_total", "stamen_task_stats_total_hour"}
 
 // Size is the bytes stamen's tables take in the database, their indexes
 // and TOAST included (pg_total_relation_size), as the search path finds

@@ -224,6 +224,69 @@ SELECT r.minute, r.name, r.worker, r.queue, r.kind, r.bin, sum(r.n)
 FROM stamen_tasks t, stamen_task_stats_rows(t, 1) r
 WHERE coalesce(t.ts, 0) >= extract(epoch FROM now()) - 7 * 86400
 GROUP BY 1, 2, 3, 4, 5, 6;`,
+	// 7: the activity's rollups, so that a read's rows follow its buckets,
+	// not its minutes times the keys: the cells by hour and key
+	// (stamen_task_stats_hour), and all keys' sums by minute and by hour
+	// (stamen_task_stats_total, _total_hour), which a read without a
+	// filter takes. Each row's minute is its first; the fold keeps every
+	// level in the transaction that folds the deltas. A filter's read
+	// takes the keyed levels by the index on its lower()ed column and the
+	// minute. The minute cells already folded go back to being deltas
+	// (stamen_task_stats_cell_rows decodes taskstats.AppendCell's
+	// encoding), so that the fold adds them to every level, counted once;
+	// in key order, so that a batch of the fold holds whole cells.
+	`CREATE TABLE stamen_task_stats_hour (LIKE stamen_task_stats INCLUDING ALL);
+CREATE TABLE stamen_task_stats_total (
+	minute bigint PRIMARY KEY,
+	data   bytea NOT NULL
+);
+CREATE TABLE stamen_task_stats_total_hour (LIKE stamen_task_stats_total INCLUDING ALL);
+CREATE INDEX stamen_task_stats_name ON stamen_task_stats (lower(name), minute);
+CREATE INDEX stamen_task_stats_worker ON stamen_task_stats (lower(worker), minute);
+CREATE INDEX stamen_task_stats_queue ON stamen_task_stats (lower(queue), minute);
+CREATE INDEX stamen_task_stats_hour_name ON stamen_task_stats_hour (lower(name), minute);
+CREATE INDEX stamen_task_stats_hour_worker ON stamen_task_stats_hour (lower(worker), minute);
+CREATE INDEX stamen_task_stats_hour_queue ON stamen_task_stats_hour (lower(queue), minute);
+CREATE FUNCTION stamen_task_stats_cell_rows(b bytea) RETURNS TABLE (kind smallint, bin smallint, n int)
+	LANGUAGE plpgsql IMMUTABLE AS $$
+DECLARE
+	v bigint[] := '{}';
+	u bigint := 0;
+	shift int := 0;
+	c int;
+	i int;
+BEGIN
+	-- The signed varints (zigzag) of encoding/binary.AppendVarint.
+	FOR i IN 0 .. length(b) - 1 LOOP
+		c := get_byte(b, i);
+		u := u | ((c & 127)::bigint << shift);
+		IF c < 128 THEN
+			v := v || ((u >> 1) # -(u & 1));
+			u := 0;
+			shift := 0;
+		ELSE
+			shift := shift + 7;
+		END IF;
+	END LOOP;
+	FOR i IN 1 .. 6 LOOP
+		IF v[i] <> 0 THEN
+			kind := i - 1; bin := -1; n := v[i];
+			RETURN NEXT;
+		END IF;
+	END LOOP;
+	kind := 2; bin := -1; i := 7;
+	WHILE i < coalesce(array_length(v, 1), 0) LOOP
+		bin := bin + v[i]; n := v[i + 1];
+		RETURN NEXT;
+		i := i + 2;
+	END LOOP;
+END
+$$;
+INSERT INTO stamen_task_stats_delta
+SELECT s.minute, s.name, s.worker, s.queue, r.kind, r.bin, r.n
+FROM stamen_task_stats s, stamen_task_stats_cell_rows(s.data) r ORDER BY 1, 2, 3, 4;
+TRUNCATE stamen_task_stats;
+DROP FUNCTION stamen_task_stats_cell_rows(bytea);`,
 }
 
 // runtimeBin is taskstats.Bin in SQL: the runtime histogram's bin of a

@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/stamen-dev/stamen/internal/celery"
 	"github.com/stamen-dev/stamen/internal/state"
 	"github.com/stamen-dev/stamen/internal/store/pgstore"
@@ -79,19 +81,25 @@ func TestTaskStatsOnceAcrossReplicas(t *testing.T) {
 		for _, f := range []struct{ name, worker, queue string }{
 			{}, {name: "PROJ.T1"}, {worker: "w0@h"}, {queue: "other"}, {name: "proj.t2", worker: "w1@h"}, {name: "nothing"},
 		} {
-			q, err := taskstats.NewQuery(now, 15*time.Minute, time.Minute)
-			if err != nil {
-				t.Fatal(err)
-			}
-			q.TaskName, q.Worker, q.Queue = f.name, f.worker, f.queue
-			got, err := s.TaskStats(ctx, q)
-			if err != nil {
-				t.Fatal(err)
-			}
-			want := agg.Stats(q)
-			want.KeptSince, want.Folded = nil, 0
-			if !reflect.DeepEqual(counts(got), counts(want)) || !reflect.DeepEqual(pcts(got), pcts(want)) {
-				t.Errorf("compacted %v, filter %+v:\n got %v %v\nwant %v %v", compacted, f, counts(got), pcts(got), counts(want), pcts(want))
+			// By minute (the minute levels), by hour and by day (the
+			// hour levels).
+			for _, w := range []struct{ window, step time.Duration }{
+				{15 * time.Minute, time.Minute}, {24 * time.Hour, time.Hour}, {7 * 24 * time.Hour, 24 * time.Hour},
+			} {
+				q, err := taskstats.NewQuery(now, w.window, w.step)
+				if err != nil {
+					t.Fatal(err)
+				}
+				q.TaskName, q.Worker, q.Queue = f.name, f.worker, f.queue
+				got, err := s.TaskStats(ctx, q)
+				if err != nil {
+					t.Fatal(err)
+				}
+				want := agg.Stats(q)
+				want.KeptSince, want.Folded = nil, 0
+				if !reflect.DeepEqual(counts(got), counts(want)) || !reflect.DeepEqual(pcts(got), pcts(want)) {
+					t.Errorf("compacted %v, filter %+v, step %s:\n got %v %v\nwant %v %v", compacted, f, w.step, counts(got), pcts(got), counts(want), pcts(want))
+				}
 			}
 		}
 	}
@@ -157,5 +165,99 @@ func TestTaskStatsMigrationCountsExistingTasks(t *testing.T) {
 	}
 	if c[taskstats.Received] != 2 || c[taskstats.Succeeded] != 2 {
 		t.Fatalf("after the migration: %v", c)
+	}
+}
+
+// TestTaskStatsRollupMigration: the minute cells a schema 6 database had
+// folded (some negative, some large, every histogram bin) are counted
+// once in every level after the migration that adds the rollups, read by
+// minute, by hour, with and without a filter.
+func TestTaskStatsRollupMigration(t *testing.T) {
+	testcluster.RequirePostgres(t)
+	ctx := context.Background()
+	url := newDB(t)
+	old, err := pgstore.OpenAtVersion(ctx, pgstore.Config{URL: url}, 6)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = old.Close()
+	now := time.Now()
+	base := now.Add(-3*time.Hour).Unix() / 60
+	conn, err := pgx.Connect(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	type key struct{ name, worker, queue string }
+	want := map[key]*taskstats.Cell{}
+	for i := range 150 {
+		k := key{fmt.Sprintf("proj.T%d", i%3), fmt.Sprintf("w%d@h", i%2), "celery"}
+		var c taskstats.Cell
+		c.N = [taskstats.NumKinds]int64{int64(i), int64(i % 7), 1 << 30, -int64(i % 3), 0, 5}
+		for b := range taskstats.Bins {
+			if (b+i)%5 == 0 {
+				c.Hist[b] = int64(b*1000 + i)
+			}
+		}
+		c.Hist[taskstats.Bins-1] = 3
+		// Minutes 0..149 after base, one cell each.
+		if _, err := conn.Exec(ctx, `INSERT INTO stamen_task_stats (minute, name, worker, queue, data) VALUES ($1, $2, $3, $4, $5)`,
+			base+int64(i), k.name, k.worker, k.queue, taskstats.AppendCell(nil, &c)); err != nil {
+			t.Fatal(err)
+		}
+		if want[k] == nil {
+			want[k] = &taskstats.Cell{}
+		}
+		want[k].Add(&c)
+	}
+	s := openStore(t, url)
+	if _, err := s.CompactStats(ctx, now); err != nil {
+		t.Fatal(err)
+	}
+	var all taskstats.Cell
+	for _, c := range want {
+		all.Add(c)
+	}
+	for _, step := range []time.Duration{time.Minute, time.Hour} {
+		for _, f := range []struct {
+			name, worker string
+			want         *taskstats.Cell
+		}{{"", "", &all}, {"PROJ.t1", "w1@h", want[key{"proj.T1", "w1@h", "celery"}]}} {
+			q, err := taskstats.NewQuery(now, 6*time.Hour, step)
+			if err != nil {
+				t.Fatal(err)
+			}
+			q.TaskName, q.Worker = f.name, f.worker
+			res, err := s.TaskStats(ctx, q)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got [taskstats.NumKinds]int64
+			for _, b := range res.Buckets {
+				for k, n := range b.Counts {
+					got[k] += n
+				}
+			}
+			if got != f.want.N {
+				t.Errorf("step %s, taskname %q: %v, want %v", step, f.name, got, f.want.N)
+			}
+		}
+	}
+	// The histograms too: the whole window as one bucket, by hour.
+	var n int64
+	if err := conn.QueryRow(ctx, `SELECT count(*) FROM stamen_task_stats_delta`).Scan(&n); err != nil || n != 0 {
+		t.Fatalf("%d deltas left unfolded, %v", n, err)
+	}
+	var data []byte
+	var sum taskstats.Cell
+	rows, err := conn.Query(ctx, `SELECT data FROM stamen_task_stats_total_hour`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := pgx.ForEachRow(rows, []any{&data}, func() error { return sum.AddEncoded(data) }); err != nil {
+		t.Fatal(err)
+	}
+	if sum != all {
+		t.Errorf("the hour totals' sum differs from the cells':\n got %v\nwant %v", sum, all)
 	}
 }
