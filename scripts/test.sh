@@ -13,6 +13,8 @@
 #                            internal/ui/dist; fail on any diff
 #   5. make check-docs       regenerate docs/configuration.md from the flags;
 #                            fail on any diff
+#   5b. deploy tools         build helm and promtool (Go modules the deploy
+#                            tests run) into the Go build cache, untimed
 #   6. go test -race -count=1 ./...   with STAMEN_INTEGRATION=1, so the
 #                            integration tests run (and fail, never skip,
 #                            when Celery or a broker is missing); the step
@@ -82,6 +84,24 @@ finish() {
   fi
   echo "PASS"
   exit 0
+}
+
+# deploy_tools builds the tools the deploy tests run as Go modules (helm,
+# promtool; their pinned versions are the constants in deploy/tools_test.go)
+# into the Go build cache, outside go test's time limits. Prometheus and Helm
+# are large modules: a cold build on two busy cores took longer than the
+# test's own 15 minutes, and once cached the tests only link them.
+deploy_tools() {
+  local mods m bin rc=0
+  mods=$(sed -n 's/^[[:space:]]*[a-zA-Z]*Module[[:space:]]*=[[:space:]]*"\(.*\)"$/\1/p' deploy/tools_test.go)
+  [ -n "$mods" ] || { echo "no tool modules found in deploy/tools_test.go"; return 1; }
+  bin=$(mktemp -d)
+  for m in $mods; do
+    echo "go install $m"
+    (cd "$bin" && GOFLAGS=-mod=mod GOWORK=off GOBIN="$bin" go install "$m") || rc=1
+  done
+  rm -rf "$bin"
+  return $rc
 }
 
 gofmt_check() {
@@ -165,6 +185,9 @@ else
   step check-ui make --no-print-directory check-ui
 fi
 step check-docs make --no-print-directory check-docs
+case " $* " in
+  "  " | *" ./... "* | *deploy*) step "deploy tools" deploy_tools ;;
+esac
 step "go test" go_test "$@"
 step fuzz fuzz_targets
 record total "$([ "$FAILED" = 0 ] && echo ok || echo FAIL)" "$(since "$T0")"
