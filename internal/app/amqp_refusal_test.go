@@ -115,7 +115,10 @@ func TestBrokerAccessRefused(t *testing.T) {
 					t.Errorf("the body shows the password: %s", body)
 				}
 			}
-			if n := strings.Count(logs.String(), "access to "+tc.resource); n != 1 {
+			// The inspector logs its own failed broadcasts (a refused
+			// publish too) when it runs; what must appear once is the
+			// refusal the requests met.
+			if n := countLines(logs.String(), "access to "+tc.resource, `msg="inspect failed"`); n != 1 {
 				t.Errorf("the refusal of %s logged %d times in 3 requests, want once:\n%s", tc.resource, n, logs.String())
 			}
 		})
@@ -129,4 +132,15 @@ func TestBrokerAccessRefused(t *testing.T) {
 	if strings.Contains(logs.String(), password) {
 		t.Errorf("the log shows the password")
 	}
+}
+
+// countLines counts the lines of text that hold want and not skip.
+func countLines(text, want, skip string) int {
+	n := 0
+	for line := range strings.Lines(text) {
+		if strings.Contains(line, want) && !strings.Contains(line, skip) {
+			n++
+		}
+	}
+	return n
 }
