@@ -76,7 +76,7 @@ func TestSentinelFailover(t *testing.T) {
 						return code == 200 && json.Unmarshal([]byte(body), &sent) == nil && sent.TaskID != ""
 					})
 					wait := min(3*time.Second, time.Until(deadline))
-					if eventually(wait, ran) {
+					if testcluster.Within(wait, ran) {
 						return
 					}
 					if time.Now().After(deadline) {
@@ -141,18 +141,4 @@ func parkedLength(t *testing.T, base string) int {
 		}
 	}
 	return -1
-}
-
-// eventually polls cond until it holds or d has passed, and says which.
-func eventually(d time.Duration, cond func() bool) bool {
-	deadline := time.Now().Add(d)
-	pause := 10 * time.Millisecond
-	for !cond() {
-		if time.Now().After(deadline) {
-			return false
-		}
-		time.Sleep(pause)
-		pause = min(2*pause, 200*time.Millisecond)
-	}
-	return true
 }

@@ -11,13 +11,22 @@ import (
 // is seen at once and a slow one is not polled in a tight loop.
 func Eventually(t testing.TB, within time.Duration, what string, cond func() bool) {
 	t.Helper()
+	if !Within(within, cond) {
+		t.Fatalf("not within %s: %s", within, what)
+	}
+}
+
+// Within polls cond as Eventually does and reports whether it held before
+// within passed, for a caller that acts on a miss instead of failing.
+func Within(within time.Duration, cond func() bool) bool {
 	deadline := time.Now().Add(within)
 	pause := 10 * time.Millisecond
 	for !cond() {
 		if time.Now().After(deadline) {
-			t.Fatalf("not within %s: %s", within, what)
+			return false
 		}
 		time.Sleep(pause)
 		pause = min(2*pause, 200*time.Millisecond)
 	}
+	return true
 }
