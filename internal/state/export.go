@@ -17,9 +17,6 @@ func EncodeRecord(dst []byte, t *Task) []byte { return encodeRecord(dst, t) }
 // stronger; custom states rank between FAILURE and REVOKED.
 func Precedence(state string) int { return precedence(state) }
 
-// Fold case-folds s as the filters and the search compare it.
-func Fold(s string) string { return fold(s) }
-
 // SearchNode is a parsed search query: Op is "and" or "or" with Children,
 // or "term" with Field ("" for every field, else name, state, worker,
 // args, kwargs or result), Value (case-folded) and, for kwargs:key=value,

@@ -9,6 +9,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"unicode/utf8"
+
+	"github.com/stamen-dev/stamen/internal/pyfmt"
 )
 
 // A search for a piece of a task id (the search box users paste ids into)
@@ -152,7 +154,7 @@ func (s *State) candidates(c *candidateScan) ([]uint32, bool) {
 	// A symbol is searched once, not once per task that refers to it.
 	symHit := make([]bool, len(s.sym.strs))
 	for id, str := range s.sym.strs {
-		symHit[id] = str != "" && containsFold(str, c.term)
+		symHit[id] = str != "" && pyfmt.ContainsFold(str, c.term)
 	}
 	c.rarest(&s.arena)
 	nslots := len(s.slots.pages) << pageBits
@@ -195,7 +197,7 @@ func (s *State) scanSlots(c *candidateScan, symHit []bool, from, to int, found *
 			hit := symHit[sl.state] || sl.set&FieldName != 0 && symHit[sl.name] ||
 				sl.set&FieldWorker != 0 && symHit[sl.worker]
 			if !hit && sl.hasTextID() {
-				hit = containsFold(s.textIDs[uint32(i)], c.term)
+				hit = pyfmt.ContainsFold(s.textIDs[uint32(i)], c.term)
 			} else if !hit {
 				lo, hi := binary.LittleEndian.Uint64(sl.id[:8]), binary.LittleEndian.Uint64(sl.id[8:])
 				for _, p := range c.pats {

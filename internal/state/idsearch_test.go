@@ -10,6 +10,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/stamen-dev/stamen/internal/celery"
+	"github.com/stamen-dev/stamen/internal/pyfmt"
 )
 
 // searchID is a canonical uuid, or now and then an id kept as text.
@@ -191,7 +192,7 @@ func TestAnchorBytesFoldOnlyFromThemselves(t *testing.T) {
 		if !utf8.ValidRune(r) {
 			continue
 		}
-		f := fold(string(r))
+		f := pyfmt.Fold(string(r))
 		ascii := false
 		for i := 0; i < len(f); i++ {
 			if isAnchorByte(f[i]) || isLetterAnchor(f[i]) {

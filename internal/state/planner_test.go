@@ -9,6 +9,8 @@ import (
 	"time"
 
 	gocmp "github.com/google/go-cmp/cmp"
+
+	"github.com/stamen-dev/stamen/internal/pyfmt"
 )
 
 // TestQueriesAgainstScan checks every way Tasks can answer (an index
@@ -95,7 +97,7 @@ func scanTasks(s *State, q Query) []string {
 		}
 	}
 	same := func(t *Task, f Field, v, want string) bool {
-		return want == "" || (f == 0 || t.Has(f)) && v != "" && fold(v) == fold(want)
+		return want == "" || (f == 0 || t.Has(f)) && v != "" && pyfmt.Fold(v) == pyfmt.Fold(want)
 	}
 	var match []Task
 	for _, t := range all {
@@ -118,9 +120,9 @@ func scanTasks(s *State, q Query) []string {
 		case "started":
 			return t.Has(FieldStarted), t.Started, ""
 		case "name":
-			return t.Has(FieldName), 0, fold(t.Name)
+			return t.Has(FieldName), 0, pyfmt.Fold(t.Name)
 		case "state":
-			return true, 0, fold(t.State)
+			return true, 0, pyfmt.Fold(t.State)
 		}
 		return true, orderKey(t), ""
 	}

@@ -7,6 +7,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/stamen-dev/stamen/internal/pyfmt"
 )
 
 // NoLimit as Query.Limit returns every match.
@@ -89,7 +91,7 @@ func foldFilter(v string) string {
 	if v == "All" {
 		return ""
 	}
-	return fold(v)
+	return pyfmt.Fold(v)
 }
 
 // resolve looks up the filters' symbols; false when one names something no

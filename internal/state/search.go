@@ -97,7 +97,7 @@ type term struct {
 // which matches everything.
 // Errors are *SearchError.
 func parseSearch(query string) (expr, error) {
-	q := []rune(pyStrip(query))
+	q := []rune(pyfmt.Strip(query))
 	if len(q) > maxQueryLength {
 		return nil, searchErr(-1, "Query exceeds %d characters", maxQueryLength)
 	}
@@ -129,7 +129,7 @@ func tokenize(q []rune) ([]token, error) {
 		return nil
 	}
 	for i := 0; i < len(q); {
-		if isSpace(q[i]) {
+		if pyfmt.IsSpace(q[i]) {
 			i++
 			continue
 		}
@@ -160,7 +160,7 @@ func tokenize(q []rune) ([]token, error) {
 				i++
 				continue
 			}
-			if !inQuote && (isSpace(c) || c == '(' || c == ')') {
+			if !inQuote && (pyfmt.IsSpace(c) || c == '(' || c == ')') {
 				break
 			}
 			value = append(value, c)
@@ -290,7 +290,7 @@ func (p *parser) primary(depth int) (expr, error) {
 func parseTerm(t token) (expr, error) {
 	field, value := "", t.value
 	if qualifier, rest, ok := strings.Cut(value, ":"); ok {
-		switch q := fold(qualifier); q {
+		switch q := pyfmt.Fold(qualifier); q {
 		case "name", "state", "worker", "args", "kwargs", "result":
 			field, value = q, rest
 		}
@@ -302,13 +302,13 @@ func parseTerm(t token) (expr, error) {
 		return nil, searchErr(t.pos, "Search qualifier requires a value")
 	}
 	exact := field == "state" || (field == "kwargs" && strings.Contains(value, "="))
-	if !exact && utf8.RuneCountInString(pyStrip(value)) < minSubstring {
+	if !exact && utf8.RuneCountInString(pyfmt.Strip(value)) < minSubstring {
 		return nil, searchErr(t.pos, "Substring search terms must contain at least %d characters", minSubstring)
 	}
-	tm := term{field: field, value: fold(value)}
+	tm := term{field: field, value: pyfmt.Fold(value)}
 	if field == "kwargs" {
 		if k, v, ok := strings.Cut(tm.value, "="); ok {
-			tm.pair = pyStrip(k) + "=" + pyStrip(v)
+			tm.pair = pyfmt.Strip(k) + "=" + pyfmt.Strip(v)
 		}
 	}
 	return tm, nil
@@ -366,30 +366,30 @@ func (tm term) match(m *matcher) bool {
 			// Flower joins the fields with NUL; only such a term can span two.
 			all := make([]string, searchFields)
 			for i := range all {
-				all[i] = fold(m.field(i))
+				all[i] = pyfmt.Fold(m.field(i))
 			}
 			return strings.Contains(strings.Join(all, "\x00"), tm.value)
 		}
 		for i := range searchFields {
-			if containsFold(m.field(i), tm.value) {
+			if pyfmt.ContainsFold(m.field(i), tm.value) {
 				return true
 			}
 		}
 		return false
 	case "state":
-		return t.State != "" && foldEqual(t.State, tm.value)
+		return t.State != "" && pyfmt.FoldEqual(t.State, tm.value)
 	case "name":
-		return containsFold(nullable(t, FieldName, t.Name), tm.value)
+		return pyfmt.ContainsFold(nullable(t, FieldName, t.Name), tm.value)
 	case "worker":
-		return containsFold(nullable(t, FieldWorker, t.Worker), tm.value)
+		return pyfmt.ContainsFold(nullable(t, FieldWorker, t.Worker), tm.value)
 	case "args":
-		return containsFold(nullable(t, FieldArgs, t.Args), tm.value)
+		return pyfmt.ContainsFold(nullable(t, FieldArgs, t.Args), tm.value)
 	case "result":
-		return containsFold(nullable(t, FieldResult, t.Result), tm.value)
+		return pyfmt.ContainsFold(nullable(t, FieldResult, t.Result), tm.value)
 	case "kwargs":
 		kwargs := nullable(t, FieldKwargs, t.Kwargs)
 		if tm.pair == "" {
-			return containsFold(kwargs, tm.value)
+			return pyfmt.ContainsFold(kwargs, tm.value)
 		}
 		if !tm.possiblePair(kwargs) {
 			return false
@@ -410,7 +410,7 @@ func (tm term) match(m *matcher) bool {
 // possiblePair is a cheap test before parsing a kwargs repr: see pairWords.
 func (tm term) possiblePair(kwargs string) bool {
 	for _, w := range pairWords(tm.pair) {
-		if w != "" && !containsFold(kwargs, w) {
+		if w != "" && !pyfmt.ContainsFold(kwargs, w) {
 			return false
 		}
 	}

@@ -8,6 +8,8 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
+
+	"github.com/stamen-dev/stamen/internal/pyfmt"
 )
 
 func TestSearchErrors(t *testing.T) {
@@ -196,7 +198,7 @@ func TestKwargsPairs(t *testing.T) {
 		got := kwargsPairs(nil, tc.kwargs)
 		want := slices.Clone(tc.want)
 		for i := range want {
-			want[i] = fold(want[i])
+			want[i] = pyfmt.Fold(want[i])
 		}
 		if diff := cmp.Diff(want, got, cmpopts.EquateEmpty()); diff != "" {
 			t.Errorf("kwargsPairs(%.60q) (-want +got):\n%s", tc.kwargs, diff)

@@ -4,6 +4,8 @@ import (
 	"encoding/binary"
 	"encoding/hex"
 	"strings"
+
+	"github.com/stamen-dev/stamen/internal/pyfmt"
 )
 
 // A task record lives in a slot: a fixed-size struct without pointers that
@@ -167,7 +169,7 @@ func (y *symbols) id(s string) uint32 {
 		y.named = append(y.named, 0)
 	}
 	y.ids[s] = id
-	if f := fold(s); f != s {
+	if f := pyfmt.Fold(s); f != s {
 		y.folded[id] = y.id(f)
 	}
 	return id
