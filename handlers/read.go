@@ -21,6 +21,7 @@ import (
 	"github.com/stamen-dev/stamen/internal/celery"
 	"github.com/stamen-dev/stamen/internal/state"
 	"github.com/stamen-dev/stamen/internal/store"
+	"github.com/stamen-dev/stamen/internal/taskrec"
 	"github.com/stamen-dev/stamen/restapi/operations/queues"
 	"github.com/stamen-dev/stamen/restapi/operations/tasks"
 	"github.com/stamen-dev/stamen/restapi/operations/workers"
@@ -138,7 +139,7 @@ func (b taskListBody) WriteResponse(rw http.ResponseWriter, producer runtime.Pro
 	}()
 	buf = append(buf, '{')
 	first := true
-	write := func(t *state.Task) {
+	write := func(t *taskrec.Task) {
 		if !first {
 			buf = append(buf, ", "...)
 		}

@@ -1,6 +1,10 @@
 package state
 
-import "time"
+import (
+	"time"
+
+	"github.com/stamen-dev/stamen/internal/taskrec"
+)
 
 // What a store outside this package needs to hold the history and answer
 // GET /api/tasks with the state's own rules (internal/store/pgstore): the
@@ -8,10 +12,10 @@ import "time"
 // sort as trees it can translate.
 
 // DecodeRecord reads a record Drain wrote.
-func DecodeRecord(data []byte) (Task, error) { return decodeRecord(data) }
+func DecodeRecord(data []byte) (taskrec.Task, error) { return decodeRecord(data) }
 
 // EncodeRecord appends t as Drain writes it.
-func EncodeRecord(dst []byte, t *Task) []byte { return encodeRecord(dst, t) }
+func EncodeRecord(dst []byte, t *taskrec.Task) []byte { return encodeRecord(dst, t) }
 
 // Precedence is Celery's state precedence (celery.events.state), lower is
 // stronger; custom states rank between FAILURE and REVOKED.
@@ -83,7 +87,7 @@ func CompileSearch(query string) (*Search, error) {
 }
 
 // Match reports whether t matches the search, as List would select it.
-func (s *Search) Match(t *Task) bool {
+func (s *Search) Match(t *taskrec.Task) bool {
 	if s.e == nil {
 		return true
 	}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/stamen-dev/stamen/internal/celery"
 	"github.com/stamen-dev/stamen/internal/pyfmt"
+	"github.com/stamen-dev/stamen/internal/taskrec"
 )
 
 const flowerDir = "../../testdata/flower-responses"
@@ -174,7 +175,7 @@ func sortRecords(rs []record) {
 }
 
 // listJSON writes an /api/tasks answer as the handler does.
-func listJSON(tasks []Task) string {
+func listJSON(tasks []taskrec.Task) string {
 	b := []byte{'{'}
 	for i := range tasks {
 		if i > 0 {

@@ -11,6 +11,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/stamen-dev/stamen/internal/pyfmt"
+	"github.com/stamen-dev/stamen/internal/taskrec"
 )
 
 // A search for a piece of a task id (the search box users paste ids into)
@@ -194,8 +195,8 @@ func (s *State) scanSlots(c *candidateScan, symHit []bool, from, to int, found *
 			if !sl.live() {
 				continue
 			}
-			hit := symHit[sl.state] || sl.set&FieldName != 0 && symHit[sl.name] ||
-				sl.set&FieldWorker != 0 && symHit[sl.worker]
+			hit := symHit[sl.state] || sl.set&taskrec.FieldName != 0 && symHit[sl.name] ||
+				sl.set&taskrec.FieldWorker != 0 && symHit[sl.worker]
 			if !hit && sl.hasTextID() {
 				hit = pyfmt.ContainsFold(s.textIDs[uint32(i)], c.term)
 			} else if !hit {

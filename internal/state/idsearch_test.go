@@ -11,6 +11,7 @@ import (
 
 	"github.com/stamen-dev/stamen/internal/celery"
 	"github.com/stamen-dev/stamen/internal/pyfmt"
+	"github.com/stamen-dev/stamen/internal/taskrec"
 )
 
 // searchID is a canonical uuid, or now and then an id kept as text.
@@ -101,7 +102,7 @@ func searchState(t testing.TB, r *rand.Rand, n, bigs int) (*State, []string) {
 
 // slowTasks is what Tasks answers, found by matching every task.
 // all holds every task of each State filter, newest first.
-func slowTasks(t testing.TB, s *State, q Query, all map[string][]Task) []string {
+func slowTasks(t testing.TB, s *State, q Query, all map[string][]taskrec.Task) []string {
 	t.Helper()
 	e, err := parseSearch(q.Search)
 	if err != nil {
@@ -134,7 +135,7 @@ func TestSearchCandidatesMatchEveryTask(t *testing.T) {
 	r := rand.New(rand.NewPCG(1, 2))
 	s, ids := searchState(t, r, 2000, 3)
 	fast := 0
-	all := map[string][]Task{}
+	all := map[string][]taskrec.Task{}
 	for range 400 {
 		id := ids[r.IntN(len(ids))]
 		frag := fragment(r, id)
@@ -246,7 +247,7 @@ func FuzzSearchCandidates(f *testing.F) {
 	for _, seed := range []string{ids[350][24:], ids[390][9:23], strings.ToUpper(ids[399][3:17]), "zaff0-", "aFf0-k", "-4", "0-9 OR 123", "DeadBeef", "abcdef"} {
 		f.Add(seed, 0)
 	}
-	all := map[string][]Task{}
+	all := map[string][]taskrec.Task{}
 	slowTasks(f, s, Query{Limit: NoLimit}, all)
 	f.Fuzz(func(t *testing.T, search string, offset int) {
 		q := Query{Limit: 10, Offset: offset & 3, Search: search}

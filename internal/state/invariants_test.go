@@ -11,6 +11,7 @@ import (
 	gocmp "github.com/google/go-cmp/cmp"
 
 	"github.com/stamen-dev/stamen/internal/celery"
+	"github.com/stamen-dev/stamen/internal/taskrec"
 )
 
 // TestRandomEventsKeepInvariants throws random, out-of-order, partly
@@ -231,7 +232,7 @@ func batchesApplyAsSingleEvents(t *testing.T) {
 
 // stateSnapshot is everything the state answers, for comparing two states.
 type stateSnapshot struct {
-	Tasks   []Task
+	Tasks   []taskrec.Task
 	Types   []string
 	Workers []Worker
 }

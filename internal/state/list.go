@@ -1,6 +1,10 @@
 package state
 
-import "sync"
+import (
+	"sync"
+
+	"github.com/stamen-dev/stamen/internal/taskrec"
+)
 
 // TaskList is the answer to a Query, held as the sequence numbers of its
 // tasks, 8 bytes a task, for GET /api/tasks to write in chunks: Flower
@@ -35,7 +39,7 @@ type TaskList struct {
 // once the list is closed, by the next list: made per request they would
 // be most of a page's garbage.
 type copiedChunk struct {
-	recs []Task
+	recs []taskrec.Task
 	text textBuf
 	kids []string
 }
@@ -91,7 +95,7 @@ func (l *TaskList) Len() int {
 // readers and the writer). A record is copied whole under one lock, so
 // fn never sees it half-updated. The task and its strings are the list's:
 // valid only during the call, and not to be kept.
-func (l *TaskList) Next(n int, fn func(t *Task)) bool {
+func (l *TaskList) Next(n int, fn func(t *taskrec.Task)) bool {
 	if l.c == nil {
 		l.c = copiedChunks.Get().(*copiedChunk)
 	}
@@ -141,7 +145,7 @@ func (l *TaskList) copyChunk(n int) bool {
 			l.skip--
 			continue
 		}
-		c.recs = append(c.recs, Task{})
+		c.recs = append(c.recs, taskrec.Task{})
 		c.copyTask(&c.recs[len(c.recs)-1], s.view(&l.v, i, true))
 	}
 	return l.next < len(l.seqs)
@@ -151,7 +155,7 @@ func (l *TaskList) copyChunk(n int) bool {
 // the view's point into the arena and the view's own buffer, which the
 // writer and the next record reuse. The name, state and worker are the
 // symbol table's own strings, which nothing changes, and need no copy.
-func (c *copiedChunk) copyTask(t, v *Task) {
+func (c *copiedChunk) copyTask(t, v *taskrec.Task) {
 	b := &c.text
 	*t = *v
 	for _, f := range [...]*string{&t.UUID, &t.Args, &t.Kwargs, &t.ETA, &t.Expires, &t.Result, &t.Exception, &t.Traceback, &t.Exchange, &t.RoutingKey, &t.Client,
@@ -222,13 +226,13 @@ func (s *State) liveSlot(seq uint64) (uint32, bool) {
 // records this way allocates nothing, where a copy per record would leave
 // hundreds of megabytes of garbage for the collector to catch up with.
 type view struct {
-	t    Task
+	t    taskrec.Task
 	ids  []byte // the formatted ids the strings of t point into
 	kids []string
 }
 
 // view reads slot i into v, with its children when children is set.
-func (s *State) view(v *view, i uint32, children bool) *Task {
+func (s *State) view(v *view, i uint32, children bool) *taskrec.Task {
 	sl := s.slots.at(i)
 	var kids []uint32
 	if children {

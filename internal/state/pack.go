@@ -4,6 +4,8 @@ import (
 	"encoding/binary"
 	"errors"
 	"math"
+
+	"github.com/stamen-dev/stamen/internal/taskrec"
 )
 
 // The packed part of a record: the fields a slot does not hold, each
@@ -13,26 +15,26 @@ import (
 // bytes where the Task struct alone is 400.
 
 // floatFields are the packed times, in order.
-var floatFields = [...]Field{FieldSent, FieldStarted, FieldRejected, FieldSucceeded, FieldFailed, FieldRetried, FieldRevoked, FieldRuntime}
+var floatFields = [...]taskrec.Field{taskrec.FieldSent, taskrec.FieldStarted, taskrec.FieldRejected, taskrec.FieldSucceeded, taskrec.FieldFailed, taskrec.FieldRetried, taskrec.FieldRevoked, taskrec.FieldRuntime}
 
 // floatOf returns the field of t that holds the time (or runtime) f.
-func floatOf(t *Task, f Field) *float64 {
+func floatOf(t *taskrec.Task, f taskrec.Field) *float64 {
 	switch f {
-	case FieldReceived:
+	case taskrec.FieldReceived:
 		return &t.Received
-	case FieldSent:
+	case taskrec.FieldSent:
 		return &t.Sent
-	case FieldStarted:
+	case taskrec.FieldStarted:
 		return &t.Started
-	case FieldRejected:
+	case taskrec.FieldRejected:
 		return &t.Rejected
-	case FieldSucceeded:
+	case taskrec.FieldSucceeded:
 		return &t.Succeeded
-	case FieldFailed:
+	case taskrec.FieldFailed:
 		return &t.Failed
-	case FieldRetried:
+	case taskrec.FieldRetried:
 		return &t.Retried
-	case FieldRevoked:
+	case taskrec.FieldRevoked:
 		return &t.Revoked
 	default:
 		return &t.Runtime
@@ -40,21 +42,21 @@ func floatOf(t *Task, f Field) *float64 {
 }
 
 // stringFields are the packed free-text strings, in order.
-var stringFields = [...]Field{FieldArgs, FieldKwargs, FieldETA, FieldExpires, FieldResult, FieldException, FieldTraceback}
+var stringFields = [...]taskrec.Field{taskrec.FieldArgs, taskrec.FieldKwargs, taskrec.FieldETA, taskrec.FieldExpires, taskrec.FieldResult, taskrec.FieldException, taskrec.FieldTraceback}
 
-func stringOf(t *Task, f Field) *string {
+func stringOf(t *taskrec.Task, f taskrec.Field) *string {
 	switch f {
-	case FieldArgs:
+	case taskrec.FieldArgs:
 		return &t.Args
-	case FieldKwargs:
+	case taskrec.FieldKwargs:
 		return &t.Kwargs
-	case FieldETA:
+	case taskrec.FieldETA:
 		return &t.ETA
-	case FieldExpires:
+	case taskrec.FieldExpires:
 		return &t.Expires
-	case FieldResult:
+	case taskrec.FieldResult:
 		return &t.Result
-	case FieldException:
+	case taskrec.FieldException:
 		return &t.Exception
 	default:
 		return &t.Traceback
@@ -62,13 +64,13 @@ func stringOf(t *Task, f Field) *string {
 }
 
 // symbolFields are the packed interned strings, in order.
-var symbolFields = [...]Field{FieldExchange, FieldRoutingKey, FieldClient}
+var symbolFields = [...]taskrec.Field{taskrec.FieldExchange, taskrec.FieldRoutingKey, taskrec.FieldClient}
 
-func symbolOf(t *Task, f Field) *string {
+func symbolOf(t *taskrec.Task, f taskrec.Field) *string {
 	switch f {
-	case FieldExchange:
+	case taskrec.FieldExchange:
 		return &t.Exchange
-	case FieldRoutingKey:
+	case taskrec.FieldRoutingKey:
 		return &t.RoutingKey
 	default:
 		return &t.Client
@@ -90,8 +92,8 @@ const ownTimestamp byte = 1
 
 // pack appends the packed fields of t to b, symbols as numbers of y, or
 // as text when y is nil.
-func pack(b []byte, t *Task, y *symbols) []byte {
-	own := t.Has(FieldTimestamp) && math.IsNaN(t.Timestamp)
+func pack(b []byte, t *taskrec.Task, y *symbols) []byte {
+	own := t.Has(taskrec.FieldTimestamp) && math.IsNaN(t.Timestamp)
 	if own {
 		b = append(b, ownTimestamp)
 	} else {
@@ -99,7 +101,7 @@ func pack(b []byte, t *Task, y *symbols) []byte {
 	}
 	// The received time comes first, where filters read it without
 	// unpacking the rest.
-	if t.Has(FieldReceived) {
+	if t.Has(taskrec.FieldReceived) {
 		b = binary.LittleEndian.AppendUint64(b, math.Float64bits(t.Received))
 	}
 	for _, f := range floatFields {
@@ -125,14 +127,14 @@ func pack(b []byte, t *Task, y *symbols) []byte {
 			b = binary.AppendUvarint(b, uint64(y.id(*symbolOf(t, f))))
 		}
 	}
-	if t.Has(FieldRetries) {
+	if t.Has(taskrec.FieldRetries) {
 		b = binary.AppendVarint(b, int64(t.Retries))
 	}
 	b = binary.AppendVarint(b, t.Clock)
 	for _, id := range [2]struct {
-		f Field
+		f taskrec.Field
 		v string
-	}{{FieldRootID, t.RootID}, {FieldParentID, t.ParentID}} {
+	}{{taskrec.FieldRootID, t.RootID}, {taskrec.FieldParentID, t.ParentID}} {
 		if !t.Has(id.f) {
 			continue
 		}
@@ -159,43 +161,43 @@ func appendString(b []byte, s string) []byte {
 // The record of a task as the store keeps it: the fields a slot holds,
 // then the packed rest, every string written out (symbols are numbered
 // per process).
-func encodeRecord(b []byte, t *Task) []byte {
+func encodeRecord(b []byte, t *taskrec.Task) []byte {
 	b = binary.AppendUvarint(b, uint64(t.Set))
 	b = appendString(b, t.UUID)
 	b = appendString(b, t.State)
-	if t.Has(FieldName) {
+	if t.Has(taskrec.FieldName) {
 		b = appendString(b, t.Name)
 	}
-	if t.Has(FieldWorker) {
+	if t.Has(taskrec.FieldWorker) {
 		b = appendString(b, t.Worker)
 	}
-	if t.Has(FieldTimestamp) {
+	if t.Has(taskrec.FieldTimestamp) {
 		b = binary.LittleEndian.AppendUint64(b, math.Float64bits(t.Timestamp))
 	}
 	return pack(b, t, nil)
 }
 
-func decodeRecord(rec []byte) (Task, error) {
+func decodeRecord(rec []byte) (taskrec.Task, error) {
 	u := unpacker{b: rec, text: copyText}
-	var t Task
-	t.Set = Field(u.uvarint())
+	var t taskrec.Task
+	t.Set = taskrec.Field(u.uvarint())
 	t.UUID = u.str()
 	t.State = u.str()
-	if t.Has(FieldName) {
+	if t.Has(taskrec.FieldName) {
 		t.Name = u.str()
 	}
-	if t.Has(FieldWorker) {
+	if t.Has(taskrec.FieldWorker) {
 		t.Worker = u.str()
 	}
 	var key float64
-	if t.Has(FieldTimestamp) {
+	if t.Has(taskrec.FieldTimestamp) {
 		key = u.float()
 	}
 	if u.err {
-		return Task{}, errCorrupt
+		return taskrec.Task{}, errCorrupt
 	}
 	if err := unpack(u.b, key, &t, nil, copyText, nil); err != nil {
-		return Task{}, err
+		return taskrec.Task{}, err
 	}
 	return t, nil
 }
@@ -262,12 +264,12 @@ func (u *unpacker) str() string {
 // unpack fills t from rec; key is the slot's order key. y is the
 // symbols pack used; ids, when not nil, has room for the root and parent
 // ids a view formats (see formatID).
-func unpack(rec []byte, key float64, t *Task, y *symbols, text func([]byte) string, ids *[]byte) error {
+func unpack(rec []byte, key float64, t *taskrec.Task, y *symbols, text func([]byte) string, ids *[]byte) error {
 	if len(rec) == 0 {
 		return errCorrupt
 	}
 	u := unpacker{b: rec[1:], text: text}
-	if t.Has(FieldReceived) {
+	if t.Has(taskrec.FieldReceived) {
 		t.Received = u.float()
 	}
 	for _, f := range floatFields {
@@ -275,7 +277,7 @@ func unpack(rec []byte, key float64, t *Task, y *symbols, text func([]byte) stri
 			*floatOf(t, f) = u.float()
 		}
 	}
-	if t.Has(FieldTimestamp) {
+	if t.Has(taskrec.FieldTimestamp) {
 		if rec[0]&ownTimestamp != 0 {
 			t.Timestamp = u.float()
 		} else {
@@ -298,14 +300,14 @@ func unpack(rec []byte, key float64, t *Task, y *symbols, text func([]byte) stri
 			*symbolOf(t, f) = y.str(uint32(id))
 		}
 	}
-	if t.Has(FieldRetries) {
+	if t.Has(taskrec.FieldRetries) {
 		t.Retries = int(u.varint())
 	}
 	t.Clock = u.varint()
 	for _, id := range [2]struct {
-		f Field
+		f taskrec.Field
 		v *string
-	}{{FieldRootID, &t.RootID}, {FieldParentID, &t.ParentID}} {
+	}{{taskrec.FieldRootID, &t.RootID}, {taskrec.FieldParentID, &t.ParentID}} {
 		if !t.Has(id.f) {
 			continue
 		}
@@ -335,12 +337,12 @@ func unpack(rec []byte, key float64, t *Task, y *symbols, text func([]byte) stri
 
 // releasePacked gives back the symbols a packed record holds; set is its
 // task's fields. It skips to them without unpacking the rest.
-func releasePacked(rec []byte, set Field, y *symbols) {
-	if set&(FieldExchange|FieldRoutingKey|FieldClient) == 0 {
+func releasePacked(rec []byte, set taskrec.Field, y *symbols) {
+	if set&(taskrec.FieldExchange|taskrec.FieldRoutingKey|taskrec.FieldClient) == 0 {
 		return
 	}
 	off := 1
-	if set&FieldReceived != 0 {
+	if set&taskrec.FieldReceived != 0 {
 		off += 8
 	}
 	for _, f := range floatFields {

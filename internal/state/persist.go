@@ -6,6 +6,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/stamen-dev/stamen/internal/taskrec"
 )
 
 // What the state hands to a store, and takes back at start. Every task
@@ -136,7 +138,7 @@ func (s *State) Restore(seq uint64, data []byte) error {
 		return errCorrupt
 	}
 	s.created = seq
-	if t.Has(FieldWorker) && s.workers[t.Worker] == nil {
+	if t.Has(taskrec.FieldWorker) && s.workers[t.Worker] == nil {
 		// Known from its tasks; its own latest event, if any, follows.
 		s.addWorker(t.Worker).lastEvent = epoch(s.now())
 	}

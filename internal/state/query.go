@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/stamen-dev/stamen/internal/pyfmt"
+	"github.com/stamen-dev/stamen/internal/taskrec"
 )
 
 // NoLimit as Query.Limit returns every match.
@@ -161,7 +162,7 @@ func (s *State) match(f *filter, i uint32) bool {
 	if f.state != "" && s.stateKey(sl) != f.stateSym {
 		return false
 	}
-	if sl.set&FieldReceived != 0 && (f.hasStart || f.hasEnd) {
+	if sl.set&taskrec.FieldReceived != 0 && (f.hasStart || f.hasEnd) {
 		if r := s.receivedOf(sl); f.hasStart && r < f.start || f.hasEnd && r > f.end {
 			return false
 		}
@@ -231,17 +232,17 @@ func (s *State) keyOf(i uint32, field string, v *view) sortKey {
 	k := sortKey{slot: i}
 	switch field {
 	case "name":
-		if sl.set&FieldName != 0 {
+		if sl.set&taskrec.FieldName != 0 {
 			k.val = 1 + s.sym.folded[sl.name]
 		}
 	case "state":
 		k.val = 1 + s.sym.folded[sl.state]
 	case "received":
-		if sl.set&FieldReceived != 0 {
+		if sl.set&taskrec.FieldReceived != 0 {
 			k.val, k.num = 1, s.receivedOf(sl)
 		}
 	case "started":
-		if sl.set&FieldStarted != 0 {
+		if sl.set&taskrec.FieldStarted != 0 {
 			k.val, k.num = 1, s.view(v, i, false).Started
 		}
 	}
@@ -267,7 +268,7 @@ func (s *State) compareKeys(a, b sortKey) int {
 // sort, then offset and limit. An invalid search is a *SearchError; an
 // invalid SortBy a plain error. It copies every record out at once; List
 // answers the same in chunks.
-func (s *State) Tasks(q Query) ([]Task, error) {
+func (s *State) Tasks(q Query) ([]taskrec.Task, error) {
 	p, err := newPlan(q)
 	if err != nil {
 		return nil, err
@@ -275,7 +276,7 @@ func (s *State) Tasks(q Query) ([]Task, error) {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	seqs := s.plan(p)
-	out := make([]Task, 0, len(seqs))
+	out := make([]taskrec.Task, 0, len(seqs))
 	for _, seq := range seqs {
 		// A sorted selection may release the lock (sortDetached).
 		if i, ok := s.liveSlot(seq); ok {

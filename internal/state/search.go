@@ -6,6 +6,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/stamen-dev/stamen/internal/pyfmt"
+	"github.com/stamen-dev/stamen/internal/taskrec"
 )
 
 // The search language of GET /api/tasks?search=, as Flower 2.1.0 documents
@@ -318,12 +319,12 @@ func parseTerm(t token) (expr, error) {
 // fly for ASCII text, so scanning a hundred thousand tasks does not
 // allocate; only kwargs pairs are parsed, once per task and query.
 type matcher struct {
-	t      *Task
+	t      *taskrec.Task
 	pairs  []string
 	parsed bool
 }
 
-func (m *matcher) reset(t *Task) {
+func (m *matcher) reset(t *taskrec.Task) {
 	m.t, m.pairs, m.parsed = t, m.pairs[:0], false
 }
 
@@ -335,23 +336,23 @@ func (m *matcher) field(i int) string {
 	case 0:
 		return t.UUID
 	case 1:
-		return nullable(t, FieldName, t.Name)
+		return nullable(t, taskrec.FieldName, t.Name)
 	case 2:
 		return t.State
 	case 3:
-		return nullable(t, FieldWorker, t.Worker)
+		return nullable(t, taskrec.FieldWorker, t.Worker)
 	case 4:
-		return nullable(t, FieldArgs, t.Args)
+		return nullable(t, taskrec.FieldArgs, t.Args)
 	case 5:
-		return nullable(t, FieldKwargs, t.Kwargs)
+		return nullable(t, taskrec.FieldKwargs, t.Kwargs)
 	default:
-		return nullable(t, FieldResult, t.Result)
+		return nullable(t, taskrec.FieldResult, t.Result)
 	}
 }
 
 const searchFields = 7
 
-func nullable(t *Task, f Field, v string) string {
+func nullable(t *taskrec.Task, f taskrec.Field, v string) string {
 	if t.Has(f) {
 		return v
 	}
@@ -379,15 +380,15 @@ func (tm term) match(m *matcher) bool {
 	case "state":
 		return t.State != "" && pyfmt.FoldEqual(t.State, tm.value)
 	case "name":
-		return pyfmt.ContainsFold(nullable(t, FieldName, t.Name), tm.value)
+		return pyfmt.ContainsFold(nullable(t, taskrec.FieldName, t.Name), tm.value)
 	case "worker":
-		return pyfmt.ContainsFold(nullable(t, FieldWorker, t.Worker), tm.value)
+		return pyfmt.ContainsFold(nullable(t, taskrec.FieldWorker, t.Worker), tm.value)
 	case "args":
-		return pyfmt.ContainsFold(nullable(t, FieldArgs, t.Args), tm.value)
+		return pyfmt.ContainsFold(nullable(t, taskrec.FieldArgs, t.Args), tm.value)
 	case "result":
-		return pyfmt.ContainsFold(nullable(t, FieldResult, t.Result), tm.value)
+		return pyfmt.ContainsFold(nullable(t, taskrec.FieldResult, t.Result), tm.value)
 	case "kwargs":
-		kwargs := nullable(t, FieldKwargs, t.Kwargs)
+		kwargs := nullable(t, taskrec.FieldKwargs, t.Kwargs)
 		if tm.pair == "" {
 			return pyfmt.ContainsFold(kwargs, tm.value)
 		}

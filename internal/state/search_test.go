@@ -10,6 +10,7 @@ import (
 	"github.com/google/go-cmp/cmp/cmpopts"
 
 	"github.com/stamen-dev/stamen/internal/pyfmt"
+	"github.com/stamen-dev/stamen/internal/taskrec"
 )
 
 func TestSearchErrors(t *testing.T) {
@@ -81,21 +82,21 @@ func TestSearchValid(t *testing.T) {
 }
 
 // searchTasks are the records the matching tests search.
-func searchTasks() []Task {
-	all := FieldName | FieldArgs | FieldKwargs
-	return []Task{
+func searchTasks() []taskrec.Task {
+	all := taskrec.FieldName | taskrec.FieldArgs | taskrec.FieldKwargs
+	return []taskrec.Task{
 		{
-			UUID: "aaaa0001-0000-0000-0000-000000000000", Name: "proj.add", State: Success,
+			UUID: "aaaa0001-0000-0000-0000-000000000000", Name: "proj.add", State: taskrec.Success,
 			Worker: "w1@host", Args: "(2, 3)", Kwargs: "{'user': 'Bob', 'n': 5, 'flag': None}", Result: "5",
-			Set: all | FieldWorker | FieldResult,
+			Set: all | taskrec.FieldWorker | taskrec.FieldResult,
 		},
 		{
-			UUID: "bbbb0002-0000-0000-0000-000000000000", Name: "proj.mail", State: Failure,
+			UUID: "bbbb0002-0000-0000-0000-000000000000", Name: "proj.mail", State: taskrec.Failure,
 			Worker: "w2@host", Args: "('x@y.z',)", Kwargs: "{'to': 'ALICE', 'retry': True}",
-			Set: all | FieldWorker,
+			Set: all | taskrec.FieldWorker,
 		},
 		{
-			UUID: "cccc0003-0000-0000-0000-000000000000", Name: "proj.add", State: Pending,
+			UUID: "cccc0003-0000-0000-0000-000000000000", Name: "proj.add", State: taskrec.Pending,
 			Args: "(1, 1)", Kwargs: "{}", Set: all,
 		},
 	}

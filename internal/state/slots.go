@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/stamen-dev/stamen/internal/pyfmt"
+	"github.com/stamen-dev/stamen/internal/taskrec"
 )
 
 // A task record lives in a slot: a fixed-size struct without pointers that
@@ -21,7 +22,7 @@ type slot struct {
 	key  float64  // order key: the timestamp, or 0
 	cold ref
 	// set is the record's Task.Set plus the slot's own flags.
-	set    Field
+	set    taskrec.Field
 	name   uint32 // symbols
 	worker uint32
 	state  uint32
@@ -29,11 +30,11 @@ type slot struct {
 
 // The slot's flags, in bits of set that no Field uses.
 const (
-	slotLive Field = 1 << 30
+	slotLive taskrec.Field = 1 << 30
 	// slotTextID: the id is not a canonical uuid and lives in
 	// State.textIDs.
-	slotTextID Field = 1 << 31
-	taskFields       = slotLive - 1
+	slotTextID taskrec.Field = 1 << 31
+	taskFields               = slotLive - 1
 )
 
 func (sl *slot) live() bool      { return sl.set&slotLive != 0 }
@@ -141,7 +142,7 @@ func newSymbols() symbols {
 	// Celery's states hold a reference of their own: a task passes through
 	// RECEIVED and STARTED alone at times, and each of its events would
 	// otherwise free the state it leaves and intern it anew.
-	for _, st := range [...]string{Pending, Received, Started, Success, Failure, Retry, Revoked, Rejected} {
+	for _, st := range [...]string{taskrec.Pending, taskrec.Received, taskrec.Started, taskrec.Success, taskrec.Failure, taskrec.Retry, taskrec.Revoked, taskrec.Rejected} {
 		y.id(st)
 	}
 	return y

@@ -5,13 +5,15 @@ import (
 	"context"
 	"slices"
 	"time"
+
+	"github.com/stamen-dev/stamen/internal/taskrec"
 )
 
 // unfinished are the states a task waits in for a later event: Celery's
 // unready states a worker's events move on (PENDING, RECEIVED, STARTED,
 // RETRY). REJECTED and custom states are left alone: nothing says a
 // result will follow them.
-var unfinished = [...]string{Pending, Received, Started, Retry}
+var unfinished = [...]string{taskrec.Pending, taskrec.Received, taskrec.Started, taskrec.Retry}
 
 // StaleTasks returns the ids of at most limit tasks in an unfinished state
 // whose latest event is older than before, oldest first: the tasks whose

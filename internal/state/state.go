@@ -14,6 +14,7 @@ import (
 	"unsafe"
 
 	"github.com/stamen-dev/stamen/internal/celery"
+	"github.com/stamen-dev/stamen/internal/taskrec"
 )
 
 // Defaults of Config, Celery's own (Flower passes --max_tasks, 100000).
@@ -200,7 +201,7 @@ type heldTask struct {
 	held      bool
 	uuid      string // as the events spell it
 	i         uint32
-	t         Task
+	t         taskrec.Task
 	known     bool // the record was in the state before
 	oldParent string
 }
@@ -301,21 +302,21 @@ func (s *State) addWorker(hostname string) *worker {
 // states rank between FAILURE and REVOKED.
 func precedence(state string) int {
 	switch state {
-	case Success:
+	case taskrec.Success:
 		return 0
-	case Failure:
+	case taskrec.Failure:
 		return 1
-	case Revoked:
+	case taskrec.Revoked:
 		return 3
-	case Started:
+	case taskrec.Started:
 		return 4
-	case Received:
+	case taskrec.Received:
 		return 5
-	case Rejected:
+	case taskrec.Rejected:
 		return 6
-	case Retry:
+	case taskrec.Retry:
 		return 7
-	case Pending:
+	case taskrec.Pending:
 		return 8
 	}
 	return 2
@@ -323,24 +324,24 @@ func precedence(state string) int {
 
 // taskState maps the subject of a task-<subject> event to its state and
 // the field that records when it happened (0 for custom events).
-func taskState(subject string) (string, Field) {
+func taskState(subject string) (string, taskrec.Field) {
 	switch subject {
 	case "sent":
-		return Pending, FieldSent
+		return taskrec.Pending, taskrec.FieldSent
 	case "received":
-		return Received, FieldReceived
+		return taskrec.Received, taskrec.FieldReceived
 	case "started":
-		return Started, FieldStarted
+		return taskrec.Started, taskrec.FieldStarted
 	case "succeeded":
-		return Success, FieldSucceeded
+		return taskrec.Success, taskrec.FieldSucceeded
 	case "failed":
-		return Failure, FieldFailed
+		return taskrec.Failure, taskrec.FieldFailed
 	case "retried":
-		return Retry, FieldRetried
+		return taskrec.Retry, taskrec.FieldRetried
 	case "revoked":
-		return Revoked, FieldRevoked
+		return taskrec.Revoked, taskrec.FieldRevoked
 	case "rejected":
-		return Rejected, FieldRejected
+		return taskrec.Rejected, taskrec.FieldRejected
 	}
 	return strings.ToUpper(subject), 0
 }
@@ -360,14 +361,14 @@ func (s *State) taskEvent(e *celery.Event, subject string, clock int64, localRec
 	if subject == "sent" {
 		// task-sent comes from the client, not from a worker.
 		t.Client = e.Hostname
-		t.Set |= FieldClient
+		t.Set |= taskrec.FieldClient
 	} else if !e.Reconciled {
 		w := s.workers[e.Hostname]
 		if w == nil {
 			w = s.addWorker(e.Hostname)
 		}
 		t.Worker = w.Hostname
-		t.Set |= FieldWorker
+		t.Set |= taskrec.FieldWorker
 		w.lastEvent = localReceived
 		// A task event is a heartbeat too. Celery passes its two times
 		// swapped here, so what it records is the event's own timestamp;
@@ -385,13 +386,13 @@ func (s *State) taskEvent(e *celery.Event, subject string, clock int64, localRec
 	// it does not change the state. A late task-received only contributes
 	// its own details; any other late event is still copied in, timestamp
 	// and clock included, exactly as Celery updates the record's __dict__.
-	late := state != Retry && t.State != Retry && precedence(state) > precedence(t.State)
-	if late && state == Received {
+	late := state != taskrec.Retry && t.State != taskrec.Retry && precedence(state) > precedence(t.State)
+	if late && state == taskrec.Received {
 		copyReceived(t, e)
 	} else {
 		copyAll(t, e)
 		t.Clock = clock
-		setFloat(t, FieldTimestamp, &t.Timestamp, e.Timestamp)
+		setFloat(t, taskrec.FieldTimestamp, &t.Timestamp, e.Timestamp)
 		if !late {
 			t.State = state
 		}
@@ -410,7 +411,7 @@ func (s *State) hold(h *heldTask, uuid string) {
 		h.oldParent = parentOf(&h.t)
 	} else {
 		h.i = s.addTask(uuid)
-		h.t = Task{UUID: uuid, State: Pending}
+		h.t = taskrec.Task{UUID: uuid, State: taskrec.Pending}
 	}
 }
 
@@ -438,8 +439,8 @@ func (s *State) release(h *heldTask) {
 	}
 }
 
-func parentOf(t *Task) string {
-	if t.Has(FieldParentID) {
+func parentOf(t *taskrec.Task) string {
+	if t.Has(taskrec.FieldParentID) {
 		return t.ParentID
 	}
 	return ""
@@ -462,52 +463,52 @@ func (s *State) unlinkChild(parent string, child uint32) {
 // orderKey is Flower's default sort key: the timestamp, or 0 for none. A
 // NaN (only possible from a hand-made Event) would break the index's
 // ordering, so it counts as none.
-func orderKey(t *Task) float64 {
-	if t.Has(FieldTimestamp) && !math.IsNaN(t.Timestamp) {
+func orderKey(t *taskrec.Task) float64 {
+	if t.Has(taskrec.FieldTimestamp) && !math.IsNaN(t.Timestamp) {
 		return t.Timestamp
 	}
 	return 0
 }
 
-func setFloat(t *Task, f Field, dst *float64, v float64) {
+func setFloat(t *taskrec.Task, f taskrec.Field, dst *float64, v float64) {
 	*dst = v
 	t.Set |= f
 }
 
 // copyReceived takes what a late task-received contributes (Celery's
 // merge_rules for RECEIVED).
-func copyReceived(t *Task, e *celery.Event) {
-	copyString(t, e, FieldName, celery.FieldName, &t.Name, e.Name)
-	copyString(t, e, FieldArgs, celery.FieldArgs, &t.Args, e.Args)
-	copyString(t, e, FieldKwargs, celery.FieldKwargs, &t.Kwargs, e.Kwargs)
-	copyString(t, e, FieldParentID, celery.FieldParentID, &t.ParentID, e.ParentID)
-	copyString(t, e, FieldRootID, celery.FieldRootID, &t.RootID, e.RootID)
-	copyInt(t, e, FieldRetries, celery.FieldRetries, &t.Retries, e.Retries)
-	copyString(t, e, FieldETA, celery.FieldETA, &t.ETA, e.ETA)
-	copyString(t, e, FieldExpires, celery.FieldExpires, &t.Expires, e.Expires)
+func copyReceived(t *taskrec.Task, e *celery.Event) {
+	copyString(t, e, taskrec.FieldName, celery.FieldName, &t.Name, e.Name)
+	copyString(t, e, taskrec.FieldArgs, celery.FieldArgs, &t.Args, e.Args)
+	copyString(t, e, taskrec.FieldKwargs, celery.FieldKwargs, &t.Kwargs, e.Kwargs)
+	copyString(t, e, taskrec.FieldParentID, celery.FieldParentID, &t.ParentID, e.ParentID)
+	copyString(t, e, taskrec.FieldRootID, celery.FieldRootID, &t.RootID, e.RootID)
+	copyInt(t, e, taskrec.FieldRetries, celery.FieldRetries, &t.Retries, e.Retries)
+	copyString(t, e, taskrec.FieldETA, celery.FieldETA, &t.ETA, e.ETA)
+	copyString(t, e, taskrec.FieldExpires, celery.FieldExpires, &t.Expires, e.Expires)
 }
 
 // copyAll takes every record field the event carries.
-func copyAll(t *Task, e *celery.Event) {
+func copyAll(t *taskrec.Task, e *celery.Event) {
 	copyReceived(t, e)
-	copyString(t, e, FieldResult, celery.FieldResult, &t.Result, e.Result)
-	copyString(t, e, FieldException, celery.FieldException, &t.Exception, e.Exception)
-	copyString(t, e, FieldTraceback, celery.FieldTraceback, &t.Traceback, e.Traceback)
-	copyString(t, e, FieldExchange, celery.FieldExchange, &t.Exchange, e.Exchange)
-	copyString(t, e, FieldRoutingKey, celery.FieldRoutingKey, &t.RoutingKey, e.RoutingKey)
+	copyString(t, e, taskrec.FieldResult, celery.FieldResult, &t.Result, e.Result)
+	copyString(t, e, taskrec.FieldException, celery.FieldException, &t.Exception, e.Exception)
+	copyString(t, e, taskrec.FieldTraceback, celery.FieldTraceback, &t.Traceback, e.Traceback)
+	copyString(t, e, taskrec.FieldExchange, celery.FieldExchange, &t.Exchange, e.Exchange)
+	copyString(t, e, taskrec.FieldRoutingKey, celery.FieldRoutingKey, &t.RoutingKey, e.RoutingKey)
 	if e.Has(celery.FieldRuntime) {
 		if e.Runtime != nil {
 			t.Runtime = *e.Runtime
-			t.Set |= FieldRuntime
+			t.Set |= taskrec.FieldRuntime
 		} else {
 			t.Runtime = 0
-			t.Set &^= FieldRuntime
+			t.Set &^= taskrec.FieldRuntime
 		}
 	}
 }
 
 // copyString sets a field the event carries, to null when it sent null.
-func copyString(t *Task, e *celery.Event, f Field, ef celery.EventField, dst *string, v string) {
+func copyString(t *taskrec.Task, e *celery.Event, f taskrec.Field, ef celery.EventField, dst *string, v string) {
 	switch {
 	case !e.Has(ef):
 	case e.HasValue(ef):
@@ -519,7 +520,7 @@ func copyString(t *Task, e *celery.Event, f Field, ef celery.EventField, dst *st
 	}
 }
 
-func copyInt(t *Task, e *celery.Event, f Field, ef celery.EventField, dst *int, v int) {
+func copyInt(t *taskrec.Task, e *celery.Event, f taskrec.Field, ef celery.EventField, dst *int, v int) {
 	switch {
 	case !e.Has(ef):
 	case e.HasValue(ef):
@@ -643,14 +644,14 @@ func (s *State) owner(i uint32) *ref {
 func (s *State) stateKey(sl *slot) uint32 { return s.sym.folded[sl.state] }
 
 func (s *State) nameKey(sl *slot) uint32 {
-	if sl.set&FieldName == 0 {
+	if sl.set&taskrec.FieldName == 0 {
 		return 0
 	}
 	return s.sym.folded[sl.name]
 }
 
 func (s *State) workerKey(sl *slot) uint32 {
-	if sl.set&FieldWorker == 0 {
+	if sl.set&taskrec.FieldWorker == 0 {
 		return 0
 	}
 	return s.sym.folded[sl.worker]
@@ -707,7 +708,7 @@ func (s *State) place(d int, i uint32, sl *slot) placement {
 		k := s.workerKey(sl)
 		return placement{k, it, k != 0}
 	}
-	if sl.set&FieldReceived != 0 {
+	if sl.set&taskrec.FieldReceived != 0 {
 		return placement{received, item{key: s.receivedOf(sl), slot: i}, true}
 	}
 	return placement{notReceived, it, true}
@@ -747,7 +748,7 @@ func (s *State) insertInto(d int, p placement) {
 }
 
 // save writes t back to slot i and moves it in the indexes it changed.
-func (s *State) save(i uint32, t *Task, indexed bool) {
+func (s *State) save(i uint32, t *taskrec.Task, indexed bool) {
 	sl := s.slots.at(i)
 	old := *sl
 	// The new record is written first and the old one released last: the
@@ -759,7 +760,7 @@ func (s *State) save(i uint32, t *Task, indexed bool) {
 	sl.state = s.sym.id(t.State)
 	sl.name = s.sym.id(t.Name)
 	sl.worker = s.sym.id(t.Worker)
-	if sl.set&FieldName != 0 {
+	if sl.set&taskrec.FieldName != 0 {
 		s.named(sl.name, 1)
 	}
 	// Index comparisons read only the item's key and the slot's id, which
@@ -785,7 +786,7 @@ func (s *State) save(i uint32, t *Task, indexed bool) {
 // releaseSymbols gives back the symbols the record of sl holds, once it
 // is replaced or evicted.
 func (s *State) releaseSymbols(sl *slot) {
-	if sl.set&FieldName != 0 {
+	if sl.set&taskrec.FieldName != 0 {
 		s.named(sl.name, -1)
 	}
 	releasePacked(s.arena.get(sl.cold), sl.set&taskFields, &s.sym)
@@ -826,8 +827,8 @@ func (s *State) receivedOf(sl *slot) float64 {
 }
 
 // load reads the record of slot i; text makes its strings.
-func (s *State) load(i uint32, text func([]byte) string) Task {
-	var t Task
+func (s *State) load(i uint32, text func([]byte) string) taskrec.Task {
+	var t taskrec.Task
 	s.loadInto(&t, i, s.taskID(i), text, nil)
 	return t
 }
@@ -835,17 +836,17 @@ func (s *State) load(i uint32, text func([]byte) string) Task {
 // loadInto reads the record of slot i, whose id is uuid, into t; text
 // makes its strings, and ids, when it has room, holds the root and parent
 // ids (see formatID).
-func (s *State) loadInto(t *Task, i uint32, uuid string, text func([]byte) string, ids *[]byte) {
+func (s *State) loadInto(t *taskrec.Task, i uint32, uuid string, text func([]byte) string, ids *[]byte) {
 	sl := s.slots.at(i)
-	*t = Task{
+	*t = taskrec.Task{
 		UUID:  uuid,
 		State: s.sym.str(sl.state),
 		Set:   sl.set & taskFields,
 	}
-	if sl.set&FieldName != 0 {
+	if sl.set&taskrec.FieldName != 0 {
 		t.Name = s.sym.str(sl.name)
 	}
-	if sl.set&FieldWorker != 0 {
+	if sl.set&taskrec.FieldWorker != 0 {
 		t.Worker = s.sym.str(sl.worker)
 	}
 	if err := unpack(s.arena.get(sl.cold), sl.key, t, &s.sym, text, ids); err != nil {
@@ -854,7 +855,7 @@ func (s *State) loadInto(t *Task, i uint32, uuid string, text func([]byte) strin
 }
 
 // snapshot copies the record of slot i out of the state.
-func (s *State) snapshot(i uint32) Task {
+func (s *State) snapshot(i uint32) taskrec.Task {
 	t := s.load(i, copyText)
 	kids := s.children[t.UUID]
 	t.Children = make([]string, len(kids))
@@ -865,12 +866,12 @@ func (s *State) snapshot(i uint32) Task {
 }
 
 // Task returns the record of a task.
-func (s *State) Task(id string) (Task, bool) {
+func (s *State) Task(id string) (taskrec.Task, bool) {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	i, ok := s.lookup(id)
 	if !ok {
-		return Task{}, false
+		return taskrec.Task{}, false
 	}
 	return s.snapshot(i), true
 }
@@ -884,7 +885,7 @@ func (s *State) TaskName(id string) (string, bool) {
 		return "", false
 	}
 	sl := s.slots.at(i)
-	if sl.set&FieldName == 0 {
+	if sl.set&taskrec.FieldName == 0 {
 		return "", true
 	}
 	return s.sym.str(sl.name), true

@@ -8,6 +8,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/stamen-dev/stamen/internal/state"
+	"github.com/stamen-dev/stamen/internal/taskrec"
 )
 
 // MatchTasks returns the ids of the first max tasks q selects, in q's order
@@ -51,7 +52,7 @@ func (s *Store) matchSuperset(ctx context.Context, sel selection, max int) (ids 
 	if err != nil {
 		return nil, false, err
 	}
-	for c.Next(firstFetch, func(t *state.Task) { ids = append(ids, t.UUID) }) {
+	for c.Next(firstFetch, func(t *taskrec.Task) { ids = append(ids, t.UUID) }) {
 	}
 	if err := c.Err(); err != nil {
 		return nil, false, err

@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/stamen-dev/stamen/internal/state"
+	"github.com/stamen-dev/stamen/internal/taskrec"
 )
 
 // List answers a GET /api/tasks query over the whole history, with the
@@ -121,7 +122,7 @@ type Cursor struct {
 	err    error
 	// cause is the driver's error err came from.
 	cause error
-	t     state.Task
+	t     taskrec.Task
 	// ready is set when t holds a task not yet passed on.
 	ready bool
 	// A superset (selection) is read from tx's cursor, fetchN rows a
@@ -138,7 +139,7 @@ type Cursor struct {
 
 // Next calls fn with each of the next n tasks, in order, and reports
 // whether more may follow. The task is valid only during the call.
-func (c *Cursor) Next(n int, fn func(t *state.Task)) bool {
+func (c *Cursor) Next(n int, fn func(t *taskrec.Task)) bool {
 	if c.rows == nil {
 		return false
 	}

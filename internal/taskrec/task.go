@@ -1,4 +1,6 @@
-package state
+// Package taskrec is a task record as celery.events.state keeps it and
+// Flower shows it: Task, its nullable fields and Flower's JSON of it.
+package taskrec
 
 import (
 	"strconv"
