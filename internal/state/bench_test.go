@@ -300,7 +300,7 @@ func BenchmarkIngestIDs(b *testing.B) {
 		for j := range u {
 			u[j] = byte(rng.Uint32())
 		}
-		random[i] = formatUUID(u)
+		random[i] = taskrec.FormatUUID(u)
 	}
 	for _, c := range []struct {
 		name string
@@ -572,7 +572,7 @@ func millionRandomIDs(b *testing.B) (*State, float64) {
 					for i := range u {
 						u[i] = byte(r.Uint32())
 					}
-					id = formatUUID(u)
+					id = taskrec.FormatUUID(u)
 					ids[e.UUID] = id
 				}
 				own := e.RootID == e.UUID
@@ -672,4 +672,15 @@ func BenchmarkListPage100(b *testing.B) {
 			more = l.Next(256, func(t *taskrec.Task) { buf = t.AppendListJSON(buf) })
 		}
 	}
+}
+
+// floodIDs are n ids in the shape that collided in one bucket under the
+// table's former fixed hash: the first eight bytes vary, the last eight
+// are fixed.
+func floodIDs(n int) []string {
+	ids := make([]string, n)
+	for i := range ids {
+		ids[i] = fmt.Sprintf("%08x-%04x-%04x-4feb-d4273daeb2c2", i*2654435761%(1<<32), i%65536, (i/65536)%65536)
+	}
+	return ids
 }

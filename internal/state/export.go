@@ -7,15 +7,9 @@ import (
 )
 
 // What a store outside this package needs to hold the history and answer
-// GET /api/tasks with the state's own rules (internal/store/pgstore): the
-// record format, Celery's state precedence, and the search language and
-// sort as trees it can translate.
-
-// DecodeRecord reads a record Drain wrote.
-func DecodeRecord(data []byte) (taskrec.Task, error) { return decodeRecord(data) }
-
-// EncodeRecord appends t as Drain writes it.
-func EncodeRecord(dst []byte, t *taskrec.Task) []byte { return encodeRecord(dst, t) }
+// GET /api/tasks with the state's own rules (internal/store/pgstore):
+// Celery's state precedence, and the search language and sort as trees it
+// can translate. The record format is taskrec's.
 
 // Precedence is Celery's state precedence (celery.events.state), lower is
 // stronger; custom states rank between FAILURE and REVOKED.

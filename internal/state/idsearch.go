@@ -119,7 +119,7 @@ func idPatterns(v string) []idPattern {
 				ok = v[j] == '-'
 				continue
 			}
-			d, hex := lowerHex(v[j])
+			d, hex := taskrec.LowerHex(v[j])
 			if !hex {
 				ok = false
 				break
@@ -153,12 +153,12 @@ func idPatterns(v string) []idPattern {
 // maxCandidates. The caller holds the read lock.
 func (s *State) candidates(c *candidateScan) ([]uint32, bool) {
 	// A symbol is searched once, not once per task that refers to it.
-	symHit := make([]bool, len(s.sym.strs))
-	for id, str := range s.sym.strs {
+	symHit := make([]bool, len(s.sym.Strs))
+	for id, str := range s.sym.Strs {
 		symHit[id] = str != "" && pyfmt.ContainsFold(str, c.term)
 	}
 	c.rarest(&s.arena)
-	nslots := len(s.slots.pages) << pageBits
+	nslots := len(s.slots.Pages) << taskrec.PageBits
 	var found atomic.Int64
 	parts := min(runtime.GOMAXPROCS(0), max(nslots>>16, 1))
 	lists := make([][]uint32, 2*parts)
@@ -188,19 +188,19 @@ func (s *State) scanSlots(c *candidateScan, symHit []bool, from, to int, found *
 		if found.Load() > maxCandidates {
 			return out
 		}
-		page := s.slots.pages[i>>pageBits]
-		end := min(to, (i>>pageBits+1)<<pageBits)
-		for j := i & (1<<pageBits - 1); i < end; i, j = i+1, j+1 {
+		page := s.slots.Pages[i>>taskrec.PageBits]
+		end := min(to, (i>>taskrec.PageBits+1)<<taskrec.PageBits)
+		for j := i & (1<<taskrec.PageBits - 1); i < end; i, j = i+1, j+1 {
 			sl := &page[j]
-			if !sl.live() {
+			if !sl.Live() {
 				continue
 			}
-			hit := symHit[sl.state] || sl.set&taskrec.FieldName != 0 && symHit[sl.name] ||
-				sl.set&taskrec.FieldWorker != 0 && symHit[sl.worker]
-			if !hit && sl.hasTextID() {
+			hit := symHit[sl.State] || sl.Set&taskrec.FieldName != 0 && symHit[sl.Name] ||
+				sl.Set&taskrec.FieldWorker != 0 && symHit[sl.Worker]
+			if !hit && sl.HasTextID() {
 				hit = pyfmt.ContainsFold(s.textIDs[uint32(i)], c.term)
 			} else if !hit {
-				lo, hi := binary.LittleEndian.Uint64(sl.id[:8]), binary.LittleEndian.Uint64(sl.id[8:])
+				lo, hi := binary.LittleEndian.Uint64(sl.ID[:8]), binary.LittleEndian.Uint64(sl.ID[8:])
 				for _, p := range c.pats {
 					if lo&p.mask[0] == p.val[0] && hi&p.mask[1] == p.val[1] {
 						hit = true
@@ -224,9 +224,9 @@ func (s *State) scanSlots(c *candidateScan, symHit []bool, from, to int, found *
 func (s *State) scanArena(c *candidateScan, p, parts int, found *atomic.Int64) []uint32 {
 	var out []uint32
 	a := &s.arena
-	nslots := uint32(len(s.slots.pages) << pageBits)
-	for ci := p; ci < len(a.chunks); ci += parts {
-		ch := a.chunks[ci]
+	nslots := uint32(len(s.slots.Pages) << taskrec.PageBits)
+	for ci := p; ci < len(a.Chunks); ci += parts {
+		ch := a.Chunks[ci]
 		if ch == nil {
 			continue
 		}
@@ -251,7 +251,7 @@ func (s *State) scanArena(c *candidateScan, p, parts int, found *atomic.Int64) [
 // holds anchor; false when there are too many candidates.
 func (s *State) scanChunk(c *candidateScan, anchor []byte, ci int, nslots uint32, out []uint32, found *atomic.Int64) ([]uint32, bool) {
 	a := &s.arena
-	data := a.chunks[ci].data
+	data := a.Chunks[ci].Data
 	rec := 0 // the start of the record that holds the next hit, or before it
 	for off := 0; off < len(data); {
 		k := bytes.Index(data[off:], anchor)
@@ -263,13 +263,13 @@ func (s *State) scanChunk(c *candidateScan, anchor []byte, ci int, nslots uint32
 			off = hit + 1
 			continue
 		}
-		slot, _, size := a.record(makeRef(ci, rec))
+		slot, _, size := a.Record(taskrec.MakeRef(ci, rec))
 		for rec+size <= hit {
 			rec += size
-			slot, _, size = a.record(makeRef(ci, rec))
+			slot, _, size = a.Record(taskrec.MakeRef(ci, rec))
 		}
 		if slot < nslots {
-			if sl := s.slots.at(slot); sl.live() && sl.cold == makeRef(ci, rec) {
+			if sl := s.slots.At(slot); sl.Live() && sl.Cold == taskrec.MakeRef(ci, rec) {
 				out = append(out, slot)
 				if found.Add(1) > maxCandidates {
 					return out, false
@@ -289,12 +289,12 @@ func (s *State) scanChunk(c *candidateScan, anchor []byte, ci int, nslots uint32
 // another five times over costs five times as much. around checks the
 // bytes left out. A letter anchor moves to the term's letter rarest in
 // either case.
-func (c *candidateScan) rarest(a *arena) {
+func (c *candidateScan) rarest(a *taskrec.Arena) {
 	var n [256]int
-	step := max(len(a.chunks)/16, 1)
-	for i := 0; i < len(a.chunks); i += step {
-		if ch := a.chunks[i]; ch != nil {
-			for _, b := range ch.data[:min(len(ch.data), 16<<10)] {
+	step := max(len(a.Chunks)/16, 1)
+	for i := 0; i < len(a.Chunks); i += step {
+		if ch := a.Chunks[i]; ch != nil {
+			for _, b := range ch.Data[:min(len(ch.Data), 16<<10)] {
 				n[b]++
 			}
 		}
@@ -384,13 +384,13 @@ func (s *State) searchCandidates(f *filter, offset, limit int, out *[]uint64) bo
 	if !ok {
 		return false
 	}
-	items := make([]item, 0, len(slots))
+	items := make([]taskrec.Item, 0, len(slots))
 	for _, i := range slots {
 		if s.match(f, i) {
-			items = append(items, item{key: s.slots.at(i).key, slot: i})
+			items = append(items, taskrec.Item{Key: s.slots.At(i).Key, Slot: i})
 		}
 	}
-	slices.SortFunc(items, func(a, b item) int {
+	slices.SortFunc(items, func(a, b taskrec.Item) int {
 		switch {
 		case s.less(b, a):
 			return -1
@@ -404,7 +404,7 @@ func (s *State) searchCandidates(f *filter, offset, limit int, out *[]uint64) bo
 		items = items[:min(limit, len(items))]
 	}
 	for _, it := range items {
-		*out = append(*out, s.seqOf(it.slot))
+		*out = append(*out, s.seqOf(it.Slot))
 	}
 	return true
 }

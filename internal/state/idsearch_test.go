@@ -20,7 +20,7 @@ func searchID(r *rand.Rand) string {
 	for i := range b {
 		b[i] = byte(r.Uint32())
 	}
-	id := formatUUID(b)
+	id := taskrec.FormatUUID(b)
 	switch r.IntN(20) {
 	case 0:
 		return strings.ToUpper(id)
@@ -79,7 +79,7 @@ func searchState(t testing.TB, r *rand.Rand, n, bigs int) (*State, []string) {
 				}
 				big++
 				// Larger than a chunk: a record of its own chunk.
-				extra["args"] = "('" + strings.Repeat("x", chunkSize) + mixCase(r, other) + "',)"
+				extra["args"] = "('" + strings.Repeat("x", taskrec.ChunkSize) + mixCase(r, other) + "',)"
 			}
 		}
 		if r.IntN(40) == 0 {
@@ -214,10 +214,10 @@ func TestIDPatterns(t *testing.T) {
 		for i := range b {
 			b[i] = byte(r.Uint32())
 		}
-		id := formatUUID(b)
+		id := taskrec.FormatUUID(b)
 		frag := fragment(r, id)
 		if r.IntN(3) == 0 {
-			frag = fragment(r, formatUUID([16]byte{byte(r.Uint32()), byte(r.Uint32())}))
+			frag = fragment(r, taskrec.FormatUUID([16]byte{byte(r.Uint32()), byte(r.Uint32())}))
 		}
 		want := strings.Contains(id, frag)
 		got := false

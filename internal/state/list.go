@@ -201,7 +201,7 @@ func (b *textBuf) str(v string) string {
 	blk := &b.blocks[b.cur]
 	start := len(*blk)
 	*blk = append(*blk, v...)
-	return viewText((*blk)[start:])
+	return taskrec.ViewText((*blk)[start:])
 }
 
 // slotOf is the slot of the task numbered seq (see seqOf).
@@ -214,7 +214,7 @@ func (s *State) liveSlot(seq uint64) (uint32, bool) {
 		return 0, false
 	}
 	i := s.slotOf(seq)
-	if int(i) >= len(s.slots.pages)<<pageBits || !s.slots.at(i).live() || s.seqOf(i) != seq {
+	if int(i) >= len(s.slots.Pages)<<taskrec.PageBits || !s.slots.At(i).Live() || s.seqOf(i) != seq {
 		return 0, false
 	}
 	return i, true
@@ -233,15 +233,15 @@ type view struct {
 
 // view reads slot i into v, with its children when children is set.
 func (s *State) view(v *view, i uint32, children bool) *taskrec.Task {
-	sl := s.slots.at(i)
+	sl := s.slots.At(i)
 	var kids []uint32
 	if children {
 		// The lookup needs the id as text; m[string(b)] does not copy b.
-		if sl.hasTextID() {
+		if sl.HasTextID() {
 			kids = s.children[s.textIDs[i]]
 		} else {
 			var b [36]byte
-			kids = s.children[string(appendUUID(b[:0], sl.id))]
+			kids = s.children[string(taskrec.AppendUUID(b[:0], sl.ID))]
 		}
 	}
 	// Room for the task's, the root's, the parent's and the children's
@@ -251,34 +251,22 @@ func (s *State) view(v *view, i uint32, children bool) *taskrec.Task {
 	}
 	v.ids = v.ids[:0]
 	var uuid string
-	if sl.hasTextID() {
+	if sl.HasTextID() {
 		uuid = s.textIDs[i]
 	} else {
-		uuid = formatID(sl.id, &v.ids)
+		uuid = taskrec.FormatID(sl.ID, &v.ids)
 	}
-	s.loadInto(&v.t, i, uuid, viewText, &v.ids)
+	s.loadInto(&v.t, i, uuid, taskrec.ViewText, &v.ids)
 	if children {
 		v.kids = v.kids[:0]
 		for _, k := range kids {
-			if ks := s.slots.at(k); ks.hasTextID() {
+			if ks := s.slots.At(k); ks.HasTextID() {
 				v.kids = append(v.kids, s.textIDs[k])
 			} else {
-				v.kids = append(v.kids, formatID(ks.id, &v.ids))
+				v.kids = append(v.kids, taskrec.FormatID(ks.ID, &v.ids))
 			}
 		}
 		v.t.Children = v.kids
 	}
 	return &v.t
-}
-
-// formatID formats id into *buf and returns a view of it when buf has room
-// for it, so that a view of a record allocates nothing; otherwise (buf is
-// nil for copies) a new string.
-func formatID(id [16]byte, buf *[]byte) string {
-	if buf == nil || cap(*buf)-len(*buf) < 36 {
-		return formatUUID(id)
-	}
-	start := len(*buf)
-	*buf = appendUUID(*buf, id)
-	return viewText((*buf)[start:])
 }

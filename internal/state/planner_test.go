@@ -90,10 +90,10 @@ func queriesAgainstScan(t *testing.T) {
 // scanTasks is Tasks by brute force, on ids.
 func scanTasks(s *State, q Query) []string {
 	var all []taskrec.Task
-	for p := range s.slots.pages {
-		for j := range s.slots.pages[p] {
-			if i := uint32(p<<pageBits | j); s.slots.at(i).live() {
-				all = append(all, s.load(i, copyText))
+	for p := range s.slots.Pages {
+		for j := range s.slots.Pages[p] {
+			if i := uint32(p<<taskrec.PageBits | j); s.slots.At(i).Live() {
+				all = append(all, s.load(i, taskrec.CopyText))
 			}
 		}
 	}

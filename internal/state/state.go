@@ -11,7 +11,6 @@ import (
 	"strings"
 	"sync"
 	"time"
-	"unsafe"
 
 	"github.com/stamen-dev/stamen/internal/celery"
 	"github.com/stamen-dev/stamen/internal/taskrec"
@@ -51,7 +50,7 @@ type Config struct {
 // one ingest goroutine while any number of readers query; all methods are
 // safe for concurrent use.
 //
-// Task records are kept compact (see slots.go and pack.go) and indexed by
+// Task records are kept compact (see package taskrec) and indexed by
 // state, task name and worker, each index sorted newest first, so that the
 // pages of GET /api/tasks cost the same at ten thousand and a million
 // tasks.
@@ -61,26 +60,26 @@ type State struct {
 	maxWorkers int
 	now        func() time.Time
 
-	slots slab
-	arena arena
-	sym   symbols
+	slots taskrec.Slab
+	arena taskrec.Arena
+	sym   taskrec.Symbols
 	// created counts the tasks ever created; the next one takes slot
 	// created mod maxTasks, evicting the oldest.
 	created uint64
 	live    int
-	byUUID  idTable
+	byUUID  taskrec.IDTable
 	// Ids that are not canonical uuids, both ways.
 	byText  map[string]uint32
 	textIDs map[uint32]string
 
 	// The indexes, by casefolded symbol: every task is in the one of its
 	// state; a task with a name (worker) in the one of its name (worker).
-	byState  map[uint32]*index
-	byName   map[uint32]*index
-	byWorker map[uint32]*index
+	byState  map[uint32]*taskrec.Index
+	byName   map[uint32]*taskrec.Index
+	byWorker map[uint32]*taskrec.Index
 	// byReceived holds two indexes: the received tasks by received time,
 	// the others by timestamp.
-	byReceived map[uint32]*index
+	byReceived map[uint32]*taskrec.Index
 	// children lists, per parent id, the slots of the tasks that name it
 	// as their parent, whether that parent is known or not (yet).
 	children map[string][]uint32
@@ -93,7 +92,7 @@ type State struct {
 	clock int64
 
 	buf  []byte // scratch for packing
-	less lessFunc
+	less taskrec.LessFunc
 
 	// dirty holds the slots changed since the last Drain, and types the
 	// task types that came (true) or went (false); nil unless changes are
@@ -125,15 +124,15 @@ func New(cfg Config) *State {
 		maxTasks:   cfg.MaxTasks,
 		maxWorkers: cfg.MaxWorkers,
 		now:        cfg.Now,
-		arena:      newArena(),
-		sym:        newSymbols(),
-		byUUID:     newIDTable(),
+		arena:      taskrec.NewArena(),
+		sym:        taskrec.NewSymbols(),
+		byUUID:     taskrec.NewIDTable(),
 		byText:     make(map[string]uint32),
 		textIDs:    make(map[uint32]string),
-		byState:    make(map[uint32]*index),
-		byName:     make(map[uint32]*index),
-		byWorker:   make(map[uint32]*index),
-		byReceived: make(map[uint32]*index),
+		byState:    make(map[uint32]*taskrec.Index),
+		byName:     make(map[uint32]*taskrec.Index),
+		byWorker:   make(map[uint32]*taskrec.Index),
+		byReceived: make(map[uint32]*taskrec.Index),
 		children:   make(map[string][]uint32),
 		workers:    make(map[string]*worker),
 	}
@@ -380,7 +379,7 @@ func (s *State) taskEvent(e *celery.Event, subject string, clock int64, localRec
 
 	state, at := taskState(subject)
 	if at != 0 {
-		setFloat(t, at, floatOf(t, at), e.Timestamp)
+		setFloat(t, at, taskrec.FloatOf(t, at), e.Timestamp)
 	}
 	// An event whose state precedes the current one arrived out of order:
 	// it does not change the state. A late task-received only contributes
@@ -407,7 +406,7 @@ func (s *State) hold(h *heldTask, uuid string) {
 		// Views into the arena are safe here: the record is rewritten
 		// before the arena can reuse their bytes, and nothing keeps them
 		// but the children map, which copies its key.
-		h.t = s.load(i, viewText)
+		h.t = s.load(i, taskrec.ViewText)
 		h.oldParent = parentOf(&h.t)
 	} else {
 		h.i = s.addTask(uuid)
@@ -532,19 +531,10 @@ func copyInt(t *taskrec.Task, e *celery.Event, f taskrec.Field, ef celery.EventF
 	}
 }
 
-func viewText(b []byte) string {
-	if len(b) == 0 {
-		return ""
-	}
-	return unsafe.String(&b[0], len(b))
-}
-
-func copyText(b []byte) string { return string(b) }
-
 // lookup finds the slot of a task id.
 func (s *State) lookup(uuid string) (uint32, bool) {
-	if id, ok := parseUUID(uuid); ok {
-		return s.byUUID.get(&id, &s.slots)
+	if id, ok := taskrec.ParseUUID(uuid); ok {
+		return s.byUUID.Get(&id, &s.slots)
 	}
 	i, ok := s.byText[uuid]
 	return i, ok
@@ -552,27 +542,27 @@ func (s *State) lookup(uuid string) (uint32, bool) {
 
 // taskID is the id of the task in slot i.
 func (s *State) taskID(i uint32) string {
-	sl := s.slots.at(i)
-	if sl.hasTextID() {
+	sl := s.slots.At(i)
+	if sl.HasTextID() {
 		return s.textIDs[i]
 	}
-	return formatUUID(sl.id)
+	return taskrec.FormatUUID(sl.ID)
 }
 
 // itemLess orders index items by key, then by task id.
-func (s *State) itemLess(a, b item) bool {
-	if a.key != b.key {
-		return a.key < b.key
+func (s *State) itemLess(a, b taskrec.Item) bool {
+	if a.Key != b.Key {
+		return a.Key < b.Key
 	}
-	return s.compareIDs(a.slot, b.slot) < 0
+	return s.compareIDs(a.Slot, b.Slot) < 0
 }
 
 // compareIDs compares the ids of two tasks as text; canonical uuids
 // compare as their bytes do, without being formatted.
 func (s *State) compareIDs(a, b uint32) int {
-	x, y := s.slots.at(a), s.slots.at(b)
-	if !x.hasTextID() && !y.hasTextID() {
-		return bytes.Compare(x.id[:], y.id[:])
+	x, y := s.slots.At(a), s.slots.At(b)
+	if !x.HasTextID() && !y.HasTextID() {
+		return bytes.Compare(x.ID[:], y.ID[:])
 	}
 	return strings.Compare(s.taskID(a), s.taskID(b))
 }
@@ -581,20 +571,20 @@ func (s *State) compareIDs(a, b uint32) int {
 // oldest task when the ring is full.
 func (s *State) addTask(uuid string) uint32 {
 	i := uint32(s.created % uint64(s.maxTasks))
-	s.slots.ensure(i)
-	if s.slots.at(i).live() {
+	s.slots.Ensure(i)
+	if s.slots.At(i).Live() {
 		// Before counting the new task: evict reads the old one's
 		// sequence number from created.
 		s.evict(i)
 	}
 	s.created++
-	sl := s.slots.at(i)
-	*sl = slot{set: slotLive, cold: noRef}
-	if id, ok := parseUUID(uuid); ok {
-		sl.id = id
-		s.byUUID.put(i, &s.slots)
+	sl := s.slots.At(i)
+	*sl = taskrec.Slot{Set: taskrec.SlotLive, Cold: taskrec.NoRef}
+	if id, ok := taskrec.ParseUUID(uuid); ok {
+		sl.ID = id
+		s.byUUID.Put(i, &s.slots)
 	} else {
-		sl.set |= slotTextID
+		sl.Set |= taskrec.SlotTextID
 		uuid = strings.Clone(uuid)
 		s.byText[uuid] = i
 		s.textIDs[i] = uuid
@@ -604,12 +594,12 @@ func (s *State) addTask(uuid string) uint32 {
 }
 
 func (s *State) evict(i uint32) {
-	sl := s.slots.at(i)
-	t := s.load(i, viewText)
+	sl := s.slots.At(i)
+	t := s.load(i, taskrec.ViewText)
 	if s.keepEvicted {
 		if _, changed := s.dirty[i]; changed {
 			// Not written yet: the next Drain hands it over anyway.
-			s.evicted = append(s.evicted, Record{Seq: s.seqOf(i), Data: encodeRecord(nil, &t)})
+			s.evicted = append(s.evicted, Record{Seq: s.seqOf(i), Data: taskrec.EncodeRecord(nil, &t)})
 			delete(s.dirty, i)
 		}
 	}
@@ -618,43 +608,43 @@ func (s *State) evict(i uint32) {
 	}
 	s.unindex(i, sl)
 	s.releaseSymbols(sl)
-	if sl.hasTextID() {
+	if sl.HasTextID() {
 		delete(s.byText, s.textIDs[i])
 		delete(s.textIDs, i)
 	} else {
-		s.byUUID.remove(i, &s.slots)
+		s.byUUID.Remove(i, &s.slots)
 	}
-	s.arena.release(sl.cold)
-	*sl = slot{cold: noRef}
+	s.arena.Release(sl.Cold)
+	*sl = taskrec.Slot{Cold: taskrec.NoRef}
 	s.live--
-	s.arena.compactDue(s.owner)
+	s.arena.CompactDue(s.owner)
 }
 
 // owner is the arena's way back to the live slot that owns a record.
-func (s *State) owner(i uint32) *ref {
-	sl := s.slots.at(i)
-	if !sl.live() {
+func (s *State) owner(i uint32) *taskrec.Ref {
+	sl := s.slots.At(i)
+	if !sl.Live() {
 		return nil
 	}
-	return &sl.cold
+	return &sl.Cold
 }
 
 // The indexes a slot belongs to: its state's, and its name's and
 // worker's when it has them (Flower does not index empty ones).
-func (s *State) stateKey(sl *slot) uint32 { return s.sym.folded[sl.state] }
+func (s *State) stateKey(sl *taskrec.Slot) uint32 { return s.sym.Folded[sl.State] }
 
-func (s *State) nameKey(sl *slot) uint32 {
-	if sl.set&taskrec.FieldName == 0 {
+func (s *State) nameKey(sl *taskrec.Slot) uint32 {
+	if sl.Set&taskrec.FieldName == 0 {
 		return 0
 	}
-	return s.sym.folded[sl.name]
+	return s.sym.Folded[sl.Name]
 }
 
-func (s *State) workerKey(sl *slot) uint32 {
-	if sl.set&taskrec.FieldWorker == 0 {
+func (s *State) workerKey(sl *taskrec.Slot) uint32 {
+	if sl.Set&taskrec.FieldWorker == 0 {
 		return 0
 	}
-	return s.sym.folded[sl.worker]
+	return s.sym.Folded[sl.Worker]
 }
 
 // The dimensions a task is indexed by.
@@ -676,11 +666,11 @@ const (
 // its map and the item; ok is false when the task is not in any.
 type placement struct {
 	k  uint32
-	it item
+	it taskrec.Item
 	ok bool
 }
 
-func (s *State) dimension(d int) map[uint32]*index {
+func (s *State) dimension(d int) map[uint32]*taskrec.Index {
 	switch d {
 	case dimState:
 		return s.byState
@@ -696,8 +686,8 @@ func (s *State) dimension(d int) map[uint32]*index {
 // received dimension orders received tasks by that time, for the
 // received_start/received_end filters and sort_by=received, and the
 // others by timestamp, as the default order does.
-func (s *State) place(d int, i uint32, sl *slot) placement {
-	it := item{key: sl.key, slot: i}
+func (s *State) place(d int, i uint32, sl *taskrec.Slot) placement {
+	it := taskrec.Item{Key: sl.Key, Slot: i}
 	switch d {
 	case dimState:
 		return placement{s.stateKey(sl), it, true}
@@ -708,13 +698,13 @@ func (s *State) place(d int, i uint32, sl *slot) placement {
 		k := s.workerKey(sl)
 		return placement{k, it, k != 0}
 	}
-	if sl.set&taskrec.FieldReceived != 0 {
-		return placement{received, item{key: s.receivedOf(sl), slot: i}, true}
+	if sl.Set&taskrec.FieldReceived != 0 {
+		return placement{received, taskrec.Item{Key: s.receivedOf(sl), Slot: i}, true}
 	}
 	return placement{notReceived, it, true}
 }
 
-func (s *State) unindex(i uint32, sl *slot) {
+func (s *State) unindex(i uint32, sl *taskrec.Slot) {
 	for d := range dims {
 		s.removeFrom(d, s.place(d, i, sl))
 	}
@@ -726,10 +716,10 @@ func (s *State) removeFrom(d int, p placement) {
 	}
 	m := s.dimension(d)
 	x := m[p.k]
-	if x == nil || !x.remove(p.it, s.less) {
+	if x == nil || !x.Remove(p.it, s.less) {
 		panic("state: index out of step with its records")
 	}
-	if x.n == 0 {
+	if x.Len() == 0 {
 		delete(m, p.k)
 	}
 }
@@ -741,27 +731,27 @@ func (s *State) insertInto(d int, p placement) {
 	m := s.dimension(d)
 	x := m[p.k]
 	if x == nil {
-		x = &index{}
+		x = &taskrec.Index{}
 		m[p.k] = x
 	}
-	x.insert(p.it, s.less)
+	x.Insert(p.it, s.less)
 }
 
 // save writes t back to slot i and moves it in the indexes it changed.
 func (s *State) save(i uint32, t *taskrec.Task, indexed bool) {
-	sl := s.slots.at(i)
+	sl := s.slots.At(i)
 	old := *sl
 	// The new record is written first and the old one released last: the
 	// placements read the received time from them.
-	s.buf = pack(s.buf[:0], t, &s.sym)
-	sl.cold = s.arena.put(i, s.buf)
-	sl.key = orderKey(t)
-	sl.set = t.Set | old.set&^taskFields
-	sl.state = s.sym.id(t.State)
-	sl.name = s.sym.id(t.Name)
-	sl.worker = s.sym.id(t.Worker)
-	if sl.set&taskrec.FieldName != 0 {
-		s.named(sl.name, 1)
+	s.buf = taskrec.Pack(s.buf[:0], t, &s.sym)
+	sl.Cold = s.arena.Put(i, s.buf)
+	sl.Key = orderKey(t)
+	sl.Set = t.Set | old.Set&^taskrec.TaskFields
+	sl.State = s.sym.ID(t.State)
+	sl.Name = s.sym.ID(t.Name)
+	sl.Worker = s.sym.ID(t.Worker)
+	if sl.Set&taskrec.FieldName != 0 {
+		s.named(sl.Name, 1)
 	}
 	// Index comparisons read only the item's key and the slot's id, which
 	// does not change, so the slot can hold its new values already.
@@ -776,36 +766,36 @@ func (s *State) save(i uint32, t *taskrec.Task, indexed bool) {
 		}
 		s.insertInto(d, to)
 	}
-	if old.cold != noRef {
+	if old.Cold != taskrec.NoRef {
 		s.releaseSymbols(&old)
-		s.arena.release(old.cold)
+		s.arena.Release(old.Cold)
 	}
-	s.arena.compactDue(s.owner)
+	s.arena.CompactDue(s.owner)
 }
 
 // releaseSymbols gives back the symbols the record of sl holds, once it
 // is replaced or evicted.
-func (s *State) releaseSymbols(sl *slot) {
-	if sl.set&taskrec.FieldName != 0 {
-		s.named(sl.name, -1)
+func (s *State) releaseSymbols(sl *taskrec.Slot) {
+	if sl.Set&taskrec.FieldName != 0 {
+		s.named(sl.Name, -1)
 	}
-	releasePacked(s.arena.get(sl.cold), sl.set&taskFields, &s.sym)
-	s.sym.release(sl.state)
-	s.sym.release(sl.name)
-	s.sym.release(sl.worker)
+	taskrec.ReleasePacked(s.arena.Get(sl.Cold), sl.Set&taskrec.TaskFields, &s.sym)
+	s.sym.Release(sl.State)
+	s.sym.Release(sl.Name)
+	s.sym.Release(sl.Worker)
 }
 
 // named counts a live task more (d = 1) or less (-1) under the name
 // symbol id: a task type lasts as long as a task of that name.
 func (s *State) named(id uint32, d int) {
-	n := &s.sym.named[id]
+	n := &s.sym.Named[id]
 	if d > 0 {
 		*n++
 	} else {
 		*n--
 	}
 	if s.types != nil && *n == uint32(max(d, 0)) {
-		s.typeChanged(s.sym.str(id), d > 0)
+		s.typeChanged(s.sym.Str(id), d > 0)
 	}
 }
 
@@ -822,8 +812,8 @@ func (s *State) typeChanged(name string, kept bool) {
 }
 
 // receivedOf is the received time of the record of sl.
-func (s *State) receivedOf(sl *slot) float64 {
-	return packedReceived(s.arena.get(sl.cold))
+func (s *State) receivedOf(sl *taskrec.Slot) float64 {
+	return taskrec.PackedReceived(s.arena.Get(sl.Cold))
 }
 
 // load reads the record of slot i; text makes its strings.
@@ -837,26 +827,26 @@ func (s *State) load(i uint32, text func([]byte) string) taskrec.Task {
 // makes its strings, and ids, when it has room, holds the root and parent
 // ids (see formatID).
 func (s *State) loadInto(t *taskrec.Task, i uint32, uuid string, text func([]byte) string, ids *[]byte) {
-	sl := s.slots.at(i)
+	sl := s.slots.At(i)
 	*t = taskrec.Task{
 		UUID:  uuid,
-		State: s.sym.str(sl.state),
-		Set:   sl.set & taskFields,
+		State: s.sym.Str(sl.State),
+		Set:   sl.Set & taskrec.TaskFields,
 	}
-	if sl.set&taskrec.FieldName != 0 {
-		t.Name = s.sym.str(sl.name)
+	if sl.Set&taskrec.FieldName != 0 {
+		t.Name = s.sym.Str(sl.Name)
 	}
-	if sl.set&taskrec.FieldWorker != 0 {
-		t.Worker = s.sym.str(sl.worker)
+	if sl.Set&taskrec.FieldWorker != 0 {
+		t.Worker = s.sym.Str(sl.Worker)
 	}
-	if err := unpack(s.arena.get(sl.cold), sl.key, t, &s.sym, text, ids); err != nil {
+	if err := taskrec.Unpack(s.arena.Get(sl.Cold), sl.Key, t, &s.sym, text, ids); err != nil {
 		panic(err) // only this package writes records
 	}
 }
 
 // snapshot copies the record of slot i out of the state.
 func (s *State) snapshot(i uint32) taskrec.Task {
-	t := s.load(i, copyText)
+	t := s.load(i, taskrec.CopyText)
 	kids := s.children[t.UUID]
 	t.Children = make([]string, len(kids))
 	for j, k := range kids {
@@ -884,11 +874,11 @@ func (s *State) TaskName(id string) (string, bool) {
 	if !ok {
 		return "", false
 	}
-	sl := s.slots.at(i)
-	if sl.set&taskrec.FieldName == 0 {
+	sl := s.slots.At(i)
+	if sl.Set&taskrec.FieldName == 0 {
 		return "", true
 	}
-	return s.sym.str(sl.name), true
+	return s.sym.Str(sl.Name), true
 }
 
 // Len is the number of tasks kept.
@@ -906,9 +896,9 @@ func (s *State) TaskTypes() []string {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	var names []string
-	for id, n := range s.sym.named {
+	for id, n := range s.sym.Named {
 		if n > 0 {
-			names = append(names, s.sym.strs[id])
+			names = append(names, s.sym.Strs[id])
 		}
 	}
 	slices.Sort(names)
@@ -919,8 +909,8 @@ func (s *State) TaskTypes() []string {
 func (s *State) HasTaskType(name string) bool {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
-	id, ok := s.sym.lookup(name)
-	return ok && s.sym.named[id] > 0
+	id, ok := s.sym.Lookup(name)
+	return ok && s.sym.Named[id] > 0
 }
 
 // Symbols is the number of distinct strings the task records hold (names,
@@ -929,7 +919,7 @@ func (s *State) HasTaskType(name string) bool {
 func (s *State) Symbols() int {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
-	return s.sym.len()
+	return s.sym.Len()
 }
 
 // Workers returns the known workers in the order they were first seen,

@@ -249,14 +249,14 @@ func TestEvictionAtScale(t *testing.T) {
 	if s.Len() != max {
 		t.Fatalf("Len() = %d, want %d", s.Len(), max)
 	}
-	if n := len(s.slots.pages) << pageBits; n > 2*max+1<<pageBits {
+	if n := len(s.slots.Pages) << taskrec.PageBits; n > 2*max+1<<taskrec.PageBits {
 		t.Errorf("%d slots for %d tasks", n, max)
 	}
 	if n := len(s.children["never-seen"]); n > max {
 		t.Errorf("%d pending children kept for %d tasks", n, max)
 	}
-	if s.arena.bytes > 4*max*64+2*chunkSize {
-		t.Errorf("arena holds %d bytes for %d small tasks", s.arena.bytes, max)
+	if s.arena.Bytes > 4*max*64+2*taskrec.ChunkSize {
+		t.Errorf("arena holds %d bytes for %d small tasks", s.arena.Bytes, max)
 	}
 	got, _ := s.Tasks(Query{Limit: 3})
 	if diff := cmp.Diff([]string{"59999", "59998", "59997"}, ids(got)); diff != "" {

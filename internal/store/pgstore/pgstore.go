@@ -419,7 +419,7 @@ func (s *Store) Write(b store.Batch) error {
 	tasks := make([]taskrec.Task, 0, len(b.Tasks))
 	var unwritable []string
 	for _, rec := range b.Tasks {
-		t, err := state.DecodeRecord(rec.Data)
+		t, err := taskrec.DecodeRecord(rec.Data)
 		if err != nil {
 			s.log.Warn("skipping an unreadable task record", slog.Any("err", err))
 			continue

@@ -15,7 +15,6 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/stamen-dev/stamen/internal/state"
 	"github.com/stamen-dev/stamen/internal/store"
 	"github.com/stamen-dev/stamen/internal/taskrec"
 )
@@ -69,7 +68,7 @@ func BenchmarkWritePath(b *testing.B) {
 		var out store.Batch
 		for i := range size {
 			t := benchTask(next+i, complete)
-			out.Tasks = append(out.Tasks, store.Task{Seq: uint64(next + i + 1), Data: state.EncodeRecord(nil, &t)})
+			out.Tasks = append(out.Tasks, store.Task{Seq: uint64(next + i + 1), Data: taskrec.EncodeRecord(nil, &t)})
 		}
 		return out
 	}

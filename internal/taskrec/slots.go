@@ -1,4 +1,4 @@
-package state
+package taskrec
 
 import (
 	"encoding/binary"
@@ -6,7 +6,6 @@ import (
 	"strings"
 
 	"github.com/stamen-dev/stamen/internal/pyfmt"
-	"github.com/stamen-dev/stamen/internal/taskrec"
 )
 
 // A task record lives in a slot: a fixed-size struct without pointers that
@@ -17,52 +16,52 @@ import (
 // is the reuse of its slot. Nothing here holds a Go pointer per task: at a
 // million tasks the heap is a few large pointer-free arrays that the
 // garbage collector does not scan.
-type slot struct {
-	id   [16]byte // the uuid's bytes when canonical (see parseUUID)
-	key  float64  // order key: the timestamp, or 0
-	cold ref
-	// set is the record's Task.Set plus the slot's own flags.
-	set    taskrec.Field
-	name   uint32 // symbols
-	worker uint32
-	state  uint32
+type Slot struct {
+	ID   [16]byte // the uuid's bytes when canonical (see ParseUUID)
+	Key  float64  // order key: the timestamp, or 0
+	Cold Ref
+	// Set is the record's Task.Set plus the slot's own flags.
+	Set    Field
+	Name   uint32 // symbols
+	Worker uint32
+	State  uint32
 }
 
-// The slot's flags, in bits of set that no Field uses.
+// The slot's flags, in bits of Set that no Field uses.
 const (
-	slotLive taskrec.Field = 1 << 30
-	// slotTextID: the id is not a canonical uuid and lives in
-	// State.textIDs.
-	slotTextID taskrec.Field = 1 << 31
-	taskFields               = slotLive - 1
+	SlotLive Field = 1 << 30
+	// SlotTextID: the id is not a canonical uuid, and the slot's owner
+	// keeps its text.
+	SlotTextID Field = 1 << 31
+	TaskFields       = SlotLive - 1
 )
 
-func (sl *slot) live() bool      { return sl.set&slotLive != 0 }
-func (sl *slot) hasTextID() bool { return sl.set&slotTextID != 0 }
+func (sl *Slot) Live() bool      { return sl.Set&SlotLive != 0 }
+func (sl *Slot) HasTextID() bool { return sl.Set&SlotTextID != 0 }
 
-const pageBits = 12
+const PageBits = 12
 
-// slab holds the slots in pages, allocated as the ring fills, so that a
+// Slab holds the slots in pages, allocated as the ring fills, so that a
 // large MaxTasks costs nothing until tasks arrive and growing never copies.
-type slab struct {
-	pages [][]slot
+type Slab struct {
+	Pages [][]Slot
 }
 
-func (s *slab) at(i uint32) *slot {
-	return &s.pages[i>>pageBits][i&(1<<pageBits-1)]
+func (s *Slab) At(i uint32) *Slot {
+	return &s.Pages[i>>PageBits][i&(1<<PageBits-1)]
 }
 
-// ensure makes slot i addressable.
-func (s *slab) ensure(i uint32) {
-	for int(i>>pageBits) >= len(s.pages) {
-		s.pages = append(s.pages, make([]slot, 1<<pageBits))
+// Ensure makes slot i addressable.
+func (s *Slab) Ensure(i uint32) {
+	for int(i>>PageBits) >= len(s.Pages) {
+		s.Pages = append(s.Pages, make([]Slot, 1<<PageBits))
 	}
 }
 
-// parseUUID returns the 16 bytes of a task id written the way Celery
+// ParseUUID returns the 16 bytes of a task id written the way Celery
 // writes them (lowercase hex, 8-4-4-4-12), the only form that converts
 // back to the same text. Other ids are kept as text.
-func parseUUID(s string) (id [16]byte, ok bool) {
+func ParseUUID(s string) (id [16]byte, ok bool) {
 	if len(s) != 36 || s[8] != '-' || s[13] != '-' || s[18] != '-' || s[23] != '-' {
 		return id, false
 	}
@@ -72,8 +71,8 @@ func parseUUID(s string) (id [16]byte, ok bool) {
 			i--
 			continue
 		}
-		hi, ok1 := lowerHex(s[i])
-		lo, ok2 := lowerHex(s[i+1])
+		hi, ok1 := LowerHex(s[i])
+		lo, ok2 := LowerHex(s[i+1])
 		if !ok1 || !ok2 {
 			return id, false
 		}
@@ -83,7 +82,7 @@ func parseUUID(s string) (id [16]byte, ok bool) {
 	return id, true
 }
 
-func lowerHex(c byte) (byte, bool) {
+func LowerHex(c byte) (byte, bool) {
 	switch {
 	case '0' <= c && c <= '9':
 		return c - '0', true
@@ -93,12 +92,12 @@ func lowerHex(c byte) (byte, bool) {
 	return 0, false
 }
 
-func formatUUID(id [16]byte) string {
-	return string(appendUUID(make([]byte, 0, 36), id))
+func FormatUUID(id [16]byte) string {
+	return string(AppendUUID(make([]byte, 0, 36), id))
 }
 
-// appendUUID appends id in Celery's form (see parseUUID).
-func appendUUID(dst []byte, id [16]byte) []byte {
+// AppendUUID appends id in Celery's form (see ParseUUID).
+func AppendUUID(dst []byte, id [16]byte) []byte {
 	var b [36]byte
 	hex.Encode(b[0:8], id[0:4])
 	b[8] = '-'
@@ -112,7 +111,7 @@ func appendUUID(dst []byte, id [16]byte) []byte {
 	return append(dst, b[:]...)
 }
 
-// symbols interns the few distinct strings of task records (task names,
+// Symbols interns the few distinct strings of task records (task names,
 // hostnames, states, exchanges, routing keys, clients) as small numbers,
 // and knows for each its casefolded form, which the filters compare.
 //
@@ -124,33 +123,33 @@ func appendUUID(dst []byte, id [16]byte) []byte {
 // tasks name, not every name ever seen. Counting fits the records: they
 // hold symbols as numbers, without a Go pointer, where unique.Handle is
 // a pointer per field that the collector would scan in every slot.
-type symbols struct {
-	strs   []string
-	folded []uint32
+type Symbols struct {
+	Strs   []string
+	Folded []uint32
 	refs   []uint32
-	// named counts the live tasks whose name the symbol is: the task
+	// Named counts the live tasks whose name the symbol is: the task
 	// types.
-	named []uint32
+	Named []uint32
 	ids   map[string]uint32
 	free  []uint32
 }
 
-func newSymbols() symbols {
+func NewSymbols() Symbols {
 	// Symbol 0 is the empty string, never freed.
-	y := symbols{strs: []string{""}, folded: []uint32{0}, refs: []uint32{1}, named: []uint32{0},
+	y := Symbols{Strs: []string{""}, Folded: []uint32{0}, refs: []uint32{1}, Named: []uint32{0},
 		ids: map[string]uint32{"": 0}}
 	// Celery's states hold a reference of their own: a task passes through
 	// RECEIVED and STARTED alone at times, and each of its events would
 	// otherwise free the state it leaves and intern it anew.
-	for _, st := range [...]string{taskrec.Pending, taskrec.Received, taskrec.Started, taskrec.Success, taskrec.Failure, taskrec.Retry, taskrec.Revoked, taskrec.Rejected} {
-		y.id(st)
+	for _, st := range [...]string{Pending, Received, Started, Success, Failure, Retry, Revoked, Rejected} {
+		y.ID(st)
 	}
 	return y
 }
 
-// id returns the symbol of s and takes a reference to it, which release
+// ID returns the symbol of s and takes a reference to it, which release
 // gives back.
-func (y *symbols) id(s string) uint32 {
+func (y *Symbols) ID(s string) uint32 {
 	if id, ok := y.ids[s]; ok {
 		y.refs[id]++
 		return id
@@ -161,94 +160,94 @@ func (y *symbols) id(s string) uint32 {
 	var id uint32
 	if n := len(y.free); n > 0 {
 		id, y.free = y.free[n-1], y.free[:n-1]
-		y.strs[id], y.folded[id], y.refs[id] = s, id, 1
+		y.Strs[id], y.Folded[id], y.refs[id] = s, id, 1
 	} else {
-		id = uint32(len(y.strs))
-		y.strs = append(y.strs, s)
-		y.folded = append(y.folded, id)
+		id = uint32(len(y.Strs))
+		y.Strs = append(y.Strs, s)
+		y.Folded = append(y.Folded, id)
 		y.refs = append(y.refs, 1)
-		y.named = append(y.named, 0)
+		y.Named = append(y.Named, 0)
 	}
 	y.ids[s] = id
 	if f := pyfmt.Fold(s); f != s {
-		y.folded[id] = y.id(f)
+		y.Folded[id] = y.ID(f)
 	}
 	return id
 }
 
-// release gives back a reference taken by id; the last one frees the
+// Release gives back a reference taken by id; the last one frees the
 // symbol, and its reference to its folded form.
-func (y *symbols) release(id uint32) {
+func (y *Symbols) Release(id uint32) {
 	if id == 0 {
 		return
 	}
 	if y.refs[id]--; y.refs[id] > 0 {
 		return
 	}
-	delete(y.ids, y.strs[id])
-	f := y.folded[id]
-	y.strs[id], y.folded[id] = "", 0
+	delete(y.ids, y.Strs[id])
+	f := y.Folded[id]
+	y.Strs[id], y.Folded[id] = "", 0
 	y.free = append(y.free, id)
 	if f != id {
-		y.release(f)
+		y.Release(f)
 	}
 }
 
-// lookup returns the symbol of s without adding it.
-func (y *symbols) lookup(s string) (uint32, bool) {
+// Lookup returns the symbol of s without adding it.
+func (y *Symbols) Lookup(s string) (uint32, bool) {
 	id, ok := y.ids[s]
 	return id, ok
 }
 
-func (y *symbols) str(id uint32) string { return y.strs[id] }
+func (y *Symbols) Str(id uint32) string { return y.Strs[id] }
 
-// len is the number of live symbols, the empty string included.
-func (y *symbols) len() int { return len(y.ids) }
+// Len is the number of live symbols, the empty string included.
+func (y *Symbols) Len() int { return len(y.ids) }
 
-// ref locates a record in the arena: chunk number and offset.
-type ref uint64
+// Ref locates a record in the arena: chunk number and offset.
+type Ref uint64
 
-const noRef ref = 1<<64 - 1
+const NoRef Ref = 1<<64 - 1
 
-func makeRef(chunk, off int) ref { return ref(uint64(chunk)<<32 | uint64(off)) }
-func (r ref) chunk() int         { return int(r >> 32) }
-func (r ref) off() int           { return int(uint32(r)) }
+func MakeRef(chunk, off int) Ref { return Ref(uint64(chunk)<<32 | uint64(off)) }
+func (r Ref) chunk() int         { return int(r >> 32) }
+func (r Ref) off() int           { return int(uint32(r)) }
 
-// chunkSize is the arena's allocation unit. A record larger than that
+// ChunkSize is the arena's allocation unit. A record larger than that
 // gets a chunk of its own.
-const chunkSize = 256 << 10
+const ChunkSize = 256 << 10
 
-type chunk struct {
-	data []byte
+type Chunk struct {
+	Data []byte
 	dead int // bytes of records no slot refers to any more
 }
 
-// arena holds the packed part of every record, appended to the current
+// Arena holds the packed part of every record, appended to the current
 // chunk, each record prefixed by its slot number and length. An updated
 // record is written anew and the old copy counted dead; a chunk a
 // quarter dead has its live records moved to the current chunk and is
 // freed. Memory stays proportional to the live records without a Go
 // allocation (nor a pointer for the collector) per task.
-type arena struct {
-	chunks []*chunk // nil where freed
+type Arena struct {
+	Chunks []*Chunk // nil where freed
 	free   []int    // freed chunk numbers
 	spare  [][]byte // freed standard-size buffers kept for reuse
 	cur    int
-	bytes  int // capacity of the chunks in use
+	Bytes  int // capacity of the chunks in use
 	// due lists chunks worth compacting; the owner of the arena calls
 	// compact for them once its slots are consistent again.
 	due []int
 }
 
-func newArena() arena {
-	a := arena{cur: -1}
+func NewArena() Arena {
+	a := Arena{cur: -1}
 	return a
 }
 
-func (a *arena) newChunk(size int) int {
+func (a *Arena) newChunk(size int) int {
 	var buf []byte
-	if size <= chunkSize {
-		size = chunkSize
+	if size <= ChunkSize {
+		size = ChunkSize
 		if n := len(a.spare); n > 0 {
 			buf, a.spare = a.spare[n-1][:0], a.spare[:n-1]
 		}
@@ -256,24 +255,24 @@ func (a *arena) newChunk(size int) int {
 	if buf == nil {
 		buf = make([]byte, 0, size)
 	}
-	a.bytes += cap(buf)
-	c := &chunk{data: buf}
+	a.Bytes += cap(buf)
+	c := &Chunk{Data: buf}
 	if n := len(a.free); n > 0 {
 		i := a.free[n-1]
 		a.free = a.free[:n-1]
-		a.chunks[i] = c
+		a.Chunks[i] = c
 		return i
 	}
-	a.chunks = append(a.chunks, c)
-	return len(a.chunks) - 1
+	a.Chunks = append(a.Chunks, c)
+	return len(a.Chunks) - 1
 }
 
-// put appends the record of slot and returns where it is.
-func (a *arena) put(slot uint32, rec []byte) ref {
+// Put appends the record of slot and returns where it is.
+func (a *Arena) Put(slot uint32, rec []byte) Ref {
 	need := 4 + binary.MaxVarintLen32 + len(rec)
-	if a.cur < 0 || cap(a.chunks[a.cur].data)-len(a.chunks[a.cur].data) < need {
+	if a.cur < 0 || cap(a.Chunks[a.cur].Data)-len(a.Chunks[a.cur].Data) < need {
 		c := a.newChunk(need)
-		if need > chunkSize {
+		if need > ChunkSize {
 			// A record of its own chunk; the current chunk stays current.
 			return a.write(c, slot, rec)
 		}
@@ -287,34 +286,34 @@ func (a *arena) put(slot uint32, rec []byte) ref {
 	return a.write(a.cur, slot, rec)
 }
 
-func (a *arena) write(c int, slot uint32, rec []byte) ref {
-	ch := a.chunks[c]
-	off := len(ch.data)
-	ch.data = binary.LittleEndian.AppendUint32(ch.data, slot)
-	ch.data = binary.AppendUvarint(ch.data, uint64(len(rec)))
-	ch.data = append(ch.data, rec...)
-	return makeRef(c, off)
+func (a *Arena) write(c int, slot uint32, rec []byte) Ref {
+	ch := a.Chunks[c]
+	off := len(ch.Data)
+	ch.Data = binary.LittleEndian.AppendUint32(ch.Data, slot)
+	ch.Data = binary.AppendUvarint(ch.Data, uint64(len(rec)))
+	ch.Data = append(ch.Data, rec...)
+	return MakeRef(c, off)
 }
 
-// record returns the record at r and its slot; the bytes are the arena's.
-func (a *arena) record(r ref) (slot uint32, rec []byte, size int) {
-	d := a.chunks[r.chunk()].data[r.off():]
+// Record returns the record at r and its slot; the bytes are the arena's.
+func (a *Arena) Record(r Ref) (slot uint32, rec []byte, size int) {
+	d := a.Chunks[r.chunk()].Data[r.off():]
 	slot = binary.LittleEndian.Uint32(d)
 	n, w := binary.Uvarint(d[4:])
 	return slot, d[4+w : 4+w+int(n)], 4 + w + int(n)
 }
 
-func (a *arena) get(r ref) []byte {
-	_, rec, _ := a.record(r)
+func (a *Arena) Get(r Ref) []byte {
+	_, rec, _ := a.Record(r)
 	return rec
 }
 
-// release marks the record at r dead, and its chunk due when that makes
+// Release marks the record at r dead, and its chunk due when that makes
 // it worth compacting.
-func (a *arena) release(r ref) {
-	_, _, size := a.record(r)
+func (a *Arena) Release(r Ref) {
+	_, _, size := a.Record(r)
 	c := r.chunk()
-	ch := a.chunks[c]
+	ch := a.Chunks[c]
 	before := a.worthCompacting(c)
 	ch.dead += size
 	if c != a.cur && !before && a.worthCompacting(c) {
@@ -325,17 +324,17 @@ func (a *arena) release(r ref) {
 // worthCompacting: a quarter dead. Moving the live rest costs at most
 // three times the bytes it frees, once per record in practice (a moved
 // record is final), and keeps the arena within a third of the live size.
-func (a *arena) worthCompacting(c int) bool {
-	ch := a.chunks[c]
-	return ch.dead*4 >= len(ch.data)
+func (a *Arena) worthCompacting(c int) bool {
+	ch := a.Chunks[c]
+	return ch.dead*4 >= len(ch.Data)
 }
 
-// compactDue compacts the chunks that became due.
-func (a *arena) compactDue(owner func(slot uint32) *ref) {
+// CompactDue compacts the chunks that became due.
+func (a *Arena) CompactDue(owner func(slot uint32) *Ref) {
 	for len(a.due) > 0 {
 		c := a.due[len(a.due)-1]
 		a.due = a.due[:len(a.due)-1]
-		if a.chunks[c] != nil && c != a.cur {
+		if a.Chunks[c] != nil && c != a.cur {
 			a.compact(c, owner)
 		}
 	}
@@ -343,20 +342,20 @@ func (a *arena) compactDue(owner func(slot uint32) *ref) {
 
 // compact moves the live records of chunk c (those whose slot still
 // points at them, as owner reports) to the current chunk and frees c.
-func (a *arena) compact(c int, owner func(slot uint32) *ref) {
-	ch := a.chunks[c]
-	for off := 0; off < len(ch.data); {
-		r := makeRef(c, off)
-		slot, rec, size := a.record(r)
+func (a *Arena) compact(c int, owner func(slot uint32) *Ref) {
+	ch := a.Chunks[c]
+	for off := 0; off < len(ch.Data); {
+		r := MakeRef(c, off)
+		slot, rec, size := a.Record(r)
 		if p := owner(slot); p != nil && *p == r {
-			*p = a.put(slot, rec)
+			*p = a.Put(slot, rec)
 		}
 		off += size
 	}
-	a.bytes -= cap(ch.data)
-	if cap(ch.data) == chunkSize && len(a.spare) < 4 {
-		a.spare = append(a.spare, ch.data)
+	a.Bytes -= cap(ch.Data)
+	if cap(ch.Data) == ChunkSize && len(a.spare) < 4 {
+		a.spare = append(a.spare, ch.Data)
 	}
-	a.chunks[c] = nil
+	a.Chunks[c] = nil
 	a.free = append(a.free, c)
 }

@@ -1,11 +1,10 @@
-package state
+package taskrec
 
 import (
 	"encoding/binary"
 	"errors"
 	"math"
-
-	"github.com/stamen-dev/stamen/internal/taskrec"
+	"unsafe"
 )
 
 // The packed part of a record: the fields a slot does not hold, each
@@ -15,26 +14,26 @@ import (
 // bytes where the Task struct alone is 400.
 
 // floatFields are the packed times, in order.
-var floatFields = [...]taskrec.Field{taskrec.FieldSent, taskrec.FieldStarted, taskrec.FieldRejected, taskrec.FieldSucceeded, taskrec.FieldFailed, taskrec.FieldRetried, taskrec.FieldRevoked, taskrec.FieldRuntime}
+var floatFields = [...]Field{FieldSent, FieldStarted, FieldRejected, FieldSucceeded, FieldFailed, FieldRetried, FieldRevoked, FieldRuntime}
 
-// floatOf returns the field of t that holds the time (or runtime) f.
-func floatOf(t *taskrec.Task, f taskrec.Field) *float64 {
+// FloatOf returns the field of t that holds the time (or runtime) f.
+func FloatOf(t *Task, f Field) *float64 {
 	switch f {
-	case taskrec.FieldReceived:
+	case FieldReceived:
 		return &t.Received
-	case taskrec.FieldSent:
+	case FieldSent:
 		return &t.Sent
-	case taskrec.FieldStarted:
+	case FieldStarted:
 		return &t.Started
-	case taskrec.FieldRejected:
+	case FieldRejected:
 		return &t.Rejected
-	case taskrec.FieldSucceeded:
+	case FieldSucceeded:
 		return &t.Succeeded
-	case taskrec.FieldFailed:
+	case FieldFailed:
 		return &t.Failed
-	case taskrec.FieldRetried:
+	case FieldRetried:
 		return &t.Retried
-	case taskrec.FieldRevoked:
+	case FieldRevoked:
 		return &t.Revoked
 	default:
 		return &t.Runtime
@@ -42,21 +41,21 @@ func floatOf(t *taskrec.Task, f taskrec.Field) *float64 {
 }
 
 // stringFields are the packed free-text strings, in order.
-var stringFields = [...]taskrec.Field{taskrec.FieldArgs, taskrec.FieldKwargs, taskrec.FieldETA, taskrec.FieldExpires, taskrec.FieldResult, taskrec.FieldException, taskrec.FieldTraceback}
+var stringFields = [...]Field{FieldArgs, FieldKwargs, FieldETA, FieldExpires, FieldResult, FieldException, FieldTraceback}
 
-func stringOf(t *taskrec.Task, f taskrec.Field) *string {
+func stringOf(t *Task, f Field) *string {
 	switch f {
-	case taskrec.FieldArgs:
+	case FieldArgs:
 		return &t.Args
-	case taskrec.FieldKwargs:
+	case FieldKwargs:
 		return &t.Kwargs
-	case taskrec.FieldETA:
+	case FieldETA:
 		return &t.ETA
-	case taskrec.FieldExpires:
+	case FieldExpires:
 		return &t.Expires
-	case taskrec.FieldResult:
+	case FieldResult:
 		return &t.Result
-	case taskrec.FieldException:
+	case FieldException:
 		return &t.Exception
 	default:
 		return &t.Traceback
@@ -64,13 +63,13 @@ func stringOf(t *taskrec.Task, f taskrec.Field) *string {
 }
 
 // symbolFields are the packed interned strings, in order.
-var symbolFields = [...]taskrec.Field{taskrec.FieldExchange, taskrec.FieldRoutingKey, taskrec.FieldClient}
+var symbolFields = [...]Field{FieldExchange, FieldRoutingKey, FieldClient}
 
-func symbolOf(t *taskrec.Task, f taskrec.Field) *string {
+func symbolOf(t *Task, f Field) *string {
 	switch f {
-	case taskrec.FieldExchange:
+	case FieldExchange:
 		return &t.Exchange
-	case taskrec.FieldRoutingKey:
+	case FieldRoutingKey:
 		return &t.RoutingKey
 	default:
 		return &t.Client
@@ -90,10 +89,10 @@ const (
 // key cannot hold.
 const ownTimestamp byte = 1
 
-// pack appends the packed fields of t to b, symbols as numbers of y, or
+// Pack appends the packed fields of t to b, symbols as numbers of y, or
 // as text when y is nil.
-func pack(b []byte, t *taskrec.Task, y *symbols) []byte {
-	own := t.Has(taskrec.FieldTimestamp) && math.IsNaN(t.Timestamp)
+func Pack(b []byte, t *Task, y *Symbols) []byte {
+	own := t.Has(FieldTimestamp) && math.IsNaN(t.Timestamp)
 	if own {
 		b = append(b, ownTimestamp)
 	} else {
@@ -101,12 +100,12 @@ func pack(b []byte, t *taskrec.Task, y *symbols) []byte {
 	}
 	// The received time comes first, where filters read it without
 	// unpacking the rest.
-	if t.Has(taskrec.FieldReceived) {
+	if t.Has(FieldReceived) {
 		b = binary.LittleEndian.AppendUint64(b, math.Float64bits(t.Received))
 	}
 	for _, f := range floatFields {
 		if t.Has(f) {
-			b = binary.LittleEndian.AppendUint64(b, math.Float64bits(*floatOf(t, f)))
+			b = binary.LittleEndian.AppendUint64(b, math.Float64bits(*FloatOf(t, f)))
 		}
 	}
 	if own {
@@ -124,17 +123,17 @@ func pack(b []byte, t *taskrec.Task, y *symbols) []byte {
 		if y == nil {
 			b = appendString(b, *symbolOf(t, f))
 		} else {
-			b = binary.AppendUvarint(b, uint64(y.id(*symbolOf(t, f))))
+			b = binary.AppendUvarint(b, uint64(y.ID(*symbolOf(t, f))))
 		}
 	}
-	if t.Has(taskrec.FieldRetries) {
+	if t.Has(FieldRetries) {
 		b = binary.AppendVarint(b, int64(t.Retries))
 	}
 	b = binary.AppendVarint(b, t.Clock)
 	for _, id := range [2]struct {
-		f taskrec.Field
+		f Field
 		v string
-	}{{taskrec.FieldRootID, t.RootID}, {taskrec.FieldParentID, t.ParentID}} {
+	}{{FieldRootID, t.RootID}, {FieldParentID, t.ParentID}} {
 		if !t.Has(id.f) {
 			continue
 		}
@@ -142,7 +141,7 @@ func pack(b []byte, t *taskrec.Task, y *symbols) []byte {
 			b = append(b, idSelf)
 			continue
 		}
-		if u, ok := parseUUID(id.v); ok {
+		if u, ok := ParseUUID(id.v); ok {
 			b = append(b, idUUID)
 			b = append(b, u[:]...)
 			continue
@@ -161,52 +160,52 @@ func appendString(b []byte, s string) []byte {
 // The record of a task as the store keeps it: the fields a slot holds,
 // then the packed rest, every string written out (symbols are numbered
 // per process).
-func encodeRecord(b []byte, t *taskrec.Task) []byte {
+func EncodeRecord(b []byte, t *Task) []byte {
 	b = binary.AppendUvarint(b, uint64(t.Set))
 	b = appendString(b, t.UUID)
 	b = appendString(b, t.State)
-	if t.Has(taskrec.FieldName) {
+	if t.Has(FieldName) {
 		b = appendString(b, t.Name)
 	}
-	if t.Has(taskrec.FieldWorker) {
+	if t.Has(FieldWorker) {
 		b = appendString(b, t.Worker)
 	}
-	if t.Has(taskrec.FieldTimestamp) {
+	if t.Has(FieldTimestamp) {
 		b = binary.LittleEndian.AppendUint64(b, math.Float64bits(t.Timestamp))
 	}
-	return pack(b, t, nil)
+	return Pack(b, t, nil)
 }
 
-func decodeRecord(rec []byte) (taskrec.Task, error) {
-	u := unpacker{b: rec, text: copyText}
-	var t taskrec.Task
-	t.Set = taskrec.Field(u.uvarint())
+func DecodeRecord(rec []byte) (Task, error) {
+	u := unpacker{b: rec, text: CopyText}
+	var t Task
+	t.Set = Field(u.uvarint())
 	t.UUID = u.str()
 	t.State = u.str()
-	if t.Has(taskrec.FieldName) {
+	if t.Has(FieldName) {
 		t.Name = u.str()
 	}
-	if t.Has(taskrec.FieldWorker) {
+	if t.Has(FieldWorker) {
 		t.Worker = u.str()
 	}
 	var key float64
-	if t.Has(taskrec.FieldTimestamp) {
+	if t.Has(FieldTimestamp) {
 		key = u.float()
 	}
 	if u.err {
-		return taskrec.Task{}, errCorrupt
+		return Task{}, ErrCorrupt
 	}
-	if err := unpack(u.b, key, &t, nil, copyText, nil); err != nil {
-		return taskrec.Task{}, err
+	if err := Unpack(u.b, key, &t, nil, CopyText, nil); err != nil {
+		return Task{}, err
 	}
 	return t, nil
 }
 
-var errCorrupt = errors.New("state: corrupt packed record")
+var ErrCorrupt = errors.New("state: corrupt packed record")
 
-// packedReceived reads the received time of a packed record whose task
+// PackedReceived reads the received time of a packed record whose task
 // has one.
-func packedReceived(rec []byte) float64 {
+func PackedReceived(rec []byte) float64 {
 	return math.Float64frombits(binary.LittleEndian.Uint64(rec[1:9]))
 }
 
@@ -261,23 +260,23 @@ func (u *unpacker) str() string {
 	return s
 }
 
-// unpack fills t from rec; key is the slot's order key. y is the
+// Unpack fills t from rec; key is the slot's order key. y is the
 // symbols pack used; ids, when not nil, has room for the root and parent
 // ids a view formats (see formatID).
-func unpack(rec []byte, key float64, t *taskrec.Task, y *symbols, text func([]byte) string, ids *[]byte) error {
+func Unpack(rec []byte, key float64, t *Task, y *Symbols, text func([]byte) string, ids *[]byte) error {
 	if len(rec) == 0 {
-		return errCorrupt
+		return ErrCorrupt
 	}
 	u := unpacker{b: rec[1:], text: text}
-	if t.Has(taskrec.FieldReceived) {
+	if t.Has(FieldReceived) {
 		t.Received = u.float()
 	}
 	for _, f := range floatFields {
 		if t.Has(f) {
-			*floatOf(t, f) = u.float()
+			*FloatOf(t, f) = u.float()
 		}
 	}
-	if t.Has(taskrec.FieldTimestamp) {
+	if t.Has(FieldTimestamp) {
 		if rec[0]&ownTimestamp != 0 {
 			t.Timestamp = u.float()
 		} else {
@@ -294,25 +293,25 @@ func unpack(rec []byte, key float64, t *taskrec.Task, y *symbols, text func([]by
 			*symbolOf(t, f) = u.str()
 		} else if t.Has(f) {
 			id := u.uvarint()
-			if id >= uint64(len(y.strs)) {
-				return errCorrupt
+			if id >= uint64(len(y.Strs)) {
+				return ErrCorrupt
 			}
-			*symbolOf(t, f) = y.str(uint32(id))
+			*symbolOf(t, f) = y.Str(uint32(id))
 		}
 	}
-	if t.Has(taskrec.FieldRetries) {
+	if t.Has(FieldRetries) {
 		t.Retries = int(u.varint())
 	}
 	t.Clock = u.varint()
 	for _, id := range [2]struct {
-		f taskrec.Field
+		f Field
 		v *string
-	}{{taskrec.FieldRootID, &t.RootID}, {taskrec.FieldParentID, &t.ParentID}} {
+	}{{FieldRootID, &t.RootID}, {FieldParentID, &t.ParentID}} {
 		if !t.Has(id.f) {
 			continue
 		}
 		if len(u.b) == 0 {
-			return errCorrupt
+			return ErrCorrupt
 		}
 		tag := u.b[0]
 		u.b = u.b[1:]
@@ -321,28 +320,28 @@ func unpack(rec []byte, key float64, t *taskrec.Task, y *symbols, text func([]by
 			*id.v = t.UUID
 		case idUUID:
 			if len(u.b) < 16 {
-				return errCorrupt
+				return ErrCorrupt
 			}
-			*id.v = formatID([16]byte(u.b), ids)
+			*id.v = FormatID([16]byte(u.b), ids)
 			u.b = u.b[16:]
 		default:
 			*id.v = u.str()
 		}
 	}
 	if u.err {
-		return errCorrupt
+		return ErrCorrupt
 	}
 	return nil
 }
 
-// releasePacked gives back the symbols a packed record holds; set is its
+// ReleasePacked gives back the symbols a packed record holds; set is its
 // task's fields. It skips to them without unpacking the rest.
-func releasePacked(rec []byte, set taskrec.Field, y *symbols) {
-	if set&(taskrec.FieldExchange|taskrec.FieldRoutingKey|taskrec.FieldClient) == 0 {
+func ReleasePacked(rec []byte, set Field, y *Symbols) {
+	if set&(FieldExchange|FieldRoutingKey|FieldClient) == 0 {
 		return
 	}
 	off := 1
-	if set&taskrec.FieldReceived != 0 {
+	if set&FieldReceived != 0 {
 		off += 8
 	}
 	for _, f := range floatFields {
@@ -364,7 +363,31 @@ func releasePacked(rec []byte, set taskrec.Field, y *symbols) {
 		if set&f != 0 {
 			id, w := binary.Uvarint(b)
 			b = b[w:]
-			y.release(uint32(id))
+			y.Release(uint32(id))
 		}
 	}
+}
+
+// ViewText is text that shares b's memory, for a view of a record that
+// lives no longer than b does.
+func ViewText(b []byte) string {
+	if len(b) == 0 {
+		return ""
+	}
+	return unsafe.String(&b[0], len(b))
+}
+
+// CopyText is text of its own.
+func CopyText(b []byte) string { return string(b) }
+
+// FormatID formats id into *buf and returns a view of it when buf has room
+// for it, so that a view of a record allocates nothing; otherwise (buf is
+// nil for copies) a new string.
+func FormatID(id [16]byte, buf *[]byte) string {
+	if buf == nil || cap(*buf)-len(*buf) < 36 {
+		return FormatUUID(id)
+	}
+	start := len(*buf)
+	*buf = AppendUUID(*buf, id)
+	return ViewText((*buf)[start:])
 }
