@@ -17,7 +17,7 @@ import (
 // renders nothing: tasks come back as taskrec.Task and are written by the
 // same code whatever the store, so bodies are byte-identical.
 //
-// Errors: a *state.SearchError or another error for bad input answers
+// Errors: a *tasksearch.Error or another error for bad input answers
 // 400; one that wraps store.ErrUnavailable answers 503.
 type TaskReader interface {
 	ListTasks(ctx context.Context, q state.Query) (TaskCursor, error)

@@ -22,6 +22,7 @@ import (
 	"github.com/stamen-dev/stamen/internal/state"
 	"github.com/stamen-dev/stamen/internal/store"
 	"github.com/stamen-dev/stamen/internal/taskrec"
+	"github.com/stamen-dev/stamen/internal/tasksearch"
 	"github.com/stamen-dev/stamen/restapi/operations/queues"
 	"github.com/stamen-dev/stamen/restapi/operations/tasks"
 	"github.com/stamen-dev/stamen/restapi/operations/workers"
@@ -80,7 +81,7 @@ func (h *Handlers) listTasks(p tasks.ListTasksParams, _ any) middleware.Responde
 // readError answers a failed selection of tasks: 503 when the task store
 // is unavailable, else 400 (a bad search, sort or filter).
 func (h *Handlers) readError(op string, err error) middleware.Responder {
-	var se *state.SearchError
+	var se *tasksearch.Error
 	switch {
 	case errors.As(err, &se):
 		return apiError(http.StatusBadRequest, "%s", se.Error())

@@ -11,6 +11,7 @@ import (
 	"github.com/stamen-dev/stamen/internal/celery"
 	"github.com/stamen-dev/stamen/internal/pyfmt"
 	"github.com/stamen-dev/stamen/internal/taskrec"
+	"github.com/stamen-dev/stamen/internal/tasksearch"
 )
 
 const flowerDir = "../../testdata/flower-responses"
@@ -279,9 +280,9 @@ func TestFlowerTaskInfo(t *testing.T) {
 func TestFlowerSearchError(t *testing.T) {
 	c := readCapture(t, "error-tasks-search-too-short.json")
 	_, err := New(Config{}).Tasks(queryOf(t, c.Request.Query))
-	se, ok := err.(*SearchError)
+	se, ok := err.(*tasksearch.Error)
 	if !ok {
-		t.Fatalf("error %v (%T), want *SearchError", err, err)
+		t.Fatalf("error %v (%T), want *tasksearch.Error", err, err)
 	}
 	var body struct {
 		Error string `json:"error"`

@@ -4,6 +4,7 @@ import (
 	"sync"
 
 	"github.com/stamen-dev/stamen/internal/taskrec"
+	"github.com/stamen-dev/stamen/internal/tasksearch"
 )
 
 // TaskList is the answer to a Query, held as the sequence numbers of its
@@ -24,8 +25,7 @@ type TaskList struct {
 	// The search of an unpaged list, and the offset after it, are applied
 	// chunk by chunk rather than under the selection's lock: matching a
 	// million records takes a second, which ingestion would wait for.
-	search expr
-	m      matcher
+	search *tasksearch.Search
 	sv     view
 	skip   int
 
@@ -136,8 +136,7 @@ func (l *TaskList) copyChunk(n int) bool {
 			continue
 		}
 		if l.search != nil {
-			l.m.reset(s.view(&l.sv, i, false))
-			if !l.search.match(&l.m) {
+			if !l.search.Match(s.view(&l.sv, i, false)) {
 				continue
 			}
 		}

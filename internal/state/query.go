@@ -10,6 +10,7 @@ import (
 
 	"github.com/stamen-dev/stamen/internal/pyfmt"
 	"github.com/stamen-dev/stamen/internal/taskrec"
+	"github.com/stamen-dev/stamen/internal/tasksearch"
 )
 
 // NoLimit as Query.Limit returns every match.
@@ -34,7 +35,7 @@ type Query struct {
 	// ascending (last descending); ties go by task id. "" lists newest
 	// first: by timestamp descending, ties by id descending.
 	SortBy string
-	// Search is a query in the search language described in search.go.
+	// Search is a query in the search language of package tasksearch.
 	Search string
 	// ReceivedStart and ReceivedEnd drop tasks received before or after
 	// them; tasks never received are kept.
@@ -53,8 +54,7 @@ type filter struct {
 	worker, name, state string // folded; "" for no filter
 	start, end          float64
 	hasStart, hasEnd    bool
-	search              expr
-	m                   matcher
+	search              *tasksearch.Search
 	// ids is Query.IDs as a set; nil for no id filter.
 	ids map[string]struct{}
 	// v is the record the search and the started sort read, reused from
@@ -67,7 +67,7 @@ type filter struct {
 }
 
 func compile(q Query) (*filter, error) {
-	search, err := parseSearch(q.Search)
+	search, err := tasksearch.Compile(q.Search)
 	if err != nil {
 		return nil, err
 	}
@@ -171,8 +171,7 @@ func (s *State) match(f *filter, i uint32) bool {
 		return true
 	}
 	// A view is enough: the record is only read under the lock.
-	f.m.reset(s.view(&f.v, i, false))
-	return f.search.match(&f.m)
+	return f.search.Match(s.view(&f.v, i, false))
 }
 
 // newestFirst walks the union of indexes from the newest item, calling
@@ -265,7 +264,7 @@ func (s *State) compareKeys(a, b sortKey) int {
 }
 
 // Tasks returns the tasks q selects, in order: filters, then search, then
-// sort, then offset and limit. An invalid search is a *SearchError; an
+// sort, then offset and limit. An invalid search is a *tasksearch.Error; an
 // invalid SortBy a plain error. It copies every record out at once; List
 // answers the same in chunks.
 func (s *State) Tasks(q Query) ([]taskrec.Task, error) {
@@ -616,4 +615,38 @@ func (s *State) byReceivedTime(f *filter, desc bool, offset, limit int, out *[]u
 	} else {
 		_ = takeAll(never) && fromIndex()
 	}
+}
+
+// searchCandidates answers a default-order page from the candidates of
+// its search when there are few: the matches among them, newest first as
+// newestFirst walks them, then offset and limit. It reports whether it
+// did.
+func (s *State) searchCandidates(f *filter, offset, limit int, out *[]uint64) bool {
+	slots, ok := f.search.Candidates(tasksearch.Records{Slots: &s.slots, Arena: &s.arena, Symbols: &s.sym, TextIDs: s.textIDs})
+	if !ok {
+		return false
+	}
+	items := make([]taskrec.Item, 0, len(slots))
+	for _, i := range slots {
+		if s.match(f, i) {
+			items = append(items, taskrec.Item{Key: s.slots.At(i).Key, Slot: i})
+		}
+	}
+	slices.SortFunc(items, func(a, b taskrec.Item) int {
+		switch {
+		case s.less(b, a):
+			return -1
+		case s.less(a, b):
+			return 1
+		}
+		return 0
+	})
+	items = items[min(offset, len(items)):]
+	if limit != NoLimit {
+		items = items[:min(limit, len(items))]
+	}
+	for _, it := range items {
+		*out = append(*out, s.seqOf(it.Slot))
+	}
+	return true
 }

@@ -16,6 +16,7 @@ import (
 
 	"github.com/stamen-dev/stamen/internal/celery"
 	"github.com/stamen-dev/stamen/internal/taskrec"
+	"github.com/stamen-dev/stamen/internal/tasksearch"
 )
 
 // ev builds an event the way the decoder would, from JSON-ish fields.
@@ -97,14 +98,14 @@ func TestFlowerPagination(t *testing.T) {
 		}
 	}
 	_, err := s.Tasks(Query{Limit: NoLimit, Search: "ab"})
-	var se *SearchError
+	var se *tasksearch.Error
 	if !errorsAs(err, &se) || se.Error() != "Substring search terms must contain at least 3 characters at position 0." {
 		t.Errorf("search=ab: %v", err)
 	}
 }
 
-func errorsAs(err error, target **SearchError) bool {
-	se, ok := err.(*SearchError)
+func errorsAs(err error, target **tasksearch.Error) bool {
+	se, ok := err.(*tasksearch.Error)
 	*target = se
 	return ok
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/stamen-dev/stamen/internal/state"
 	"github.com/stamen-dev/stamen/internal/taskrec"
+	"github.com/stamen-dev/stamen/internal/tasksearch"
 )
 
 // MatchTasks returns the ids of the first max tasks q selects, in q's order
@@ -91,7 +92,7 @@ func (s *Store) Failures(ctx context.Context, q state.Query) ([]state.FailureGro
 	if b.superset {
 		// /api/failures takes no search; a caller that passes one gets
 		// the groups of what SQL can select exactly, or this.
-		return nil, &state.SearchError{Message: "Search terms kwargs:key=value are not supported when grouping failures with the PostgreSQL store", Position: -1}
+		return nil, &tasksearch.Error{Message: "Search terms kwargs:key=value are not supported when grouping failures with the PostgreSQL store", Position: -1}
 	}
 	narrow := window != ""
 	where = withWindow(where, window)

@@ -1,4 +1,4 @@
-package state
+package tasksearch
 
 import (
 	"bytes"
@@ -148,27 +148,52 @@ func idPatterns(v string) []idPattern {
 	return pats
 }
 
+// Records are what Candidates scans: a table's slots, arena and symbols,
+// and its ids that are not canonical uuids, by slot.
+type Records struct {
+	Slots   *taskrec.Slab
+	Arena   *taskrec.Arena
+	Symbols *taskrec.Symbols
+	TextIDs map[uint32]string
+}
+
+// Candidates returns the slots of the live records that may match the
+// search, unordered and without repeats, when its first term that a scan
+// can serve (the search itself, or a term it ANDs) is found in at most
+// maxCandidates; false when there is no such term or more tasks hold it.
+// The caller holds the table's read lock.
+func (s *Search) Candidates(r Records) ([]uint32, bool) {
+	if s == nil {
+		return nil, false
+	}
+	c := newCandidateScan(s.e)
+	if c == nil {
+		return nil, false
+	}
+	return r.candidates(c)
+}
+
 // candidates returns the slots of the live tasks that may match the term,
 // unordered and without repeats, or false when there are more than
 // maxCandidates. The caller holds the read lock.
-func (s *State) candidates(c *candidateScan) ([]uint32, bool) {
+func (r *Records) candidates(c *candidateScan) ([]uint32, bool) {
 	// A symbol is searched once, not once per task that refers to it.
-	symHit := make([]bool, len(s.sym.Strs))
-	for id, str := range s.sym.Strs {
+	symHit := make([]bool, len(r.Symbols.Strs))
+	for id, str := range r.Symbols.Strs {
 		symHit[id] = str != "" && pyfmt.ContainsFold(str, c.term)
 	}
-	c.rarest(&s.arena)
-	nslots := len(s.slots.Pages) << taskrec.PageBits
+	c.rarest(r.Arena)
+	nslots := len(r.Slots.Pages) << taskrec.PageBits
 	var found atomic.Int64
 	parts := min(runtime.GOMAXPROCS(0), max(nslots>>16, 1))
 	lists := make([][]uint32, 2*parts)
 	var wg sync.WaitGroup
 	for p := range parts {
 		wg.Go(func() {
-			lists[p] = s.scanSlots(c, symHit, nslots*p/parts, nslots*(p+1)/parts, &found)
+			lists[p] = r.scanSlots(c, symHit, nslots*p/parts, nslots*(p+1)/parts, &found)
 		})
 		wg.Go(func() {
-			lists[parts+p] = s.scanArena(c, p, parts, &found)
+			lists[parts+p] = r.scanArena(c, p, parts, &found)
 		})
 	}
 	wg.Wait()
@@ -182,13 +207,13 @@ func (s *State) candidates(c *candidateScan) ([]uint32, bool) {
 
 // scanSlots returns the slots in [from, to) whose id, name, worker or
 // state may match.
-func (s *State) scanSlots(c *candidateScan, symHit []bool, from, to int, found *atomic.Int64) []uint32 {
+func (r *Records) scanSlots(c *candidateScan, symHit []bool, from, to int, found *atomic.Int64) []uint32 {
 	var out []uint32
 	for i := from; i < to; {
 		if found.Load() > maxCandidates {
 			return out
 		}
-		page := s.slots.Pages[i>>taskrec.PageBits]
+		page := r.Slots.Pages[i>>taskrec.PageBits]
 		end := min(to, (i>>taskrec.PageBits+1)<<taskrec.PageBits)
 		for j := i & (1<<taskrec.PageBits - 1); i < end; i, j = i+1, j+1 {
 			sl := &page[j]
@@ -198,7 +223,7 @@ func (s *State) scanSlots(c *candidateScan, symHit []bool, from, to int, found *
 			hit := symHit[sl.State] || sl.Set&taskrec.FieldName != 0 && symHit[sl.Name] ||
 				sl.Set&taskrec.FieldWorker != 0 && symHit[sl.Worker]
 			if !hit && sl.HasTextID() {
-				hit = pyfmt.ContainsFold(s.textIDs[uint32(i)], c.term)
+				hit = pyfmt.ContainsFold(r.TextIDs[uint32(i)], c.term)
 			} else if !hit {
 				lo, hi := binary.LittleEndian.Uint64(sl.ID[:8]), binary.LittleEndian.Uint64(sl.ID[8:])
 				for _, p := range c.pats {
@@ -221,10 +246,10 @@ func (s *State) scanSlots(c *candidateScan, symHit []bool, from, to int, found *
 
 // scanArena returns the slots whose current record, in the chunks of
 // part p of parts, holds the anchor.
-func (s *State) scanArena(c *candidateScan, p, parts int, found *atomic.Int64) []uint32 {
+func (r *Records) scanArena(c *candidateScan, p, parts int, found *atomic.Int64) []uint32 {
 	var out []uint32
-	a := &s.arena
-	nslots := uint32(len(s.slots.Pages) << taskrec.PageBits)
+	a := r.Arena
+	nslots := uint32(len(r.Slots.Pages) << taskrec.PageBits)
 	for ci := p; ci < len(a.Chunks); ci += parts {
 		ch := a.Chunks[ci]
 		if ch == nil {
@@ -239,7 +264,7 @@ func (s *State) scanArena(c *candidateScan, p, parts int, found *atomic.Int64) [
 				continue
 			}
 			var ok bool
-			if out, ok = s.scanChunk(c, anchor, ci, nslots, out, found); !ok {
+			if out, ok = r.scanChunk(c, anchor, ci, nslots, out, found); !ok {
 				return out
 			}
 		}
@@ -249,8 +274,8 @@ func (s *State) scanArena(c *candidateScan, p, parts int, found *atomic.Int64) [
 
 // scanChunk appends to out the slots whose current record in chunk ci
 // holds anchor; false when there are too many candidates.
-func (s *State) scanChunk(c *candidateScan, anchor []byte, ci int, nslots uint32, out []uint32, found *atomic.Int64) ([]uint32, bool) {
-	a := &s.arena
+func (r *Records) scanChunk(c *candidateScan, anchor []byte, ci int, nslots uint32, out []uint32, found *atomic.Int64) ([]uint32, bool) {
+	a := r.Arena
 	data := a.Chunks[ci].Data
 	rec := 0 // the start of the record that holds the next hit, or before it
 	for off := 0; off < len(data); {
@@ -269,7 +294,7 @@ func (s *State) scanChunk(c *candidateScan, anchor []byte, ci int, nslots uint32
 			slot, _, size = a.Record(taskrec.MakeRef(ci, rec))
 		}
 		if slot < nslots {
-			if sl := s.slots.At(slot); sl.Live() && sl.Cold == taskrec.MakeRef(ci, rec) {
+			if sl := r.Slots.At(slot); sl.Live() && sl.Cold == taskrec.MakeRef(ci, rec) {
 				out = append(out, slot)
 				if found.Add(1) > maxCandidates {
 					return out, false
@@ -369,42 +394,4 @@ func lower(b byte) byte {
 		return b + 'a' - 'A'
 	}
 	return b
-}
-
-// searchCandidates answers a default-order page from the candidates of
-// its search when there are few: the matches among them, newest first as
-// newestFirst walks them, then offset and limit. It reports whether it
-// did.
-func (s *State) searchCandidates(f *filter, offset, limit int, out *[]uint64) bool {
-	c := newCandidateScan(f.search)
-	if c == nil {
-		return false
-	}
-	slots, ok := s.candidates(c)
-	if !ok {
-		return false
-	}
-	items := make([]taskrec.Item, 0, len(slots))
-	for _, i := range slots {
-		if s.match(f, i) {
-			items = append(items, taskrec.Item{Key: s.slots.At(i).Key, Slot: i})
-		}
-	}
-	slices.SortFunc(items, func(a, b taskrec.Item) int {
-		switch {
-		case s.less(b, a):
-			return -1
-		case s.less(a, b):
-			return 1
-		}
-		return 0
-	})
-	items = items[min(offset, len(items)):]
-	if limit != NoLimit {
-		items = items[:min(limit, len(items))]
-	}
-	for _, it := range items {
-		*out = append(*out, s.seqOf(it.Slot))
-	}
-	return true
 }

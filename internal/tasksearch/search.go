@@ -1,4 +1,8 @@
-package state
+// Package tasksearch is the search language of GET /api/tasks?search=,
+// as Flower 2.1.0 documents its task filter: parsing a query, matching a
+// task record against it, and finding among a table's records the few
+// that a term can match without looking at each.
+package tasksearch
 
 import (
 	"fmt"
@@ -24,24 +28,24 @@ const (
 	minSubstring   = 3
 )
 
-// SearchError is an invalid search query. Its message is Flower's, word
+// Error is an invalid search query. Its message is Flower's, word
 // for word, for the 400 answer {"error": "<message>"}.
-type SearchError struct {
+type Error struct {
 	Message string
 	// Position is the 0-based character (not byte) offset in the trimmed
 	// query, or -1 when the message has none.
 	Position int
 }
 
-func (e *SearchError) Error() string {
+func (e *Error) Error() string {
 	if e.Position < 0 {
 		return e.Message + "."
 	}
 	return fmt.Sprintf("%s at position %d.", e.Message, e.Position)
 }
 
-func searchErr(pos int, format string, args ...any) *SearchError {
-	return &SearchError{Message: fmt.Sprintf(format, args...), Position: pos}
+func searchErr(pos int, format string, args ...any) *Error {
+	return &Error{Message: fmt.Sprintf(format, args...), Position: pos}
 }
 
 type tokenKind uint8
@@ -96,7 +100,7 @@ type term struct {
 
 // parseSearch compiles a search query; the empty query gives a nil expr,
 // which matches everything.
-// Errors are *SearchError.
+// Errors are *Error.
 func parseSearch(query string) (expr, error) {
 	q := []rune(pyfmt.Strip(query))
 	if len(q) > maxQueryLength {

@@ -1,4 +1,4 @@
-package state
+package tasksearch
 
 import "github.com/stamen-dev/stamen/internal/pyfmt"
 
