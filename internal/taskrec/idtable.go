@@ -14,6 +14,7 @@ type IDTable struct {
 	seed  maphash.Seed
 }
 
+// NewIDTable returns an empty table.
 func NewIDTable() IDTable {
 	return IDTable{cells: make([]uint32, 1024), mask: 1023, seed: maphash.MakeSeed()}
 }
@@ -30,6 +31,7 @@ func (t *IDTable) hash(id *[16]byte) uint64 {
 	return maphash.Bytes(t.seed, id[:])
 }
 
+// Get returns the slot whose id (in slots) is id.
 func (t *IDTable) Get(id *[16]byte, slots *Slab) (uint32, bool) {
 	for h := t.hash(id) & t.mask; ; h = (h + 1) & t.mask {
 		c := t.cells[h]

@@ -115,6 +115,7 @@ func (b *block) position(it Item, less LessFunc) int {
 	return lo
 }
 
+// Insert adds it in the order of less.
 func (x *Index) Insert(it Item, less LessFunc) {
 	x.n++
 	if len(x.blocks) == 0 {
@@ -218,6 +219,7 @@ type Cursor struct {
 	bi, i int
 }
 
+// Newest returns a cursor at the newest item.
 func (x *Index) Newest() Cursor {
 	c := Cursor{x: x, bi: len(x.blocks) - 1}
 	if c.bi >= 0 {
@@ -234,6 +236,7 @@ func (c *Cursor) Peek() (Item, bool) {
 	return c.x.blk(c.bi).at(c.i), true
 }
 
+// Next moves the cursor to the next older item.
 func (c *Cursor) Next() {
 	c.i--
 	if c.i < 0 {

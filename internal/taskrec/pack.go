@@ -157,9 +157,9 @@ func appendString(b []byte, s string) []byte {
 	return append(b, s...)
 }
 
-// The record of a task as the store keeps it: the fields a slot holds,
-// then the packed rest, every string written out (symbols are numbered
-// per process).
+// EncodeRecord appends t as the state's Drain writes it and a store keeps
+// it: the fields a slot holds, then the packed rest, every string written
+// out (symbols are numbered per process).
 func EncodeRecord(b []byte, t *Task) []byte {
 	b = binary.AppendUvarint(b, uint64(t.Set))
 	b = appendString(b, t.UUID)
@@ -176,6 +176,7 @@ func EncodeRecord(b []byte, t *Task) []byte {
 	return Pack(b, t, nil)
 }
 
+// DecodeRecord reads a record EncodeRecord wrote.
 func DecodeRecord(rec []byte) (Task, error) {
 	u := unpacker{b: rec, text: CopyText}
 	var t Task
@@ -201,7 +202,7 @@ func DecodeRecord(rec []byte) (Task, error) {
 	return t, nil
 }
 
-var ErrCorrupt = errors.New("state: corrupt packed record")
+var ErrCorrupt = errors.New("taskrec: corrupt packed record")
 
 // PackedReceived reads the received time of a packed record whose task
 // has one.

@@ -36,9 +36,12 @@ const (
 	TaskFields       = SlotLive - 1
 )
 
+// Live reports whether the slot holds a task; HasTextID whether its id
+// is kept as text (SlotTextID).
 func (sl *Slot) Live() bool      { return sl.Set&SlotLive != 0 }
 func (sl *Slot) HasTextID() bool { return sl.Set&SlotTextID != 0 }
 
+// PageBits: a page of the Slab holds 1<<PageBits slots.
 const PageBits = 12
 
 // Slab holds the slots in pages, allocated as the ring fills, so that a
@@ -47,6 +50,7 @@ type Slab struct {
 	Pages [][]Slot
 }
 
+// At returns slot i, which Ensure made addressable.
 func (s *Slab) At(i uint32) *Slot {
 	return &s.Pages[i>>PageBits][i&(1<<PageBits-1)]
 }
@@ -82,6 +86,7 @@ func ParseUUID(s string) (id [16]byte, ok bool) {
 	return id, true
 }
 
+// LowerHex returns the value of a lowercase hex digit.
 func LowerHex(c byte) (byte, bool) {
 	switch {
 	case '0' <= c && c <= '9':
@@ -92,6 +97,7 @@ func LowerHex(c byte) (byte, bool) {
 	return 0, false
 }
 
+// FormatUUID returns id in Celery's form (see ParseUUID).
 func FormatUUID(id [16]byte) string {
 	return string(AppendUUID(make([]byte, 0, 36), id))
 }
@@ -134,6 +140,8 @@ type Symbols struct {
 	free  []uint32
 }
 
+// NewSymbols returns a table holding the empty string and Celery's
+// states.
 func NewSymbols() Symbols {
 	// Symbol 0 is the empty string, never freed.
 	y := Symbols{Strs: []string{""}, Folded: []uint32{0}, refs: []uint32{1}, Named: []uint32{0},
@@ -199,6 +207,7 @@ func (y *Symbols) Lookup(s string) (uint32, bool) {
 	return id, ok
 }
 
+// Str returns the string of symbol id.
 func (y *Symbols) Str(id uint32) string { return y.Strs[id] }
 
 // Len is the number of live symbols, the empty string included.
@@ -209,6 +218,7 @@ type Ref uint64
 
 const NoRef Ref = 1<<64 - 1
 
+// MakeRef returns the Ref of offset off in chunk number chunk.
 func MakeRef(chunk, off int) Ref { return Ref(uint64(chunk)<<32 | uint64(off)) }
 func (r Ref) chunk() int         { return int(r >> 32) }
 func (r Ref) off() int           { return int(uint32(r)) }
@@ -217,6 +227,8 @@ func (r Ref) off() int           { return int(uint32(r)) }
 // gets a chunk of its own.
 const ChunkSize = 256 << 10
 
+// Chunk is one buffer of an Arena: records, each after its slot
+// number and length.
 type Chunk struct {
 	Data []byte
 	dead int // bytes of records no slot refers to any more
@@ -239,6 +251,7 @@ type Arena struct {
 	due []int
 }
 
+// NewArena returns an empty arena.
 func NewArena() Arena {
 	a := Arena{cur: -1}
 	return a
@@ -303,6 +316,7 @@ func (a *Arena) Record(r Ref) (slot uint32, rec []byte, size int) {
 	return slot, d[4+w : 4+w+int(n)], 4 + w + int(n)
 }
 
+// Get returns the record at r; the bytes are the arena's.
 func (a *Arena) Get(r Ref) []byte {
 	_, rec, _ := a.Record(r)
 	return rec
