@@ -11,7 +11,7 @@ import (
 	"github.com/go-openapi/runtime"
 	"github.com/go-openapi/runtime/middleware"
 
-	"github.com/stamen-dev/stamen/internal/state"
+	"github.com/stamen-dev/stamen/internal/taskrec"
 )
 
 // exportColumns are the CSV export's columns: the task record's fields,
@@ -39,7 +39,7 @@ func (b taskExportBody) WriteResponse(rw http.ResponseWriter, producer runtime.P
 	var cw *csv.Writer
 	var rec []string
 	var line []byte
-	write := func(t *state.Task) {
+	write := func(t *taskrec.Task) {
 		if cw != nil {
 			rec = appendCSVRecord(rec[:0], t)
 			_ = cw.Write(rec) // a bytes.Buffer does not fail
@@ -113,33 +113,33 @@ func csvText(v string) string {
 // appendCSVRecord appends t's fields as exportColumns orders them: null
 // fields empty, times and numbers as in the JSON form, text cells escaped
 // by csvText.
-func appendCSVRecord(rec []string, t *state.Task) []string {
-	str := func(f state.Field, v string) string {
+func appendCSVRecord(rec []string, t *taskrec.Task) []string {
+	str := func(f taskrec.Field, v string) string {
 		if !t.Has(f) {
 			return ""
 		}
 		return csvText(v)
 	}
-	num := func(f state.Field, v float64) string {
+	num := func(f taskrec.Field, v float64) string {
 		if !t.Has(f) {
 			return ""
 		}
 		return strconv.FormatFloat(v, 'f', -1, 64)
 	}
 	retries := ""
-	if t.Has(state.FieldRetries) {
+	if t.Has(taskrec.FieldRetries) {
 		retries = strconv.Itoa(t.Retries)
 	}
 	return append(rec,
-		csvText(t.UUID), str(state.FieldName, t.Name), csvText(t.State),
-		num(state.FieldReceived, t.Received), num(state.FieldSent, t.Sent), num(state.FieldStarted, t.Started),
-		num(state.FieldRejected, t.Rejected), num(state.FieldSucceeded, t.Succeeded), num(state.FieldFailed, t.Failed),
-		num(state.FieldRetried, t.Retried), num(state.FieldRevoked, t.Revoked),
-		str(state.FieldArgs, t.Args), str(state.FieldKwargs, t.Kwargs), str(state.FieldETA, t.ETA), str(state.FieldExpires, t.Expires),
-		retries, str(state.FieldWorker, t.Worker), str(state.FieldResult, t.Result), str(state.FieldException, t.Exception),
-		num(state.FieldTimestamp, t.Timestamp), num(state.FieldRuntime, t.Runtime), str(state.FieldTraceback, t.Traceback),
-		str(state.FieldExchange, t.Exchange), str(state.FieldRoutingKey, t.RoutingKey), strconv.FormatInt(t.Clock, 10),
-		str(state.FieldClient, t.Client), str(state.FieldRootID, t.RootID), str(state.FieldParentID, t.ParentID),
+		csvText(t.UUID), str(taskrec.FieldName, t.Name), csvText(t.State),
+		num(taskrec.FieldReceived, t.Received), num(taskrec.FieldSent, t.Sent), num(taskrec.FieldStarted, t.Started),
+		num(taskrec.FieldRejected, t.Rejected), num(taskrec.FieldSucceeded, t.Succeeded), num(taskrec.FieldFailed, t.Failed),
+		num(taskrec.FieldRetried, t.Retried), num(taskrec.FieldRevoked, t.Revoked),
+		str(taskrec.FieldArgs, t.Args), str(taskrec.FieldKwargs, t.Kwargs), str(taskrec.FieldETA, t.ETA), str(taskrec.FieldExpires, t.Expires),
+		retries, str(taskrec.FieldWorker, t.Worker), str(taskrec.FieldResult, t.Result), str(taskrec.FieldException, t.Exception),
+		num(taskrec.FieldTimestamp, t.Timestamp), num(taskrec.FieldRuntime, t.Runtime), str(taskrec.FieldTraceback, t.Traceback),
+		str(taskrec.FieldExchange, t.Exchange), str(taskrec.FieldRoutingKey, t.RoutingKey), strconv.FormatInt(t.Clock, 10),
+		str(taskrec.FieldClient, t.Client), str(taskrec.FieldRootID, t.RootID), str(taskrec.FieldParentID, t.ParentID),
 		csvText(strings.Join(t.Children, " ")),
 	)
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 
 	"github.com/stamen-dev/stamen/internal/state"
+	"github.com/stamen-dev/stamen/internal/taskrec"
 )
 
 // TaskReader is where the operations find the task history: GET
@@ -13,14 +14,14 @@ import (
 // retry, the state shown with an unreadable result). The in-memory state
 // is one (the default); a shared store (PostgreSQL, for a fleet of
 // replicas) is another, so that every replica answers the same. A reader
-// renders nothing: tasks come back as state.Task and are written by the
+// renders nothing: tasks come back as taskrec.Task and are written by the
 // same code whatever the store, so bodies are byte-identical.
 //
-// Errors: a *state.SearchError or another error for bad input answers
+// Errors: a *tasksearch.Error or another error for bad input answers
 // 400; one that wraps store.ErrUnavailable answers 503.
 type TaskReader interface {
 	ListTasks(ctx context.Context, q state.Query) (TaskCursor, error)
-	Task(ctx context.Context, id string) (state.Task, bool, error)
+	Task(ctx context.Context, id string) (taskrec.Task, bool, error)
 	TaskTypes(ctx context.Context) ([]string, error)
 	Workers(ctx context.Context) ([]state.Worker, error)
 	// MatchTasks returns the ids of the first max tasks q selects, in q's
@@ -36,7 +37,7 @@ type TaskReader interface {
 type TaskCursor interface {
 	// Next calls fn with each of the next n tasks (valid only during the
 	// call) and reports whether more may follow.
-	Next(n int, fn func(t *state.Task)) bool
+	Next(n int, fn func(t *taskrec.Task)) bool
 	// Err is what ended the list early, if anything.
 	Err() error
 	// Close releases what the list holds; the handler always calls it.
@@ -56,7 +57,7 @@ func (r StateReader) ListTasks(_ context.Context, q state.Query) (TaskCursor, er
 }
 
 // Task implements TaskReader.
-func (r StateReader) Task(_ context.Context, id string) (state.Task, bool, error) {
+func (r StateReader) Task(_ context.Context, id string) (taskrec.Task, bool, error) {
 	t, ok := r.State.Task(id)
 	return t, ok, nil
 }

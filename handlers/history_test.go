@@ -14,6 +14,7 @@ import (
 
 	"github.com/stamen-dev/stamen/internal/state"
 	"github.com/stamen-dev/stamen/internal/store"
+	"github.com/stamen-dev/stamen/internal/taskrec"
 	"github.com/stamen-dev/stamen/restapi/operations/tasks"
 	"github.com/stamen-dev/stamen/restapi/operations/workers"
 )
@@ -25,8 +26,8 @@ type downReader struct{}
 var errDown = fmt.Errorf("%w: dial tcp: connection refused", store.ErrUnavailable)
 
 func (downReader) ListTasks(context.Context, state.Query) (TaskCursor, error) { return nil, errDown }
-func (downReader) Task(context.Context, string) (state.Task, bool, error) {
-	return state.Task{}, false, errDown
+func (downReader) Task(context.Context, string) (taskrec.Task, bool, error) {
+	return taskrec.Task{}, false, errDown
 }
 func (downReader) TaskTypes(context.Context) ([]string, error)     { return nil, errDown }
 func (downReader) Workers(context.Context) ([]state.Worker, error) { return nil, errDown }
@@ -87,14 +88,14 @@ type failingCursor struct {
 	err  error
 }
 
-func (c *failingCursor) Next(n int, fn func(t *state.Task)) bool {
+func (c *failingCursor) Next(n int, fn func(t *taskrec.Task)) bool {
 	for range n {
 		if c.left == 0 {
 			c.err = errDown
 			return false
 		}
 		c.left--
-		t := state.Task{UUID: fmt.Sprintf("t%d", c.left), State: "SUCCESS"}
+		t := taskrec.Task{UUID: fmt.Sprintf("t%d", c.left), State: "SUCCESS"}
 		fn(&t)
 	}
 	return true

@@ -21,6 +21,8 @@ import (
 	"github.com/stamen-dev/stamen/internal/celery"
 	"github.com/stamen-dev/stamen/internal/state"
 	"github.com/stamen-dev/stamen/internal/store"
+	"github.com/stamen-dev/stamen/internal/taskrec"
+	"github.com/stamen-dev/stamen/internal/tasksearch"
 	"github.com/stamen-dev/stamen/restapi/operations/queues"
 	"github.com/stamen-dev/stamen/restapi/operations/tasks"
 	"github.com/stamen-dev/stamen/restapi/operations/workers"
@@ -79,7 +81,7 @@ func (h *Handlers) listTasks(p tasks.ListTasksParams, _ any) middleware.Responde
 // readError answers a failed selection of tasks: 503 when the task store
 // is unavailable, else 400 (a bad search, sort or filter).
 func (h *Handlers) readError(op string, err error) middleware.Responder {
-	var se *state.SearchError
+	var se *tasksearch.Error
 	switch {
 	case errors.As(err, &se):
 		return apiError(http.StatusBadRequest, "%s", se.Error())
@@ -138,7 +140,7 @@ func (b taskListBody) WriteResponse(rw http.ResponseWriter, producer runtime.Pro
 	}()
 	buf = append(buf, '{')
 	first := true
-	write := func(t *state.Task) {
+	write := func(t *taskrec.Task) {
 		if !first {
 			buf = append(buf, ", "...)
 		}

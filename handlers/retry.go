@@ -18,6 +18,7 @@ import (
 	"github.com/stamen-dev/stamen/internal/pyfmt"
 	"github.com/stamen-dev/stamen/internal/state"
 	"github.com/stamen-dev/stamen/internal/store"
+	"github.com/stamen-dev/stamen/internal/taskrec"
 	"github.com/stamen-dev/stamen/restapi/operations/tasks"
 )
 
@@ -107,11 +108,11 @@ func noOriginal(id string, missing []string) string {
 // repr may have been cut), and the route of its task-sent event. Without
 // a route it answers nil: sent to the default queue, the task could run on
 // workers it was never meant for, or on none.
-func fromEvents(t *state.Task) (*sentTask, string) {
-	if !t.Has(state.FieldName) || t.Name == "" {
+func fromEvents(t *taskrec.Task) (*sentTask, string) {
+	if !t.Has(taskrec.FieldName) || t.Name == "" {
 		return nil, "the events do not name the task"
 	}
-	if !t.Has(state.FieldArgs) || !t.Has(state.FieldKwargs) {
+	if !t.Has(taskrec.FieldArgs) || !t.Has(taskrec.FieldKwargs) {
 		return nil, "the events carry no args/kwargs"
 	}
 	args, err := pyfmt.ParseArgs(t.Args)
@@ -122,7 +123,7 @@ func fromEvents(t *state.Task) (*sentTask, string) {
 	if err != nil {
 		return nil, "the events' kwargs repr is not a complete literal (Celery cuts reprs at 1024 characters)"
 	}
-	if !t.Has(state.FieldRoutingKey) || t.RoutingKey == "" {
+	if !t.Has(taskrec.FieldRoutingKey) || t.RoutingKey == "" {
 		return nil, "the events do not say which queue it went to (no task-sent event: set task_send_sent_event=True on the client, or give queue)"
 	}
 	out := &sentTask{Name: t.Name, Args: args, Kwargs: kwargs}

@@ -8,7 +8,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/stamen-dev/stamen/gen/models"
-	"github.com/stamen-dev/stamen/internal/state"
+	"github.com/stamen-dev/stamen/internal/taskrec"
 )
 
 func TestRetryBody(t *testing.T) {
@@ -42,22 +42,22 @@ func TestRetryBody(t *testing.T) {
 func ptrTo[T any](v T) *T { return &v }
 
 func TestFromEvents(t *testing.T) {
-	full := state.FieldName | state.FieldArgs | state.FieldKwargs | state.FieldExchange | state.FieldRoutingKey
+	full := taskrec.FieldName | taskrec.FieldArgs | taskrec.FieldKwargs | taskrec.FieldExchange | taskrec.FieldRoutingKey
 	tests := []struct {
 		name string
-		task state.Task
+		task taskrec.Task
 		want *sentTask
 	}{
-		{"default exchange", state.Task{Name: "t", Args: "(1, 'a')", Kwargs: "{'k': None}", RoutingKey: "q1", Set: full},
+		{"default exchange", taskrec.Task{Name: "t", Args: "(1, 'a')", Kwargs: "{'k': None}", RoutingKey: "q1", Set: full},
 			&sentTask{Name: "t", Args: []any{json.Number("1"), "a"}, Kwargs: map[string]any{"k": nil}, Queue: "q1"}},
-		{"the queue's own exchange", state.Task{Name: "t", Args: "()", Kwargs: "{}", Exchange: "q1", RoutingKey: "q1", Set: full},
+		{"the queue's own exchange", taskrec.Task{Name: "t", Args: "()", Kwargs: "{}", Exchange: "q1", RoutingKey: "q1", Set: full},
 			&sentTask{Name: "t", Args: []any{}, Kwargs: map[string]any{}, Queue: "q1"}},
-		{"another exchange", state.Task{Name: "t", Args: "()", Kwargs: "{}", Exchange: "x", RoutingKey: "a.b", Set: full},
+		{"another exchange", taskrec.Task{Name: "t", Args: "()", Kwargs: "{}", Exchange: "x", RoutingKey: "a.b", Set: full},
 			&sentTask{Name: "t", Args: []any{}, Kwargs: map[string]any{}, Exchange: "x", RoutingKey: "a.b"}},
-		{"no route", state.Task{Name: "t", Args: "()", Kwargs: "{}", Set: state.FieldName | state.FieldArgs | state.FieldKwargs}, nil},
-		{"cut args", state.Task{Name: "t", Args: "('xxx...', ...", Kwargs: "{}", RoutingKey: "q", Set: full}, nil},
-		{"cut kwargs", state.Task{Name: "t", Args: "()", Kwargs: "{'a': 'yy...'}", RoutingKey: "q", Set: full}, nil},
-		{"no args", state.Task{Name: "t", RoutingKey: "q", Set: state.FieldName | state.FieldRoutingKey}, nil},
+		{"no route", taskrec.Task{Name: "t", Args: "()", Kwargs: "{}", Set: taskrec.FieldName | taskrec.FieldArgs | taskrec.FieldKwargs}, nil},
+		{"cut args", taskrec.Task{Name: "t", Args: "('xxx...', ...", Kwargs: "{}", RoutingKey: "q", Set: full}, nil},
+		{"cut kwargs", taskrec.Task{Name: "t", Args: "()", Kwargs: "{'a': 'yy...'}", RoutingKey: "q", Set: full}, nil},
+		{"no args", taskrec.Task{Name: "t", RoutingKey: "q", Set: taskrec.FieldName | taskrec.FieldRoutingKey}, nil},
 	}
 	for _, tt := range tests {
 		got, why := fromEvents(&tt.task)

@@ -30,6 +30,7 @@ import (
 	"github.com/stamen-dev/stamen/internal/state"
 	"github.com/stamen-dev/stamen/internal/store"
 	"github.com/stamen-dev/stamen/internal/stream"
+	"github.com/stamen-dev/stamen/internal/taskrec"
 	"github.com/stamen-dev/stamen/internal/taskstats"
 	"github.com/stamen-dev/stamen/internal/testcluster"
 	"github.com/stamen-dev/stamen/restapi"
@@ -206,9 +207,9 @@ func (f fakeTasks) ListTasks(ctx context.Context, q state.Query) (handlers.TaskC
 	return f.StateReader.ListTasks(ctx, q)
 }
 
-func (f fakeTasks) Task(ctx context.Context, id string) (state.Task, bool, error) {
+func (f fakeTasks) Task(ctx context.Context, id string) (taskrec.Task, bool, error) {
 	if err := f.down(); err != nil {
-		return state.Task{}, false, err
+		return taskrec.Task{}, false, err
 	}
 	return f.StateReader.Task(ctx, id)
 }

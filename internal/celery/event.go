@@ -11,6 +11,8 @@ import (
 	"math/bits"
 	"strconv"
 	"unicode/utf8"
+
+	"github.com/stamen-dev/stamen/internal/pyfmt"
 )
 
 // EventField names one key of an event. Event.Present and Event.Null are
@@ -336,7 +338,7 @@ type eventScanner struct {
 	// The last hostname, uuid and name decoded, which a repeat reuses.
 	hostname, uuid, name string
 	// plained is set when a field of the current event was rewritten by
-	// PlainRepr or held a kombu typed value, so Raw must be rewritten too.
+	// pyfmt.PlainRepr or held a kombu typed value, so Raw must be rewritten too.
 	plained bool
 }
 
@@ -727,20 +729,20 @@ func (d *eventScanner) event(e *Event, depth int) error {
 	return nil
 }
 
-// plainReprField applies PlainRepr to the event keys that hold Python reprs.
+// plainReprField applies pyfmt.PlainRepr to the event keys that hold Python reprs.
 func plainReprField(key, value string) (string, bool) {
 	switch key {
 	case "args", "kwargs", "result", "exception":
-		return PlainRepr(value), true
+		return pyfmt.PlainRepr(value), true
 	}
 	return "", false
 }
 
-// reprText is text for a field holding a Python repr, through PlainRepr.
+// reprText is text for a field holding a Python repr, through pyfmt.PlainRepr.
 func (d *eventScanner) reprText(v jsonSpan) (string, bool) {
 	s, ok := d.text(v)
 	if ok {
-		if p := PlainRepr(s); p != s {
+		if p := pyfmt.PlainRepr(s); p != s {
 			s, d.plained = p, true
 		}
 	}

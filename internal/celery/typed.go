@@ -2,11 +2,12 @@ package celery
 
 import (
 	"bytes"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
+
+	"github.com/stamen-dev/stamen/internal/pyfmt"
 )
 
 // kombu 5.3 (Celery 5.3) changed how its JSON serializer writes a few Python
@@ -35,11 +36,11 @@ func typedText(typ string, value json.RawMessage) (string, bool) {
 			Hex *string `json:"hex"`
 		}
 		if json.Unmarshal(value, &v) == nil && v.Hex != nil {
-			return canonicalUUID(*v.Hex)
+			return pyfmt.CanonicalUUID(*v.Hex)
 		}
 		var s string
 		if json.Unmarshal(value, &s) == nil {
-			return canonicalUUID(s)
+			return pyfmt.CanonicalUUID(s)
 		}
 		return "", false
 	}
@@ -62,19 +63,6 @@ func typedText(typ string, value json.RawMessage) (string, bool) {
 		return s, true
 	}
 	return "", false
-}
-
-// canonicalUUID writes 32 hex digits (any dashes and case) as Python's
-// str(uuid.UUID(...)) does.
-func canonicalUUID(s string) (string, bool) {
-	h := strings.ToLower(strings.ReplaceAll(s, "-", ""))
-	if len(h) != 32 {
-		return "", false
-	}
-	if _, err := hex.DecodeString(h); err != nil {
-		return "", false
-	}
-	return h[:8] + "-" + h[8:12] + "-" + h[12:16] + "-" + h[16:20] + "-" + h[20:], true
 }
 
 // typedMarker is the quick test for whether a JSON document may hold typed

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/stamen-dev/stamen/internal/celery"
+	"github.com/stamen-dev/stamen/internal/pyfmt"
 	"github.com/stamen-dev/stamen/internal/redact"
 )
 
@@ -493,7 +494,7 @@ func (in *Inspector) WorkerJSON(worker string) (json.RawMessage, bool) {
 // masked. A reply that does not decode is not served at all.
 //
 // The tasks of active, reserved and scheduled read as their records do
-// (see celery.PlainJSON and celery.PlainRepr): Celery >= 5.3 workers send
+// (see celery.PlainJSON and pyfmt.PlainRepr): Celery >= 5.3 workers send
 // a reserved or scheduled task's datetime, date, time, UUID, Decimal and
 // bytes arguments as kombu's typed JSON, where 5.2 workers wrote plain
 // strings, and the argument reprs of an active task (asked with safe)
@@ -538,13 +539,13 @@ var typedMarker = []byte(`"__type__"`)
 
 // plainArgReprs rewrites the string args and kwargs of the task requests
 // in a decoded reply (at any depth: scheduled nests them under "request")
-// with celery.PlainRepr.
+// with pyfmt.PlainRepr.
 func plainArgReprs(x any) any {
 	switch v := x.(type) {
 	case map[string]any:
 		for k, e := range v {
 			if s, ok := e.(string); ok && (k == "args" || k == "kwargs") {
-				v[k] = celery.PlainRepr(s)
+				v[k] = pyfmt.PlainRepr(s)
 				continue
 			}
 			v[k] = plainArgReprs(e)

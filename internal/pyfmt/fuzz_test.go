@@ -284,3 +284,18 @@ func FuzzFloat(f *testing.F) {
 		}
 	})
 }
+
+func FuzzPlainRepr(f *testing.F) {
+	for _, s := range []string{
+		"datetime.datetime(2024, 1, 2, 3, 4, 5, tzinfo=datetime.timezone(datetime.timedelta(seconds=7200)))",
+		"[b'a\\xff', UUID('12345678-1234-5678-1234-567812345678'), Decimal('1')]", "'x' \"y\" b'", "datetime.time(",
+	} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		p := PlainRepr(s)
+		if again := PlainRepr(p); again != p {
+			t.Errorf("not idempotent: %q -> %q -> %q", s, p, again)
+		}
+	})
+}

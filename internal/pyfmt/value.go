@@ -8,6 +8,11 @@
 // Every repr goes through one Value and one writer: a Go value (Repr), a
 // JSON document (ReprJSON) and a parsed literal (Parse) are each turned
 // into a Value first.
+//
+// It also holds what reads such texts as Python would: str.casefold,
+// str.strip and str.isspace (Fold, Strip, IsSpace), by which Flower
+// compares them, and PlainRepr, which writes the reprs of kombu's typed
+// values as the strings kombu 5.2 sent.
 package pyfmt
 
 import (

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/stamen-dev/stamen/internal/celery"
+	"github.com/stamen-dev/stamen/internal/taskrec"
 )
 
 // benchEvents is the life of n tasks on four workers: received, started,
@@ -299,7 +300,7 @@ func BenchmarkIngestIDs(b *testing.B) {
 		for j := range u {
 			u[j] = byte(rng.Uint32())
 		}
-		random[i] = formatUUID(u)
+		random[i] = taskrec.FormatUUID(u)
 	}
 	for _, c := range []struct {
 		name string
@@ -370,7 +371,7 @@ func BenchmarkListWhileApplying(b *testing.B) {
 							return
 						}
 						for more := true; more; {
-							more = l.Next(256, func(t *Task) { buf = t.AppendListJSON(buf[:0]) })
+							more = l.Next(256, func(t *taskrec.Task) { buf = t.AppendListJSON(buf[:0]) })
 						}
 						lat[r] = append(lat[r], time.Since(began))
 					}
@@ -436,7 +437,7 @@ func BenchmarkApplyWhileSorting(b *testing.B) {
 							b.Error(err)
 							return
 						}
-						for l.Next(listChunk, func(*Task) { listed++ }) {
+						for l.Next(listChunk, func(*taskrec.Task) { listed++ }) {
 						}
 						lists++
 						listing = time.Since(began)
@@ -540,7 +541,7 @@ func BenchmarkSearchIDFragment(b *testing.B) {
 				if id == "" && len(got) == 100 || id == "*" && err == nil {
 					continue
 				}
-				if err != nil || len(got) == 0 || !slices.ContainsFunc(got, func(t Task) bool { return t.UUID == id }) {
+				if err != nil || len(got) == 0 || !slices.ContainsFunc(got, func(t taskrec.Task) bool { return t.UUID == id }) {
 					b.Fatal(frag, err, len(got))
 				}
 			}
@@ -571,7 +572,7 @@ func millionRandomIDs(b *testing.B) (*State, float64) {
 					for i := range u {
 						u[i] = byte(r.Uint32())
 					}
-					id = formatUUID(u)
+					id = taskrec.FormatUUID(u)
 					ids[e.UUID] = id
 				}
 				own := e.RootID == e.UUID
@@ -629,7 +630,7 @@ func BenchmarkApplyUnderReaders(b *testing.B) {
 							return
 						}
 						for more := true; more; {
-							more = l.Next(256, func(t *Task) { buf = t.AppendListJSON(buf[:0]) })
+							more = l.Next(256, func(t *taskrec.Task) { buf = t.AppendListJSON(buf[:0]) })
 						}
 						reads.Add(1)
 					}
@@ -668,7 +669,18 @@ func BenchmarkListPage100(b *testing.B) {
 		}
 		buf = buf[:0]
 		for more := true; more; {
-			more = l.Next(256, func(t *Task) { buf = t.AppendListJSON(buf) })
+			more = l.Next(256, func(t *taskrec.Task) { buf = t.AppendListJSON(buf) })
 		}
 	}
+}
+
+// floodIDs are n ids in the shape that collided in one bucket under the
+// table's former fixed hash: the first eight bytes vary, the last eight
+// are fixed.
+func floodIDs(n int) []string {
+	ids := make([]string, n)
+	for i := range ids {
+		ids[i] = fmt.Sprintf("%08x-%04x-%04x-4feb-d4273daeb2c2", i*2654435761%(1<<32), i%65536, (i/65536)%65536)
+	}
+	return ids
 }

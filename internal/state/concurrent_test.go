@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/stamen-dev/stamen/internal/celery"
+	"github.com/stamen-dev/stamen/internal/taskrec"
 )
 
 // The consistency test's tasks: task k has id concurrentID(k), and each
@@ -49,7 +50,7 @@ func concurrentEvent(t testing.TB, k, g int) celery.Event {
 }
 
 // checkConsistent reports what is wrong with a record a reader saw, or "".
-func checkConsistent(r *Task) string {
+func checkConsistent(r *taskrec.Task) string {
 	k, err := strconv.Atoi(strings.TrimPrefix(r.UUID, "00000000-0000-4000-8000-"))
 	if err != nil {
 		return "unknown id " + r.UUID
@@ -58,7 +59,7 @@ func checkConsistent(r *Task) string {
 	if g < 1 || g > 3 {
 		return fmt.Sprintf("generation %d", g)
 	}
-	state := [...]string{1: Received, 2: Started, 3: Success}[g]
+	state := [...]string{1: taskrec.Received, 2: taskrec.Started, 3: taskrec.Success}[g]
 	var bad []string
 	check := func(what string, ok bool) {
 		if !ok {
@@ -73,9 +74,9 @@ func checkConsistent(r *Task) string {
 	check("worker "+r.Worker, r.Worker == fmt.Sprintf("w%d@host", k%4))
 	check("root "+r.RootID, r.RootID == r.UUID)
 	check("received", r.Received == concurrentTS(k, 1))
-	check("started", (g >= 2) == r.Has(FieldStarted) && (g < 2 || r.Started == concurrentTS(k, 2)))
-	check("result "+r.Result, (g == 3) == r.Has(FieldResult) && (g < 3 || r.Result == fmt.Sprintf("'r%d'", k)))
-	check("runtime", (g == 3) == r.Has(FieldRuntime))
+	check("started", (g >= 2) == r.Has(taskrec.FieldStarted) && (g < 2 || r.Started == concurrentTS(k, 2)))
+	check("result "+r.Result, (g == 3) == r.Has(taskrec.FieldResult) && (g < 3 || r.Result == fmt.Sprintf("'r%d'", k)))
+	check("runtime", (g == 3) == r.Has(taskrec.FieldRuntime))
 	if k > 0 {
 		check("parent "+r.ParentID, r.ParentID == concurrentID(k-1))
 	}
@@ -156,7 +157,7 @@ func TestConsistentUnderConcurrentWriter(t *testing.T) {
 				}
 				ids := make(map[string]bool)
 				for more := true; more; {
-					more = l.Next(7, func(task *Task) {
+					more = l.Next(7, func(task *taskrec.Task) {
 						if ids[task.UUID] {
 							t.Errorf("walk of %+v: task %s seen twice", q, task.UUID)
 						}

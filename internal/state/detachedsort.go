@@ -6,6 +6,8 @@ import (
 	"math"
 	"slices"
 	"strings"
+
+	"github.com/stamen-dev/stamen/internal/taskrec"
 )
 
 // detachedKey is the sort key of one match of an unpaged list sorted by
@@ -70,7 +72,7 @@ func (d *detachedSort) add(s *State, i uint32, v *view) {
 	default:
 		// The symbol's number may be another string's after the lock
 		// is released; the string itself is immutable.
-		str := s.sym.str(k.val - 1)
+		str := s.sym.Str(k.val - 1)
 		n, ok := d.nums[str]
 		if !ok {
 			n = uint32(len(d.strs))
@@ -79,11 +81,11 @@ func (d *detachedSort) add(s *State, i uint32, v *view) {
 		}
 		dk.value = 1 + uint64(n)
 	}
-	if sl := s.slots.at(i); sl.hasTextID() {
+	if sl := s.slots.At(i); sl.HasTextID() {
 		d.texts = append(d.texts, s.textIDs[i])
 		dk.text = uint32(len(d.texts))
 	} else {
-		dk.hi, dk.lo = binary.BigEndian.Uint64(sl.id[:8]), binary.BigEndian.Uint64(sl.id[8:])
+		dk.hi, dk.lo = binary.BigEndian.Uint64(sl.ID[:8]), binary.BigEndian.Uint64(sl.ID[8:])
 	}
 	d.keys = append(d.keys, dk)
 }
@@ -133,7 +135,7 @@ func (d *detachedSort) id(k detachedKey) string {
 	var id [16]byte
 	binary.BigEndian.PutUint64(id[:8], k.hi)
 	binary.BigEndian.PutUint64(id[8:], k.lo)
-	return formatUUID(id)
+	return taskrec.FormatUUID(id)
 }
 
 // sortDetached selects every match of p, sorted by name, state or
@@ -147,7 +149,7 @@ func (d *detachedSort) id(k detachedKey) string {
 // That is an unpaged list's contract anyway (see TaskList): a task
 // changed after its chunk was read keeps its place and is written as it
 // is then, one evicted before it is written is left out.
-func (s *State) sortDetached(p *plan, xs []*index, total int) []uint64 {
+func (s *State) sortDetached(p *plan, xs []*taskrec.Index, total int) []uint64 {
 	d := &detachedSort{field: p.spec.field, low: s.oldest(), nums: map[string]uint32{}}
 	f := p.f
 	if total > minChunkedChunks*selectChunk {

@@ -3,6 +3,8 @@ package state
 import (
 	"fmt"
 	"testing"
+
+	"github.com/stamen-dev/stamen/internal/taskrec"
 )
 
 // TestDrainEvicted: with DrainEvicted, a task created and evicted between
@@ -22,7 +24,7 @@ func TestDrainEvicted(t *testing.T) {
 		}
 		var got []string
 		for _, r := range s.Drain().Tasks {
-			tk, err := DecodeRecord(r.Data)
+			tk, err := taskrec.DecodeRecord(r.Data)
 			if err != nil {
 				t.Fatal(err)
 			}

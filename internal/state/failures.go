@@ -4,6 +4,8 @@ import (
 	"sort"
 	"strings"
 	"unicode"
+
+	"github.com/stamen-dev/stamen/internal/taskrec"
 )
 
 // FailureGroup is the failed tasks of one task name and exception type, as
@@ -55,8 +57,8 @@ var Spaces = func() string {
 }()
 
 // FailedAt is when t failed: its failed time, else its timestamp.
-func FailedAt(t *Task) float64 {
-	if t.Has(FieldFailed) {
+func FailedAt(t *taskrec.Task) float64 {
+	if t.Has(taskrec.FieldFailed) {
 		return t.Failed
 	}
 	return t.Timestamp
@@ -75,7 +77,7 @@ func (s *State) Failures(q Query) ([]FailureGroup, error) {
 	groups := map[[2]string]*failures{}
 	for more := true; more; {
 		// The list's default order is the examples' tie order.
-		more = list.Next(listChunk, func(t *Task) {
+		more = list.Next(listChunk, func(t *taskrec.Task) {
 			key := [2]string{t.Name, ExceptionType(t.Exception)}
 			g := groups[key]
 			if g == nil {
@@ -83,7 +85,7 @@ func (s *State) Failures(q Query) ([]FailureGroup, error) {
 				groups[[2]string{g.Name, g.ExceptionType}] = g
 			}
 			var tb string
-			if t.Has(FieldTraceback) {
+			if t.Has(taskrec.FieldTraceback) {
 				tb = t.Traceback
 			}
 			g.add(t.UUID, FailedAt(t), tb)
@@ -150,7 +152,7 @@ func (s *State) Match(q Query, max int) (ids []string, more bool, err error) {
 		return nil, false, err
 	}
 	for next := true; next; {
-		next = list.Next(listChunk, func(t *Task) {
+		next = list.Next(listChunk, func(t *taskrec.Task) {
 			if len(ids) < max {
 				ids = append(ids, strings.Clone(t.UUID))
 			} else {

@@ -10,6 +10,8 @@ import (
 
 	"github.com/stamen-dev/stamen/internal/celery"
 	"github.com/stamen-dev/stamen/internal/pyfmt"
+	"github.com/stamen-dev/stamen/internal/taskrec"
+	"github.com/stamen-dev/stamen/internal/tasksearch"
 )
 
 const flowerDir = "../../testdata/flower-responses"
@@ -174,7 +176,7 @@ func sortRecords(rs []record) {
 }
 
 // listJSON writes an /api/tasks answer as the handler does.
-func listJSON(tasks []Task) string {
+func listJSON(tasks []taskrec.Task) string {
 	b := []byte{'{'}
 	for i := range tasks {
 		if i > 0 {
@@ -278,9 +280,9 @@ func TestFlowerTaskInfo(t *testing.T) {
 func TestFlowerSearchError(t *testing.T) {
 	c := readCapture(t, "error-tasks-search-too-short.json")
 	_, err := New(Config{}).Tasks(queryOf(t, c.Request.Query))
-	se, ok := err.(*SearchError)
+	se, ok := err.(*tasksearch.Error)
 	if !ok {
-		t.Fatalf("error %v (%T), want *SearchError", err, err)
+		t.Fatalf("error %v (%T), want *tasksearch.Error", err, err)
 	}
 	var body struct {
 		Error string `json:"error"`

@@ -11,6 +11,7 @@ import (
 	gocmp "github.com/google/go-cmp/cmp"
 
 	"github.com/stamen-dev/stamen/internal/celery"
+	"github.com/stamen-dev/stamen/internal/taskrec"
 )
 
 // TestRandomEventsKeepInvariants throws random, out-of-order, partly
@@ -66,28 +67,28 @@ func checkInvariants(t *testing.T, s *State) {
 	t.Helper()
 	s.mu.RLock()
 	defer s.mu.RUnlock()
-	if s.live > s.maxTasks || s.live != s.byUUID.n+len(s.byText) || len(s.byText) != len(s.textIDs) {
-		t.Fatalf("%d live tasks (max %d), %d + %d ids", s.live, s.maxTasks, s.byUUID.n, len(s.byText))
+	if s.live > s.maxTasks || s.live != s.byUUID.Len()+len(s.byText) || len(s.byText) != len(s.textIDs) {
+		t.Fatalf("%d live tasks (max %d), %d + %d ids", s.live, s.maxTasks, s.byUUID.Len(), len(s.byText))
 	}
 	var live []uint32
-	for p := range s.slots.pages {
-		for j := range s.slots.pages[p] {
-			i := uint32(p<<pageBits | j)
-			sl := s.slots.at(i)
-			if !sl.live() {
+	for p := range s.slots.Pages {
+		for j := range s.slots.Pages[p] {
+			i := uint32(p<<taskrec.PageBits | j)
+			sl := s.slots.At(i)
+			if !sl.Live() {
 				continue
 			}
 			live = append(live, i)
 			if got, ok := s.lookup(s.taskID(i)); !ok || got != i {
 				t.Fatalf("slot %d (%s) not found by its id", i, s.taskID(i))
 			}
-			owner, _, _ := s.arena.record(sl.cold)
+			owner, _, _ := s.arena.Record(sl.Cold)
 			if owner != i {
 				t.Fatalf("slot %d's record belongs to slot %d", i, owner)
 			}
-			task := s.load(i, copyText)
-			if sl.key != orderKey(&task) {
-				t.Fatalf("task %s indexed at %v, timestamp %v", task.UUID, sl.key, task.Timestamp)
+			task := s.load(i, taskrec.CopyText)
+			if sl.Key != orderKey(&task) {
+				t.Fatalf("task %s indexed at %v, timestamp %v", task.UUID, sl.Key, task.Timestamp)
 			}
 			if p := parentOf(&task); p != "" && !slices.Contains(s.children[p], i) {
 				t.Fatalf("%s is not among the children of its parent %s", task.UUID, p)
@@ -102,33 +103,28 @@ func checkInvariants(t *testing.T, s *State) {
 		n := 0
 		for k, x := range s.dimension(d) {
 			count := 0
-			var prev *item
-			for _, h := range x.blocks {
-				b := x.pool[h]
-				if b.len() == 0 {
-					t.Fatalf("dimension %d index %d has an empty block", d, k)
+			var prev *taskrec.Item
+			p, q := x.All()
+			x.Walk(p, q, false, func(it taskrec.Item) bool {
+				if prev != nil && !s.less(*prev, it) {
+					t.Fatalf("dimension %d index %d out of order", d, k)
 				}
-				for j := range b.len() {
-					it := b.at(j)
-					if prev != nil && !s.less(*prev, it) {
-						t.Fatalf("dimension %d index %d out of order", d, k)
-					}
-					sl := s.slots.at(it.slot)
-					if !sl.live() || s.place(d, it.slot, sl) != (placement{k, it, true}) {
-						t.Fatalf("dimension %d index %d holds slot %d wrongly", d, k, it.slot)
-					}
-					prev = &it
-					count++
+				sl := s.slots.At(it.Slot)
+				if !sl.Live() || s.place(d, it.Slot, sl) != (placement{k, it, true}) {
+					t.Fatalf("dimension %d index %d holds slot %d wrongly", d, k, it.Slot)
 				}
-			}
-			if count != x.n || count == 0 {
-				t.Fatalf("dimension %d index %d counts %d, holds %d", d, k, x.n, count)
+				prev = &it
+				count++
+				return true
+			})
+			if count != x.Len() || count == 0 {
+				t.Fatalf("dimension %d index %d counts %d, holds %d", d, k, x.Len(), count)
 			}
 			n += count
 		}
 		want := 0
 		for _, i := range live {
-			if s.place(d, i, s.slots.at(i)).ok {
+			if s.place(d, i, s.slots.At(i)).ok {
 				want++
 			}
 		}
@@ -141,8 +137,8 @@ func checkInvariants(t *testing.T, s *State) {
 	s.newestFirst(s.sources(&filter{}), func(i uint32) bool { listed = append(listed, i); return true })
 	want := slices.Clone(live)
 	slices.SortFunc(want, func(a, b uint32) int {
-		x, y := s.slots.at(a), s.slots.at(b)
-		if c := cmp.Compare(y.key, x.key); c != 0 {
+		x, y := s.slots.At(a), s.slots.At(b)
+		if c := cmp.Compare(y.Key, x.Key); c != 0 {
 			return c
 		}
 		return cmp.Compare(s.taskID(b), s.taskID(a))
@@ -155,8 +151,8 @@ func checkInvariants(t *testing.T, s *State) {
 			t.Fatalf("empty children list for %s", p)
 		}
 		for _, c := range list {
-			task := s.load(c, copyText)
-			if !s.slots.at(c).live() || parentOf(&task) != p {
+			task := s.load(c, taskrec.CopyText)
+			if !s.slots.At(c).Live() || parentOf(&task) != p {
 				t.Fatalf("child %s listed under %s", task.UUID, p)
 			}
 		}
@@ -231,7 +227,7 @@ func batchesApplyAsSingleEvents(t *testing.T) {
 
 // stateSnapshot is everything the state answers, for comparing two states.
 type stateSnapshot struct {
-	Tasks   []Task
+	Tasks   []taskrec.Task
 	Types   []string
 	Workers []Worker
 }

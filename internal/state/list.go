@@ -1,6 +1,11 @@
 package state
 
-import "sync"
+import (
+	"sync"
+
+	"github.com/stamen-dev/stamen/internal/taskrec"
+	"github.com/stamen-dev/stamen/internal/tasksearch"
+)
 
 // TaskList is the answer to a Query, held as the sequence numbers of its
 // tasks, 8 bytes a task, for GET /api/tasks to write in chunks: Flower
@@ -20,8 +25,7 @@ type TaskList struct {
 	// The search of an unpaged list, and the offset after it, are applied
 	// chunk by chunk rather than under the selection's lock: matching a
 	// million records takes a second, which ingestion would wait for.
-	search expr
-	m      matcher
+	search *tasksearch.Search
 	sv     view
 	skip   int
 
@@ -35,7 +39,7 @@ type TaskList struct {
 // once the list is closed, by the next list: made per request they would
 // be most of a page's garbage.
 type copiedChunk struct {
-	recs []Task
+	recs []taskrec.Task
 	text textBuf
 	kids []string
 }
@@ -91,7 +95,7 @@ func (l *TaskList) Len() int {
 // readers and the writer). A record is copied whole under one lock, so
 // fn never sees it half-updated. The task and its strings are the list's:
 // valid only during the call, and not to be kept.
-func (l *TaskList) Next(n int, fn func(t *Task)) bool {
+func (l *TaskList) Next(n int, fn func(t *taskrec.Task)) bool {
 	if l.c == nil {
 		l.c = copiedChunks.Get().(*copiedChunk)
 	}
@@ -132,8 +136,7 @@ func (l *TaskList) copyChunk(n int) bool {
 			continue
 		}
 		if l.search != nil {
-			l.m.reset(s.view(&l.sv, i, false))
-			if !l.search.match(&l.m) {
+			if !l.search.Match(s.view(&l.sv, i, false)) {
 				continue
 			}
 		}
@@ -141,7 +144,7 @@ func (l *TaskList) copyChunk(n int) bool {
 			l.skip--
 			continue
 		}
-		c.recs = append(c.recs, Task{})
+		c.recs = append(c.recs, taskrec.Task{})
 		c.copyTask(&c.recs[len(c.recs)-1], s.view(&l.v, i, true))
 	}
 	return l.next < len(l.seqs)
@@ -151,7 +154,7 @@ func (l *TaskList) copyChunk(n int) bool {
 // the view's point into the arena and the view's own buffer, which the
 // writer and the next record reuse. The name, state and worker are the
 // symbol table's own strings, which nothing changes, and need no copy.
-func (c *copiedChunk) copyTask(t, v *Task) {
+func (c *copiedChunk) copyTask(t, v *taskrec.Task) {
 	b := &c.text
 	*t = *v
 	for _, f := range [...]*string{&t.UUID, &t.Args, &t.Kwargs, &t.ETA, &t.Expires, &t.Result, &t.Exception, &t.Traceback, &t.Exchange, &t.RoutingKey, &t.Client,
@@ -197,7 +200,7 @@ func (b *textBuf) str(v string) string {
 	blk := &b.blocks[b.cur]
 	start := len(*blk)
 	*blk = append(*blk, v...)
-	return viewText((*blk)[start:])
+	return taskrec.ViewText((*blk)[start:])
 }
 
 // slotOf is the slot of the task numbered seq (see seqOf).
@@ -210,7 +213,7 @@ func (s *State) liveSlot(seq uint64) (uint32, bool) {
 		return 0, false
 	}
 	i := s.slotOf(seq)
-	if int(i) >= len(s.slots.pages)<<pageBits || !s.slots.at(i).live() || s.seqOf(i) != seq {
+	if int(i) >= len(s.slots.Pages)<<taskrec.PageBits || !s.slots.At(i).Live() || s.seqOf(i) != seq {
 		return 0, false
 	}
 	return i, true
@@ -222,22 +225,22 @@ func (s *State) liveSlot(seq uint64) (uint32, bool) {
 // records this way allocates nothing, where a copy per record would leave
 // hundreds of megabytes of garbage for the collector to catch up with.
 type view struct {
-	t    Task
+	t    taskrec.Task
 	ids  []byte // the formatted ids the strings of t point into
 	kids []string
 }
 
 // view reads slot i into v, with its children when children is set.
-func (s *State) view(v *view, i uint32, children bool) *Task {
-	sl := s.slots.at(i)
+func (s *State) view(v *view, i uint32, children bool) *taskrec.Task {
+	sl := s.slots.At(i)
 	var kids []uint32
 	if children {
 		// The lookup needs the id as text; m[string(b)] does not copy b.
-		if sl.hasTextID() {
+		if sl.HasTextID() {
 			kids = s.children[s.textIDs[i]]
 		} else {
 			var b [36]byte
-			kids = s.children[string(appendUUID(b[:0], sl.id))]
+			kids = s.children[string(taskrec.AppendUUID(b[:0], sl.ID))]
 		}
 	}
 	// Room for the task's, the root's, the parent's and the children's
@@ -247,34 +250,22 @@ func (s *State) view(v *view, i uint32, children bool) *Task {
 	}
 	v.ids = v.ids[:0]
 	var uuid string
-	if sl.hasTextID() {
+	if sl.HasTextID() {
 		uuid = s.textIDs[i]
 	} else {
-		uuid = formatID(sl.id, &v.ids)
+		uuid = taskrec.FormatID(sl.ID, &v.ids)
 	}
-	s.loadInto(&v.t, i, uuid, viewText, &v.ids)
+	s.loadInto(&v.t, i, uuid, taskrec.ViewText, &v.ids)
 	if children {
 		v.kids = v.kids[:0]
 		for _, k := range kids {
-			if ks := s.slots.at(k); ks.hasTextID() {
+			if ks := s.slots.At(k); ks.HasTextID() {
 				v.kids = append(v.kids, s.textIDs[k])
 			} else {
-				v.kids = append(v.kids, formatID(ks.id, &v.ids))
+				v.kids = append(v.kids, taskrec.FormatID(ks.ID, &v.ids))
 			}
 		}
 		v.t.Children = v.kids
 	}
 	return &v.t
-}
-
-// formatID formats id into *buf and returns a view of it when buf has room
-// for it, so that a view of a record allocates nothing; otherwise (buf is
-// nil for copies) a new string.
-func formatID(id [16]byte, buf *[]byte) string {
-	if buf == nil || cap(*buf)-len(*buf) < 36 {
-		return formatUUID(id)
-	}
-	start := len(*buf)
-	*buf = appendUUID(*buf, id)
-	return viewText((*buf)[start:])
 }

@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/stamen-dev/stamen/internal/taskrec"
 )
 
 // family is n tasks in canonical uuid form, every third the child of the
@@ -34,7 +36,7 @@ func family(t testing.TB, s *State, n int) {
 // time, and returns the ids and each task's list form.
 func listed(l *TaskList, chunk int) (ids []string, body []string) {
 	for more := true; more; {
-		more = l.Next(chunk, func(t *Task) {
+		more = l.Next(chunk, func(t *taskrec.Task) {
 			ids = append(ids, strings.Clone(t.UUID)) // a view
 			body = append(body, string(t.AppendListJSON(nil)))
 		})
@@ -98,7 +100,7 @@ func TestListSkipsTasksGoneMidway(t *testing.T) {
 		t.Fatal(err)
 	}
 	var ids []string
-	l.Next(3, func(t *Task) { ids = append(ids, strings.Clone(t.UUID)) })
+	l.Next(3, func(t *taskrec.Task) { ids = append(ids, strings.Clone(t.UUID)) })
 	// Five new tasks take the slots of the five oldest, three of them
 	// listed already; then the next two oldest expire.
 	for i := range 5 {
@@ -136,7 +138,7 @@ func TestListViewAllocatesNothing(t *testing.T) {
 		t.Fatal(err)
 	}
 	buf := make([]byte, 0, 1<<20)
-	write := func(t *Task) { buf = t.AppendListJSON(buf) }
+	write := func(t *taskrec.Task) { buf = t.AppendListJSON(buf) }
 	l.Next(300, write) // sizes the list's buffers
 	allocs := testing.AllocsPerRun(10, func() {
 		l.next, buf = 0, buf[:0]

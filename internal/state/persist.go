@@ -6,6 +6,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/stamen-dev/stamen/internal/taskrec"
 )
 
 // What the state hands to a store, and takes back at start. Every task
@@ -109,12 +111,12 @@ func (s *State) DrainInto(buf []byte) Changes {
 			runtime.Gosched()
 			s.mu.RLock()
 		}
-		if !s.slots.at(i).live() {
+		if !s.slots.At(i).Live() {
 			continue // evicted since
 		}
-		t := s.load(i, viewText)
+		t := s.load(i, taskrec.ViewText)
 		start := len(buf)
-		buf = encodeRecord(buf, &t)
+		buf = taskrec.EncodeRecord(buf, &t)
 		c.Tasks = append(c.Tasks, Record{Seq: s.seqOf(i), Data: buf[start:len(buf):len(buf)]})
 	}
 	s.mu.RUnlock()
@@ -126,17 +128,17 @@ func (s *State) DrainInto(buf []byte) Changes {
 // Restore adds a task from a record, as the task numbered seq. Records
 // must come in increasing order of seq, before any event is applied.
 func (s *State) Restore(seq uint64, data []byte) error {
-	t, err := decodeRecord(data)
+	t, err := taskrec.DecodeRecord(data)
 	if err != nil {
 		return err
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if _, known := s.lookup(t.UUID); known || seq < s.created {
-		return errCorrupt
+		return taskrec.ErrCorrupt
 	}
 	s.created = seq
-	if t.Has(FieldWorker) && s.workers[t.Worker] == nil {
+	if t.Has(taskrec.FieldWorker) && s.workers[t.Worker] == nil {
 		// Known from its tasks; its own latest event, if any, follows.
 		s.addWorker(t.Worker).lastEvent = epoch(s.now())
 	}
@@ -155,7 +157,7 @@ func (s *State) Restore(seq uint64, data []byte) error {
 func (s *State) RestoreType(name string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if id, ok := s.sym.lookup(name); ok && s.sym.named[id] > 0 {
+	if id, ok := s.sym.Lookup(name); ok && s.sym.Named[id] > 0 {
 		return
 	}
 	if s.types != nil {
@@ -174,7 +176,7 @@ func (s *State) Expire(before time.Time) int {
 	n := 0
 	for s.live > 0 {
 		i := uint32((s.created - uint64(s.live)) % uint64(s.maxTasks))
-		if s.slots.at(i).key >= cut {
+		if s.slots.At(i).Key >= cut {
 			break
 		}
 		s.evict(i)

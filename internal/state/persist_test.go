@@ -11,6 +11,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/stamen-dev/stamen/internal/celery"
+	"github.com/stamen-dev/stamen/internal/taskrec"
 )
 
 // TestDrainRestoreRoundTrip keeps a model store up to date from Drain
@@ -106,7 +107,7 @@ func drainRestoreRoundTrip(t *testing.T, reuse bool) {
 		checkInvariants(t, r)
 		want, _ := s.Tasks(Query{Limit: NoLimit})
 		got, _ := r.Tasks(Query{Limit: NoLimit})
-		for _, list := range [][]Task{want, got} {
+		for _, list := range [][]taskrec.Task{want, got} {
 			for i := range list {
 				slices.Sort(list[i].Children)
 			}

@@ -9,6 +9,9 @@ import (
 	"time"
 
 	gocmp "github.com/google/go-cmp/cmp"
+
+	"github.com/stamen-dev/stamen/internal/pyfmt"
+	"github.com/stamen-dev/stamen/internal/taskrec"
 )
 
 // TestQueriesAgainstScan checks every way Tasks can answer (an index
@@ -86,23 +89,23 @@ func queriesAgainstScan(t *testing.T) {
 
 // scanTasks is Tasks by brute force, on ids.
 func scanTasks(s *State, q Query) []string {
-	var all []Task
-	for p := range s.slots.pages {
-		for j := range s.slots.pages[p] {
-			if i := uint32(p<<pageBits | j); s.slots.at(i).live() {
-				all = append(all, s.load(i, copyText))
+	var all []taskrec.Task
+	for p := range s.slots.Pages {
+		for j := range s.slots.Pages[p] {
+			if i := uint32(p<<taskrec.PageBits | j); s.slots.At(i).Live() {
+				all = append(all, s.load(i, taskrec.CopyText))
 			}
 		}
 	}
-	same := func(t *Task, f Field, v, want string) bool {
-		return want == "" || (f == 0 || t.Has(f)) && v != "" && fold(v) == fold(want)
+	same := func(t *taskrec.Task, f taskrec.Field, v, want string) bool {
+		return want == "" || (f == 0 || t.Has(f)) && v != "" && pyfmt.Fold(v) == pyfmt.Fold(want)
 	}
-	var match []Task
+	var match []taskrec.Task
 	for _, t := range all {
-		if !same(&t, FieldWorker, t.Worker, q.Worker) || !same(&t, FieldName, t.Name, q.TaskName) || !same(&t, 0, t.State, q.State) {
+		if !same(&t, taskrec.FieldWorker, t.Worker, q.Worker) || !same(&t, taskrec.FieldName, t.Name, q.TaskName) || !same(&t, 0, t.State, q.State) {
 			continue
 		}
-		if t.Has(FieldReceived) && (q.ReceivedStart != nil && t.Received < epoch(*q.ReceivedStart) || q.ReceivedEnd != nil && t.Received > epoch(*q.ReceivedEnd)) {
+		if t.Has(taskrec.FieldReceived) && (q.ReceivedStart != nil && t.Received < epoch(*q.ReceivedStart) || q.ReceivedEnd != nil && t.Received > epoch(*q.ReceivedEnd)) {
 			continue
 		}
 		match = append(match, t)
@@ -111,20 +114,20 @@ func scanTasks(s *State, q Query) []string {
 	if len(field) > 0 && field[0] == '-' {
 		field, desc = field[1:], true
 	}
-	key := func(t *Task) (bool, float64, string) {
+	key := func(t *taskrec.Task) (bool, float64, string) {
 		switch field {
 		case "received":
-			return t.Has(FieldReceived), t.Received, ""
+			return t.Has(taskrec.FieldReceived), t.Received, ""
 		case "started":
-			return t.Has(FieldStarted), t.Started, ""
+			return t.Has(taskrec.FieldStarted), t.Started, ""
 		case "name":
-			return t.Has(FieldName), 0, fold(t.Name)
+			return t.Has(taskrec.FieldName), 0, pyfmt.Fold(t.Name)
 		case "state":
-			return true, 0, fold(t.State)
+			return true, 0, pyfmt.Fold(t.State)
 		}
 		return true, orderKey(t), ""
 	}
-	slices.SortFunc(match, func(a, b Task) int {
+	slices.SortFunc(match, func(a, b taskrec.Task) int {
 		ha, na, sa := key(&a)
 		hb, nb, sb := key(&b)
 		if !ha {

@@ -7,6 +7,10 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/stamen-dev/stamen/internal/pyfmt"
+	"github.com/stamen-dev/stamen/internal/taskrec"
+	"github.com/stamen-dev/stamen/internal/tasksearch"
 )
 
 // NoLimit as Query.Limit returns every match.
@@ -31,7 +35,7 @@ type Query struct {
 	// ascending (last descending); ties go by task id. "" lists newest
 	// first: by timestamp descending, ties by id descending.
 	SortBy string
-	// Search is a query in the search language described in search.go.
+	// Search is a query in the search language of package tasksearch.
 	Search string
 	// ReceivedStart and ReceivedEnd drop tasks received before or after
 	// them; tasks never received are kept.
@@ -50,8 +54,7 @@ type filter struct {
 	worker, name, state string // folded; "" for no filter
 	start, end          float64
 	hasStart, hasEnd    bool
-	search              expr
-	m                   matcher
+	search              *tasksearch.Search
 	// ids is Query.IDs as a set; nil for no id filter.
 	ids map[string]struct{}
 	// v is the record the search and the started sort read, reused from
@@ -64,7 +67,7 @@ type filter struct {
 }
 
 func compile(q Query) (*filter, error) {
-	search, err := parseSearch(q.Search)
+	search, err := tasksearch.Compile(q.Search)
 	if err != nil {
 		return nil, err
 	}
@@ -89,12 +92,12 @@ func foldFilter(v string) string {
 	if v == "All" {
 		return ""
 	}
-	return fold(v)
+	return pyfmt.Fold(v)
 }
 
 // resolve looks up the filters' symbols; false when one names something no
 // task has, so that nothing can match.
-func (f *filter) resolve(y *symbols) bool {
+func (f *filter) resolve(y *taskrec.Symbols) bool {
 	for _, x := range [3]struct {
 		v   string
 		sym *uint32
@@ -102,7 +105,7 @@ func (f *filter) resolve(y *symbols) bool {
 		if x.v == "" {
 			continue
 		}
-		id, ok := y.lookup(x.v)
+		id, ok := y.Lookup(x.v)
 		if !ok {
 			return false
 		}
@@ -113,11 +116,11 @@ func (f *filter) resolve(y *symbols) bool {
 
 // sources returns the indexes whose union holds every match: the smallest
 // index of a filtered field, or every state's index.
-func (s *State) sources(f *filter) []*index {
-	var best *index
+func (s *State) sources(f *filter) []*taskrec.Index {
+	var best *taskrec.Index
 	for _, x := range [3]struct {
 		v   string
-		m   map[uint32]*index
+		m   map[uint32]*taskrec.Index
 		sym uint32
 	}{{f.state, s.byState, f.stateSym}, {f.name, s.byName, f.nameSym}, {f.worker, s.byWorker, f.workerSym}} {
 		if x.v == "" {
@@ -127,14 +130,14 @@ func (s *State) sources(f *filter) []*index {
 		if idx == nil {
 			return nil
 		}
-		if best == nil || idx.n < best.n {
+		if best == nil || idx.Len() < best.Len() {
 			best = idx
 		}
 	}
 	if best != nil {
-		return []*index{best}
+		return []*taskrec.Index{best}
 	}
-	all := make([]*index, 0, len(s.byState))
+	all := make([]*taskrec.Index, 0, len(s.byState))
 	for _, x := range s.byState {
 		all = append(all, x)
 	}
@@ -144,7 +147,7 @@ func (s *State) sources(f *filter) []*index {
 // match applies the filters, then the search, to slot i. Flower indexes
 // only non-empty names, workers and states, so an empty one never matches.
 func (s *State) match(f *filter, i uint32) bool {
-	sl := s.slots.at(i)
+	sl := s.slots.At(i)
 	if f.ids != nil {
 		if _, ok := f.ids[s.taskID(i)]; !ok {
 			return false
@@ -159,7 +162,7 @@ func (s *State) match(f *filter, i uint32) bool {
 	if f.state != "" && s.stateKey(sl) != f.stateSym {
 		return false
 	}
-	if sl.set&FieldReceived != 0 && (f.hasStart || f.hasEnd) {
+	if sl.Set&taskrec.FieldReceived != 0 && (f.hasStart || f.hasEnd) {
 		if r := s.receivedOf(sl); f.hasStart && r < f.start || f.hasEnd && r > f.end {
 			return false
 		}
@@ -168,29 +171,28 @@ func (s *State) match(f *filter, i uint32) bool {
 		return true
 	}
 	// A view is enough: the record is only read under the lock.
-	f.m.reset(s.view(&f.v, i, false))
-	return f.search.match(&f.m)
+	return f.search.Match(s.view(&f.v, i, false))
 }
 
 // newestFirst walks the union of indexes from the newest item, calling
 // fn until it returns false.
-func (s *State) newestFirst(xs []*index, fn func(slot uint32) bool) {
-	cs := make([]cursor, len(xs))
+func (s *State) newestFirst(xs []*taskrec.Index, fn func(slot uint32) bool) {
+	cs := make([]taskrec.Cursor, len(xs))
 	for i, x := range xs {
-		cs[i] = x.newest()
+		cs[i] = x.Newest()
 	}
 	for {
-		best, bestIt := -1, item{}
+		best, bestIt := -1, taskrec.Item{}
 		for i := range cs {
-			it, ok := cs[i].peek()
+			it, ok := cs[i].Peek()
 			if ok && (best < 0 || s.less(bestIt, it)) {
 				best, bestIt = i, it
 			}
 		}
-		if best < 0 || !fn(bestIt.slot) {
+		if best < 0 || !fn(bestIt.Slot) {
 			return
 		}
-		cs[best].next()
+		cs[best].Next()
 	}
 }
 
@@ -225,21 +227,21 @@ type sortKey struct {
 }
 
 func (s *State) keyOf(i uint32, field string, v *view) sortKey {
-	sl := s.slots.at(i)
+	sl := s.slots.At(i)
 	k := sortKey{slot: i}
 	switch field {
 	case "name":
-		if sl.set&FieldName != 0 {
-			k.val = 1 + s.sym.folded[sl.name]
+		if sl.Set&taskrec.FieldName != 0 {
+			k.val = 1 + s.sym.Folded[sl.Name]
 		}
 	case "state":
-		k.val = 1 + s.sym.folded[sl.state]
+		k.val = 1 + s.sym.Folded[sl.State]
 	case "received":
-		if sl.set&FieldReceived != 0 {
+		if sl.Set&taskrec.FieldReceived != 0 {
 			k.val, k.num = 1, s.receivedOf(sl)
 		}
 	case "started":
-		if sl.set&FieldStarted != 0 {
+		if sl.Set&taskrec.FieldStarted != 0 {
 			k.val, k.num = 1, s.view(v, i, false).Started
 		}
 	}
@@ -256,16 +258,16 @@ func (s *State) compareKeys(a, b sortKey) int {
 	case a.num != b.num:
 		return cmp.Compare(a.num, b.num)
 	case a.val != b.val:
-		return strings.Compare(s.sym.str(a.val-1), s.sym.str(b.val-1))
+		return strings.Compare(s.sym.Str(a.val-1), s.sym.Str(b.val-1))
 	}
 	return s.compareIDs(a.slot, b.slot)
 }
 
 // Tasks returns the tasks q selects, in order: filters, then search, then
-// sort, then offset and limit. An invalid search is a *SearchError; an
+// sort, then offset and limit. An invalid search is a *tasksearch.Error; an
 // invalid SortBy a plain error. It copies every record out at once; List
 // answers the same in chunks.
-func (s *State) Tasks(q Query) ([]Task, error) {
+func (s *State) Tasks(q Query) ([]taskrec.Task, error) {
 	p, err := newPlan(q)
 	if err != nil {
 		return nil, err
@@ -273,7 +275,7 @@ func (s *State) Tasks(q Query) ([]Task, error) {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	seqs := s.plan(p)
-	out := make([]Task, 0, len(seqs))
+	out := make([]taskrec.Task, 0, len(seqs))
 	for _, seq := range seqs {
 		// A sorted selection may release the lock (sortDetached).
 		if i, ok := s.liveSlot(seq); ok {
@@ -332,7 +334,7 @@ func (s *State) plan(p *plan) []uint64 {
 	// times its size as garbage.
 	total := 0
 	for _, x := range xs {
-		total += x.n
+		total += x.Len()
 	}
 	if limit == NoLimit && spec.field != "" && spec.field != "received" {
 		return s.sortDetached(p, xs, total)
@@ -425,7 +427,7 @@ func (s *State) byIDs(f *filter, spec sortSpec, offset, limit int) []uint64 {
 	slices.SortFunc(keys, func(a, b sortKey) int {
 		if spec.field == "" {
 			// Newest first, as newestFirst walks the indexes.
-			x, y := item{key: s.slots.at(a.slot).key, slot: a.slot}, item{key: s.slots.at(b.slot).key, slot: b.slot}
+			x, y := taskrec.Item{Key: s.slots.At(a.slot).Key, Slot: a.slot}, taskrec.Item{Key: s.slots.At(b.slot).Key, Slot: b.slot}
 			switch {
 			case s.less(y, x):
 				return -1
@@ -485,20 +487,20 @@ func (h *keyHeap[K]) sorted() []K {
 
 // receivedSpan is the part of the received-time index that a received
 // range selects, and the number of tasks received after it.
-func (s *State) receivedSpan(f *filter) (x *index, p, q pos, after int) {
+func (s *State) receivedSpan(f *filter) (x *taskrec.Index, p, q taskrec.Pos, after int) {
 	x = s.byReceived[received]
 	if x == nil {
-		return &index{}, pos{}, pos{}, 0
+		return &taskrec.Index{}, taskrec.Pos{}, taskrec.Pos{}, 0
 	}
-	p, q = x.all()
+	p, q = x.All()
 	end := q
 	if f.hasStart {
-		p = x.bound(f.start, false)
+		p = x.Bound(f.start, false)
 	}
 	if f.hasEnd {
-		q = x.bound(f.end, true)
+		q = x.Bound(f.end, true)
 	}
-	return x, p, q, x.count(q, end)
+	return x, p, q, x.Count(q, end)
 }
 
 // receivedFirst answers a default-order page of a received range from the
@@ -506,17 +508,17 @@ func (s *State) receivedSpan(f *filter) (x *index, p, q pos, after int) {
 // newest first would first pass over more tasks received after the range
 // than the range (plus the never-received tasks, which the filter keeps)
 // holds. It reports whether it did.
-func (s *State) receivedFirst(f *filter, xs []*index, offset, limit int, out *[]uint64) bool {
+func (s *State) receivedFirst(f *filter, xs []*taskrec.Index, offset, limit int, out *[]uint64) bool {
 	x, p, q, after := s.receivedSpan(f)
-	inRange := x.count(p, q)
+	inRange := x.Count(p, q)
 	never := s.byReceived[notReceived]
 	if never != nil {
-		inRange += never.n
+		inRange += never.Len()
 	}
 	walk := after
 	if len(xs) == 1 && s.live > 0 {
 		// A filtered index passes over its share of them.
-		walk = int(int64(after) * int64(xs[0].n) / int64(s.live))
+		walk = int(int64(after) * int64(xs[0].Len()) / int64(s.live))
 	}
 	if inRange >= walk {
 		return false
@@ -528,16 +530,16 @@ func (s *State) receivedFirst(f *filter, xs []*index, offset, limit int, out *[]
 	// The newest want matches, newest first. Walking the range from its
 	// latest received makes nearly every later candidate older than the
 	// ones kept, so insertions stay rare.
-	top := make([]item, 0, max(min(want, inRange), 0))
-	consider := func(it item) bool {
-		if !s.match(f, it.slot) {
+	top := make([]taskrec.Item, 0, max(min(want, inRange), 0))
+	consider := func(it taskrec.Item) bool {
+		if !s.match(f, it.Slot) {
 			return true
 		}
-		c := item{key: s.slots.at(it.slot).key, slot: it.slot}
+		c := taskrec.Item{Key: s.slots.At(it.Slot).Key, Slot: it.Slot}
 		if len(top) == want && !s.less(top[want-1], c) {
 			return true
 		}
-		i, _ := slices.BinarySearchFunc(top, c, func(e, t item) int {
+		i, _ := slices.BinarySearchFunc(top, c, func(e, t taskrec.Item) int {
 			if s.less(t, e) {
 				return -1
 			}
@@ -550,14 +552,14 @@ func (s *State) receivedFirst(f *filter, xs []*index, offset, limit int, out *[]
 		return true
 	}
 	if want > 0 {
-		x.walk(p, q, true, consider)
+		x.Walk(p, q, true, consider)
 		if never != nil {
-			a, b := never.all()
-			never.walk(a, b, true, consider)
+			a, b := never.All()
+			never.Walk(a, b, true, consider)
 		}
 	}
 	for _, it := range top[min(offset, len(top)):] {
-		*out = append(*out, s.seqOf(it.slot))
+		*out = append(*out, s.seqOf(it.Slot))
 	}
 	return true
 }
@@ -569,10 +571,10 @@ func (s *State) byReceivedTime(f *filter, desc bool, offset, limit int, out *[]u
 	x, p, q, _ := s.receivedSpan(f)
 	var never []uint32
 	if nx := s.byReceived[notReceived]; nx != nil {
-		a, b := nx.all()
-		nx.walk(a, b, false, func(it item) bool {
-			if s.match(f, it.slot) {
-				never = append(never, it.slot)
+		a, b := nx.All()
+		nx.Walk(a, b, false, func(it taskrec.Item) bool {
+			if s.match(f, it.Slot) {
+				never = append(never, it.Slot)
 			}
 			return true
 		})
@@ -600,9 +602,9 @@ func (s *State) byReceivedTime(f *filter, desc bool, offset, limit int, out *[]u
 	}
 	fromIndex := func() bool {
 		more := true
-		x.walk(p, q, desc, func(it item) bool {
-			if s.match(f, it.slot) {
-				more = take(it.slot)
+		x.Walk(p, q, desc, func(it taskrec.Item) bool {
+			if s.match(f, it.Slot) {
+				more = take(it.Slot)
 			}
 			return more
 		})
@@ -613,4 +615,38 @@ func (s *State) byReceivedTime(f *filter, desc bool, offset, limit int, out *[]u
 	} else {
 		_ = takeAll(never) && fromIndex()
 	}
+}
+
+// searchCandidates answers a default-order page from the candidates of
+// its search when there are few: the matches among them, newest first as
+// newestFirst walks them, then offset and limit. It reports whether it
+// did.
+func (s *State) searchCandidates(f *filter, offset, limit int, out *[]uint64) bool {
+	slots, ok := f.search.Candidates(tasksearch.Records{Slots: &s.slots, Arena: &s.arena, Symbols: &s.sym, TextIDs: s.textIDs})
+	if !ok {
+		return false
+	}
+	items := make([]taskrec.Item, 0, len(slots))
+	for _, i := range slots {
+		if s.match(f, i) {
+			items = append(items, taskrec.Item{Key: s.slots.At(i).Key, Slot: i})
+		}
+	}
+	slices.SortFunc(items, func(a, b taskrec.Item) int {
+		switch {
+		case s.less(b, a):
+			return -1
+		case s.less(a, b):
+			return 1
+		}
+		return 0
+	})
+	items = items[min(offset, len(items)):]
+	if limit != NoLimit {
+		items = items[:min(limit, len(items))]
+	}
+	for _, it := range items {
+		*out = append(*out, s.seqOf(it.Slot))
+	}
+	return true
 }

@@ -1,5 +1,9 @@
 package state
 
+import (
+	"github.com/stamen-dev/stamen/internal/taskrec"
+)
+
 // TaskRoute returns a task's name, worker and routing key (empty when
 // not set) without copying its record out: the activity statistics key
 // every task event by them, and most events carry none of them.
@@ -10,21 +14,21 @@ func (s *State) TaskRoute(id string) (name, worker, routingKey string, ok bool) 
 	if !ok {
 		return "", "", "", false
 	}
-	sl := s.slots.at(i)
-	if sl.set&FieldName != 0 {
-		name = s.sym.str(sl.name)
+	sl := s.slots.At(i)
+	if sl.Set&taskrec.FieldName != 0 {
+		name = s.sym.Str(sl.Name)
 	}
-	if sl.set&FieldWorker != 0 {
-		worker = s.sym.str(sl.worker)
+	if sl.Set&taskrec.FieldWorker != 0 {
+		worker = s.sym.Str(sl.Worker)
 	}
-	if sl.set&FieldRoutingKey == 0 {
+	if sl.Set&taskrec.FieldRoutingKey == 0 {
 		return name, worker, "", true
 	}
 	// The root and parent ids come last in a record: leaving them out of
 	// the fields read stops the unpacking before them, and the free text
 	// is not copied.
-	t := Task{Set: sl.set & taskFields &^ (FieldRootID | FieldParentID)}
-	if err := unpack(s.arena.get(sl.cold), sl.key, &t, &s.sym, func([]byte) string { return "" }, nil); err != nil {
+	t := taskrec.Task{Set: sl.Set & taskrec.TaskFields &^ (taskrec.FieldRootID | taskrec.FieldParentID)}
+	if err := taskrec.Unpack(s.arena.Get(sl.Cold), sl.Key, &t, &s.sym, func([]byte) string { return "" }, nil); err != nil {
 		return name, worker, "", true
 	}
 	return name, worker, t.RoutingKey, true

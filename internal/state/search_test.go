@@ -1,238 +1,212 @@
 package state
 
 import (
-	"errors"
+	"fmt"
+	"math/rand/v2"
 	"slices"
 	"strings"
 	"testing"
 
-	"github.com/google/go-cmp/cmp"
-	"github.com/google/go-cmp/cmp/cmpopts"
+	"github.com/stamen-dev/stamen/internal/celery"
+	"github.com/stamen-dev/stamen/internal/taskrec"
+	"github.com/stamen-dev/stamen/internal/tasksearch"
 )
 
-func TestSearchErrors(t *testing.T) {
-	tests := []struct {
-		query, want string
-	}{
-		{"ab", "Substring search terms must contain at least 3 characters at position 0."},
-		{"result:5", "Substring search terms must contain at least 3 characters at position 0."},
-		{"   ab  ", "Substring search terms must contain at least 3 characters at position 0."},
-		{"foo ab", "Substring search terms must contain at least 3 characters at position 4."},
-		{"ééé ab", "Substring search terms must contain at least 3 characters at position 4."},
-		{`" ab "`, "Substring search terms must contain at least 3 characters at position 0."},
-		{"kwargs:ab", "Substring search terms must contain at least 3 characters at position 0."},
-		{"ab OR", "Substring search terms must contain at least 3 characters at position 0."},
-		{"-foo", "Negation with '-' is not supported at position 0."},
-		{"foo -bar", "Negation with '-' is not supported at position 4."},
-		{"NOT foo", "NOT is not supported at position 0."},
-		{"foo NOT", "NOT is not supported at position 4."},
-		{"(foo", "Missing closing parenthesis at position 0."},
-		{"foo (bar OR baz", "Missing closing parenthesis at position 4."},
-		{"()", "Empty group at position 0."},
-		{"foo ( )", "Empty group at position 4."},
-		{`foo "bar`, "Unterminated quoted phrase at position 4."},
-		{`""`, "Empty search term at position 0."},
-		{`foo ""`, "Empty search term at position 4."},
-		{"name:", "Search qualifier requires a value at position 0."},
-		{"state:", "Search qualifier requires a value at position 0."},
-		{"foo AND", "AND must be followed by a search term at position 4."},
-		{"foo AND OR bar", "AND must be followed by a search term at position 4."},
-		{"foo AND )", "AND must be followed by a search term at position 4."},
-		{"foo OR", "OR must be followed by a search term at position 4."},
-		{"foo OR AND bar", "OR must be followed by a search term at position 4."},
-		{"foo)", "Unexpected ')' at position 3."},
-		{"(foo) bar)", "Unexpected ')' at position 9."},
-		{"AND foo", "Expected a search term at position 0."},
-		{"OR foo", "Expected a search term at position 0."},
-		{")", "Expected a search term at position 0."},
-		{"foo (", "Expected a search term at position 5."},
-		{"((((((foo))))))", "Query nesting exceeds 5 levels at position 5."},
-		{strings.Repeat("a", 2049), "Query exceeds 2048 characters."},
-		{strings.TrimSpace(strings.Repeat("abc ", 129)), "Query exceeds 128 tokens."},
-		{strings.Repeat("(", 129), "Query exceeds 128 tokens."},
+// searchID is a canonical uuid, or now and then an id kept as text.
+func searchID(r *rand.Rand) string {
+	var b [16]byte
+	for i := range b {
+		b[i] = byte(r.Uint32())
 	}
-	for _, tc := range tests {
-		_, err := parseSearch(tc.query)
-		var se *SearchError
-		if !errors.As(err, &se) {
-			t.Errorf("parseSearch(%.30q) = %v, want a SearchError", tc.query, err)
-			continue
-		}
-		if se.Error() != tc.want {
-			t.Errorf("parseSearch(%.30q) = %q, want %q", tc.query, se.Error(), tc.want)
-		}
+	id := taskrec.FormatUUID(b)
+	switch r.IntN(20) {
+	case 0:
+		return strings.ToUpper(id)
+	case 1:
+		return "job-" + id[:13]
 	}
+	return id
 }
 
-func TestSearchValid(t *testing.T) {
-	for _, q := range []string{
-		"", "   ", "abc", "name:-foo", `"NOT" foo`, `"AND"`, "(((((foo)))))", "state:x", "kwargs:a=",
-		"kwargs:=", "foo:ab", "NAME:foo", "a\\\"b", `kwargs:"connection refused"`,
-		strings.Repeat("a", 2048), "  " + strings.Repeat("a", 2048) + "  ",
-		strings.TrimSpace(strings.Repeat("abc ", 128)),
-		"foo AND bar OR (baz qux) OR state:SUCCESS",
-	} {
-		if _, err := parseSearch(q); err != nil {
-			t.Errorf("parseSearch(%.30q): %v", q, err)
+// mixCase turns some letters of s to upper case.
+func mixCase(r *rand.Rand, s string) string {
+	b := []byte(s)
+	for i, c := range b {
+		if 'a' <= c && c <= 'z' && r.IntN(2) == 0 {
+			b[i] = c - 'a' + 'A'
 		}
 	}
+	return string(b)
 }
 
-// searchTasks are the records the matching tests search.
-func searchTasks() []Task {
-	all := FieldName | FieldArgs | FieldKwargs
-	return []Task{
-		{
-			UUID: "aaaa0001-0000-0000-0000-000000000000", Name: "proj.add", State: Success,
-			Worker: "w1@host", Args: "(2, 3)", Kwargs: "{'user': 'Bob', 'n': 5, 'flag': None}", Result: "5",
-			Set: all | FieldWorker | FieldResult,
-		},
-		{
-			UUID: "bbbb0002-0000-0000-0000-000000000000", Name: "proj.mail", State: Failure,
-			Worker: "w2@host", Args: "('x@y.z',)", Kwargs: "{'to': 'ALICE', 'retry': True}",
-			Set: all | FieldWorker,
-		},
-		{
-			UUID: "cccc0003-0000-0000-0000-000000000000", Name: "proj.add", State: Pending,
-			Args: "(1, 1)", Kwargs: "{}", Set: all,
-		},
-	}
+// fragment is a piece of s from a random offset.
+func fragment(r *rand.Rand, s string) string {
+	n := 3 + r.IntN(min(len(s)-2, 18))
+	start := r.IntN(len(s) - n + 1)
+	return s[start : start+n]
 }
 
-func TestSearchMatch(t *testing.T) {
-	tests := []struct {
-		query string
-		want  []string // uuid prefixes
-	}{
-		{"", []string{"aaaa", "bbbb", "cccc"}},
-		{"state:success", []string{"aaaa"}},
-		{"STATE:Success", []string{"aaaa"}},
-		{"state:succ", nil},
-		{"state:SUCCESS OR state:failure", []string{"aaaa", "bbbb"}},
-		{"name:add", []string{"aaaa", "cccc"}},
-		{"add mail", nil},
-		{"add AND proj", []string{"aaaa", "cccc"}},
-		{"add OR mail", []string{"aaaa", "bbbb", "cccc"}},
-		{"worker:w2@", []string{"bbbb"}},
-		{"w1@host", []string{"aaaa"}},
-		{"pending", []string{"cccc"}},
-		{"bbbb0002", []string{"bbbb"}},
-		{"kwargs:user=bob", []string{"aaaa"}},
-		{`kwargs:"user = bob"`, []string{"aaaa"}},
-		{"kwargs:user=bo", nil},
-		{"kwargs:flag=", []string{"aaaa"}},
-		{"kwargs:retry=true", []string{"bbbb"}},
-		{"kwargs:n=5", []string{"aaaa"}},
-		{"kwargs:alice", []string{"bbbb"}},
-		{"args:x@y", []string{"bbbb"}},
-		{"result:proj", nil},
-		{"(name:add AND state:pending) OR worker:w2@host", []string{"bbbb", "cccc"}},
-		{"(name:add state:pending) OR (name:mail)", []string{"bbbb", "cccc"}},
-		{`"proj.add"`, []string{"aaaa", "cccc"}},
-		{"add\x00success", []string{"aaaa"}},
-		{"add\x00pending", []string{"cccc"}},
-		{"add\x00failure", nil},
-		{"0000\x00proj.add\x00success", []string{"aaaa"}},
-	}
-	tasks := searchTasks()
-	for _, tc := range tests {
-		e, err := parseSearch(tc.query)
-		if err != nil {
-			t.Errorf("parseSearch(%q): %v", tc.query, err)
-			continue
-		}
-		var got []string
-		var m matcher
-		for i := range tasks {
-			m.reset(&tasks[i])
-			if e == nil || e.match(&m) {
-				got = append(got, tasks[i].UUID[:4])
+// searchState holds tasks whose args, kwargs, results, names and workers
+// quote pieces of other tasks' ids in any case, some evicted and some
+// updated, so that the arena holds dead copies of records.
+// Up to bigs of them have records larger than a chunk.
+func searchState(t testing.TB, r *rand.Rand, n, bigs int) (*State, []string) {
+	s := New(Config{MaxTasks: n * 3 / 4})
+	var ids []string
+	var evs []celery.Event
+	big := 0
+	for i := range n {
+		id := searchID(r)
+		ids = append(ids, id)
+		w := fmt.Sprintf("w%d@host", i%3)
+		extra := map[string]any{"name": []string{"proj.add", "proj.mail"}[i%2]}
+		if i > 0 && r.IntN(8) == 0 {
+			other := ids[r.IntN(len(ids))]
+			switch r.IntN(5) {
+			case 0:
+				extra["args"] = fmt.Sprintf("('%s', 2)", mixCase(r, other))
+			case 1:
+				extra["kwargs"] = fmt.Sprintf("{'ref': '%s'}", mixCase(r, other))
+			case 2:
+				extra["name"] = "proj.t" + mixCase(r, fragment(r, other))
+			case 3:
+				w = "w-" + fragment(r, other) + "@host"
+			case 4:
+				if i < n/2 || big == bigs {
+					break
+				}
+				big++
+				// Larger than a chunk: a record of its own chunk.
+				extra["args"] = "('" + strings.Repeat("x", taskrec.ChunkSize) + mixCase(r, other) + "',)"
 			}
 		}
-		if diff := cmp.Diff(tc.want, got, cmpopts.EquateEmpty()); diff != "" {
-			t.Errorf("search %q (-want +got):\n%s", tc.query, diff)
+		if r.IntN(40) == 0 {
+			// Hex letters only, in any case.
+			extra["kwargs"] = "{'sum': '" + mixCase(r, "xdeadbeefcafe-bad") + "'}"
+		}
+		if r.IntN(50) == 0 {
+			extra["args"] = "('qzaﬀ0-\u212a', 'café')"
+		}
+		ts := 1.7e9 + float64(i)
+		evs = append(evs, taskEv(t, "received", id, w, ts, extra))
+		if r.IntN(2) == 0 {
+			res := map[string]any{"result": "'" + mixCase(r, ids[r.IntN(len(ids))]) + "'"}
+			evs = append(evs, taskEv(t, "succeeded", id, w, ts+0.5, res))
 		}
 	}
+	s.Apply(evs...)
+	return s, ids
 }
 
-func TestKwargsPairs(t *testing.T) {
-	tests := []struct {
-		kwargs string
-		want   []string
-	}{
-		{"{'user': 'Bob', 'n': 5}", []string{"user=bob", "n=5"}},
-		{"{'a': None, 'b': True, 'c': 1.50, 'd': [1, 'x'], 'e': (1,), 'f': {'g': 'H'}, 'g': ()}",
-			[]string{"a=", "b=true", "c=1.5", "d=[1, 'x']", "e=(1,)", "f={'g': 'h'}", "g=()"}},
-		{"{1: 'x', 2.0: b'y\\n', None: 'z'}", []string{"1=x", "2.0=b'y\\n'", "=z"}},
-		{"{'a': 1, 'a': 2}", []string{"a=2"}},
-		{"{1: 'a', True: 'b', 1.0: 'c'}", []string{"1=c"}},
-		{`{'k': 'it\'s', "q": "say \"hi\""}`, []string{"k=it's", `q=say "hi"`}},
-		{"{'name': 'Zoë', 'e': '\\xe9', 'u': '\\u00c9', 'U': '\\U0001F600'}", []string{"name=zoë", "e=é", "u=é", "u=😀"}},
-		{"{'k': -3, 'h': 0x10, 'o': 0o17, 'b': 0b11, 'big': 123456789012345678901234567890, 'u': 1_000}",
-			[]string{"k=-3", "h=16", "o=15", "b=3", "big=123456789012345678901234567890", "u=1000"}},
-		{"{'s': {1, 2}, 'l': [[]], 'n': [None, 'é\\n', '\\x00']}", []string{"s={1, 2}", "l=[[]]", `n=[none, 'é\n', '\x00']`}},
-		{"{'e': 1e400, 'f': -2.5e-7, 'g': 1e16, 'h': 3.}", []string{"e=inf", "f=-2.5e-07", "g=1e+16", "h=3.0"}},
-		{"{'a': 'x' 'y', 'r': r'a\\b', 'b': B'\\xff'}", []string{"a=xy", `r=a\b`, `b=b'\xff'`}},
-		{"{'quote': \"it's\", 'both': 'a\"b\\'c'}", []string{"quote=it's", `both=a"b'c`}},
-		{"  {'k': 'v',}  ", []string{"k=v"}},
-		{"{'t': ('a', 'b'), 'p': (1)}", []string{"t=('a', 'b')", "p=1"}},
-		{"{}", nil},
-		{"", nil},
-		{"not a dict", nil},
-		{"['a']", nil},
-		{"{'a': 1", nil},
-		{"{'a': 1}x", nil},
-		{"{'k': 'v...", nil},
-		{"{'k': float}", nil},
-		{"{'k': 1j}", nil},
-		{"{'k': 012}", nil},
-		{"{[1]: 2}", nil},
-		{"{'k': f'x'}", nil},
-		{"{'k': '\\N{BULLET}'}", nil},
-		{strings.Repeat("[", 500), nil},
-		{"{'k': " + strings.Repeat("[", 500) + strings.Repeat("]", 500) + "}", nil},
+// slowTasks is what Tasks answers, found by matching every task.
+// all holds every task of each State filter, newest first.
+func slowTasks(t testing.TB, s *State, q Query, all map[string][]taskrec.Task) []string {
+	t.Helper()
+	search, err := tasksearch.Compile(q.Search)
+	if err != nil {
+		t.Fatal(err)
 	}
-	for _, tc := range tests {
-		got := kwargsPairs(nil, tc.kwargs)
-		want := slices.Clone(tc.want)
-		for i := range want {
-			want[i] = fold(want[i])
-		}
-		if diff := cmp.Diff(want, got, cmpopts.EquateEmpty()); diff != "" {
-			t.Errorf("kwargsPairs(%.60q) (-want +got):\n%s", tc.kwargs, diff)
-		}
-	}
-}
-
-func FuzzKwargsPairs(f *testing.F) {
-	for _, s := range []string{"{'a': 1}", "{'k': [1, (2,), {3}], 'b': b'\\x00'}", `{"q": r'\'', 1.5: None}`} {
-		f.Add(s)
-	}
-	f.Fuzz(func(t *testing.T, s string) {
-		_ = kwargsPairs(nil, s)
-	})
-}
-
-func FuzzParseSearch(f *testing.F) {
-	for _, s := range []string{"ab", "(foo OR bar) baz", `kwargs:"a = b"`, `"x\"y"`, "((((((a))))))"} {
-		f.Add(s)
-	}
-	tasks := searchTasks()
-	f.Fuzz(func(t *testing.T, q string) {
-		e, err := parseSearch(q)
+	if all[q.State] == nil {
+		tasks, err := s.Tasks(Query{Limit: NoLimit, State: q.State})
 		if err != nil {
-			var se *SearchError
-			if !errors.As(err, &se) || !strings.HasSuffix(se.Error(), ".") {
-				t.Fatalf("error %v", err)
-			}
+			t.Fatal(err)
+		}
+		all[q.State] = tasks
+	}
+	tasks := all[q.State]
+	var out []string
+	for i := range tasks {
+		if search.Match(&tasks[i]) {
+			out = append(out, tasks[i].UUID)
+		}
+	}
+	out = out[min(q.Offset, len(out)):]
+	if q.Limit != NoLimit {
+		out = out[:min(q.Limit, len(out))]
+	}
+	return out
+}
+
+func TestSearchCandidatesMatchEveryTask(t *testing.T) {
+	r := rand.New(rand.NewPCG(1, 2))
+	s, ids := searchState(t, r, 2000, 3)
+	fast := 0
+	all := map[string][]taskrec.Task{}
+	for range 400 {
+		id := ids[r.IntN(len(ids))]
+		frag := fragment(r, id)
+		switch r.IntN(6) {
+		case 0:
+			frag = strings.ToUpper(frag)
+		case 1:
+			frag = strings.ReplaceAll(frag, "-", "")
+		case 2:
+			frag = frag + " state:SUCCESS"
+		case 3:
+			frag = frag + " OR " + fragment(r, ids[r.IntN(len(ids))])
+		case 4:
+			frag = []string{"ﬀ0-", "zaff0-", "aFf0-k", "deadbeef", "BEEFCA", "fe-ba", "abcdef", "xDEAD"}[r.IntN(8)]
+		}
+		q := Query{Limit: 100, Search: frag}
+		switch r.IntN(4) {
+		case 0:
+			q.Offset = r.IntN(3)
+		case 1:
+			q.Limit = 1
+		case 2:
+			q.State = "SUCCESS"
+		}
+		search, err := tasksearch.Compile(q.Search)
+		if err != nil {
+			continue // too short once hyphens are gone
+		}
+		if _, ok := search.Candidates(tasksearch.Records{Slots: &s.slots, Arena: &s.arena, Symbols: &s.sym, TextIDs: s.textIDs}); ok {
+			fast++
+		}
+		want := slowTasks(t, s, q, all)
+		got, err := s.Tasks(q)
+		if err != nil {
+			t.Fatal(err)
+		}
+		gotIDs := make([]string, len(got))
+		for i := range got {
+			gotIDs[i] = got[i].UUID
+		}
+		if !slices.Equal(gotIDs, want) {
+			t.Fatalf("search %+v: got %q, want %q", q, gotIDs, want)
+		}
+	}
+	if fast < 200 {
+		t.Fatalf("only %d searches took the candidate scan", fast)
+	}
+}
+
+// FuzzSearchCandidates compares the answers of searches with those of
+// matching every task.
+func FuzzSearchCandidates(f *testing.F) {
+	r := rand.New(rand.NewPCG(5, 6))
+	s, ids := searchState(f, r, 400, 0)
+	for _, seed := range []string{ids[350][24:], ids[390][9:23], strings.ToUpper(ids[399][3:17]), "zaff0-", "aFf0-k", "-4", "0-9 OR 123", "DeadBeef", "abcdef"} {
+		f.Add(seed, 0)
+	}
+	all := map[string][]taskrec.Task{}
+	slowTasks(f, s, Query{Limit: NoLimit}, all)
+	f.Fuzz(func(t *testing.T, search string, offset int) {
+		q := Query{Limit: 10, Offset: offset & 3, Search: search}
+		if _, err := tasksearch.Parse(search); err != nil {
 			return
 		}
-		var m matcher
-		for i := range tasks {
-			m.reset(&tasks[i])
-			if e != nil {
-				e.match(&m)
-			}
+		want := slowTasks(t, s, q, all)
+		got, err := s.Tasks(q)
+		if err != nil {
+			t.Fatal(err)
+		}
+		gotIDs := make([]string, len(got))
+		for i := range got {
+			gotIDs[i] = got[i].UUID
+		}
+		if !slices.Equal(gotIDs, want) {
+			t.Fatalf("search %q offset %d: got %q, want %q", search, q.Offset, gotIDs, want)
 		}
 	})
 }

@@ -5,6 +5,8 @@ import (
 	"cmp"
 	"runtime"
 	"strings"
+
+	"github.com/stamen-dev/stamen/internal/taskrec"
 )
 
 // selectChunk is how many tasks a sorted page examines per read lock. A
@@ -52,12 +54,12 @@ func (s *State) stableKeyOf(i uint32, field string, v *view) stableKey {
 	k := s.keyOf(i, field, v)
 	sk := stableKey{has: k.val != 0, num: k.num, seq: s.seqOf(i)}
 	if k.val != 0 && (field == "name" || field == "state") {
-		sk.str = s.sym.str(k.val - 1)
+		sk.str = s.sym.Str(k.val - 1)
 	}
-	if sl := s.slots.at(i); sl.hasTextID() {
+	if sl := s.slots.At(i); sl.HasTextID() {
 		sk.text, sk.isText = s.textIDs[i], true
 	} else {
-		sk.uuid = sl.id
+		sk.uuid = sl.ID
 	}
 	return sk
 }
@@ -88,7 +90,7 @@ func (k *stableKey) id() string {
 	if k.isText {
 		return k.text
 	}
-	return formatUUID(k.uuid)
+	return taskrec.FormatUUID(k.uuid)
 }
 
 // sortedInChunks selects a sorted page as plan does, reading selectChunk

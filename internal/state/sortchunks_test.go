@@ -9,6 +9,8 @@ import (
 	"testing"
 
 	gocmp "github.com/google/go-cmp/cmp"
+
+	"github.com/stamen-dev/stamen/internal/taskrec"
 )
 
 // chunkID is the id of the n-th task of a chunk test: ids order as n.
@@ -188,7 +190,7 @@ func TestSortedPagesWhileApplying(t *testing.T) {
 					t.Fatalf("%s is %s, want STARTED", task.UUID, task.State)
 				}
 			}
-			sorted := slices.IsSortedFunc(got, func(a, b Task) int {
+			sorted := slices.IsSortedFunc(got, func(a, b taskrec.Task) int {
 				c := cmp.Or(cmp.Compare(a.Name, b.Name), cmp.Compare(a.UUID, b.UUID))
 				if sortBy[0] == '-' {
 					return -c
@@ -287,7 +289,7 @@ func TestUnpagedSortBetweenChunks(t *testing.T) {
 			}
 			var got []string
 			states := map[string]string{}
-			for l.Next(10, func(task *Task) {
+			for l.Next(10, func(task *taskrec.Task) {
 				// The task's strings are valid only during the call.
 				id := strings.Clone(task.UUID)
 				got = append(got, id)

@@ -5,13 +5,15 @@ import (
 	"context"
 	"slices"
 	"time"
+
+	"github.com/stamen-dev/stamen/internal/taskrec"
 )
 
 // unfinished are the states a task waits in for a later event: Celery's
 // unready states a worker's events move on (PENDING, RECEIVED, STARTED,
 // RETRY). REJECTED and custom states are left alone: nothing says a
 // result will follow them.
-var unfinished = [...]string{Pending, Received, Started, Retry}
+var unfinished = [...]string{taskrec.Pending, taskrec.Received, taskrec.Started, taskrec.Retry}
 
 // StaleTasks returns the ids of at most limit tasks in an unfinished state
 // whose latest event is older than before, oldest first: the tasks whose
@@ -27,23 +29,23 @@ func (s *State) StaleTasks(_ context.Context, before time.Time, limit int) ([]st
 	cut := epoch(before)
 	s.mu.RLock()
 	defer s.mu.RUnlock()
-	var found []item
+	var found []taskrec.Item
 	for _, st := range unfinished {
-		id, ok := s.sym.lookup(st)
+		id, ok := s.sym.Lookup(st)
 		if !ok {
 			continue
 		}
-		x := s.byState[s.sym.folded[id]]
+		x := s.byState[s.sym.Folded[id]]
 		if x == nil {
 			continue
 		}
 		// An index holds every state that folds to its key (a custom
 		// "started" shares STARTED's): check the slot's own state.
-		from, _ := x.all()
-		to := x.bound(cut, false)
+		from, _ := x.All()
+		to := x.Bound(cut, false)
 		n := 0
-		x.walk(from, to, false, func(it item) bool {
-			if s.slots.at(it.slot).state != id {
+		x.Walk(from, to, false, func(it taskrec.Item) bool {
+			if s.slots.At(it.Slot).State != id {
 				return true
 			}
 			found = append(found, it)
@@ -51,16 +53,16 @@ func (s *State) StaleTasks(_ context.Context, before time.Time, limit int) ([]st
 			return n < limit
 		})
 	}
-	slices.SortFunc(found, func(a, b item) int {
-		if c := cmp.Compare(a.key, b.key); c != 0 {
+	slices.SortFunc(found, func(a, b taskrec.Item) int {
+		if c := cmp.Compare(a.Key, b.Key); c != 0 {
 			return c
 		}
-		return cmp.Compare(a.slot, b.slot)
+		return cmp.Compare(a.Slot, b.Slot)
 	})
 	found = found[:min(len(found), limit)]
 	ids := make([]string, len(found))
 	for i, it := range found {
-		ids[i] = s.taskID(it.slot)
+		ids[i] = s.taskID(it.Slot)
 	}
 	return ids, nil
 }

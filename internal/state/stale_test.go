@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/stamen-dev/stamen/internal/taskrec"
 )
 
 func staleID(i int) string { return fmt.Sprintf("00000000-0000-4000-8000-%012d", i) }
@@ -69,7 +71,7 @@ func TestReconciledEvent(t *testing.T) {
 	s.Apply(e, gone)
 
 	task, ok := s.Task(staleID(1))
-	if !ok || task.State != Success || task.Worker != "w@h" || task.Result != "3" || task.Succeeded != 1500 {
+	if !ok || task.State != taskrec.Success || task.Worker != "w@h" || task.Result != "3" || task.Succeeded != 1500 {
 		t.Errorf("reconciled task: %+v", task)
 	}
 	if _, ok := s.Task(staleID(2)); ok {
@@ -94,7 +96,7 @@ func TestReconciledEventFinishUnknown(t *testing.T) {
 	e.Reconciled = true
 	s.Apply(e)
 	task, ok := s.Task(staleID(3))
-	if !ok || task.State != Failure || task.Exception != "KeyError('x')" || task.Has(FieldWorker) {
+	if !ok || task.State != taskrec.Failure || task.Exception != "KeyError('x')" || task.Has(taskrec.FieldWorker) {
 		t.Fatalf("reconciled unknown task: %+v (held %v)", task, ok)
 	}
 	if ws := s.Workers(); len(ws) != 0 {

@@ -11,9 +11,9 @@ import (
 	"strings"
 	"sync"
 	"time"
-	"unsafe"
 
 	"github.com/stamen-dev/stamen/internal/celery"
+	"github.com/stamen-dev/stamen/internal/taskrec"
 )
 
 // Defaults of Config, Celery's own (Flower passes --max_tasks, 100000).
@@ -50,7 +50,7 @@ type Config struct {
 // one ingest goroutine while any number of readers query; all methods are
 // safe for concurrent use.
 //
-// Task records are kept compact (see slots.go and pack.go) and indexed by
+// Task records are kept compact (see package taskrec) and indexed by
 // state, task name and worker, each index sorted newest first, so that the
 // pages of GET /api/tasks cost the same at ten thousand and a million
 // tasks.
@@ -60,26 +60,26 @@ type State struct {
 	maxWorkers int
 	now        func() time.Time
 
-	slots slab
-	arena arena
-	sym   symbols
+	slots taskrec.Slab
+	arena taskrec.Arena
+	sym   taskrec.Symbols
 	// created counts the tasks ever created; the next one takes slot
 	// created mod maxTasks, evicting the oldest.
 	created uint64
 	live    int
-	byUUID  idTable
+	byUUID  taskrec.IDTable
 	// Ids that are not canonical uuids, both ways.
 	byText  map[string]uint32
 	textIDs map[uint32]string
 
 	// The indexes, by casefolded symbol: every task is in the one of its
 	// state; a task with a name (worker) in the one of its name (worker).
-	byState  map[uint32]*index
-	byName   map[uint32]*index
-	byWorker map[uint32]*index
+	byState  map[uint32]*taskrec.Index
+	byName   map[uint32]*taskrec.Index
+	byWorker map[uint32]*taskrec.Index
 	// byReceived holds two indexes: the received tasks by received time,
 	// the others by timestamp.
-	byReceived map[uint32]*index
+	byReceived map[uint32]*taskrec.Index
 	// children lists, per parent id, the slots of the tasks that name it
 	// as their parent, whether that parent is known or not (yet).
 	children map[string][]uint32
@@ -92,7 +92,7 @@ type State struct {
 	clock int64
 
 	buf  []byte // scratch for packing
-	less lessFunc
+	less taskrec.LessFunc
 
 	// dirty holds the slots changed since the last Drain, and types the
 	// task types that came (true) or went (false); nil unless changes are
@@ -124,15 +124,15 @@ func New(cfg Config) *State {
 		maxTasks:   cfg.MaxTasks,
 		maxWorkers: cfg.MaxWorkers,
 		now:        cfg.Now,
-		arena:      newArena(),
-		sym:        newSymbols(),
-		byUUID:     newIDTable(),
+		arena:      taskrec.NewArena(),
+		sym:        taskrec.NewSymbols(),
+		byUUID:     taskrec.NewIDTable(),
 		byText:     make(map[string]uint32),
 		textIDs:    make(map[uint32]string),
-		byState:    make(map[uint32]*index),
-		byName:     make(map[uint32]*index),
-		byWorker:   make(map[uint32]*index),
-		byReceived: make(map[uint32]*index),
+		byState:    make(map[uint32]*taskrec.Index),
+		byName:     make(map[uint32]*taskrec.Index),
+		byWorker:   make(map[uint32]*taskrec.Index),
+		byReceived: make(map[uint32]*taskrec.Index),
 		children:   make(map[string][]uint32),
 		workers:    make(map[string]*worker),
 	}
@@ -200,7 +200,7 @@ type heldTask struct {
 	held      bool
 	uuid      string // as the events spell it
 	i         uint32
-	t         Task
+	t         taskrec.Task
 	known     bool // the record was in the state before
 	oldParent string
 }
@@ -301,21 +301,21 @@ func (s *State) addWorker(hostname string) *worker {
 // states rank between FAILURE and REVOKED.
 func precedence(state string) int {
 	switch state {
-	case Success:
+	case taskrec.Success:
 		return 0
-	case Failure:
+	case taskrec.Failure:
 		return 1
-	case Revoked:
+	case taskrec.Revoked:
 		return 3
-	case Started:
+	case taskrec.Started:
 		return 4
-	case Received:
+	case taskrec.Received:
 		return 5
-	case Rejected:
+	case taskrec.Rejected:
 		return 6
-	case Retry:
+	case taskrec.Retry:
 		return 7
-	case Pending:
+	case taskrec.Pending:
 		return 8
 	}
 	return 2
@@ -323,24 +323,24 @@ func precedence(state string) int {
 
 // taskState maps the subject of a task-<subject> event to its state and
 // the field that records when it happened (0 for custom events).
-func taskState(subject string) (string, Field) {
+func taskState(subject string) (string, taskrec.Field) {
 	switch subject {
 	case "sent":
-		return Pending, FieldSent
+		return taskrec.Pending, taskrec.FieldSent
 	case "received":
-		return Received, FieldReceived
+		return taskrec.Received, taskrec.FieldReceived
 	case "started":
-		return Started, FieldStarted
+		return taskrec.Started, taskrec.FieldStarted
 	case "succeeded":
-		return Success, FieldSucceeded
+		return taskrec.Success, taskrec.FieldSucceeded
 	case "failed":
-		return Failure, FieldFailed
+		return taskrec.Failure, taskrec.FieldFailed
 	case "retried":
-		return Retry, FieldRetried
+		return taskrec.Retry, taskrec.FieldRetried
 	case "revoked":
-		return Revoked, FieldRevoked
+		return taskrec.Revoked, taskrec.FieldRevoked
 	case "rejected":
-		return Rejected, FieldRejected
+		return taskrec.Rejected, taskrec.FieldRejected
 	}
 	return strings.ToUpper(subject), 0
 }
@@ -360,14 +360,14 @@ func (s *State) taskEvent(e *celery.Event, subject string, clock int64, localRec
 	if subject == "sent" {
 		// task-sent comes from the client, not from a worker.
 		t.Client = e.Hostname
-		t.Set |= FieldClient
+		t.Set |= taskrec.FieldClient
 	} else if !e.Reconciled {
 		w := s.workers[e.Hostname]
 		if w == nil {
 			w = s.addWorker(e.Hostname)
 		}
 		t.Worker = w.Hostname
-		t.Set |= FieldWorker
+		t.Set |= taskrec.FieldWorker
 		w.lastEvent = localReceived
 		// A task event is a heartbeat too. Celery passes its two times
 		// swapped here, so what it records is the event's own timestamp;
@@ -379,19 +379,19 @@ func (s *State) taskEvent(e *celery.Event, subject string, clock int64, localRec
 
 	state, at := taskState(subject)
 	if at != 0 {
-		setFloat(t, at, floatOf(t, at), e.Timestamp)
+		setFloat(t, at, taskrec.FloatOf(t, at), e.Timestamp)
 	}
 	// An event whose state precedes the current one arrived out of order:
 	// it does not change the state. A late task-received only contributes
 	// its own details; any other late event is still copied in, timestamp
 	// and clock included, exactly as Celery updates the record's __dict__.
-	late := state != Retry && t.State != Retry && precedence(state) > precedence(t.State)
-	if late && state == Received {
+	late := state != taskrec.Retry && t.State != taskrec.Retry && precedence(state) > precedence(t.State)
+	if late && state == taskrec.Received {
 		copyReceived(t, e)
 	} else {
 		copyAll(t, e)
 		t.Clock = clock
-		setFloat(t, FieldTimestamp, &t.Timestamp, e.Timestamp)
+		setFloat(t, taskrec.FieldTimestamp, &t.Timestamp, e.Timestamp)
 		if !late {
 			t.State = state
 		}
@@ -406,11 +406,11 @@ func (s *State) hold(h *heldTask, uuid string) {
 		// Views into the arena are safe here: the record is rewritten
 		// before the arena can reuse their bytes, and nothing keeps them
 		// but the children map, which copies its key.
-		h.t = s.load(i, viewText)
+		h.t = s.load(i, taskrec.ViewText)
 		h.oldParent = parentOf(&h.t)
 	} else {
 		h.i = s.addTask(uuid)
-		h.t = Task{UUID: uuid, State: Pending}
+		h.t = taskrec.Task{UUID: uuid, State: taskrec.Pending}
 	}
 }
 
@@ -438,8 +438,8 @@ func (s *State) release(h *heldTask) {
 	}
 }
 
-func parentOf(t *Task) string {
-	if t.Has(FieldParentID) {
+func parentOf(t *taskrec.Task) string {
+	if t.Has(taskrec.FieldParentID) {
 		return t.ParentID
 	}
 	return ""
@@ -462,52 +462,52 @@ func (s *State) unlinkChild(parent string, child uint32) {
 // orderKey is Flower's default sort key: the timestamp, or 0 for none. A
 // NaN (only possible from a hand-made Event) would break the index's
 // ordering, so it counts as none.
-func orderKey(t *Task) float64 {
-	if t.Has(FieldTimestamp) && !math.IsNaN(t.Timestamp) {
+func orderKey(t *taskrec.Task) float64 {
+	if t.Has(taskrec.FieldTimestamp) && !math.IsNaN(t.Timestamp) {
 		return t.Timestamp
 	}
 	return 0
 }
 
-func setFloat(t *Task, f Field, dst *float64, v float64) {
+func setFloat(t *taskrec.Task, f taskrec.Field, dst *float64, v float64) {
 	*dst = v
 	t.Set |= f
 }
 
 // copyReceived takes what a late task-received contributes (Celery's
 // merge_rules for RECEIVED).
-func copyReceived(t *Task, e *celery.Event) {
-	copyString(t, e, FieldName, celery.FieldName, &t.Name, e.Name)
-	copyString(t, e, FieldArgs, celery.FieldArgs, &t.Args, e.Args)
-	copyString(t, e, FieldKwargs, celery.FieldKwargs, &t.Kwargs, e.Kwargs)
-	copyString(t, e, FieldParentID, celery.FieldParentID, &t.ParentID, e.ParentID)
-	copyString(t, e, FieldRootID, celery.FieldRootID, &t.RootID, e.RootID)
-	copyInt(t, e, FieldRetries, celery.FieldRetries, &t.Retries, e.Retries)
-	copyString(t, e, FieldETA, celery.FieldETA, &t.ETA, e.ETA)
-	copyString(t, e, FieldExpires, celery.FieldExpires, &t.Expires, e.Expires)
+func copyReceived(t *taskrec.Task, e *celery.Event) {
+	copyString(t, e, taskrec.FieldName, celery.FieldName, &t.Name, e.Name)
+	copyString(t, e, taskrec.FieldArgs, celery.FieldArgs, &t.Args, e.Args)
+	copyString(t, e, taskrec.FieldKwargs, celery.FieldKwargs, &t.Kwargs, e.Kwargs)
+	copyString(t, e, taskrec.FieldParentID, celery.FieldParentID, &t.ParentID, e.ParentID)
+	copyString(t, e, taskrec.FieldRootID, celery.FieldRootID, &t.RootID, e.RootID)
+	copyInt(t, e, taskrec.FieldRetries, celery.FieldRetries, &t.Retries, e.Retries)
+	copyString(t, e, taskrec.FieldETA, celery.FieldETA, &t.ETA, e.ETA)
+	copyString(t, e, taskrec.FieldExpires, celery.FieldExpires, &t.Expires, e.Expires)
 }
 
 // copyAll takes every record field the event carries.
-func copyAll(t *Task, e *celery.Event) {
+func copyAll(t *taskrec.Task, e *celery.Event) {
 	copyReceived(t, e)
-	copyString(t, e, FieldResult, celery.FieldResult, &t.Result, e.Result)
-	copyString(t, e, FieldException, celery.FieldException, &t.Exception, e.Exception)
-	copyString(t, e, FieldTraceback, celery.FieldTraceback, &t.Traceback, e.Traceback)
-	copyString(t, e, FieldExchange, celery.FieldExchange, &t.Exchange, e.Exchange)
-	copyString(t, e, FieldRoutingKey, celery.FieldRoutingKey, &t.RoutingKey, e.RoutingKey)
+	copyString(t, e, taskrec.FieldResult, celery.FieldResult, &t.Result, e.Result)
+	copyString(t, e, taskrec.FieldException, celery.FieldException, &t.Exception, e.Exception)
+	copyString(t, e, taskrec.FieldTraceback, celery.FieldTraceback, &t.Traceback, e.Traceback)
+	copyString(t, e, taskrec.FieldExchange, celery.FieldExchange, &t.Exchange, e.Exchange)
+	copyString(t, e, taskrec.FieldRoutingKey, celery.FieldRoutingKey, &t.RoutingKey, e.RoutingKey)
 	if e.Has(celery.FieldRuntime) {
 		if e.Runtime != nil {
 			t.Runtime = *e.Runtime
-			t.Set |= FieldRuntime
+			t.Set |= taskrec.FieldRuntime
 		} else {
 			t.Runtime = 0
-			t.Set &^= FieldRuntime
+			t.Set &^= taskrec.FieldRuntime
 		}
 	}
 }
 
 // copyString sets a field the event carries, to null when it sent null.
-func copyString(t *Task, e *celery.Event, f Field, ef celery.EventField, dst *string, v string) {
+func copyString(t *taskrec.Task, e *celery.Event, f taskrec.Field, ef celery.EventField, dst *string, v string) {
 	switch {
 	case !e.Has(ef):
 	case e.HasValue(ef):
@@ -519,7 +519,7 @@ func copyString(t *Task, e *celery.Event, f Field, ef celery.EventField, dst *st
 	}
 }
 
-func copyInt(t *Task, e *celery.Event, f Field, ef celery.EventField, dst *int, v int) {
+func copyInt(t *taskrec.Task, e *celery.Event, f taskrec.Field, ef celery.EventField, dst *int, v int) {
 	switch {
 	case !e.Has(ef):
 	case e.HasValue(ef):
@@ -531,19 +531,10 @@ func copyInt(t *Task, e *celery.Event, f Field, ef celery.EventField, dst *int, 
 	}
 }
 
-func viewText(b []byte) string {
-	if len(b) == 0 {
-		return ""
-	}
-	return unsafe.String(&b[0], len(b))
-}
-
-func copyText(b []byte) string { return string(b) }
-
 // lookup finds the slot of a task id.
 func (s *State) lookup(uuid string) (uint32, bool) {
-	if id, ok := parseUUID(uuid); ok {
-		return s.byUUID.get(&id, &s.slots)
+	if id, ok := taskrec.ParseUUID(uuid); ok {
+		return s.byUUID.Get(&id, &s.slots)
 	}
 	i, ok := s.byText[uuid]
 	return i, ok
@@ -551,27 +542,27 @@ func (s *State) lookup(uuid string) (uint32, bool) {
 
 // taskID is the id of the task in slot i.
 func (s *State) taskID(i uint32) string {
-	sl := s.slots.at(i)
-	if sl.hasTextID() {
+	sl := s.slots.At(i)
+	if sl.HasTextID() {
 		return s.textIDs[i]
 	}
-	return formatUUID(sl.id)
+	return taskrec.FormatUUID(sl.ID)
 }
 
 // itemLess orders index items by key, then by task id.
-func (s *State) itemLess(a, b item) bool {
-	if a.key != b.key {
-		return a.key < b.key
+func (s *State) itemLess(a, b taskrec.Item) bool {
+	if a.Key != b.Key {
+		return a.Key < b.Key
 	}
-	return s.compareIDs(a.slot, b.slot) < 0
+	return s.compareIDs(a.Slot, b.Slot) < 0
 }
 
 // compareIDs compares the ids of two tasks as text; canonical uuids
 // compare as their bytes do, without being formatted.
 func (s *State) compareIDs(a, b uint32) int {
-	x, y := s.slots.at(a), s.slots.at(b)
-	if !x.hasTextID() && !y.hasTextID() {
-		return bytes.Compare(x.id[:], y.id[:])
+	x, y := s.slots.At(a), s.slots.At(b)
+	if !x.HasTextID() && !y.HasTextID() {
+		return bytes.Compare(x.ID[:], y.ID[:])
 	}
 	return strings.Compare(s.taskID(a), s.taskID(b))
 }
@@ -580,20 +571,20 @@ func (s *State) compareIDs(a, b uint32) int {
 // oldest task when the ring is full.
 func (s *State) addTask(uuid string) uint32 {
 	i := uint32(s.created % uint64(s.maxTasks))
-	s.slots.ensure(i)
-	if s.slots.at(i).live() {
+	s.slots.Ensure(i)
+	if s.slots.At(i).Live() {
 		// Before counting the new task: evict reads the old one's
 		// sequence number from created.
 		s.evict(i)
 	}
 	s.created++
-	sl := s.slots.at(i)
-	*sl = slot{set: slotLive, cold: noRef}
-	if id, ok := parseUUID(uuid); ok {
-		sl.id = id
-		s.byUUID.put(i, &s.slots)
+	sl := s.slots.At(i)
+	*sl = taskrec.Slot{Set: taskrec.SlotLive, Cold: taskrec.NoRef}
+	if id, ok := taskrec.ParseUUID(uuid); ok {
+		sl.ID = id
+		s.byUUID.Put(i, &s.slots)
 	} else {
-		sl.set |= slotTextID
+		sl.Set |= taskrec.SlotTextID
 		uuid = strings.Clone(uuid)
 		s.byText[uuid] = i
 		s.textIDs[i] = uuid
@@ -603,12 +594,12 @@ func (s *State) addTask(uuid string) uint32 {
 }
 
 func (s *State) evict(i uint32) {
-	sl := s.slots.at(i)
-	t := s.load(i, viewText)
+	sl := s.slots.At(i)
+	t := s.load(i, taskrec.ViewText)
 	if s.keepEvicted {
 		if _, changed := s.dirty[i]; changed {
 			// Not written yet: the next Drain hands it over anyway.
-			s.evicted = append(s.evicted, Record{Seq: s.seqOf(i), Data: encodeRecord(nil, &t)})
+			s.evicted = append(s.evicted, Record{Seq: s.seqOf(i), Data: taskrec.EncodeRecord(nil, &t)})
 			delete(s.dirty, i)
 		}
 	}
@@ -617,43 +608,43 @@ func (s *State) evict(i uint32) {
 	}
 	s.unindex(i, sl)
 	s.releaseSymbols(sl)
-	if sl.hasTextID() {
+	if sl.HasTextID() {
 		delete(s.byText, s.textIDs[i])
 		delete(s.textIDs, i)
 	} else {
-		s.byUUID.remove(i, &s.slots)
+		s.byUUID.Remove(i, &s.slots)
 	}
-	s.arena.release(sl.cold)
-	*sl = slot{cold: noRef}
+	s.arena.Release(sl.Cold)
+	*sl = taskrec.Slot{Cold: taskrec.NoRef}
 	s.live--
-	s.arena.compactDue(s.owner)
+	s.arena.CompactDue(s.owner)
 }
 
 // owner is the arena's way back to the live slot that owns a record.
-func (s *State) owner(i uint32) *ref {
-	sl := s.slots.at(i)
-	if !sl.live() {
+func (s *State) owner(i uint32) *taskrec.Ref {
+	sl := s.slots.At(i)
+	if !sl.Live() {
 		return nil
 	}
-	return &sl.cold
+	return &sl.Cold
 }
 
 // The indexes a slot belongs to: its state's, and its name's and
 // worker's when it has them (Flower does not index empty ones).
-func (s *State) stateKey(sl *slot) uint32 { return s.sym.folded[sl.state] }
+func (s *State) stateKey(sl *taskrec.Slot) uint32 { return s.sym.Folded[sl.State] }
 
-func (s *State) nameKey(sl *slot) uint32 {
-	if sl.set&FieldName == 0 {
+func (s *State) nameKey(sl *taskrec.Slot) uint32 {
+	if sl.Set&taskrec.FieldName == 0 {
 		return 0
 	}
-	return s.sym.folded[sl.name]
+	return s.sym.Folded[sl.Name]
 }
 
-func (s *State) workerKey(sl *slot) uint32 {
-	if sl.set&FieldWorker == 0 {
+func (s *State) workerKey(sl *taskrec.Slot) uint32 {
+	if sl.Set&taskrec.FieldWorker == 0 {
 		return 0
 	}
-	return s.sym.folded[sl.worker]
+	return s.sym.Folded[sl.Worker]
 }
 
 // The dimensions a task is indexed by.
@@ -675,11 +666,11 @@ const (
 // its map and the item; ok is false when the task is not in any.
 type placement struct {
 	k  uint32
-	it item
+	it taskrec.Item
 	ok bool
 }
 
-func (s *State) dimension(d int) map[uint32]*index {
+func (s *State) dimension(d int) map[uint32]*taskrec.Index {
 	switch d {
 	case dimState:
 		return s.byState
@@ -695,8 +686,8 @@ func (s *State) dimension(d int) map[uint32]*index {
 // received dimension orders received tasks by that time, for the
 // received_start/received_end filters and sort_by=received, and the
 // others by timestamp, as the default order does.
-func (s *State) place(d int, i uint32, sl *slot) placement {
-	it := item{key: sl.key, slot: i}
+func (s *State) place(d int, i uint32, sl *taskrec.Slot) placement {
+	it := taskrec.Item{Key: sl.Key, Slot: i}
 	switch d {
 	case dimState:
 		return placement{s.stateKey(sl), it, true}
@@ -707,13 +698,13 @@ func (s *State) place(d int, i uint32, sl *slot) placement {
 		k := s.workerKey(sl)
 		return placement{k, it, k != 0}
 	}
-	if sl.set&FieldReceived != 0 {
-		return placement{received, item{key: s.receivedOf(sl), slot: i}, true}
+	if sl.Set&taskrec.FieldReceived != 0 {
+		return placement{received, taskrec.Item{Key: s.receivedOf(sl), Slot: i}, true}
 	}
 	return placement{notReceived, it, true}
 }
 
-func (s *State) unindex(i uint32, sl *slot) {
+func (s *State) unindex(i uint32, sl *taskrec.Slot) {
 	for d := range dims {
 		s.removeFrom(d, s.place(d, i, sl))
 	}
@@ -725,10 +716,10 @@ func (s *State) removeFrom(d int, p placement) {
 	}
 	m := s.dimension(d)
 	x := m[p.k]
-	if x == nil || !x.remove(p.it, s.less) {
+	if x == nil || !x.Remove(p.it, s.less) {
 		panic("state: index out of step with its records")
 	}
-	if x.n == 0 {
+	if x.Len() == 0 {
 		delete(m, p.k)
 	}
 }
@@ -740,27 +731,27 @@ func (s *State) insertInto(d int, p placement) {
 	m := s.dimension(d)
 	x := m[p.k]
 	if x == nil {
-		x = &index{}
+		x = &taskrec.Index{}
 		m[p.k] = x
 	}
-	x.insert(p.it, s.less)
+	x.Insert(p.it, s.less)
 }
 
 // save writes t back to slot i and moves it in the indexes it changed.
-func (s *State) save(i uint32, t *Task, indexed bool) {
-	sl := s.slots.at(i)
+func (s *State) save(i uint32, t *taskrec.Task, indexed bool) {
+	sl := s.slots.At(i)
 	old := *sl
 	// The new record is written first and the old one released last: the
 	// placements read the received time from them.
-	s.buf = pack(s.buf[:0], t, &s.sym)
-	sl.cold = s.arena.put(i, s.buf)
-	sl.key = orderKey(t)
-	sl.set = t.Set | old.set&^taskFields
-	sl.state = s.sym.id(t.State)
-	sl.name = s.sym.id(t.Name)
-	sl.worker = s.sym.id(t.Worker)
-	if sl.set&FieldName != 0 {
-		s.named(sl.name, 1)
+	s.buf = taskrec.Pack(s.buf[:0], t, &s.sym)
+	sl.Cold = s.arena.Put(i, s.buf)
+	sl.Key = orderKey(t)
+	sl.Set = t.Set | old.Set&^taskrec.TaskFields
+	sl.State = s.sym.ID(t.State)
+	sl.Name = s.sym.ID(t.Name)
+	sl.Worker = s.sym.ID(t.Worker)
+	if sl.Set&taskrec.FieldName != 0 {
+		s.named(sl.Name, 1)
 	}
 	// Index comparisons read only the item's key and the slot's id, which
 	// does not change, so the slot can hold its new values already.
@@ -775,36 +766,36 @@ func (s *State) save(i uint32, t *Task, indexed bool) {
 		}
 		s.insertInto(d, to)
 	}
-	if old.cold != noRef {
+	if old.Cold != taskrec.NoRef {
 		s.releaseSymbols(&old)
-		s.arena.release(old.cold)
+		s.arena.Release(old.Cold)
 	}
-	s.arena.compactDue(s.owner)
+	s.arena.CompactDue(s.owner)
 }
 
 // releaseSymbols gives back the symbols the record of sl holds, once it
 // is replaced or evicted.
-func (s *State) releaseSymbols(sl *slot) {
-	if sl.set&FieldName != 0 {
-		s.named(sl.name, -1)
+func (s *State) releaseSymbols(sl *taskrec.Slot) {
+	if sl.Set&taskrec.FieldName != 0 {
+		s.named(sl.Name, -1)
 	}
-	releasePacked(s.arena.get(sl.cold), sl.set&taskFields, &s.sym)
-	s.sym.release(sl.state)
-	s.sym.release(sl.name)
-	s.sym.release(sl.worker)
+	taskrec.ReleasePacked(s.arena.Get(sl.Cold), sl.Set&taskrec.TaskFields, &s.sym)
+	s.sym.Release(sl.State)
+	s.sym.Release(sl.Name)
+	s.sym.Release(sl.Worker)
 }
 
 // named counts a live task more (d = 1) or less (-1) under the name
 // symbol id: a task type lasts as long as a task of that name.
 func (s *State) named(id uint32, d int) {
-	n := &s.sym.named[id]
+	n := &s.sym.Named[id]
 	if d > 0 {
 		*n++
 	} else {
 		*n--
 	}
 	if s.types != nil && *n == uint32(max(d, 0)) {
-		s.typeChanged(s.sym.str(id), d > 0)
+		s.typeChanged(s.sym.Str(id), d > 0)
 	}
 }
 
@@ -821,13 +812,13 @@ func (s *State) typeChanged(name string, kept bool) {
 }
 
 // receivedOf is the received time of the record of sl.
-func (s *State) receivedOf(sl *slot) float64 {
-	return packedReceived(s.arena.get(sl.cold))
+func (s *State) receivedOf(sl *taskrec.Slot) float64 {
+	return taskrec.PackedReceived(s.arena.Get(sl.Cold))
 }
 
 // load reads the record of slot i; text makes its strings.
-func (s *State) load(i uint32, text func([]byte) string) Task {
-	var t Task
+func (s *State) load(i uint32, text func([]byte) string) taskrec.Task {
+	var t taskrec.Task
 	s.loadInto(&t, i, s.taskID(i), text, nil)
 	return t
 }
@@ -835,27 +826,27 @@ func (s *State) load(i uint32, text func([]byte) string) Task {
 // loadInto reads the record of slot i, whose id is uuid, into t; text
 // makes its strings, and ids, when it has room, holds the root and parent
 // ids (see formatID).
-func (s *State) loadInto(t *Task, i uint32, uuid string, text func([]byte) string, ids *[]byte) {
-	sl := s.slots.at(i)
-	*t = Task{
+func (s *State) loadInto(t *taskrec.Task, i uint32, uuid string, text func([]byte) string, ids *[]byte) {
+	sl := s.slots.At(i)
+	*t = taskrec.Task{
 		UUID:  uuid,
-		State: s.sym.str(sl.state),
-		Set:   sl.set & taskFields,
+		State: s.sym.Str(sl.State),
+		Set:   sl.Set & taskrec.TaskFields,
 	}
-	if sl.set&FieldName != 0 {
-		t.Name = s.sym.str(sl.name)
+	if sl.Set&taskrec.FieldName != 0 {
+		t.Name = s.sym.Str(sl.Name)
 	}
-	if sl.set&FieldWorker != 0 {
-		t.Worker = s.sym.str(sl.worker)
+	if sl.Set&taskrec.FieldWorker != 0 {
+		t.Worker = s.sym.Str(sl.Worker)
 	}
-	if err := unpack(s.arena.get(sl.cold), sl.key, t, &s.sym, text, ids); err != nil {
+	if err := taskrec.Unpack(s.arena.Get(sl.Cold), sl.Key, t, &s.sym, text, ids); err != nil {
 		panic(err) // only this package writes records
 	}
 }
 
 // snapshot copies the record of slot i out of the state.
-func (s *State) snapshot(i uint32) Task {
-	t := s.load(i, copyText)
+func (s *State) snapshot(i uint32) taskrec.Task {
+	t := s.load(i, taskrec.CopyText)
 	kids := s.children[t.UUID]
 	t.Children = make([]string, len(kids))
 	for j, k := range kids {
@@ -865,12 +856,12 @@ func (s *State) snapshot(i uint32) Task {
 }
 
 // Task returns the record of a task.
-func (s *State) Task(id string) (Task, bool) {
+func (s *State) Task(id string) (taskrec.Task, bool) {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	i, ok := s.lookup(id)
 	if !ok {
-		return Task{}, false
+		return taskrec.Task{}, false
 	}
 	return s.snapshot(i), true
 }
@@ -883,11 +874,11 @@ func (s *State) TaskName(id string) (string, bool) {
 	if !ok {
 		return "", false
 	}
-	sl := s.slots.at(i)
-	if sl.set&FieldName == 0 {
+	sl := s.slots.At(i)
+	if sl.Set&taskrec.FieldName == 0 {
 		return "", true
 	}
-	return s.sym.str(sl.name), true
+	return s.sym.Str(sl.Name), true
 }
 
 // Len is the number of tasks kept.
@@ -905,9 +896,9 @@ func (s *State) TaskTypes() []string {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	var names []string
-	for id, n := range s.sym.named {
+	for id, n := range s.sym.Named {
 		if n > 0 {
-			names = append(names, s.sym.strs[id])
+			names = append(names, s.sym.Strs[id])
 		}
 	}
 	slices.Sort(names)
@@ -918,8 +909,8 @@ func (s *State) TaskTypes() []string {
 func (s *State) HasTaskType(name string) bool {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
-	id, ok := s.sym.lookup(name)
-	return ok && s.sym.named[id] > 0
+	id, ok := s.sym.Lookup(name)
+	return ok && s.sym.Named[id] > 0
 }
 
 // Symbols is the number of distinct strings the task records hold (names,
@@ -928,7 +919,7 @@ func (s *State) HasTaskType(name string) bool {
 func (s *State) Symbols() int {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
-	return s.sym.len()
+	return s.sym.Len()
 }
 
 // Workers returns the known workers in the order they were first seen,

@@ -15,6 +15,8 @@ import (
 	"github.com/google/go-cmp/cmp/cmpopts"
 
 	"github.com/stamen-dev/stamen/internal/celery"
+	"github.com/stamen-dev/stamen/internal/taskrec"
+	"github.com/stamen-dev/stamen/internal/tasksearch"
 )
 
 // ev builds an event the way the decoder would, from JSON-ish fields.
@@ -52,7 +54,7 @@ func succeededTask(t testing.TB, uuid, name, worker string, ts float64) []celery
 	}
 }
 
-func ids(tasks []Task) []string {
+func ids(tasks []taskrec.Task) []string {
 	out := make([]string, len(tasks))
 	for i, t := range tasks {
 		out[i] = t.UUID
@@ -60,7 +62,7 @@ func ids(tasks []Task) []string {
 	return out
 }
 
-func names(tasks []Task) []string {
+func names(tasks []taskrec.Task) []string {
 	out := make([]string, len(tasks))
 	for i, t := range tasks {
 		out[i] = t.Name
@@ -96,14 +98,14 @@ func TestFlowerPagination(t *testing.T) {
 		}
 	}
 	_, err := s.Tasks(Query{Limit: NoLimit, Search: "ab"})
-	var se *SearchError
+	var se *tasksearch.Error
 	if !errorsAs(err, &se) || se.Error() != "Substring search terms must contain at least 3 characters at position 0." {
 		t.Errorf("search=ab: %v", err)
 	}
 }
 
-func errorsAs(err error, target **SearchError) bool {
-	se, ok := err.(*SearchError)
+func errorsAs(err error, target **tasksearch.Error) bool {
+	se, ok := err.(*tasksearch.Error)
 	*target = se
 	return ok
 }
@@ -248,14 +250,14 @@ func TestEvictionAtScale(t *testing.T) {
 	if s.Len() != max {
 		t.Fatalf("Len() = %d, want %d", s.Len(), max)
 	}
-	if n := len(s.slots.pages) << pageBits; n > 2*max+1<<pageBits {
+	if n := len(s.slots.Pages) << taskrec.PageBits; n > 2*max+1<<taskrec.PageBits {
 		t.Errorf("%d slots for %d tasks", n, max)
 	}
 	if n := len(s.children["never-seen"]); n > max {
 		t.Errorf("%d pending children kept for %d tasks", n, max)
 	}
-	if s.arena.bytes > 4*max*64+2*chunkSize {
-		t.Errorf("arena holds %d bytes for %d small tasks", s.arena.bytes, max)
+	if s.arena.Bytes > 4*max*64+2*taskrec.ChunkSize {
+		t.Errorf("arena holds %d bytes for %d small tasks", s.arena.Bytes, max)
 	}
 	got, _ := s.Tasks(Query{Limit: 3})
 	if diff := cmp.Diff([]string{"59999", "59998", "59997"}, ids(got)); diff != "" {
@@ -392,41 +394,41 @@ func TestReplayWireFixtures(t *testing.T) {
 	s := New(Config{Now: fixedNow(1795368812.5)})
 	s.Apply(events...)
 
-	check := func(id string, want Task) {
+	check := func(id string, want taskrec.Task) {
 		t.Helper()
 		got, ok := s.Task(id)
 		if !ok {
 			t.Errorf("task %s missing", id)
 			return
 		}
-		opts := cmpopts.IgnoreFields(Task{}, "Received", "Sent", "Started", "Succeeded", "Failed",
+		opts := cmpopts.IgnoreFields(taskrec.Task{}, "Received", "Sent", "Started", "Succeeded", "Failed",
 			"Retried", "Revoked", "Timestamp", "Runtime", "Traceback", "Set", "Args", "Kwargs", "RootID", "Retries")
 		if diff := cmp.Diff(want, got, opts, cmpopts.EquateEmpty()); diff != "" {
 			t.Errorf("task %s (-want +got):\n%s", id, diff)
 		}
 	}
 	// The Redis capture follows one task from the client to its result.
-	check("d7ea2150-f63a-4c62-b5a4-f1fc8d85db5a", Task{UUID: "d7ea2150-f63a-4c62-b5a4-f1fc8d85db5a",
-		Name: "harness.add", State: Success, Worker: "w3@vm", Result: "5", Exchange: "", RoutingKey: "celery",
+	check("d7ea2150-f63a-4c62-b5a4-f1fc8d85db5a", taskrec.Task{UUID: "d7ea2150-f63a-4c62-b5a4-f1fc8d85db5a",
+		Name: "harness.add", State: taskrec.Success, Worker: "w3@vm", Result: "5", Exchange: "", RoutingKey: "celery",
 		Clock: 37, Client: "gen30734@vm"})
-	check("faaa6805-bab5-4e5b-a90a-effd905114fa", Task{UUID: "faaa6805-bab5-4e5b-a90a-effd905114fa",
-		Name: "harness.add", State: Success, Worker: "a1@vm", Result: "5", RoutingKey: "celery",
+	check("faaa6805-bab5-4e5b-a90a-effd905114fa", taskrec.Task{UUID: "faaa6805-bab5-4e5b-a90a-effd905114fa",
+		Name: "harness.add", State: taskrec.Success, Worker: "a1@vm", Result: "5", RoutingKey: "celery",
 		Clock: 28, Client: "gen32136@vm"})
-	check("f9ff778e-d030-41ce-81d7-e070c7e26f69", Task{UUID: "f9ff778e-d030-41ce-81d7-e070c7e26f69",
-		State: Failure, Worker: "w3@vm", Exception: "ValueError('kaput')", Clock: 41})
-	check("39b21972-af24-44c5-8e2e-b4b1d4b7fed0", Task{UUID: "39b21972-af24-44c5-8e2e-b4b1d4b7fed0",
-		State: Retry, Worker: "w4@vm", Exception: "RuntimeError('attempt 1 failed')", Clock: 41})
-	check("a6fb0ade-a516-405e-95b6-182d8f484c21", Task{UUID: "a6fb0ade-a516-405e-95b6-182d8f484c21",
-		State: Revoked, Worker: "w1@vm", Clock: 51})
-	check("b65d47fc-4853-450c-b905-d4b4e4aa5cc5", Task{UUID: "b65d47fc-4853-450c-b905-d4b4e4aa5cc5",
-		State: Success, Worker: "w3@vm", Result: "0", Clock: 59})
+	check("f9ff778e-d030-41ce-81d7-e070c7e26f69", taskrec.Task{UUID: "f9ff778e-d030-41ce-81d7-e070c7e26f69",
+		State: taskrec.Failure, Worker: "w3@vm", Exception: "ValueError('kaput')", Clock: 41})
+	check("39b21972-af24-44c5-8e2e-b4b1d4b7fed0", taskrec.Task{UUID: "39b21972-af24-44c5-8e2e-b4b1d4b7fed0",
+		State: taskrec.Retry, Worker: "w4@vm", Exception: "RuntimeError('attempt 1 failed')", Clock: 41})
+	check("a6fb0ade-a516-405e-95b6-182d8f484c21", taskrec.Task{UUID: "a6fb0ade-a516-405e-95b6-182d8f484c21",
+		State: taskrec.Revoked, Worker: "w1@vm", Clock: 51})
+	check("b65d47fc-4853-450c-b905-d4b4e4aa5cc5", taskrec.Task{UUID: "b65d47fc-4853-450c-b905-d4b4e4aa5cc5",
+		State: taskrec.Success, Worker: "w3@vm", Result: "0", Clock: 59})
 
 	d7, _ := s.Task("d7ea2150-f63a-4c62-b5a4-f1fc8d85db5a")
-	for f, want := range map[Field]float64{FieldSent: 1795368799.271146, FieldReceived: 1795368799.2726183,
-		FieldStarted: 1795368799.2743063, FieldSucceeded: 1795368799.2873719, FieldTimestamp: 1795368799.2873719,
-		FieldRuntime: 0.011460792000434594} {
-		got := map[Field]float64{FieldSent: d7.Sent, FieldReceived: d7.Received, FieldStarted: d7.Started,
-			FieldSucceeded: d7.Succeeded, FieldTimestamp: d7.Timestamp, FieldRuntime: d7.Runtime}[f]
+	for f, want := range map[taskrec.Field]float64{taskrec.FieldSent: 1795368799.271146, taskrec.FieldReceived: 1795368799.2726183,
+		taskrec.FieldStarted: 1795368799.2743063, taskrec.FieldSucceeded: 1795368799.2873719, taskrec.FieldTimestamp: 1795368799.2873719,
+		taskrec.FieldRuntime: 0.011460792000434594} {
+		got := map[taskrec.Field]float64{taskrec.FieldSent: d7.Sent, taskrec.FieldReceived: d7.Received, taskrec.FieldStarted: d7.Started,
+			taskrec.FieldSucceeded: d7.Succeeded, taskrec.FieldTimestamp: d7.Timestamp, taskrec.FieldRuntime: d7.Runtime}[f]
 		if !d7.Has(f) || got != want {
 			t.Errorf("field %b = %v (set %v), want %v", f, got, d7.Has(f), want)
 		}

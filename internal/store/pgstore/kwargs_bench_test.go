@@ -9,6 +9,7 @@ import (
 
 	"github.com/stamen-dev/stamen/internal/state"
 	"github.com/stamen-dev/stamen/internal/store/pgstore"
+	"github.com/stamen-dev/stamen/internal/taskrec"
 )
 
 // BenchmarkListKwargsPair measures a page of GET /api/tasks searched by
@@ -46,7 +47,7 @@ func BenchmarkListKwargsPair(b *testing.B) {
 					b.Fatal(err)
 				}
 				got := 0
-				for cur.Next(256, func(*state.Task) { got++ }) {
+				for cur.Next(256, func(*taskrec.Task) { got++ }) {
 				}
 				if err := cur.Err(); err != nil {
 					b.Fatal(err)

@@ -8,6 +8,8 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/stamen-dev/stamen/internal/state"
+	"github.com/stamen-dev/stamen/internal/taskrec"
+	"github.com/stamen-dev/stamen/internal/tasksearch"
 )
 
 // MatchTasks returns the ids of the first max tasks q selects, in q's order
@@ -51,7 +53,7 @@ func (s *Store) matchSuperset(ctx context.Context, sel selection, max int) (ids 
 	if err != nil {
 		return nil, false, err
 	}
-	for c.Next(firstFetch, func(t *state.Task) { ids = append(ids, t.UUID) }) {
+	for c.Next(firstFetch, func(t *taskrec.Task) { ids = append(ids, t.UUID) }) {
 	}
 	if err := c.Err(); err != nil {
 		return nil, false, err
@@ -90,7 +92,7 @@ func (s *Store) Failures(ctx context.Context, q state.Query) ([]state.FailureGro
 	if b.superset {
 		// /api/failures takes no search; a caller that passes one gets
 		// the groups of what SQL can select exactly, or this.
-		return nil, &state.SearchError{Message: "Search terms kwargs:key=value are not supported when grouping failures with the PostgreSQL store", Position: -1}
+		return nil, &tasksearch.Error{Message: "Search terms kwargs:key=value are not supported when grouping failures with the PostgreSQL store", Position: -1}
 	}
 	narrow := window != ""
 	where = withWindow(where, window)

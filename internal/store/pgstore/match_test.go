@@ -16,6 +16,7 @@ import (
 	"github.com/stamen-dev/stamen/internal/state"
 	"github.com/stamen-dev/stamen/internal/store"
 	"github.com/stamen-dev/stamen/internal/store/pgstore"
+	"github.com/stamen-dev/stamen/internal/tasksearch"
 )
 
 // failureSet adds failed tasks to st: three task names and one without a
@@ -275,15 +276,15 @@ func TestMatchTasksMatchesState(t *testing.T) {
 	// Failures refuses a kwargs:key=value search with the state's error
 	// type (400): its groups are counted in SQL, where the pair cannot be
 	// checked.
-	var se *state.SearchError
+	var se *tasksearch.Error
 	if _, err := s.Failures(context.Background(), state.Query{Search: "kwargs:k=1"}); !errors.As(err, &se) {
-		t.Errorf("failures with a kwargs pair: %v, want a *state.SearchError", err)
+		t.Errorf("failures with a kwargs pair: %v, want a *tasksearch.Error", err)
 	}
 }
 
 // TestListKwargsPairTooBroad: a kwargs:key=value search whose words are in
 // every task while the pair is in none reads and checks every row; past
-// the read timeout it is a 400 that says why (*state.SearchError), not a
+// the read timeout it is a 400 that says why (*tasksearch.Error), not a
 // 503 as for an outage. A pair that fills its page early answers within
 // the same timeout.
 func TestListKwargsPairTooBroad(t *testing.T) {
@@ -296,9 +297,9 @@ func TestListKwargsPairTooBroad(t *testing.T) {
 		t.Fatalf("kwargs:region=eu-3: %d tasks, %v; want 100", len(ids), err)
 	}
 	_, _, err = listPG(t, s, state.Query{Limit: 100, Search: "kwargs:region=eu"})
-	var se *state.SearchError
+	var se *tasksearch.Error
 	if !errors.As(err, &se) || errors.Is(err, store.ErrUnavailable) || !strings.Contains(err.Error(), "checked") {
-		t.Fatalf("kwargs:region=eu over %d tasks: %v, want a *state.SearchError saying how many were checked", n, err)
+		t.Fatalf("kwargs:region=eu over %d tasks: %v, want a *tasksearch.Error saying how many were checked", n, err)
 	}
 }
 

@@ -9,6 +9,7 @@ import (
 	"github.com/stamen-dev/stamen/internal/celery"
 	"github.com/stamen-dev/stamen/internal/state"
 	"github.com/stamen-dev/stamen/internal/store/pgstore"
+	"github.com/stamen-dev/stamen/internal/taskrec"
 )
 
 // permutations calls fn with every order of 0..n-1.
@@ -87,7 +88,7 @@ func TestUpsertsConverge(t *testing.T) {
 			st.Apply(c.events(ref)...)
 			drainTo(t, st, s)
 			want := info(t, s, ref)
-			if inMem, _ := st.Task(ref); inMem.State != state.Success && inMem.State != state.Failure {
+			if inMem, _ := st.Task(ref); inMem.State != taskrec.Success && inMem.State != taskrec.Failure {
 				t.Fatalf("reference state %s", inMem.State)
 			}
 

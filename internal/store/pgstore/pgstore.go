@@ -46,6 +46,7 @@ import (
 	"github.com/stamen-dev/stamen/internal/redact"
 	"github.com/stamen-dev/stamen/internal/state"
 	"github.com/stamen-dev/stamen/internal/store"
+	"github.com/stamen-dev/stamen/internal/taskrec"
 )
 
 // Defaults of Config.
@@ -415,10 +416,10 @@ func (s *Store) Write(b store.Batch) error {
 	ctx, cancel := context.WithTimeout(context.Background(), s.cfg.WriteTimeout)
 	defer cancel()
 	var pb pgx.Batch
-	tasks := make([]state.Task, 0, len(b.Tasks))
+	tasks := make([]taskrec.Task, 0, len(b.Tasks))
 	var unwritable []string
 	for _, rec := range b.Tasks {
-		t, err := state.DecodeRecord(rec.Data)
+		t, err := taskrec.DecodeRecord(rec.Data)
 		if err != nil {
 			s.log.Warn("skipping an unreadable task record", slog.Any("err", err))
 			continue
@@ -444,7 +445,7 @@ func (s *Store) Write(b store.Batch) error {
 	}
 	// Every replica locks the rows in the same order, by id: two batches
 	// sharing tasks wait for each other instead of deadlocking.
-	slices.SortStableFunc(tasks, func(x, y state.Task) int { return strings.Compare(x.UUID, y.UUID) })
+	slices.SortStableFunc(tasks, func(x, y taskrec.Task) int { return strings.Compare(x.UUID, y.UUID) })
 	// The records go as one statement (upsertSQL), not one a task: a
 	// statement a row cost PostgreSQL a bind, an executor start and a
 	// result of its own for each task. A statement may not change a row
@@ -453,7 +454,7 @@ func (s *Store) Write(b store.Batch) error {
 	// with the other through an outage) has its second in a second
 	// statement: the merge is commutative, their order does not matter.
 	for round := tasks; len(round) > 0; {
-		var rest []state.Task
+		var rest []taskrec.Task
 		first := round[:0:0]
 		for i := range round {
 			if i > 0 && round[i].UUID == round[i-1].UUID {
@@ -536,41 +537,41 @@ var taskTypes = func() []string {
 	return types
 }()
 
-func taskArgs(t *state.Task) []any {
-	str := func(f state.Field, v string) any {
+func taskArgs(t *taskrec.Task) []any {
+	str := func(f taskrec.Field, v string) any {
 		if t.Has(f) {
 			return v
 		}
 		return nil
 	}
-	num := func(f state.Field, v float64) any {
+	num := func(f taskrec.Field, v float64) any {
 		if t.Has(f) {
 			return v
 		}
 		return nil
 	}
 	var retries any
-	if t.Has(state.FieldRetries) {
+	if t.Has(taskrec.FieldRetries) {
 		retries = int64(t.Retries)
 	}
 	return []any{
-		t.UUID, t.State, str(state.FieldName, t.Name),
-		num(state.FieldReceived, t.Received), num(state.FieldSent, t.Sent), num(state.FieldStarted, t.Started),
-		num(state.FieldRejected, t.Rejected), num(state.FieldSucceeded, t.Succeeded), num(state.FieldFailed, t.Failed),
-		num(state.FieldRetried, t.Retried), num(state.FieldRevoked, t.Revoked),
-		str(state.FieldArgs, t.Args), str(state.FieldKwargs, t.Kwargs), str(state.FieldETA, t.ETA),
-		str(state.FieldExpires, t.Expires), retries, str(state.FieldWorker, t.Worker),
-		str(state.FieldResult, t.Result), str(state.FieldException, t.Exception),
-		num(state.FieldTimestamp, t.Timestamp), num(state.FieldRuntime, t.Runtime),
-		str(state.FieldTraceback, t.Traceback), str(state.FieldExchange, t.Exchange),
-		str(state.FieldRoutingKey, t.RoutingKey), t.Clock, str(state.FieldClient, t.Client),
-		str(state.FieldRootID, t.RootID), str(state.FieldParentID, t.ParentID),
+		t.UUID, t.State, str(taskrec.FieldName, t.Name),
+		num(taskrec.FieldReceived, t.Received), num(taskrec.FieldSent, t.Sent), num(taskrec.FieldStarted, t.Started),
+		num(taskrec.FieldRejected, t.Rejected), num(taskrec.FieldSucceeded, t.Succeeded), num(taskrec.FieldFailed, t.Failed),
+		num(taskrec.FieldRetried, t.Retried), num(taskrec.FieldRevoked, t.Revoked),
+		str(taskrec.FieldArgs, t.Args), str(taskrec.FieldKwargs, t.Kwargs), str(taskrec.FieldETA, t.ETA),
+		str(taskrec.FieldExpires, t.Expires), retries, str(taskrec.FieldWorker, t.Worker),
+		str(taskrec.FieldResult, t.Result), str(taskrec.FieldException, t.Exception),
+		num(taskrec.FieldTimestamp, t.Timestamp), num(taskrec.FieldRuntime, t.Runtime),
+		str(taskrec.FieldTraceback, t.Traceback), str(taskrec.FieldExchange, t.Exchange),
+		str(taskrec.FieldRoutingKey, t.RoutingKey), t.Clock, str(taskrec.FieldClient, t.Client),
+		str(taskrec.FieldRootID, t.RootID), str(taskrec.FieldParentID, t.ParentID),
 	}
 }
 
 // upsertArgs are upsertSQL's arguments for tasks, whose ids are distinct:
 // an array a column (taskTypes), a NULL element for an unset field.
-func upsertArgs(tasks []state.Task) []any {
+func upsertArgs(tasks []taskrec.Task) []any {
 	texts := make([][]*string, len(taskColumns))
 	nums := make([][]*float64, len(taskColumns))
 	ints := make([][]*int64, len(taskColumns))
@@ -708,56 +709,56 @@ func (r *row) dest() []any {
 	}
 }
 
-func (r *row) task() state.Task {
-	t := state.Task{UUID: r.id, State: r.st, Clock: r.clock, Children: r.children}
+func (r *row) task() taskrec.Task {
+	t := taskrec.Task{UUID: r.id, State: r.st, Clock: r.clock, Children: r.children}
 	if t.Children == nil {
 		t.Children = []string{}
 	}
-	str := func(f state.Field, dst *string, v *string) {
+	str := func(f taskrec.Field, dst *string, v *string) {
 		if v != nil {
 			*dst = *v
 			t.Set |= f
 		}
 	}
-	num := func(f state.Field, dst *float64, v *float64) {
+	num := func(f taskrec.Field, dst *float64, v *float64) {
 		if v != nil {
 			*dst = *v
 			t.Set |= f
 		}
 	}
-	str(state.FieldName, &t.Name, r.name)
-	num(state.FieldReceived, &t.Received, r.received)
-	num(state.FieldSent, &t.Sent, r.sent)
-	num(state.FieldStarted, &t.Started, r.started)
-	num(state.FieldRejected, &t.Rejected, r.rejected)
-	num(state.FieldSucceeded, &t.Succeeded, r.succeeded)
-	num(state.FieldFailed, &t.Failed, r.failed)
-	num(state.FieldRetried, &t.Retried, r.retried)
-	num(state.FieldRevoked, &t.Revoked, r.revoked)
-	str(state.FieldArgs, &t.Args, r.args)
-	str(state.FieldKwargs, &t.Kwargs, r.kwargs)
-	str(state.FieldETA, &t.ETA, r.eta)
-	str(state.FieldExpires, &t.Expires, r.expires)
+	str(taskrec.FieldName, &t.Name, r.name)
+	num(taskrec.FieldReceived, &t.Received, r.received)
+	num(taskrec.FieldSent, &t.Sent, r.sent)
+	num(taskrec.FieldStarted, &t.Started, r.started)
+	num(taskrec.FieldRejected, &t.Rejected, r.rejected)
+	num(taskrec.FieldSucceeded, &t.Succeeded, r.succeeded)
+	num(taskrec.FieldFailed, &t.Failed, r.failed)
+	num(taskrec.FieldRetried, &t.Retried, r.retried)
+	num(taskrec.FieldRevoked, &t.Revoked, r.revoked)
+	str(taskrec.FieldArgs, &t.Args, r.args)
+	str(taskrec.FieldKwargs, &t.Kwargs, r.kwargs)
+	str(taskrec.FieldETA, &t.ETA, r.eta)
+	str(taskrec.FieldExpires, &t.Expires, r.expires)
 	if r.retries != nil {
 		t.Retries = int(*r.retries)
-		t.Set |= state.FieldRetries
+		t.Set |= taskrec.FieldRetries
 	}
-	str(state.FieldWorker, &t.Worker, r.worker)
-	str(state.FieldResult, &t.Result, r.result)
-	str(state.FieldException, &t.Exception, r.exc)
-	num(state.FieldTimestamp, &t.Timestamp, r.ts)
-	num(state.FieldRuntime, &t.Runtime, r.runtime)
-	str(state.FieldTraceback, &t.Traceback, r.traceback)
-	str(state.FieldExchange, &t.Exchange, r.exchange)
-	str(state.FieldRoutingKey, &t.RoutingKey, r.routingKey)
-	str(state.FieldClient, &t.Client, r.client)
-	str(state.FieldRootID, &t.RootID, r.rootID)
-	str(state.FieldParentID, &t.ParentID, r.parent)
+	str(taskrec.FieldWorker, &t.Worker, r.worker)
+	str(taskrec.FieldResult, &t.Result, r.result)
+	str(taskrec.FieldException, &t.Exception, r.exc)
+	num(taskrec.FieldTimestamp, &t.Timestamp, r.ts)
+	num(taskrec.FieldRuntime, &t.Runtime, r.runtime)
+	str(taskrec.FieldTraceback, &t.Traceback, r.traceback)
+	str(taskrec.FieldExchange, &t.Exchange, r.exchange)
+	str(taskrec.FieldRoutingKey, &t.RoutingKey, r.routingKey)
+	str(taskrec.FieldClient, &t.Client, r.client)
+	str(taskrec.FieldRootID, &t.RootID, r.rootID)
+	str(taskrec.FieldParentID, &t.ParentID, r.parent)
 	return t
 }
 
 // Task returns a task's record, or false when the history has none.
-func (s *Store) Task(ctx context.Context, id string) (state.Task, bool, error) {
+func (s *Store) Task(ctx context.Context, id string) (taskrec.Task, bool, error) {
 	var r row
 	found := true
 	err := s.read(ctx, func(ctx context.Context) error {
@@ -769,7 +770,7 @@ func (s *Store) Task(ctx context.Context, id string) (state.Task, bool, error) {
 		return err
 	})
 	if err != nil || !found {
-		return state.Task{}, false, err
+		return taskrec.Task{}, false, err
 	}
 	return r.task(), true, nil
 }
@@ -921,7 +922,7 @@ func (s *Store) Unwritable() int64 { return s.unwritable.Load() }
 // with a generated name of a few kilobytes (or an unknown event type,
 // whose upper-cased name becomes the state, as in Celery) would stop the
 // fleet's history. Such a task stays in the replica's memory only.
-func writable(t *state.Task) bool {
+func writable(t *taskrec.Task) bool {
 	return len(t.UUID) <= maxKeyBytes && len(t.Name) <= maxKeyBytes && len(t.State) <= maxKeyBytes &&
 		len(t.ParentID) <= maxKeyBytes && len(t.Worker) <= maxWorkerBytes
 }

@@ -20,6 +20,7 @@ import (
 	"github.com/stamen-dev/stamen/internal/state"
 	"github.com/stamen-dev/stamen/internal/store"
 	"github.com/stamen-dev/stamen/internal/store/pgstore"
+	"github.com/stamen-dev/stamen/internal/taskrec"
 	"github.com/stamen-dev/stamen/internal/testcluster"
 )
 
@@ -158,7 +159,7 @@ func listPG(t testing.TB, s *pgstore.Store, q state.Query) (ids, bodies []string
 		return nil, nil, err
 	}
 	for more := true; more; {
-		more = c.Next(100, func(tk *state.Task) {
+		more = c.Next(100, func(tk *taskrec.Task) {
 			ids = append(ids, tk.UUID)
 			bodies = append(bodies, string(tk.AppendListJSON(nil)))
 		})
@@ -193,7 +194,7 @@ func listMem(t testing.TB, st *state.State, q state.Query) (ids, bodies []string
 		return nil, nil, err
 	}
 	for more := true; more; {
-		more = l.Next(100, func(tk *state.Task) {
+		more = l.Next(100, func(tk *taskrec.Task) {
 			ids = append(ids, strings.Clone(tk.UUID))
 			bodies = append(bodies, string(tk.AppendListJSON(nil)))
 		})

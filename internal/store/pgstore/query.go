@@ -11,12 +11,14 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/stamen-dev/stamen/internal/state"
+	"github.com/stamen-dev/stamen/internal/taskrec"
+	"github.com/stamen-dev/stamen/internal/tasksearch"
 )
 
 // List answers a GET /api/tasks query over the whole history, with the
 // in-memory state's rules (state.Query): the same filters, the same search
 // language, the same order and ties. An invalid sort is a plain error, an
-// invalid search a *state.SearchError, and so is a search construct SQL
+// invalid search a *tasksearch.Error, and so is a search construct SQL
 // cannot answer from an index (kwargs:key=value, a term holding a control
 // character that separates fields), which is refused rather than scanned.
 //
@@ -121,7 +123,7 @@ type Cursor struct {
 	err    error
 	// cause is the driver's error err came from.
 	cause error
-	t     state.Task
+	t     taskrec.Task
 	// ready is set when t holds a task not yet passed on.
 	ready bool
 	// A superset (selection) is read from tx's cursor, fetchN rows a
@@ -131,14 +133,14 @@ type Cursor struct {
 	tx         pgx.Tx
 	fetchN     int
 	fetched    int
-	match      *state.Search
+	match      *tasksearch.Search
 	checked    int
 	skip, left int
 }
 
 // Next calls fn with each of the next n tasks, in order, and reports
 // whether more may follow. The task is valid only during the call.
-func (c *Cursor) Next(n int, fn func(t *state.Task)) bool {
+func (c *Cursor) Next(n int, fn func(t *taskrec.Task)) bool {
 	if c.rows == nil {
 		return false
 	}
@@ -223,7 +225,7 @@ func (c *Cursor) fail(err error) {
 	}
 	c.cause = err
 	if c.match != nil && c.checked > 0 && errors.Is(c.ctx.Err(), context.DeadlineExceeded) {
-		c.err = &state.SearchError{Position: -1, Message: fmt.Sprintf("Search terms kwargs:key=value are checked on each task their words select: "+
+		c.err = &tasksearch.Error{Position: -1, Message: fmt.Sprintf("Search terms kwargs:key=value are checked on each task their words select: "+
 			"%d were checked within the store's read timeout without completing the answer; narrow the search or add a filter", c.checked)}
 		return
 	}
@@ -279,7 +281,7 @@ const narrowWindow = 24 * time.Hour
 // selection is a query translated to SQL; empty is set when nothing can
 // match. A search with a kwargs:key=value pair selects in SQL a superset
 // of its matches, found through the trigram index by the pair's words
-// (state.PairWords): the pair itself needs the kwargs repr parsed, which
+// (tasksearch.PairWords): the pair itself needs the kwargs repr parsed, which
 // only the state's code does. Then match checks each row as the state's
 // list would, and pages the matches: offset and limit are applied to the
 // rows that match, not in SQL.
@@ -287,7 +289,7 @@ type selection struct {
 	sql           string
 	args          []any
 	empty         bool
-	match         *state.Search
+	match         *tasksearch.Search
 	offset, limit int
 }
 
@@ -304,7 +306,7 @@ func buildSelect(cols string, q state.Query) (selection, error) {
 		return selection{}, err
 	}
 	if q.Limit == 0 || q.Limit < state.NoLimit {
-		if _, err := state.ParseSearch(q.Search); err != nil {
+		if _, err := tasksearch.Parse(q.Search); err != nil {
 			return selection{}, err
 		}
 		return selection{empty: true}, nil
@@ -316,7 +318,7 @@ func buildSelect(cols string, q state.Query) (selection, error) {
 	}
 	sel := selection{}
 	if b.superset {
-		if sel.match, err = state.CompileSearch(q.Search); err != nil {
+		if sel.match, err = tasksearch.Compile(q.Search); err != nil {
 			return selection{}, err
 		}
 		sel.offset, sel.limit = max(q.Offset, 0), q.Limit
@@ -388,7 +390,7 @@ func buildSelect(cols string, q state.Query) (selection, error) {
 // far back reads most of the table (2 s at 10M tasks). A wider window
 // stays in where and keeps the walk, which finds its rows sooner.
 func (b *builder) filters(q state.Query) (where []string, window string, err error) {
-	search, err := state.ParseSearch(q.Search)
+	search, err := tasksearch.Parse(q.Search)
 	if err != nil {
 		return nil, "", err
 	}
@@ -466,7 +468,7 @@ func orderBy(field string, desc bool) string {
 // search translates a parsed search to a condition. Every substring term
 // is answered through the trigram index over the searched fields; a
 // qualified one is then checked on its own column.
-func (b *builder) search(n *state.SearchNode) (string, error) {
+func (b *builder) search(n *tasksearch.Node) (string, error) {
 	switch n.Op {
 	case "and", "or":
 		parts := make([]string, len(n.Children))
@@ -484,7 +486,7 @@ func (b *builder) search(n *state.SearchNode) (string, error) {
 		// Words of 3 characters or more go through the trigram index.
 		b.superset = true
 		cond := []string{"t.kwargs IS NOT NULL"}
-		for _, w := range state.PairWords(n.Pair) {
+		for _, w := range tasksearch.PairWords(n.Pair) {
 			if w == "" {
 				continue
 			}
@@ -497,7 +499,7 @@ func (b *builder) search(n *state.SearchNode) (string, error) {
 		return "(" + strings.Join(cond, " AND ") + ")", nil
 	}
 	if strings.ContainsFunc(n.Value, func(r rune) bool { return r == 0 || r == 0x1f }) {
-		return "", &state.SearchError{Message: "Search terms with control characters are not supported with the PostgreSQL store", Position: -1}
+		return "", &tasksearch.Error{Message: "Search terms with control characters are not supported with the PostgreSQL store", Position: -1}
 	}
 	if n.Field == "state" {
 		return "lower(t.state) = " + b.arg(n.Value), nil

@@ -15,8 +15,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/stamen-dev/stamen/internal/state"
 	"github.com/stamen-dev/stamen/internal/store"
+	"github.com/stamen-dev/stamen/internal/taskrec"
 )
 
 // BenchmarkWritePath profiles the fleet's write path (Store.Write) on a
@@ -68,7 +68,7 @@ func BenchmarkWritePath(b *testing.B) {
 		var out store.Batch
 		for i := range size {
 			t := benchTask(next+i, complete)
-			out.Tasks = append(out.Tasks, store.Task{Seq: uint64(next + i + 1), Data: state.EncodeRecord(nil, &t)})
+			out.Tasks = append(out.Tasks, store.Task{Seq: uint64(next + i + 1), Data: taskrec.EncodeRecord(nil, &t)})
 		}
 		return out
 	}
@@ -157,31 +157,31 @@ func envInt(name string, def int) int {
 
 // benchTask is the bench's task i: complete (its whole life in one
 // record) or as a replica knows it after task-received alone.
-func benchTask(i int, complete bool) state.Task {
+func benchTask(i int, complete bool) taskrec.Task {
 	at := float64(time.Now().Unix()) + float64(i%1000)/1000
-	t := state.Task{
+	t := taskrec.Task{
 		UUID:  fmt.Sprintf("%08x-%04x-4%03x-8%03x-%012x", i, i%0xffff, i%0xfff, i%0xfff, i),
 		Name:  []string{"bench.add", "bench.mul", "bench.div"}[i%3],
 		State: "RECEIVED", Received: at, Args: "(1, 2)", Kwargs: "{}", Retries: 0,
 		Worker: fmt.Sprintf("bench@w%d", i%4), Timestamp: at, Clock: int64(3 * i),
 		Exchange: "", RoutingKey: "celery",
-		Set: state.FieldName | state.FieldReceived | state.FieldArgs | state.FieldKwargs | state.FieldRetries |
-			state.FieldWorker | state.FieldTimestamp | state.FieldExchange | state.FieldRoutingKey,
+		Set: taskrec.FieldName | taskrec.FieldReceived | taskrec.FieldArgs | taskrec.FieldKwargs | taskrec.FieldRetries |
+			taskrec.FieldWorker | taskrec.FieldTimestamp | taskrec.FieldExchange | taskrec.FieldRoutingKey,
 	}
 	if !complete {
 		return t
 	}
 	t.Started = at + 0.001
-	t.Set |= state.FieldStarted
+	t.Set |= taskrec.FieldStarted
 	rt := 0.001 * float64(1+i%500)
 	t.Timestamp, t.Clock = at+0.002+rt, int64(3*i+2)
 	if (i/12)%10 == 0 {
 		t.State, t.Failed, t.Exception = "FAILURE", t.Timestamp, "ValueError('bad input')"
 		t.Traceback = "Traceback (most recent call last):\n  ...\nValueError: bad input"
-		t.Set |= state.FieldFailed | state.FieldException | state.FieldTraceback
+		t.Set |= taskrec.FieldFailed | taskrec.FieldException | taskrec.FieldTraceback
 	} else {
 		t.State, t.Succeeded, t.Runtime, t.Result = "SUCCESS", t.Timestamp, rt, "3"
-		t.Set |= state.FieldSucceeded | state.FieldRuntime | state.FieldResult
+		t.Set |= taskrec.FieldSucceeded | taskrec.FieldRuntime | taskrec.FieldResult
 	}
 	return t
 }

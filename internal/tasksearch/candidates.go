@@ -1,4 +1,4 @@
-package state
+package tasksearch
 
 import (
 	"bytes"
@@ -9,6 +9,9 @@ import (
 	"sync"
 	"sync/atomic"
 	"unicode/utf8"
+
+	"github.com/stamen-dev/stamen/internal/pyfmt"
+	"github.com/stamen-dev/stamen/internal/taskrec"
 )
 
 // A search for a piece of a task id (the search box users paste ids into)
@@ -116,7 +119,7 @@ func idPatterns(v string) []idPattern {
 				ok = v[j] == '-'
 				continue
 			}
-			d, hex := lowerHex(v[j])
+			d, hex := taskrec.LowerHex(v[j])
 			if !hex {
 				ok = false
 				break
@@ -145,27 +148,52 @@ func idPatterns(v string) []idPattern {
 	return pats
 }
 
+// Records are what Candidates scans: a table's slots, arena and symbols,
+// and its ids that are not canonical uuids, by slot.
+type Records struct {
+	Slots   *taskrec.Slab
+	Arena   *taskrec.Arena
+	Symbols *taskrec.Symbols
+	TextIDs map[uint32]string
+}
+
+// Candidates returns the slots of the live records that may match the
+// search, unordered and without repeats, when its first term that a scan
+// can serve (the search itself, or a term it ANDs) is found in at most
+// maxCandidates; false when there is no such term or more tasks hold it.
+// The caller holds the table's read lock.
+func (s *Search) Candidates(r Records) ([]uint32, bool) {
+	if s == nil {
+		return nil, false
+	}
+	c := newCandidateScan(s.e)
+	if c == nil {
+		return nil, false
+	}
+	return r.candidates(c)
+}
+
 // candidates returns the slots of the live tasks that may match the term,
 // unordered and without repeats, or false when there are more than
 // maxCandidates. The caller holds the read lock.
-func (s *State) candidates(c *candidateScan) ([]uint32, bool) {
+func (r *Records) candidates(c *candidateScan) ([]uint32, bool) {
 	// A symbol is searched once, not once per task that refers to it.
-	symHit := make([]bool, len(s.sym.strs))
-	for id, str := range s.sym.strs {
-		symHit[id] = str != "" && containsFold(str, c.term)
+	symHit := make([]bool, len(r.Symbols.Strs))
+	for id, str := range r.Symbols.Strs {
+		symHit[id] = str != "" && pyfmt.ContainsFold(str, c.term)
 	}
-	c.rarest(&s.arena)
-	nslots := len(s.slots.pages) << pageBits
+	c.rarest(r.Arena)
+	nslots := len(r.Slots.Pages) << taskrec.PageBits
 	var found atomic.Int64
 	parts := min(runtime.GOMAXPROCS(0), max(nslots>>16, 1))
 	lists := make([][]uint32, 2*parts)
 	var wg sync.WaitGroup
 	for p := range parts {
 		wg.Go(func() {
-			lists[p] = s.scanSlots(c, symHit, nslots*p/parts, nslots*(p+1)/parts, &found)
+			lists[p] = r.scanSlots(c, symHit, nslots*p/parts, nslots*(p+1)/parts, &found)
 		})
 		wg.Go(func() {
-			lists[parts+p] = s.scanArena(c, p, parts, &found)
+			lists[parts+p] = r.scanArena(c, p, parts, &found)
 		})
 	}
 	wg.Wait()
@@ -179,25 +207,25 @@ func (s *State) candidates(c *candidateScan) ([]uint32, bool) {
 
 // scanSlots returns the slots in [from, to) whose id, name, worker or
 // state may match.
-func (s *State) scanSlots(c *candidateScan, symHit []bool, from, to int, found *atomic.Int64) []uint32 {
+func (r *Records) scanSlots(c *candidateScan, symHit []bool, from, to int, found *atomic.Int64) []uint32 {
 	var out []uint32
 	for i := from; i < to; {
 		if found.Load() > maxCandidates {
 			return out
 		}
-		page := s.slots.pages[i>>pageBits]
-		end := min(to, (i>>pageBits+1)<<pageBits)
-		for j := i & (1<<pageBits - 1); i < end; i, j = i+1, j+1 {
+		page := r.Slots.Pages[i>>taskrec.PageBits]
+		end := min(to, (i>>taskrec.PageBits+1)<<taskrec.PageBits)
+		for j := i & (1<<taskrec.PageBits - 1); i < end; i, j = i+1, j+1 {
 			sl := &page[j]
-			if !sl.live() {
+			if !sl.Live() {
 				continue
 			}
-			hit := symHit[sl.state] || sl.set&FieldName != 0 && symHit[sl.name] ||
-				sl.set&FieldWorker != 0 && symHit[sl.worker]
-			if !hit && sl.hasTextID() {
-				hit = containsFold(s.textIDs[uint32(i)], c.term)
+			hit := symHit[sl.State] || sl.Set&taskrec.FieldName != 0 && symHit[sl.Name] ||
+				sl.Set&taskrec.FieldWorker != 0 && symHit[sl.Worker]
+			if !hit && sl.HasTextID() {
+				hit = pyfmt.ContainsFold(r.TextIDs[uint32(i)], c.term)
 			} else if !hit {
-				lo, hi := binary.LittleEndian.Uint64(sl.id[:8]), binary.LittleEndian.Uint64(sl.id[8:])
+				lo, hi := binary.LittleEndian.Uint64(sl.ID[:8]), binary.LittleEndian.Uint64(sl.ID[8:])
 				for _, p := range c.pats {
 					if lo&p.mask[0] == p.val[0] && hi&p.mask[1] == p.val[1] {
 						hit = true
@@ -218,12 +246,12 @@ func (s *State) scanSlots(c *candidateScan, symHit []bool, from, to int, found *
 
 // scanArena returns the slots whose current record, in the chunks of
 // part p of parts, holds the anchor.
-func (s *State) scanArena(c *candidateScan, p, parts int, found *atomic.Int64) []uint32 {
+func (r *Records) scanArena(c *candidateScan, p, parts int, found *atomic.Int64) []uint32 {
 	var out []uint32
-	a := &s.arena
-	nslots := uint32(len(s.slots.pages) << pageBits)
-	for ci := p; ci < len(a.chunks); ci += parts {
-		ch := a.chunks[ci]
+	a := r.Arena
+	nslots := uint32(len(r.Slots.Pages) << taskrec.PageBits)
+	for ci := p; ci < len(a.Chunks); ci += parts {
+		ch := a.Chunks[ci]
 		if ch == nil {
 			continue
 		}
@@ -236,7 +264,7 @@ func (s *State) scanArena(c *candidateScan, p, parts int, found *atomic.Int64) [
 				continue
 			}
 			var ok bool
-			if out, ok = s.scanChunk(c, anchor, ci, nslots, out, found); !ok {
+			if out, ok = r.scanChunk(c, anchor, ci, nslots, out, found); !ok {
 				return out
 			}
 		}
@@ -246,9 +274,9 @@ func (s *State) scanArena(c *candidateScan, p, parts int, found *atomic.Int64) [
 
 // scanChunk appends to out the slots whose current record in chunk ci
 // holds anchor; false when there are too many candidates.
-func (s *State) scanChunk(c *candidateScan, anchor []byte, ci int, nslots uint32, out []uint32, found *atomic.Int64) ([]uint32, bool) {
-	a := &s.arena
-	data := a.chunks[ci].data
+func (r *Records) scanChunk(c *candidateScan, anchor []byte, ci int, nslots uint32, out []uint32, found *atomic.Int64) ([]uint32, bool) {
+	a := r.Arena
+	data := a.Chunks[ci].Data
 	rec := 0 // the start of the record that holds the next hit, or before it
 	for off := 0; off < len(data); {
 		k := bytes.Index(data[off:], anchor)
@@ -260,13 +288,13 @@ func (s *State) scanChunk(c *candidateScan, anchor []byte, ci int, nslots uint32
 			off = hit + 1
 			continue
 		}
-		slot, _, size := a.record(makeRef(ci, rec))
+		slot, _, size := a.Record(taskrec.MakeRef(ci, rec))
 		for rec+size <= hit {
 			rec += size
-			slot, _, size = a.record(makeRef(ci, rec))
+			slot, _, size = a.Record(taskrec.MakeRef(ci, rec))
 		}
 		if slot < nslots {
-			if sl := s.slots.at(slot); sl.live() && sl.cold == makeRef(ci, rec) {
+			if sl := r.Slots.At(slot); sl.Live() && sl.Cold == taskrec.MakeRef(ci, rec) {
 				out = append(out, slot)
 				if found.Add(1) > maxCandidates {
 					return out, false
@@ -286,12 +314,12 @@ func (s *State) scanChunk(c *candidateScan, anchor []byte, ci int, nslots uint32
 // another five times over costs five times as much. around checks the
 // bytes left out. A letter anchor moves to the term's letter rarest in
 // either case.
-func (c *candidateScan) rarest(a *arena) {
+func (c *candidateScan) rarest(a *taskrec.Arena) {
 	var n [256]int
-	step := max(len(a.chunks)/16, 1)
-	for i := 0; i < len(a.chunks); i += step {
-		if ch := a.chunks[i]; ch != nil {
-			for _, b := range ch.data[:min(len(ch.data), 16<<10)] {
+	step := max(len(a.Chunks)/16, 1)
+	for i := 0; i < len(a.Chunks); i += step {
+		if ch := a.Chunks[i]; ch != nil {
+			for _, b := range ch.Data[:min(len(ch.Data), 16<<10)] {
 				n[b]++
 			}
 		}
@@ -366,42 +394,4 @@ func lower(b byte) byte {
 		return b + 'a' - 'A'
 	}
 	return b
-}
-
-// searchCandidates answers a default-order page from the candidates of
-// its search when there are few: the matches among them, newest first as
-// newestFirst walks them, then offset and limit. It reports whether it
-// did.
-func (s *State) searchCandidates(f *filter, offset, limit int, out *[]uint64) bool {
-	c := newCandidateScan(f.search)
-	if c == nil {
-		return false
-	}
-	slots, ok := s.candidates(c)
-	if !ok {
-		return false
-	}
-	items := make([]item, 0, len(slots))
-	for _, i := range slots {
-		if s.match(f, i) {
-			items = append(items, item{key: s.slots.at(i).key, slot: i})
-		}
-	}
-	slices.SortFunc(items, func(a, b item) int {
-		switch {
-		case s.less(b, a):
-			return -1
-		case s.less(a, b):
-			return 1
-		}
-		return 0
-	})
-	items = items[min(offset, len(items)):]
-	if limit != NoLimit {
-		items = items[:min(limit, len(items))]
-	}
-	for _, it := range items {
-		*out = append(*out, s.seqOf(it.slot))
-	}
-	return true
 }

@@ -1,4 +1,4 @@
-package state
+package pyfmt
 
 import (
 	"strings"
@@ -8,10 +8,10 @@ import (
 	"golang.org/x/text/cases"
 )
 
-// fold is Python's str.casefold, which Flower applies to both sides of
+// Fold is Python's str.casefold, which Flower applies to both sides of
 // every filter and search comparison. ASCII text, nearly all of it, takes
 // a fast path that does not allocate when there is nothing to lower.
-func fold(s string) string {
+func Fold(s string) string {
 	upper := false
 	for i := 0; i < len(s); i++ {
 		c := s[i]
@@ -32,13 +32,13 @@ func fold(s string) string {
 	return string(b)
 }
 
-// foldEqual reports whether fold(s) == folded, without allocating for ASCII.
-func foldEqual(s, folded string) bool {
+// FoldEqual reports whether Fold(s) == folded, without allocating for ASCII.
+func FoldEqual(s, folded string) bool {
 	if len(s) != len(folded) {
 		// Folding can change the length only outside ASCII.
 		for i := 0; i < len(s); i++ {
 			if s[i] >= utf8.RuneSelf {
-				return fold(s) == folded
+				return Fold(s) == folded
 			}
 		}
 		return false
@@ -46,7 +46,7 @@ func foldEqual(s, folded string) bool {
 	for i := 0; i < len(s); i++ {
 		c := s[i]
 		if c >= utf8.RuneSelf {
-			return fold(s) == folded
+			return Fold(s) == folded
 		}
 		if 'A' <= c && c <= 'Z' {
 			c += 'a' - 'A'
@@ -58,9 +58,9 @@ func foldEqual(s, folded string) bool {
 	return true
 }
 
-// containsFold reports whether fold(s) contains folded, without
+// ContainsFold reports whether Fold(s) contains folded, without
 // allocating when s is ASCII.
-func containsFold(s, folded string) bool {
+func ContainsFold(s, folded string) bool {
 	// Folding never turns a match into a non-match (folded text folds to
 	// itself), and ASCII folding keeps lengths.
 	if strings.Contains(s, folded) {
@@ -70,7 +70,7 @@ func containsFold(s, folded string) bool {
 	for i := 0; i < len(s); i++ {
 		c := s[i]
 		if c >= utf8.RuneSelf {
-			return strings.Contains(fold(s), folded)
+			return strings.Contains(Fold(s), folded)
 		}
 		upper = upper || ('A' <= c && c <= 'Z')
 	}
@@ -97,13 +97,13 @@ func containsFold(s, folded string) bool {
 	return false
 }
 
-// isSpace is Python's str.isspace for one character: Go's white space
+// IsSpace is Python's str.isspace for one character: Go's white space
 // plus the four ASCII information separators.
-func isSpace(r rune) bool {
+func IsSpace(r rune) bool {
 	return unicode.IsSpace(r) || (r >= 0x1c && r <= 0x1f)
 }
 
-// pyStrip is Python's str.strip() without arguments.
-func pyStrip(s string) string {
-	return strings.TrimFunc(s, isSpace)
+// Strip is Python's str.strip() without arguments.
+func Strip(s string) string {
+	return strings.TrimFunc(s, IsSpace)
 }

@@ -1,4 +1,4 @@
-package state
+package taskrec
 
 import (
 	"math/rand/v2"
@@ -12,23 +12,23 @@ import (
 // many of them on tied keys and in the middle, and compares it after every
 // step with a sorted slice.
 func TestIndexAgainstModel(t *testing.T) {
-	less := func(a, b item) bool { return a.key < b.key || a.key == b.key && a.slot < b.slot }
+	less := func(a, b Item) bool { return a.Key < b.Key || a.Key == b.Key && a.Slot < b.Slot }
 	for _, tc := range []struct {
 		name string
 		keys int // distinct keys: few means many ties
 	}{{"ties", 7}, {"spread", 1 << 20}} {
 		t.Run(tc.name, func(t *testing.T) {
 			rng := rand.New(rand.NewPCG(1, uint64(tc.keys)))
-			var x index
-			var model []item
+			var x Index
+			var model []Item
 			in := map[uint32]float64{}
 			for step := range 20000 {
 				s := uint32(rng.IntN(1500))
 				if k, ok := in[s]; ok {
-					if !x.remove(item{k, s}, less) {
+					if !x.Remove(Item{k, s}, less) {
 						t.Fatalf("step %d: remove of %d failed", step, s)
 					}
-					model = slices.DeleteFunc(model, func(it item) bool { return it.slot == s })
+					model = slices.DeleteFunc(model, func(it Item) bool { return it.Slot == s })
 					delete(in, s)
 					continue
 				}
@@ -37,9 +37,9 @@ func TestIndexAgainstModel(t *testing.T) {
 				if rng.IntN(3) == 0 {
 					k = float64(rng.IntN(tc.keys))
 				}
-				it := item{k, s}
-				x.insert(it, less)
-				i, _ := slices.BinarySearchFunc(model, it, func(a, b item) int {
+				it := Item{k, s}
+				x.Insert(it, less)
+				i, _ := slices.BinarySearchFunc(model, it, func(a, b Item) int {
 					if less(a, b) {
 						return -1
 					}
@@ -50,16 +50,16 @@ func TestIndexAgainstModel(t *testing.T) {
 				if step%50 != 0 {
 					continue
 				}
-				var got []item
-				for c := x.newest(); ; c.next() {
-					it, ok := c.peek()
+				var got []Item
+				for c := x.Newest(); ; c.Next() {
+					it, ok := c.Peek()
 					if !ok {
 						break
 					}
 					got = append(got, it)
 				}
 				slices.Reverse(got)
-				if diff := cmp.Diff(model, got, cmp.AllowUnexported(item{})); diff != "" || x.n != len(model) {
+				if diff := cmp.Diff(model, got, cmp.AllowUnexported(Item{})); diff != "" || x.n != len(model) {
 					t.Fatalf("step %d: n %d, model %d (-want +got):\n%s", step, x.n, len(model), diff)
 				}
 				for _, h := range x.blocks {

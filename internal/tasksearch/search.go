@@ -1,4 +1,8 @@
-package state
+// Package tasksearch is the search language of GET /api/tasks?search=,
+// as Flower 2.1.0 documents its task filter: parsing a query, matching a
+// task record against it, and finding among a table's records the few
+// that a term can match without looking at each.
+package tasksearch
 
 import (
 	"fmt"
@@ -6,6 +10,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/stamen-dev/stamen/internal/pyfmt"
+	"github.com/stamen-dev/stamen/internal/taskrec"
 )
 
 // The search language of GET /api/tasks?search=, as Flower 2.1.0 documents
@@ -23,24 +28,24 @@ const (
 	minSubstring   = 3
 )
 
-// SearchError is an invalid search query. Its message is Flower's, word
+// Error is an invalid search query. Its message is Flower's, word
 // for word, for the 400 answer {"error": "<message>"}.
-type SearchError struct {
+type Error struct {
 	Message string
 	// Position is the 0-based character (not byte) offset in the trimmed
 	// query, or -1 when the message has none.
 	Position int
 }
 
-func (e *SearchError) Error() string {
+func (e *Error) Error() string {
 	if e.Position < 0 {
 		return e.Message + "."
 	}
 	return fmt.Sprintf("%s at position %d.", e.Message, e.Position)
 }
 
-func searchErr(pos int, format string, args ...any) *SearchError {
-	return &SearchError{Message: fmt.Sprintf(format, args...), Position: pos}
+func searchErr(pos int, format string, args ...any) *Error {
+	return &Error{Message: fmt.Sprintf(format, args...), Position: pos}
 }
 
 type tokenKind uint8
@@ -95,9 +100,9 @@ type term struct {
 
 // parseSearch compiles a search query; the empty query gives a nil expr,
 // which matches everything.
-// Errors are *SearchError.
+// Errors are *Error.
 func parseSearch(query string) (expr, error) {
-	q := []rune(pyStrip(query))
+	q := []rune(pyfmt.Strip(query))
 	if len(q) > maxQueryLength {
 		return nil, searchErr(-1, "Query exceeds %d characters", maxQueryLength)
 	}
@@ -129,7 +134,7 @@ func tokenize(q []rune) ([]token, error) {
 		return nil
 	}
 	for i := 0; i < len(q); {
-		if isSpace(q[i]) {
+		if pyfmt.IsSpace(q[i]) {
 			i++
 			continue
 		}
@@ -160,7 +165,7 @@ func tokenize(q []rune) ([]token, error) {
 				i++
 				continue
 			}
-			if !inQuote && (isSpace(c) || c == '(' || c == ')') {
+			if !inQuote && (pyfmt.IsSpace(c) || c == '(' || c == ')') {
 				break
 			}
 			value = append(value, c)
@@ -290,7 +295,7 @@ func (p *parser) primary(depth int) (expr, error) {
 func parseTerm(t token) (expr, error) {
 	field, value := "", t.value
 	if qualifier, rest, ok := strings.Cut(value, ":"); ok {
-		switch q := fold(qualifier); q {
+		switch q := pyfmt.Fold(qualifier); q {
 		case "name", "state", "worker", "args", "kwargs", "result":
 			field, value = q, rest
 		}
@@ -302,13 +307,13 @@ func parseTerm(t token) (expr, error) {
 		return nil, searchErr(t.pos, "Search qualifier requires a value")
 	}
 	exact := field == "state" || (field == "kwargs" && strings.Contains(value, "="))
-	if !exact && utf8.RuneCountInString(pyStrip(value)) < minSubstring {
+	if !exact && utf8.RuneCountInString(pyfmt.Strip(value)) < minSubstring {
 		return nil, searchErr(t.pos, "Substring search terms must contain at least %d characters", minSubstring)
 	}
-	tm := term{field: field, value: fold(value)}
+	tm := term{field: field, value: pyfmt.Fold(value)}
 	if field == "kwargs" {
 		if k, v, ok := strings.Cut(tm.value, "="); ok {
-			tm.pair = pyStrip(k) + "=" + pyStrip(v)
+			tm.pair = pyfmt.Strip(k) + "=" + pyfmt.Strip(v)
 		}
 	}
 	return tm, nil
@@ -318,12 +323,12 @@ func parseTerm(t token) (expr, error) {
 // fly for ASCII text, so scanning a hundred thousand tasks does not
 // allocate; only kwargs pairs are parsed, once per task and query.
 type matcher struct {
-	t      *Task
+	t      *taskrec.Task
 	pairs  []string
 	parsed bool
 }
 
-func (m *matcher) reset(t *Task) {
+func (m *matcher) reset(t *taskrec.Task) {
 	m.t, m.pairs, m.parsed = t, m.pairs[:0], false
 }
 
@@ -335,23 +340,23 @@ func (m *matcher) field(i int) string {
 	case 0:
 		return t.UUID
 	case 1:
-		return nullable(t, FieldName, t.Name)
+		return nullable(t, taskrec.FieldName, t.Name)
 	case 2:
 		return t.State
 	case 3:
-		return nullable(t, FieldWorker, t.Worker)
+		return nullable(t, taskrec.FieldWorker, t.Worker)
 	case 4:
-		return nullable(t, FieldArgs, t.Args)
+		return nullable(t, taskrec.FieldArgs, t.Args)
 	case 5:
-		return nullable(t, FieldKwargs, t.Kwargs)
+		return nullable(t, taskrec.FieldKwargs, t.Kwargs)
 	default:
-		return nullable(t, FieldResult, t.Result)
+		return nullable(t, taskrec.FieldResult, t.Result)
 	}
 }
 
 const searchFields = 7
 
-func nullable(t *Task, f Field, v string) string {
+func nullable(t *taskrec.Task, f taskrec.Field, v string) string {
 	if t.Has(f) {
 		return v
 	}
@@ -366,30 +371,30 @@ func (tm term) match(m *matcher) bool {
 			// Flower joins the fields with NUL; only such a term can span two.
 			all := make([]string, searchFields)
 			for i := range all {
-				all[i] = fold(m.field(i))
+				all[i] = pyfmt.Fold(m.field(i))
 			}
 			return strings.Contains(strings.Join(all, "\x00"), tm.value)
 		}
 		for i := range searchFields {
-			if containsFold(m.field(i), tm.value) {
+			if pyfmt.ContainsFold(m.field(i), tm.value) {
 				return true
 			}
 		}
 		return false
 	case "state":
-		return t.State != "" && foldEqual(t.State, tm.value)
+		return t.State != "" && pyfmt.FoldEqual(t.State, tm.value)
 	case "name":
-		return containsFold(nullable(t, FieldName, t.Name), tm.value)
+		return pyfmt.ContainsFold(nullable(t, taskrec.FieldName, t.Name), tm.value)
 	case "worker":
-		return containsFold(nullable(t, FieldWorker, t.Worker), tm.value)
+		return pyfmt.ContainsFold(nullable(t, taskrec.FieldWorker, t.Worker), tm.value)
 	case "args":
-		return containsFold(nullable(t, FieldArgs, t.Args), tm.value)
+		return pyfmt.ContainsFold(nullable(t, taskrec.FieldArgs, t.Args), tm.value)
 	case "result":
-		return containsFold(nullable(t, FieldResult, t.Result), tm.value)
+		return pyfmt.ContainsFold(nullable(t, taskrec.FieldResult, t.Result), tm.value)
 	case "kwargs":
-		kwargs := nullable(t, FieldKwargs, t.Kwargs)
+		kwargs := nullable(t, taskrec.FieldKwargs, t.Kwargs)
 		if tm.pair == "" {
-			return containsFold(kwargs, tm.value)
+			return pyfmt.ContainsFold(kwargs, tm.value)
 		}
 		if !tm.possiblePair(kwargs) {
 			return false
@@ -410,7 +415,7 @@ func (tm term) match(m *matcher) bool {
 // possiblePair is a cheap test before parsing a kwargs repr: see pairWords.
 func (tm term) possiblePair(kwargs string) bool {
 	for _, w := range pairWords(tm.pair) {
-		if w != "" && !containsFold(kwargs, w) {
+		if w != "" && !pyfmt.ContainsFold(kwargs, w) {
 			return false
 		}
 	}

@@ -1,9 +1,10 @@
-package state
+package taskrec
 
 import (
 	"encoding/binary"
 	"errors"
 	"math"
+	"unsafe"
 )
 
 // The packed part of a record: the fields a slot does not hold, each
@@ -15,8 +16,8 @@ import (
 // floatFields are the packed times, in order.
 var floatFields = [...]Field{FieldSent, FieldStarted, FieldRejected, FieldSucceeded, FieldFailed, FieldRetried, FieldRevoked, FieldRuntime}
 
-// floatOf returns the field of t that holds the time (or runtime) f.
-func floatOf(t *Task, f Field) *float64 {
+// FloatOf returns the field of t that holds the time (or runtime) f.
+func FloatOf(t *Task, f Field) *float64 {
 	switch f {
 	case FieldReceived:
 		return &t.Received
@@ -88,9 +89,9 @@ const (
 // key cannot hold.
 const ownTimestamp byte = 1
 
-// pack appends the packed fields of t to b, symbols as numbers of y, or
+// Pack appends the packed fields of t to b, symbols as numbers of y, or
 // as text when y is nil.
-func pack(b []byte, t *Task, y *symbols) []byte {
+func Pack(b []byte, t *Task, y *Symbols) []byte {
 	own := t.Has(FieldTimestamp) && math.IsNaN(t.Timestamp)
 	if own {
 		b = append(b, ownTimestamp)
@@ -104,7 +105,7 @@ func pack(b []byte, t *Task, y *symbols) []byte {
 	}
 	for _, f := range floatFields {
 		if t.Has(f) {
-			b = binary.LittleEndian.AppendUint64(b, math.Float64bits(*floatOf(t, f)))
+			b = binary.LittleEndian.AppendUint64(b, math.Float64bits(*FloatOf(t, f)))
 		}
 	}
 	if own {
@@ -122,7 +123,7 @@ func pack(b []byte, t *Task, y *symbols) []byte {
 		if y == nil {
 			b = appendString(b, *symbolOf(t, f))
 		} else {
-			b = binary.AppendUvarint(b, uint64(y.id(*symbolOf(t, f))))
+			b = binary.AppendUvarint(b, uint64(y.ID(*symbolOf(t, f))))
 		}
 	}
 	if t.Has(FieldRetries) {
@@ -140,7 +141,7 @@ func pack(b []byte, t *Task, y *symbols) []byte {
 			b = append(b, idSelf)
 			continue
 		}
-		if u, ok := parseUUID(id.v); ok {
+		if u, ok := ParseUUID(id.v); ok {
 			b = append(b, idUUID)
 			b = append(b, u[:]...)
 			continue
@@ -156,10 +157,10 @@ func appendString(b []byte, s string) []byte {
 	return append(b, s...)
 }
 
-// The record of a task as the store keeps it: the fields a slot holds,
-// then the packed rest, every string written out (symbols are numbered
-// per process).
-func encodeRecord(b []byte, t *Task) []byte {
+// EncodeRecord appends t as the state's Drain writes it and a store keeps
+// it: the fields a slot holds, then the packed rest, every string written
+// out (symbols are numbered per process).
+func EncodeRecord(b []byte, t *Task) []byte {
 	b = binary.AppendUvarint(b, uint64(t.Set))
 	b = appendString(b, t.UUID)
 	b = appendString(b, t.State)
@@ -172,11 +173,12 @@ func encodeRecord(b []byte, t *Task) []byte {
 	if t.Has(FieldTimestamp) {
 		b = binary.LittleEndian.AppendUint64(b, math.Float64bits(t.Timestamp))
 	}
-	return pack(b, t, nil)
+	return Pack(b, t, nil)
 }
 
-func decodeRecord(rec []byte) (Task, error) {
-	u := unpacker{b: rec, text: copyText}
+// DecodeRecord reads a record EncodeRecord wrote.
+func DecodeRecord(rec []byte) (Task, error) {
+	u := unpacker{b: rec, text: CopyText}
 	var t Task
 	t.Set = Field(u.uvarint())
 	t.UUID = u.str()
@@ -192,19 +194,19 @@ func decodeRecord(rec []byte) (Task, error) {
 		key = u.float()
 	}
 	if u.err {
-		return Task{}, errCorrupt
+		return Task{}, ErrCorrupt
 	}
-	if err := unpack(u.b, key, &t, nil, copyText, nil); err != nil {
+	if err := Unpack(u.b, key, &t, nil, CopyText, nil); err != nil {
 		return Task{}, err
 	}
 	return t, nil
 }
 
-var errCorrupt = errors.New("state: corrupt packed record")
+var ErrCorrupt = errors.New("taskrec: corrupt packed record")
 
-// packedReceived reads the received time of a packed record whose task
+// PackedReceived reads the received time of a packed record whose task
 // has one.
-func packedReceived(rec []byte) float64 {
+func PackedReceived(rec []byte) float64 {
 	return math.Float64frombits(binary.LittleEndian.Uint64(rec[1:9]))
 }
 
@@ -259,12 +261,12 @@ func (u *unpacker) str() string {
 	return s
 }
 
-// unpack fills t from rec; key is the slot's order key. y is the
+// Unpack fills t from rec; key is the slot's order key. y is the
 // symbols pack used; ids, when not nil, has room for the root and parent
 // ids a view formats (see formatID).
-func unpack(rec []byte, key float64, t *Task, y *symbols, text func([]byte) string, ids *[]byte) error {
+func Unpack(rec []byte, key float64, t *Task, y *Symbols, text func([]byte) string, ids *[]byte) error {
 	if len(rec) == 0 {
-		return errCorrupt
+		return ErrCorrupt
 	}
 	u := unpacker{b: rec[1:], text: text}
 	if t.Has(FieldReceived) {
@@ -272,7 +274,7 @@ func unpack(rec []byte, key float64, t *Task, y *symbols, text func([]byte) stri
 	}
 	for _, f := range floatFields {
 		if t.Has(f) {
-			*floatOf(t, f) = u.float()
+			*FloatOf(t, f) = u.float()
 		}
 	}
 	if t.Has(FieldTimestamp) {
@@ -292,10 +294,10 @@ func unpack(rec []byte, key float64, t *Task, y *symbols, text func([]byte) stri
 			*symbolOf(t, f) = u.str()
 		} else if t.Has(f) {
 			id := u.uvarint()
-			if id >= uint64(len(y.strs)) {
-				return errCorrupt
+			if id >= uint64(len(y.Strs)) {
+				return ErrCorrupt
 			}
-			*symbolOf(t, f) = y.str(uint32(id))
+			*symbolOf(t, f) = y.Str(uint32(id))
 		}
 	}
 	if t.Has(FieldRetries) {
@@ -310,7 +312,7 @@ func unpack(rec []byte, key float64, t *Task, y *symbols, text func([]byte) stri
 			continue
 		}
 		if len(u.b) == 0 {
-			return errCorrupt
+			return ErrCorrupt
 		}
 		tag := u.b[0]
 		u.b = u.b[1:]
@@ -319,23 +321,23 @@ func unpack(rec []byte, key float64, t *Task, y *symbols, text func([]byte) stri
 			*id.v = t.UUID
 		case idUUID:
 			if len(u.b) < 16 {
-				return errCorrupt
+				return ErrCorrupt
 			}
-			*id.v = formatID([16]byte(u.b), ids)
+			*id.v = FormatID([16]byte(u.b), ids)
 			u.b = u.b[16:]
 		default:
 			*id.v = u.str()
 		}
 	}
 	if u.err {
-		return errCorrupt
+		return ErrCorrupt
 	}
 	return nil
 }
 
-// releasePacked gives back the symbols a packed record holds; set is its
+// ReleasePacked gives back the symbols a packed record holds; set is its
 // task's fields. It skips to them without unpacking the rest.
-func releasePacked(rec []byte, set Field, y *symbols) {
+func ReleasePacked(rec []byte, set Field, y *Symbols) {
 	if set&(FieldExchange|FieldRoutingKey|FieldClient) == 0 {
 		return
 	}
@@ -362,7 +364,31 @@ func releasePacked(rec []byte, set Field, y *symbols) {
 		if set&f != 0 {
 			id, w := binary.Uvarint(b)
 			b = b[w:]
-			y.release(uint32(id))
+			y.Release(uint32(id))
 		}
 	}
+}
+
+// ViewText is text that shares b's memory, for a view of a record that
+// lives no longer than b does.
+func ViewText(b []byte) string {
+	if len(b) == 0 {
+		return ""
+	}
+	return unsafe.String(&b[0], len(b))
+}
+
+// CopyText is text of its own.
+func CopyText(b []byte) string { return string(b) }
+
+// FormatID formats id into *buf and returns a view of it when buf has room
+// for it, so that a view of a record allocates nothing; otherwise (buf is
+// nil for copies) a new string.
+func FormatID(id [16]byte, buf *[]byte) string {
+	if buf == nil || cap(*buf)-len(*buf) < 36 {
+		return FormatUUID(id)
+	}
+	start := len(*buf)
+	*buf = AppendUUID(*buf, id)
+	return ViewText((*buf)[start:])
 }

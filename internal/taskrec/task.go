@@ -1,4 +1,9 @@
-package state
+// Package taskrec is a task record as celery.events.state keeps it and
+// Flower shows it (Task, its nullable fields and Flower's JSON of it), and
+// the compact form the in-memory state holds records in: pointer-free
+// slots, interned strings, an arena of packed records, the id table and
+// the sorted indexes. What goes in, and when, is the state's to decide.
+package taskrec
 
 import (
 	"strconv"

@@ -1,11 +1,11 @@
-package state
+package taskrec
 
 import "slices"
 
-// item is one task in an index: its order key (the timestamp) and its slot.
-type item struct {
-	key  float64
-	slot uint32
+// Item is one task in an index: its order key (the timestamp) and its slot.
+type Item struct {
+	Key  float64
+	Slot uint32
 }
 
 // blockSize bounds a block of an index. Inserting moves at most this many
@@ -24,17 +24,17 @@ func newBlock(capacity int) *block {
 }
 
 func (b *block) len() int      { return len(b.keys) }
-func (b *block) at(i int) item { return item{b.keys[i], b.slots[i]} }
-func (b *block) last() item    { return b.at(len(b.keys) - 1) }
-func (b *block) add(it item)   { b.keys, b.slots = append(b.keys, it.key), append(b.slots, it.slot) }
-func (b *block) insertAt(i int, it item) {
-	b.keys, b.slots = slices.Insert(b.keys, i, it.key), slices.Insert(b.slots, i, it.slot)
+func (b *block) at(i int) Item { return Item{b.keys[i], b.slots[i]} }
+func (b *block) last() Item    { return b.at(len(b.keys) - 1) }
+func (b *block) add(it Item)   { b.keys, b.slots = append(b.keys, it.Key), append(b.slots, it.Slot) }
+func (b *block) insertAt(i int, it Item) {
+	b.keys, b.slots = slices.Insert(b.keys, i, it.Key), slices.Insert(b.slots, i, it.Slot)
 }
 func (b *block) deleteAt(i int) {
 	b.keys, b.slots = slices.Delete(b.keys, i, i+1), slices.Delete(b.slots, i, i+1)
 }
 
-// index keeps a set of tasks sorted by (key, id) ascending, so that
+// Index keeps a set of tasks sorted by (key, id) ascending, so that
 // GET /api/tasks reads its newest-first pages from the end. It is a list
 // of sorted blocks rather than a tree: tasks arrive in time order, which
 // makes nearly every insert an append to the last block, and the items
@@ -48,7 +48,7 @@ func (b *block) deleteAt(i int) {
 // while the collector marks, was half of ingestion's time when evictions
 // and inserts met old blocks (and the readers wait for that lock).
 // Numbers shift as plain memory, four bytes a block.
-type index struct {
+type Index struct {
 	blocks []uint32 // in key order
 	pool   []*block // by number; nil when free
 	free   []uint32 // numbers of pool to reuse
@@ -59,10 +59,13 @@ type index struct {
 // maxSpare bounds the emptied blocks an index keeps for reuse.
 const maxSpare = 8
 
-func (x *index) blk(bi int) *block { return x.pool[x.blocks[bi]] }
+// Len is the number of items in the index.
+func (x *Index) Len() int { return x.n }
+
+func (x *Index) blk(bi int) *block { return x.pool[x.blocks[bi]] }
 
 // number puts b in the pool and returns its number.
-func (x *index) number(b *block) uint32 {
+func (x *Index) number(b *block) uint32 {
 	if n := len(x.free); n > 0 {
 		h := x.free[n-1]
 		x.free = x.free[:n-1]
@@ -74,7 +77,7 @@ func (x *index) number(b *block) uint32 {
 }
 
 // newBlock is an empty block of that capacity, a spare one when it fits.
-func (x *index) newBlock(capacity int) *block {
+func (x *Index) newBlock(capacity int) *block {
 	if n := len(x.spare); n > 0 && capacity == blockSize {
 		b := x.spare[n-1]
 		x.spare = x.spare[:n-1]
@@ -84,12 +87,12 @@ func (x *index) newBlock(capacity int) *block {
 }
 
 // less orders two items; ties on the key go by task id.
-type lessFunc func(a, b item) bool
+type LessFunc func(a, b Item) bool
 
 // find returns the block that holds, or would hold, it.
-func (x *index) find(it item, less lessFunc) int {
+func (x *Index) find(it Item, less LessFunc) int {
 	// The first block whose last item is not before it.
-	i, _ := slices.BinarySearchFunc(x.blocks, it, func(h uint32, t item) int {
+	i, _ := slices.BinarySearchFunc(x.blocks, it, func(h uint32, t Item) int {
 		if less(x.pool[h].last(), t) {
 			return -1
 		}
@@ -99,7 +102,7 @@ func (x *index) find(it item, less lessFunc) int {
 }
 
 // position is where it goes in b: the first item not before it.
-func (b *block) position(it item, less lessFunc) int {
+func (b *block) position(it Item, less LessFunc) int {
 	lo, hi := 0, b.len()
 	for lo < hi {
 		m := int(uint(lo+hi) >> 1)
@@ -112,7 +115,8 @@ func (b *block) position(it item, less lessFunc) int {
 	return lo
 }
 
-func (x *index) insert(it item, less lessFunc) {
+// Insert adds it in the order of less.
+func (x *Index) Insert(it Item, less LessFunc) {
 	x.n++
 	if len(x.blocks) == 0 {
 		// Small at first: the indexes of passing states (RECEIVED,
@@ -150,8 +154,8 @@ func (x *index) insert(it item, less lessFunc) {
 	x.blocks = slices.Insert(x.blocks, bi+1, x.number(right))
 }
 
-// remove takes it out; it must be in the index with exactly that key.
-func (x *index) remove(it item, less lessFunc) bool {
+// Remove takes it out; it must be in the index with exactly that key.
+func (x *Index) Remove(it Item, less LessFunc) bool {
 	if len(x.blocks) == 0 {
 		return false
 	}
@@ -179,7 +183,7 @@ func (x *index) remove(it item, less lessFunc) bool {
 }
 
 // merge appends block bi+1 to block bi.
-func (x *index) merge(bi int) {
+func (x *Index) merge(bi int) {
 	b, next := x.blk(bi), x.blk(bi+1)
 	if bi == 0 && b.len() < next.len() {
 		// The oldest block, emptied by evictions: into the next one, so
@@ -194,7 +198,7 @@ func (x *index) merge(bi int) {
 
 // dropBlock takes block bi out of the list; the first one without moving
 // the others.
-func (x *index) dropBlock(bi int) {
+func (x *Index) dropBlock(bi int) {
 	h := x.blocks[bi]
 	if b := x.pool[h]; cap(b.keys) == blockSize && len(x.spare) < maxSpare {
 		b.keys, b.slots = b.keys[:0], b.slots[:0]
@@ -209,29 +213,31 @@ func (x *index) dropBlock(bi int) {
 	x.blocks = slices.Delete(x.blocks, bi, bi+1)
 }
 
-// cursor walks an index from the newest item to the oldest.
-type cursor struct {
-	x     *index
+// Cursor walks an index from the newest item to the oldest.
+type Cursor struct {
+	x     *Index
 	bi, i int
 }
 
-func (x *index) newest() cursor {
-	c := cursor{x: x, bi: len(x.blocks) - 1}
+// Newest returns a cursor at the newest item.
+func (x *Index) Newest() Cursor {
+	c := Cursor{x: x, bi: len(x.blocks) - 1}
 	if c.bi >= 0 {
 		c.i = x.blk(c.bi).len() - 1
 	}
 	return c
 }
 
-// peek returns the current item; ok is false past the oldest.
-func (c *cursor) peek() (item, bool) {
+// Peek returns the current item; ok is false past the oldest.
+func (c *Cursor) Peek() (Item, bool) {
 	if c.bi < 0 {
-		return item{}, false
+		return Item{}, false
 	}
 	return c.x.blk(c.bi).at(c.i), true
 }
 
-func (c *cursor) next() {
+// Next moves the cursor to the next older item.
+func (c *Cursor) Next() {
 	c.i--
 	if c.i < 0 {
 		c.bi--
@@ -241,13 +247,13 @@ func (c *cursor) next() {
 	}
 }
 
-// pos is a position in an index: block and item. The end of the index is
+// Pos is a position in an index: block and item. The end of the index is
 // {len(blocks), 0}.
-type pos struct{ bi, i int }
+type Pos struct{ bi, i int }
 
-// bound returns the position of the first item whose key is at least key
+// Bound returns the position of the first item whose key is at least key
 // (after false) or greater than key (after true), ids aside.
-func (x *index) bound(key float64, after bool) pos {
+func (x *Index) Bound(key float64, after bool) Pos {
 	below := func(k float64) bool { return k < key || after && k == key }
 	bi, _ := slices.BinarySearchFunc(x.blocks, key, func(h uint32, _ float64) int {
 		if b := x.pool[h]; below(b.keys[len(b.keys)-1]) {
@@ -256,7 +262,7 @@ func (x *index) bound(key float64, after bool) pos {
 		return 1
 	})
 	if bi == len(x.blocks) {
-		return pos{bi, 0}
+		return Pos{bi, 0}
 	}
 	i, _ := slices.BinarySearchFunc(x.blk(bi).keys, key, func(k, _ float64) int {
 		if below(k) {
@@ -264,11 +270,11 @@ func (x *index) bound(key float64, after bool) pos {
 		}
 		return 1
 	})
-	return pos{bi, i}
+	return Pos{bi, i}
 }
 
-// count is the number of items from p up to, not including, q.
-func (x *index) count(p, q pos) int {
+// Count is the number of items from p up to, not including, q.
+func (x *Index) Count(p, q Pos) int {
 	switch {
 	case p.bi > q.bi:
 		return 0
@@ -282,9 +288,9 @@ func (x *index) count(p, q pos) int {
 	return n + q.i
 }
 
-// walk calls fn with the items from p up to, not including, q, forward or
+// Walk calls fn with the items from p up to, not including, q, forward or
 // backward, until fn returns false.
-func (x *index) walk(p, q pos, backward bool, fn func(item) bool) {
+func (x *Index) Walk(p, q Pos, backward bool, fn func(Item) bool) {
 	if !backward {
 		for bi, i := p.bi, p.i; bi < q.bi || bi == q.bi && i < q.i; {
 			if i >= x.blk(bi).len() {
@@ -314,5 +320,5 @@ func (x *index) walk(p, q pos, backward bool, fn func(item) bool) {
 	}
 }
 
-// all is the whole index, for walk.
-func (x *index) all() (pos, pos) { return pos{}, pos{len(x.blocks), 0} }
+// All is the whole index, for walk.
+func (x *Index) All() (Pos, Pos) { return Pos{}, Pos{len(x.blocks), 0} }

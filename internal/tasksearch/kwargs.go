@@ -1,4 +1,4 @@
-package state
+package tasksearch
 
 import "github.com/stamen-dev/stamen/internal/pyfmt"
 
@@ -17,7 +17,7 @@ func kwargsPairs(dst []string, kwargs string) []string {
 	}
 	items := v.Items()
 	for i := 0; i+1 < len(items); i += 2 {
-		dst = append(dst, fold(flowerStr(items[i]))+"="+fold(flowerStr(items[i+1])))
+		dst = append(dst, pyfmt.Fold(flowerStr(items[i]))+"="+pyfmt.Fold(flowerStr(items[i+1])))
 	}
 	return dst
 }

@@ -1,21 +1,20 @@
-package celery
+package pyfmt
 
 import (
+	"encoding/hex"
 	"fmt"
 	"strconv"
 	"strings"
 	"time"
 	"unicode/utf8"
-
-	"github.com/stamen-dev/stamen/internal/pyfmt"
 )
 
 // PlainRepr rewrites, in the Python repr text a worker or client puts in an
 // event (args, kwargs, result, exception), the reprs of the values kombu ≥5.3
 // carries as typed JSON (datetime.datetime(...), datetime.date(...),
 // datetime.time(...), UUID('...'), Decimal('...'), b'...') as the repr of
-// the string kombu 5.2 turned them into (see typedText): with a 5.2 worker a
-// task receives and returns those strings, so its events say
+// the string kombu 5.2 turned them into: with a 5.2 worker a task receives
+// and returns those strings, so its events say
 // {'dt': '2024-01-02T03:04:05Z'} where a 5.6 worker says
 // {'dt': datetime.datetime(2024, 1, 2, 3, 4, 5, tzinfo=datetime.timezone.utc)}.
 // Rewritten, an event reads the same whatever the release and agrees with
@@ -53,7 +52,7 @@ func PlainRepr(s string) string {
 				return b.String()
 			}
 			if text, ok := bytesLiteralText(s[i+2 : i+n]); ok {
-				b.WriteString(pyfmt.QuoteStr(text))
+				b.WriteString(QuoteStr(text))
 			} else {
 				b.WriteString(s[i : i+1+n])
 			}
@@ -61,7 +60,7 @@ func PlainRepr(s string) string {
 			continue
 		}
 		if text, n, ok := typedCall(s[i:]); ok {
-			b.WriteString(pyfmt.QuoteStr(text))
+			b.WriteString(QuoteStr(text))
 			i += n
 			continue
 		} else if n > 0 {
@@ -185,7 +184,7 @@ func typedCall(s string) (string, int, bool) {
 		case "UUID(":
 			if len(args) == 1 {
 				if v, err := strconv.Unquote(pyToGoQuote(args[0])); err == nil {
-					text, ok = canonicalUUID(v)
+					text, ok = CanonicalUUID(v)
 				}
 			}
 		case "Decimal(":
@@ -409,4 +408,17 @@ func offsetText(d time.Duration) string {
 		}
 	}
 	return s
+}
+
+// CanonicalUUID writes 32 hex digits (any dashes and case) as Python's
+// str(uuid.UUID(...)) does.
+func CanonicalUUID(s string) (string, bool) {
+	h := strings.ToLower(strings.ReplaceAll(s, "-", ""))
+	if len(h) != 32 {
+		return "", false
+	}
+	if _, err := hex.DecodeString(h); err != nil {
+		return "", false
+	}
+	return h[:8] + "-" + h[8:12] + "-" + h[12:16] + "-" + h[16:20] + "-" + h[20:], true
 }

@@ -1,4 +1,4 @@
-package state
+package taskrec
 
 import (
 	"fmt"
@@ -10,9 +10,9 @@ import (
 // colliding in the table, and checks every lookup against a Go map.
 func TestIDTableAgainstMap(t *testing.T) {
 	const slots = 5000
-	var sl slab
-	sl.ensure(slots - 1)
-	tab := newIDTable()
+	var sl Slab
+	sl.Ensure(slots - 1)
+	tab := NewIDTable()
 	model := map[[16]byte]uint32{}
 	rng := rand.New(rand.NewPCG(7, 7))
 	idOf := func(n int) [16]byte {
@@ -29,18 +29,18 @@ func TestIDTableAgainstMap(t *testing.T) {
 	}
 	for step := range 40000 {
 		i := uint32(rng.IntN(slots))
-		s := sl.at(i)
-		if s.live() {
-			tab.remove(i, &sl)
-			delete(model, s.id)
-			s.set = 0
+		s := sl.At(i)
+		if s.Live() {
+			tab.Remove(i, &sl)
+			delete(model, s.ID)
+			s.Set = 0
 		} else {
 			id := idOf(step)
 			if _, dup := model[id]; dup {
 				continue
 			}
-			s.id, s.set = id, slotLive
-			tab.put(i, &sl)
+			s.ID, s.Set = id, SlotLive
+			tab.Put(i, &sl)
 			model[id] = i
 		}
 		if step%500 != 0 {
@@ -50,13 +50,13 @@ func TestIDTableAgainstMap(t *testing.T) {
 			t.Fatalf("step %d: table holds %d, want %d", step, tab.n, len(model))
 		}
 		for id, want := range model {
-			if got, ok := tab.get(&id, &sl); !ok || got != want {
+			if got, ok := tab.Get(&id, &sl); !ok || got != want {
 				t.Fatalf("step %d: get = %d, %v; want %d", step, got, ok, want)
 			}
 		}
 		missing := idOf(step + 1)
 		if _, ok := model[missing]; !ok {
-			if _, ok := tab.get(&missing, &sl); ok {
+			if _, ok := tab.Get(&missing, &sl); ok {
 				t.Fatalf("step %d: found an id never added", step)
 			}
 		}
@@ -80,21 +80,21 @@ func floodIDs(n int) []string {
 // one let a client pile them on one probe run (n/2 probes on average).
 func TestIDTableResistsFlooding(t *testing.T) {
 	const n = 20000
-	var sl slab
-	sl.ensure(n - 1)
-	tab := newIDTable()
+	var sl Slab
+	sl.Ensure(n - 1)
+	tab := NewIDTable()
 	for i, text := range floodIDs(n) {
-		id, ok := parseUUID(text)
+		id, ok := ParseUUID(text)
 		if !ok {
 			t.Fatalf("%s is not a canonical uuid", text)
 		}
-		s := sl.at(uint32(i))
-		s.id, s.set = id, slotLive
-		tab.put(uint32(i), &sl)
+		s := sl.At(uint32(i))
+		s.ID, s.Set = id, SlotLive
+		tab.Put(uint32(i), &sl)
 	}
 	total, longest := 0, 0
 	for i := range n {
-		id := sl.at(uint32(i)).id
+		id := sl.At(uint32(i)).ID
 		p := tab.probes(&id, &sl)
 		total += p
 		longest = max(longest, p)
@@ -107,11 +107,11 @@ func TestIDTableResistsFlooding(t *testing.T) {
 }
 
 // probes counts the cells a lookup of id visits.
-func (t *idTable) probes(id *[16]byte, slots *slab) int {
+func (t *IDTable) probes(id *[16]byte, slots *Slab) int {
 	n := 1
 	for h := t.hash(id) & t.mask; ; h = (h + 1) & t.mask {
 		c := t.cells[h]
-		if c == 0 || slots.at(c-1).id == *id {
+		if c == 0 || slots.At(c-1).ID == *id {
 			return n
 		}
 		n++
