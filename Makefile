@@ -17,9 +17,11 @@ validate:
 
 # Regenerates restapi/, gen/models and gen/client from swagger.yaml.
 # swagger-layout.yaml leaves out go-swagger's server scaffold (server.go,
-# configure_stamen.go), which stamen does not use.
+# configure_stamen.go), which stamen does not use, and writes
+# handlers/operations_gen.go, which installs each operation's handler.
 generate:
 	find restapi gen -name '*.go' -delete 2>/dev/null || true
+	rm -f handlers/operations_gen.go
 	$(SWAGGER) generate server -q -A stamen -f swagger.yaml -t . -C swagger-layout.yaml -m gen/models
 	$(SWAGGER) generate client -q -A stamen -f swagger.yaml -t . -c gen/client -m gen/models --skip-models
 	go mod tidy
@@ -35,8 +37,8 @@ ui-generate:
 
 # Fails when the committed generated code differs from what the spec produces.
 check-generated: generate
-	git diff --exit-code -- restapi gen go.mod go.sum web/src/api
-	test -z "$$(git status --porcelain -- restapi gen web/src/api)"
+	git diff --exit-code -- restapi gen handlers/operations_gen.go go.mod go.sum web/src/api
+	test -z "$$(git status --porcelain -- restapi gen handlers/operations_gen.go web/src/api)"
 
 # Rebuilds the dashboard (web/) into internal/ui/dist, which the binary
 # embeds: the exact tools of web/package-lock.json (npm ci), a type check

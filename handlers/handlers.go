@@ -28,12 +28,6 @@ import (
 	"github.com/stamen-dev/stamen/internal/stream"
 	"github.com/stamen-dev/stamen/internal/workercount"
 	"github.com/stamen-dev/stamen/restapi/operations"
-	auditops "github.com/stamen-dev/stamen/restapi/operations/audit"
-	evops "github.com/stamen-dev/stamen/restapi/operations/events"
-	"github.com/stamen-dev/stamen/restapi/operations/queues"
-	sessionops "github.com/stamen-dev/stamen/restapi/operations/session"
-	"github.com/stamen-dev/stamen/restapi/operations/tasks"
-	"github.com/stamen-dev/stamen/restapi/operations/workers"
 )
 
 // Config holds the dependencies and limits of the handlers.
@@ -314,53 +308,22 @@ func exactKeys(data []byte, v any) error {
 }
 
 // Register installs every operation's handler and stamen's error writer on
-// the generated API. app.NewAPI takes the generated "not implemented"
-// stubs out before it calls Register, so that api.Validate() then fails if
-// the spec gained an operation that has no handler here. The handlers
+// the generated API. The handlers are set by registerOperations, which
+// make generate writes from swagger.yaml: an operation's handler is the
+// method of Handlers named after its operationId, so an operation added
+// to the spec without one does not compile. app.NewAPI takes the generated
+// "not implemented" stubs out before it calls Register, and api.Validate()
+// then fails if an operation is still without a handler. The handlers
 // ignore the principal (the caller's auth.Role): the auth middleware has
 // already checked that the role may call the operation.
 func (h *Handlers) Register(api *operations.StamenAPI) {
 	api.ServeError = ServeError
 	api.JSONConsumer = strictJSON()
-
-	api.TasksListTasksHandler = tasks.ListTasksHandlerFunc(h.listTasks)
-	api.TasksListTaskTypesHandler = tasks.ListTaskTypesHandlerFunc(h.listTaskTypes)
-	api.TasksGetTaskInfoHandler = tasks.GetTaskInfoHandlerFunc(h.getTaskInfo)
-	api.QueuesGetQueueLengthsHandler = queues.GetQueueLengthsHandlerFunc(h.getQueueLengths)
-	api.QueuesPurgeQueueHandler = queues.PurgeQueueHandlerFunc(h.purgeQueue)
-	api.AuditListAuditHandler = auditops.ListAuditHandlerFunc(h.listAudit)
-	api.WorkersListWorkersHandler = workers.ListWorkersHandlerFunc(h.listWorkers)
-	api.SessionGetSessionHandler = sessionops.GetSessionHandlerFunc(h.getSession)
-
-	api.TasksApplyTaskHandler = tasks.ApplyTaskHandlerFunc(h.applyTask)
-	api.TasksAsyncApplyTaskHandler = tasks.AsyncApplyTaskHandlerFunc(h.asyncApplyTask)
-	api.TasksSendTaskHandler = tasks.SendTaskHandlerFunc(h.sendTask)
-	api.TasksGetTaskResultHandler = tasks.GetTaskResultHandlerFunc(h.getTaskResult)
-	api.TasksAbortTaskHandler = tasks.AbortTaskHandlerFunc(h.abortTask)
-
-	api.TasksRevokeTaskHandler = tasks.RevokeTaskHandlerFunc(h.revokeTask)
-	api.TasksRetryTaskHandler = tasks.RetryTaskHandlerFunc(h.retryTask)
-	api.TasksRevokeTasksHandler = tasks.RevokeTasksHandlerFunc(h.revokeTasks)
-	api.TasksRetryTasksHandler = tasks.RetryTasksHandlerFunc(h.retryTasks)
-	api.TasksListFailuresHandler = tasks.ListFailuresHandlerFunc(h.listFailures)
-	api.TasksGetTaskStatsHandler = tasks.GetTaskStatsHandlerFunc(h.getTaskStats)
-	api.WorkersGetWorkerStatsHandler = workers.GetWorkerStatsHandlerFunc(h.getWorkerStats)
-	api.TasksSetTaskTimeoutHandler = tasks.SetTaskTimeoutHandlerFunc(h.setTaskTimeout)
-	api.TasksSetTaskRateLimitHandler = tasks.SetTaskRateLimitHandlerFunc(h.setTaskRateLimit)
-
-	api.WorkersShutdownWorkerHandler = workers.ShutdownWorkerHandlerFunc(h.shutdownWorker)
-	api.WorkersRestartWorkerPoolHandler = workers.RestartWorkerPoolHandlerFunc(h.restartWorkerPool)
-	api.WorkersGrowWorkerPoolHandler = workers.GrowWorkerPoolHandlerFunc(h.growWorkerPool)
-	api.WorkersShrinkWorkerPoolHandler = workers.ShrinkWorkerPoolHandlerFunc(h.shrinkWorkerPool)
-	api.WorkersAutoscaleWorkerPoolHandler = workers.AutoscaleWorkerPoolHandlerFunc(h.autoscaleWorkerPool)
-	api.EventsStreamEventsHandler = evops.StreamEventsHandlerFunc(h.streamEvents)
+	h.registerOperations(api)
 	// The event stream writes its own body; this producer only serves the
 	// runtime's content negotiation.
 	api.TextEventStreamProducer = runtime.ProducerFunc(func(w io.Writer, data any) error {
 		_, err := fmt.Fprint(w, data)
 		return err
 	})
-
-	api.WorkersAddConsumerHandler = workers.AddConsumerHandlerFunc(h.addConsumer)
-	api.WorkersCancelConsumerHandler = workers.CancelConsumerHandlerFunc(h.cancelConsumer)
 }
