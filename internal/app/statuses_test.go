@@ -14,6 +14,7 @@ import (
 	"os/exec"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -340,6 +341,88 @@ func specRequests(t *testing.T, listed map[string]bool) []statusRequest {
 	return out
 }
 
+// specBadRequests returns, for each operation of swagger.yaml, one request
+// for each bound its parameters declare (required, type, maxLength,
+// minimum, maximum, enum) that breaks that bound and is otherwise as
+// specRequests builds it: each must be refused with 400, which the
+// operation must then declare. An operation's 400 for its parameters is
+// so checked from the spec alone.
+func specBadRequests(t *testing.T) []statusRequest {
+	t.Helper()
+	doc, err := loads.Analyzed(restapi.SwaggerJSON, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []statusRequest
+	for method, paths := range doc.Analyzer.Operations() {
+		for tmpl, op := range paths {
+			params := doc.Analyzer.ParamsFor(method, tmpl)
+			// build is the request with every parameter valid but bad's,
+			// which gets value (absent when omit).
+			build := func(bad spec.Parameter, value string, omit bool) statusRequest {
+				path, q := tmpl, url.Values{}
+				for _, p := range params {
+					v := exampleValue(p)
+					if p.Name == bad.Name && p.In == bad.In {
+						if omit {
+							continue
+						}
+						v = value
+					}
+					switch {
+					case p.In == "path":
+						path = strings.ReplaceAll(path, "{"+p.Name+"}", url.PathEscape(v))
+					case p.In == "query" && (p.Required || p.Name == bad.Name):
+						q.Set(p.Name, v)
+					}
+				}
+				if len(q) > 0 {
+					path += "?" + q.Encode()
+				}
+				return statusRequest{op: op.ID, method: method, path: path, want: http.StatusBadRequest}
+			}
+			for _, p := range params {
+				if p.In != "path" && p.In != "query" {
+					continue
+				}
+				if p.In == "query" && p.Required {
+					out = append(out, build(p, "", true))
+				}
+				for _, v := range badValues(p) {
+					out = append(out, build(p, v, false))
+				}
+			}
+		}
+	}
+	return out
+}
+
+// badValues are values of a parameter that break one of its bounds each.
+func badValues(p spec.Parameter) []string {
+	num := func(f float64) string { return strconv.FormatFloat(f, 'f', -1, 64) }
+	var out []string
+	switch p.Type {
+	case "integer", "number":
+		out = append(out, "x")
+		if p.Minimum != nil {
+			out = append(out, num(*p.Minimum-1))
+		}
+		if p.Maximum != nil {
+			out = append(out, num(*p.Maximum+1))
+		}
+	case "boolean":
+		out = append(out, "perhaps")
+	case "string":
+		if p.MaxLength != nil {
+			out = append(out, strings.Repeat("x", int(*p.MaxLength)+1))
+		}
+		if len(p.Enum) > 0 {
+			out = append(out, "none-of-the-enum")
+		}
+	}
+	return out
+}
+
 // exampleValue is a valid value of a query parameter, as far as its type,
 // default, enum and minimum tell.
 func exampleValue(p spec.Parameter) string {
@@ -514,14 +597,16 @@ func TestAnsweredStatusesAreDeclared(t *testing.T) {
 		"/api/worker/queue/cancel-consumer/nobody?queue=q", "/api/worker/queue/cancel-consumer/"+w+"?queue=a%20b")
 
 	// An operation the list above has no request for gets one built from
-	// the spec, so that a new operation is checked from the start; what it
-	// declares beyond 200 then needs requests of its own, and the check
-	// at the end says which.
+	// the spec, and every operation one for each bound of its parameters,
+	// so that a new operation is checked from the start; what it declares
+	// beyond 200 and its parameters' 400 then needs requests of its own,
+	// and the check at the end says which.
 	listed := map[string]bool{}
 	for _, r := range reqs {
 		listed[r.op] = true
 	}
 	reqs = append(reqs, specRequests(t, listed)...)
+	reqs = append(reqs, specBadRequests(t)...)
 
 	answered := map[string]map[int]bool{}
 	for _, mode := range []struct {
