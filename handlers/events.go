@@ -30,6 +30,9 @@ func (h *Handlers) streamEvents(p evops.StreamEventsParams, _ any) middleware.Re
 	if err != nil {
 		return apiError(http.StatusServiceUnavailable, "%d event streams are open, the most stamen serves at once (--max_event_streams)", h.Events.Max())
 	}
+	// A raw writer, not a generated responder: the body is an unending
+	// stream of events, each flushed as it comes, which no model or
+	// producer writes.
 	return middleware.ResponderFunc(func(rw http.ResponseWriter, _ runtime.Producer) {
 		defer h.Events.Unsubscribe(sub)
 		h.serveSSE(rw, p.HTTPRequest, sub)

@@ -67,7 +67,7 @@ func wantError(t *testing.T, op string, err error, code int) {
 
 func ptr[T any](v T) *T { return &v }
 
-// contractCases call each of Flower's 20 operations through the generated client
+// contractCases call each of Flower's operations through the generated client
 // and check the answers, success and error, against the spec's schemas. The
 // cluster's stamen has no credentials, so every call passes a nil authInfo;
 // securityCases call it with credentials.

@@ -36,7 +36,7 @@ type authCase struct {
 	operatorOK int
 }
 
-// allOperations lists each of Flower's 20 operations once (stamen's own are
+// allOperations lists each of Flower's operations once (stamen's own are
 // covered by the audit and read-only cases), with parameters an
 // operator's call succeeds with on the cluster (shutdown targets an unknown
 // worker, so that nobody is shut down: passing the auth check is what counts).
@@ -68,7 +68,7 @@ func allOperations(c *cluster, taskID string) []authCase {
 
 func securityCases() []suiteCase {
 	return []suiteCase{
-		{"roles: 20 operations x 4 callers", func(t *testing.T, c *cluster) {
+		{"roles: Flower's operations x 4 callers", func(t *testing.T, c *cluster) {
 			var authn auth.Authenticator
 			if err := authn.AddBasic("op:op-secret", auth.Operator); err != nil {
 				t.Fatal(err)
