@@ -73,7 +73,7 @@ func (h *Handlers) shutdownWorker(p workers.ShutdownWorkerParams, _ any) middlew
 	}); err != nil {
 		return h.brokerError("shutdown", err)
 	}
-	return message("Shutting down!")
+	return encoded(workers.NewShutdownWorkerOK().WithPayload(messageBody("Shutting down!")))
 }
 
 func (h *Handlers) restartWorkerPool(p workers.RestartWorkerPoolParams, _ any) middleware.Responder {
@@ -83,7 +83,7 @@ func (h *Handlers) restartWorkerPool(p workers.RestartWorkerPoolParams, _ any) m
 	if fail != nil {
 		return fail
 	}
-	return message("Restarting '%s' worker's pool", w)
+	return encoded(workers.NewRestartWorkerPoolOK().WithPayload(messageBody("Restarting '%s' worker's pool", w)))
 }
 
 func (h *Handlers) growWorkerPool(p workers.GrowWorkerPoolParams, _ any) middleware.Responder {
@@ -93,7 +93,7 @@ func (h *Handlers) growWorkerPool(p workers.GrowWorkerPoolParams, _ any) middlew
 	if fail != nil {
 		return fail
 	}
-	return message("Growing '%s' worker's pool by %d", w, n)
+	return encoded(workers.NewGrowWorkerPoolOK().WithPayload(messageBody("Growing '%s' worker's pool by %d", w, n)))
 }
 
 func (h *Handlers) shrinkWorkerPool(p workers.ShrinkWorkerPoolParams, _ any) middleware.Responder {
@@ -103,7 +103,7 @@ func (h *Handlers) shrinkWorkerPool(p workers.ShrinkWorkerPoolParams, _ any) mid
 	if fail != nil {
 		return fail
 	}
-	return message("Shrinking '%s' worker's pool by %d", w, n)
+	return encoded(workers.NewShrinkWorkerPoolOK().WithPayload(messageBody("Shrinking '%s' worker's pool by %d", w, n)))
 }
 
 func (h *Handlers) autoscaleWorkerPool(p workers.AutoscaleWorkerPoolParams, _ any) middleware.Responder {
@@ -116,7 +116,7 @@ func (h *Handlers) autoscaleWorkerPool(p workers.AutoscaleWorkerPoolParams, _ an
 	if fail != nil {
 		return fail
 	}
-	return message("Autoscaling '%s' worker (min=%d, max=%d)", w, lo, hi)
+	return encoded(workers.NewAutoscaleWorkerPoolOK().WithPayload(messageBody("Autoscaling '%s' worker (min=%d, max=%d)", w, lo, hi)))
 }
 
 func (h *Handlers) addConsumer(p workers.AddConsumerParams, _ any) middleware.Responder {
@@ -129,7 +129,7 @@ func (h *Handlers) addConsumer(p workers.AddConsumerParams, _ any) middleware.Re
 	if fail != nil {
 		return fail
 	}
-	return message("%s", ok)
+	return encoded(workers.NewAddConsumerOK().WithPayload(messageBody("%s", ok)))
 }
 
 func (h *Handlers) cancelConsumer(p workers.CancelConsumerParams, _ any) middleware.Responder {
@@ -142,7 +142,7 @@ func (h *Handlers) cancelConsumer(p workers.CancelConsumerParams, _ any) middlew
 	if fail != nil {
 		return fail
 	}
-	return message("%s", ok)
+	return encoded(workers.NewCancelConsumerOK().WithPayload(messageBody("%s", ok)))
 }
 
 func (h *Handlers) setTaskTimeout(p tasks.SetTaskTimeoutParams, _ any) middleware.Responder {
@@ -167,7 +167,7 @@ func (h *Handlers) setTaskTimeout(p tasks.SetTaskTimeoutParams, _ any) middlewar
 	if fail != nil {
 		return fail
 	}
-	return message("%s", ok)
+	return encoded(tasks.NewSetTaskTimeoutOK().WithPayload(messageBody("%s", ok)))
 }
 
 func (h *Handlers) setTaskRateLimit(p tasks.SetTaskRateLimitParams, _ any) middleware.Responder {
@@ -183,7 +183,7 @@ func (h *Handlers) setTaskRateLimit(p tasks.SetTaskRateLimitParams, _ any) middl
 	if fail != nil {
 		return fail
 	}
-	return message("%s", ok)
+	return encoded(tasks.NewSetTaskRateLimitOK().WithPayload(messageBody("%s", ok)))
 }
 
 func (h *Handlers) revokeTask(p tasks.RevokeTaskParams, _ any) middleware.Responder {
@@ -205,5 +205,5 @@ func (h *Handlers) revokeTask(p tasks.RevokeTaskParams, _ any) middleware.Respon
 	}); err != nil {
 		return h.brokerError("revoke", err)
 	}
-	return message("Revoked '%s'", p.Taskid)
+	return encoded(tasks.NewRevokeTaskOK().WithPayload(messageBody("Revoked '%s'", p.Taskid)))
 }

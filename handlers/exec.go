@@ -222,9 +222,9 @@ func (h *Handlers) route(msg *celery.TaskMessage) {
 	msg.Queue, msg.Exchange, msg.RoutingKey = r.Queue, r.Exchange, r.RoutingKey
 }
 
-// taskIDResponse is {"task-id": id, "state": ...}; state only with a result
+// taskIDBody is {"task-id": id, "state": ...}; state only with a result
 // backend, as in Flower.
-func (h *Handlers) taskIDResponse(ctx context.Context, id string) middleware.Responder {
+func (h *Handlers) taskIDBody(ctx context.Context, id string) *models.TaskID {
 	out := &models.TaskID{TaskID: &id}
 	if h.Results != nil {
 		rctx, cancel := context.WithTimeout(ctx, h.BrokerTimeout)
@@ -235,7 +235,7 @@ func (h *Handlers) taskIDResponse(ctx context.Context, id string) middleware.Res
 			out.State = "PENDING"
 		}
 	}
-	return jsonResponse{status: http.StatusOK, body: out}
+	return out
 }
 
 func (h *Handlers) asyncApplyTask(p tasks.AsyncApplyTaskParams, _ any) middleware.Responder {
@@ -244,7 +244,7 @@ func (h *Handlers) asyncApplyTask(p tasks.AsyncApplyTaskParams, _ any) middlewar
 	if fail != nil {
 		return fail
 	}
-	return h.taskIDResponse(ctx, msg.ID)
+	return encoded(tasks.NewAsyncApplyTaskOK().WithPayload(h.taskIDBody(ctx, msg.ID)))
 }
 
 func (h *Handlers) sendTask(p tasks.SendTaskParams, _ any) middleware.Responder {
@@ -253,7 +253,7 @@ func (h *Handlers) sendTask(p tasks.SendTaskParams, _ any) middleware.Responder 
 	if fail != nil {
 		return fail
 	}
-	return h.taskIDResponse(ctx, msg.ID)
+	return encoded(tasks.NewSendTaskOK().WithPayload(h.taskIDBody(ctx, msg.ID)))
 }
 
 func (h *Handlers) applyTask(p tasks.ApplyTaskParams, _ any) middleware.Responder {
@@ -278,7 +278,7 @@ func (h *Handlers) applyTask(p tasks.ApplyTaskParams, _ any) middleware.Responde
 	if err != nil {
 		if u := unreadable(err); u != nil {
 			// The backend cannot say when the task is done: the events can.
-			return h.unreadableResult(msg.ID, u, h.awaitEventState(wctx, msg.ID))
+			return encoded(tasks.NewApplyTaskUnprocessableEntity().WithPayload(unreadableResult(msg.ID, u, h.awaitEventState(wctx, msg.ID))))
 		}
 		if errors.Is(err, context.DeadlineExceeded) {
 			return apiError(http.StatusGatewayTimeout, "task %s did not finish within %s", msg.ID, wait)
@@ -298,17 +298,15 @@ func unreadable(err error) *celery.UnreadableResultError {
 	return nil
 }
 
-// unreadableResult answers a result stamen cannot decode with 422: the task
-// ran and its result exists, so neither "pending" nor an outage (503) would
-// be true. The state is the events' (empty when stamen has none).
-func (h *Handlers) unreadableResult(id string, u *celery.UnreadableResultError, state string) middleware.Responder {
+// unreadableResult is the body of the 422 that answers a result stamen
+// cannot decode: the task ran and its result exists, so neither "pending"
+// nor an outage (503) would be true. The state is the events' (empty when stamen has none).
+func unreadableResult(id string, u *celery.UnreadableResultError, state string) *models.ResultUnreadable {
 	msg := fmt.Sprintf("result of task %s is stored with serializer '%s', which stamen cannot read (it reads JSON results only; set result_serializer='json' on the workers)", id, u.Serializer)
 	if state != "" {
 		msg += "; state " + state
 	}
-	return jsonResponse{status: http.StatusUnprocessableEntity, body: &models.ResultUnreadable{
-		Error: &msg, TaskID: &id, Serializer: &u.Serializer, State: state,
-	}}
+	return &models.ResultUnreadable{Error: &msg, TaskID: &id, Serializer: &u.Serializer, State: state}
 }
 
 // eventPoll is how often awaitEventState looks at the events state.
@@ -399,7 +397,7 @@ func (h *Handlers) getTaskResult(p tasks.GetTaskResultParams, _ any) middleware.
 	if u := unreadable(err); u != nil {
 		// The state is extra information: a failed read leaves it out.
 		st, _, _ := h.Tasks.Task(ctx, p.Taskid)
-		return h.unreadableResult(p.Taskid, u, st.State)
+		return encoded(tasks.NewGetTaskResultUnprocessableEntity().WithPayload(unreadableResult(p.Taskid, u, st.State)))
 	}
 	if err != nil {
 		return h.brokerError("result", err)
@@ -419,10 +417,11 @@ func (h *Handlers) abortTask(p tasks.AbortTaskParams, _ any) middleware.Responde
 	if err := h.Results.Abort(ctx, p.Taskid); err != nil {
 		return h.brokerError("abort", err)
 	}
-	return message("Aborted '%s'", p.Taskid)
+	return encoded(tasks.NewAbortTaskOK().WithPayload(messageBody("Aborted '%s'", p.Taskid)))
 }
 
-func message(format string, args ...any) middleware.Responder {
+// messageBody is Flower's {"message": "..."}.
+func messageBody(format string, args ...any) *models.Message {
 	m := fmt.Sprintf(format, args...)
-	return jsonResponse{status: http.StatusOK, body: &models.Message{Message: &m}}
+	return &models.Message{Message: &m}
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net/http"
 	"strings"
@@ -18,20 +19,45 @@ import (
 	"github.com/stamen-dev/stamen/internal/redact"
 )
 
-// The responders below write their body with writeJSON (encoding/json's
-// Marshal) instead of the API's JSONProducer, which the generated
-// responders use: the producer ends a body with a newline and leaves <, >
-// and & unescaped, so answering through it would change the bytes of
-// every body these write, errors included, that clients and the tests
-// that compare bodies byte for byte see today. The generated responders
-// are used where a handler's body is a generated model whose bytes came
-// from the producer from the start (purgeQueue, listAudit, listTaskTypes,
-// getQueueLengths, retryTask, revokeTasks, retryTasks, listFailures).
+// Every body the handlers write as JSON is encoded by encoding/json's
+// Marshal, as writeJSON does, and not by the API's JSONProducer, which the
+// generated responders are given: the producer ends a body with a newline
+// and leaves <, > and & unescaped, so answering through it would change
+// the bytes of every body, errors included, that clients and the tests
+// that compare bodies byte for byte see today. The exceptions are the
+// operations whose bodies came from the producer from the start (purgeQueue,
+// listAudit, listTaskTypes, getQueueLengths, retryTask, revokeTasks,
+// retryTasks, listFailures, getTaskStats, getWorkerStats, getSession):
+// their handlers return the generated responder as it is. The others
+// return it through encoded, which hands it a producer that writes Marshal's
+// bytes.
 
-// jsonResponse writes any JSON-encodable body with a status code. Handlers
-// use it where Flower's shapes do not fit go-swagger's generated models
-// (nullable results, a Message whose bytes predate the generated
-// responders).
+// encoded writes a generated responder's body with Marshal's bytes and
+// Content-Type application/json, whatever the request's Accept, as
+// writeJSON does.
+func encoded(r middleware.Responder) middleware.Responder {
+	return middleware.ResponderFunc(func(rw http.ResponseWriter, _ runtime.Producer) {
+		rw.Header().Set("Content-Type", "application/json")
+		r.WriteResponse(rw, marshalJSON)
+	})
+}
+
+// marshalJSON is the producer encoded gives: Marshal's bytes, a failed
+// write ignored as writeJSON ignores it (the client has gone; the
+// generated responders would panic on the error).
+var marshalJSON = runtime.ProducerFunc(func(w io.Writer, v any) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return fmt.Errorf("encode the response: %w", err)
+	}
+	_, _ = w.Write(b)
+	return nil
+})
+
+// jsonResponse writes any JSON-encodable body with a status code: Flower's
+// result shape (resultBody), whose keys come in Flower's order (task-id,
+// state, result, traceback), where the generated TaskResult model would
+// write them in the alphabetical order of its fields.
 type jsonResponse struct {
 	status int
 	body   any
@@ -82,9 +108,12 @@ func errorModel(msg string) *models.Error {
 
 // errorResponse is an error answer: the spec's Error model with a status.
 // One type for every operation, where go-swagger generates one per
-// operation and status: the error paths (brokerError, storeError) are
-// shared by the operations, and the generated ones would write the body
-// through the producer (see above).
+// operation and status: the error paths (brokerError, storeError, control,
+// publish) are shared by the operations and take the status from the
+// error, so answering with the generated types would need a table of
+// operation and status to type that the spec already holds. Its body is
+// Marshal's, as encoded writes it. TestAnsweredStatusesAreDeclared checks
+// that every status an operation answers is one the spec declares for it.
 type errorResponse struct {
 	status int
 	body   *models.Error

@@ -8,6 +8,9 @@ import (
 	"testing"
 
 	oaerrors "github.com/go-openapi/errors"
+	"github.com/go-openapi/runtime"
+
+	"github.com/stamen-dev/stamen/restapi/operations/workers"
 )
 
 // TestErrorBodiesHoldNoURLPassword: whatever an error quotes, its body
@@ -54,5 +57,25 @@ func TestErrorBodyBytes(t *testing.T) {
 		if got := rec.Body.String(); got != want || rec.Code != http.StatusBadRequest || rec.Header().Get("Content-Type") != "application/json" {
 			t.Errorf("%s: %d %s %q, want 400 application/json %q", name, rec.Code, rec.Header().Get("Content-Type"), got, want)
 		}
+	}
+}
+
+// TestEncodedBodyBytes: a generated responder answered through encoded
+// writes what writeJSON wrote before the handlers returned it, byte for
+// byte, status and Content-Type included, whatever format the runtime
+// negotiated and whatever producer it hands over.
+func TestEncodedBodyBytes(t *testing.T) {
+	msg := `Unknown worker 'a<b> & "c" é'`
+	want := httptest.NewRecorder()
+	writeJSON(want, http.StatusOK, messageBody("%s", msg))
+	got := httptest.NewRecorder()
+	got.Header().Set("Content-Type", "text/csv") // as the runtime may have set it
+	encoded(workers.NewShutdownWorkerOK().WithPayload(messageBody("%s", msg))).WriteResponse(got, runtime.JSONProducer())
+	if got.Body.String() != want.Body.String() || got.Code != want.Code || got.Header().Get("Content-Type") != want.Header().Get("Content-Type") {
+		t.Errorf("encoded: %d %s %q, want %d %s %q", got.Code, got.Header().Get("Content-Type"), got.Body,
+			want.Code, want.Header().Get("Content-Type"), want.Body)
+	}
+	if !strings.Contains(want.Body.String(), `\u003cb\u003e \u0026`) || strings.HasSuffix(want.Body.String(), "\n") {
+		t.Errorf("writeJSON no longer writes Marshal's bytes: %q", want.Body)
 	}
 }
