@@ -101,7 +101,10 @@ func TestForgottenNamesStayBounded(t *testing.T) {
 				}
 				return workers, types
 			}
-			return Config{DBPath: testcluster.PostgresURL(proxy.Addr(), db), DBTimeout: 500 * time.Millisecond},
+			// The cut refuses connections at once, so the timeout does not
+			// pace the outage; it only needs room for a connection on a
+			// busy machine (500 ms was too short for one).
+			return Config{DBPath: testcluster.PostgresURL(proxy.Addr(), db), DBTimeout: 5 * time.Second},
 				func(*App) { proxy.Cut() }, func(*App) { proxy.Start() }, held
 		}},
 	} {

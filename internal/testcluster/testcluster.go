@@ -211,13 +211,33 @@ func FlushRedisDB(t testing.TB, db int) {
 // FreePort returns a TCP port on 127.0.0.1 that was free a moment ago.
 func FreePort(t testing.TB) int {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatalf("testcluster: find a free port: %v", err)
+	freePorts.Lock()
+	defer freePorts.Unlock()
+	// The kernel may hand the same free port to two listens in a row: a
+	// test asking for two ports (a broker's and stamen's) then gave both
+	// the same, and one of them could not listen. A port is handed out
+	// once per process.
+	for range 100 {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatalf("testcluster: find a free port: %v", err)
+		}
+		port := l.Addr().(*net.TCPAddr).Port
+		_ = l.Close()
+		if !freePorts.given[port] {
+			freePorts.given[port] = true
+			return port
+		}
 	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
+	t.Fatal("testcluster: no free port not handed out before")
+	return 0
 }
+
+// freePorts are the ports FreePort handed out.
+var freePorts = struct {
+	sync.Mutex
+	given map[int]bool
+}{given: map[int]bool{}}
 
 // Hostname is the host part of the node names (Celery's %h).
 func Hostname() string {
