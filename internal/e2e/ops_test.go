@@ -387,7 +387,9 @@ func opsCases() []suiteCase {
 			// now come after a grow that had been sent), and a task sent
 			// through the cluster's own stamen after the refused ones runs
 			// while none of the refused ones did.
-			if now := poolProcesses(workerInfo(t, c, c.w1.Name)); now != procs {
+			// A shrink sent by an earlier case may still land now (a prefork
+			// pool shrinks once a process is idle): only growth counts.
+			if now := poolProcesses(workerInfo(t, c, c.w1.Name)); now > procs {
 				t.Errorf("%s pool: %d processes, was %d", c.w1.Name, now, procs)
 			}
 			after := runTask(t, c, "stamen.echo", map[string]any{"args": []any{"after read-only"}})
