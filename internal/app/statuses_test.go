@@ -484,12 +484,9 @@ func (r statusRequest) do(t *testing.T, base string) (int, []byte, http.Header) 
 		// The streams of earlier requests end when their server side sees
 		// the client gone, which may come after this request fills the hub:
 		// a slot freed then would let this request in. Wait for them first.
-		for r.full.Subscribers() > 0 {
-			if ctx.Err() != nil {
-				t.Fatalf("%s: %d earlier event streams still open", r, r.full.Subscribers())
-			}
-			time.Sleep(10 * time.Millisecond)
-		}
+		testcluster.Eventually(t, 10*time.Second, "the earlier event streams closed", func() bool {
+			return r.full.Subscribers() == 0
+		})
 		for {
 			sub, err := r.full.Subscribe(stream.Filter{}, 1)
 			if err != nil {
