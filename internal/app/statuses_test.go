@@ -289,10 +289,7 @@ func newFakeServerLogging(t *testing.T, fb *fakeBroker, log *slog.Logger) *httpt
 // declares.
 func declaredStatuses(t *testing.T) map[string]map[int]bool {
 	t.Helper()
-	doc, err := loads.Analyzed(restapi.SwaggerJSON, "")
-	if err != nil {
-		t.Fatal(err)
-	}
+	doc := analyzedSpec(t)
 	out := map[string]map[int]bool{}
 	for _, item := range doc.Spec().Paths.Paths {
 		for _, op := range []*spec.Operation{item.Get, item.Post} {
@@ -313,10 +310,7 @@ func declaredStatuses(t *testing.T) map[string]map[int]bool {
 // parameters a value of their type.
 func specRequests(t *testing.T, listed map[string]bool) []statusRequest {
 	t.Helper()
-	doc, err := loads.Analyzed(restapi.SwaggerJSON, "")
-	if err != nil {
-		t.Fatal(err)
-	}
+	doc := analyzedSpec(t)
 	var out []statusRequest
 	for method, paths := range doc.Analyzer.Operations() {
 		for path, op := range paths {
@@ -349,10 +343,7 @@ func specRequests(t *testing.T, listed map[string]bool) []statusRequest {
 // so checked from the spec alone.
 func specBadRequests(t *testing.T) []statusRequest {
 	t.Helper()
-	doc, err := loads.Analyzed(restapi.SwaggerJSON, "")
-	if err != nil {
-		t.Fatal(err)
-	}
+	doc := analyzedSpec(t)
 	var out []statusRequest
 	for method, paths := range doc.Analyzer.Operations() {
 		for tmpl, op := range paths {
@@ -789,4 +780,14 @@ func (w lockedWriter) Write(p []byte) (int, error) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	return w.buf.Write(p)
+}
+
+// analyzedSpec is swagger.yaml as the server embeds it, analyzed.
+func analyzedSpec(t *testing.T) *loads.Document {
+	t.Helper()
+	doc, err := loads.Analyzed(restapi.SwaggerJSON, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return doc
 }
