@@ -232,13 +232,22 @@ func writeCases() []suiteCase {
 		}},
 		{"abort stops an abortable task", func(t *testing.T, c *cluster) {
 			id := runTask(t, c, "stamen.abortable", map[string]any{"kwargs": map[string]any{"seconds": 30}})
-			taskInfo(t, c, id, "STARTED")
+			info := taskInfo(t, c, id, "STARTED")
 			r := c.api.post("/api/task/abort/"+id, nil, nil)
 			if !c.hasAbort {
 				if r.Status != http.StatusServiceUnavailable || !strings.Contains(string(r.Body), "rpc://") {
 					t.Errorf("abort on rpc://: status %d: %s", r.Status, r.Body)
 				}
-				c.api.mustOK(c.api.post("/api/task/revoke/"+id, q("terminate", "true"), nil))
+				// Ended for sure before the next case: a task left running
+				// would hold its worker's pool (one process on w4), and
+				// the tasks prefetched behind it. The REVOKED event comes
+				// before the signal lands, so the worker's active list
+				// tells.
+				c.api.mustOK(c.api.post("/api/task/revoke/"+id, q("terminate", "true", "signal", "SIGKILL"), nil))
+				worker := info["worker"].(string)
+				eventually(t, 20*time.Second, id+" no longer active on "+worker, func() bool {
+					return !strings.Contains(fmt.Sprint(workerInfo(t, c, worker)["active"]), id)
+				})
 				return
 			}
 			if m := c.api.mustOK(r); m["message"] != fmt.Sprintf("Aborted '%s'", id) {
