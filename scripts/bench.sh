@@ -175,7 +175,7 @@ small=$(fig tasks_small)
   flood=$(field BenchmarkIngestIDs/colliding ns/id)
   spread=$(field BenchmarkIngestIDs/random ns/id)
   echo "| ids chosen to collide ingest at the speed of random ids: ratio <= 1.5 (issue 14) | $flood ns/id colliding, $spread ns/id random (BenchmarkIngestIDs, 80,000 ids each): ratio $(awk "BEGIN{printf \"%.2f\", $flood/$spread}") | $(yes_if "$flood <= 1.5 * $spread") |"
-  # GET /api/stats/tasks in memory (issue 35): the slowest p99 of
+  # GET /api/stats/tasks in memory: the slowest p99 of
   # BenchmarkStats24hMillion's reads, wall and the read's own CPU time.
   statsmax() { awk -v u="$1" '/^BenchmarkStats24hMillion\//{for(i=1;i<=NF;i++) if($(i+1)==u && $i+0>m) m=$i+0} END{print m+0}' "$out"; }
   sp99=$(statsmax p99-ms)
