@@ -32,8 +32,9 @@ type Conn interface {
 	Publish(ctx context.Context, msg *celery.TaskMessage) error
 	// QueueLengths returns the number of messages waiting in each queue.
 	QueueLengths(ctx context.Context, queues []string) (map[string]int64, error)
-	// Purge deletes the messages waiting in a queue and returns how many;
-	// a queue that does not exist holds none.
+	// Purge deletes the messages waiting in a queue (on Redis its
+	// priority lists too) and returns how many; a queue that does not
+	// exist holds none.
 	Purge(ctx context.Context, queue string) (int64, error)
 	// ConsumeEvents follows the workers' event stream, calling fn with each
 	// batch of events, until ctx ends or the stream breaks. fn's events
