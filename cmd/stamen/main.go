@@ -526,7 +526,7 @@ func useSSL(raw string, kind brokertls.Kind) (*brokertls.Settings, error) {
 }
 
 // brokerKind is the library whose keys broker_use_ssl takes for this
-// broker URL list (its first URL's scheme, as app.openBroker chooses).
+// broker URL list (its first URL's scheme, as broker.Open chooses).
 func brokerKind(broker string) (brokertls.Kind, bool) {
 	first, _, _ := strings.Cut(strings.TrimSpace(broker), ";")
 	scheme, _, _ := strings.Cut(strings.TrimSpace(first), "://")

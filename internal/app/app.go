@@ -1,19 +1,16 @@
-// Package app wires stamen together: the broker chosen by URL scheme (or the
-// embedded one), the events state fed by the broker's event stream, the
-// inspector, the handlers and the HTTP stack. cmd/stamen parses flags into a
-// Config; integration tests build an App directly.
+// Package app wires stamen together: the broker internal/broker opens by
+// URL scheme (or the embedded one), the events state fed by the broker's
+// event stream, the inspector, the handlers and the HTTP stack. cmd/stamen
+// parses flags into a Config; integration tests build an App directly.
 package app
 
 import (
 	"bytes"
 	"context"
-	"crypto/rand"
 	"errors"
 	"fmt"
 	"log/slog"
-	"net"
 	"net/http"
-	"net/url"
 	"os"
 	"runtime/debug"
 	"slices"
@@ -23,14 +20,13 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/alicebob/miniredis/v2"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/stamen-dev/stamen/handlers"
 	"github.com/stamen-dev/stamen/internal/audit"
 	"github.com/stamen-dev/stamen/internal/auth"
-	"github.com/stamen-dev/stamen/internal/broker/amqp"
-	"github.com/stamen-dev/stamen/internal/broker/redis"
+	"github.com/stamen-dev/stamen/internal/broker"
+	"github.com/stamen-dev/stamen/internal/broker/embedded"
 	"github.com/stamen-dev/stamen/internal/brokertls"
 	"github.com/stamen-dev/stamen/internal/celery"
 	"github.com/stamen-dev/stamen/internal/inspect"
@@ -183,18 +179,6 @@ type Config struct {
 	ready func(context.Context) map[string]string
 }
 
-// eventSource is what the ingest loop needs from a broker. fn's events may
-// be reused once it returns, but for their strings.
-type eventSource interface {
-	ConsumeEvents(ctx context.Context, fn func([]celery.Event)) error
-}
-
-type brokerConn interface {
-	handlers.Broker
-	eventSource
-	Close() error
-}
-
 // App is a running stamen without its HTTP listener.
 type App struct {
 	cfg       Config
@@ -219,7 +203,7 @@ type App struct {
 	// with the embedded broker, the embedded one's URL with its password.
 	ResultBackendURL string
 
-	broker   brokerConn
+	broker   broker.Conn
 	handlers *handlers.Handlers
 	// reconciler is nil without a Redis result backend.
 	reconciler *reconcile.Reconciler
@@ -258,7 +242,6 @@ type App struct {
 	closed       sync.Once
 	cancel       context.CancelFunc
 	wg           sync.WaitGroup
-	embedded     *miniredis.Miniredis
 }
 
 // history is a store the state's changes are flushed to.
@@ -297,17 +280,25 @@ func New(ctx context.Context, cfg Config) (*App, error) {
 		}
 	}
 	a := &App{cfg: cfg, log: cfg.Logger}
+	a.BrokerURL, a.ResultBackendURL = cfg.BrokerURL, cfg.ResultBackend
 	if cfg.BrokerURL == "" {
-		if err := a.startEmbedded(); err != nil {
+		e, err := embedded.Start(embedded.Config{Addr: cfg.EmbeddedAddr, Password: cfg.EmbeddedPassword,
+			ResultBackend: cfg.ResultBackend, Logger: a.log})
+		if err != nil {
 			return nil, err
 		}
+		a.closers = append(a.closers, e.Close)
+		a.BrokerURL, a.ResultBackendURL = e.BrokerURL, e.ResultBackendURL
 	}
-	if a.BrokerURL == "" {
-		a.BrokerURL, a.ResultBackendURL = cfg.BrokerURL, cfg.ResultBackend
-	}
-	var results handlers.ResultBackend
+	var results broker.ResultBackend
 	var err error
-	a.broker, results, err = a.openBroker(ctx)
+	a.broker, results, err = broker.Open(ctx, broker.Config{
+		BrokerURL: a.BrokerURL, ResultBackend: a.ResultBackendURL,
+		BrokerTransportOptions: cfg.BrokerTransportOptions, ResultBackendTransportOptions: cfg.ResultBackendTransportOptions,
+		BrokerUseSSL: cfg.BrokerUseSSL, RedisBackendUseSSL: cfg.RedisBackendUseSSL,
+		EventQueue: cfg.EventQueue, EventQueueTTL: cfg.EventQueueTTL, EventQueueMaxLength: cfg.EventQueueMaxLength,
+		NoEnableEvents: cfg.NoEnableEvents, OpTimeout: cfg.BrokerTimeout, Logger: a.log,
+	})
 	if err != nil {
 		a.Close()
 		return nil, err
@@ -354,7 +345,7 @@ func New(ctx context.Context, cfg Config) (*App, error) {
 	a.Inspector = inspect.New(a.broker, cfg.InspectTimeout, cfg.MaxWorkers, a.log)
 	// An inspect of all workers waits only for those alive by heartbeat.
 	a.Inspector.SetAlive(a.aliveWorkers)
-	if b, ok := a.broker.(*amqp.Broker); ok {
+	if b, ok := a.broker.(broker.QueueLookupSetter); ok {
 		// Native delayed delivery needs the queues as the workers declared
 		// them.
 		b.SetQueueLookup(a.Inspector.QueueDeclaration)
@@ -429,7 +420,7 @@ func New(ctx context.Context, cfg Config) (*App, error) {
 	}
 	// Before ingestion starts, so that the first subscription kicks it.
 	if r := a.reconciler; r != nil {
-		if s, ok := a.broker.(interface{ SetOnSubscribe(func()) }); ok {
+		if s, ok := a.broker.(broker.Subscriber); ok {
 			s.SetOnSubscribe(r.Kick)
 		}
 		a.wg.Go(func() { r.Run(runCtx) })
@@ -466,8 +457,8 @@ func New(ctx context.Context, cfg Config) (*App, error) {
 // bulk (Redis), nil otherwise: see internal/reconcile. New kicks its
 // rounds at every (re)subscription of the event stream. Its source of
 // unfinished tasks is the shared history with PostgreSQL, else the state.
-func (a *App) newReconciler(results handlers.ResultBackend) *reconcile.Reconciler {
-	bulk, ok := results.(reconcile.Results)
+func (a *App) newReconciler(results broker.ResultBackend) *reconcile.Reconciler {
+	bulk, ok := results.(broker.BulkResults)
 	if !ok || a.cfg.ReconcileMaxLookups < 0 {
 		return nil
 	}
@@ -504,167 +495,6 @@ func origin() string {
 		host = "localhost"
 	}
 	return fmt.Sprintf("stamen%d@%s", os.Getpid(), host)
-}
-
-func (a *App) openBroker(ctx context.Context) (brokerConn, handlers.ResultBackend, error) {
-	// A failover list (Celery's "url1;url2", or a sentinel:// URL's list
-	// of sentinels) is of the first URL's kind.
-	first, _, _ := strings.Cut(a.BrokerURL, ";")
-	u, err := url.Parse(strings.TrimSpace(first))
-	if err != nil {
-		return nil, nil, fmt.Errorf("invalid broker URL %s: %w", redact.URL(a.BrokerURL), redact.ParseError(err))
-	}
-	brokerOpts, err := redis.ParseTransportOptions(a.cfg.BrokerTransportOptions)
-	if err != nil {
-		return nil, nil, fmt.Errorf("broker_transport_options: %w", err)
-	}
-	resultOpts, err := redis.ParseTransportOptions(a.cfg.ResultBackendTransportOptions)
-	if err != nil {
-		return nil, nil, fmt.Errorf("result_backend_transport_options: %w", err)
-	}
-	if strings.TrimSpace(a.cfg.ResultBackendTransportOptions) == "" {
-		// Celery's result backend reads only its own options; inheriting
-		// the sentinel settings lets one option serve a sentinel:// broker
-		// that is also the result backend. Not global_keyprefix: Celery
-		// never prefixes results with the broker's.
-		resultOpts.MasterName, resultOpts.SentinelKwargs = brokerOpts.MasterName, brokerOpts.SentinelKwargs
-	}
-	switch u.Scheme {
-	case "redis", "rediss", "sentinel":
-		backend, backendSSL := a.ResultBackendURL, a.cfg.RedisBackendUseSSL
-		if backend == "" || backend == a.BrokerURL {
-			// One server, one connection: the broker's settings.
-			backend, backendSSL = a.BrokerURL, a.cfg.BrokerUseSSL
-		}
-		if a.cfg.EventQueue != "" {
-			return nil, nil, errors.New("event_queue: only RabbitMQ brokers have event queues (Redis pub/sub keeps nothing)")
-		}
-		for _, o := range []struct {
-			name string
-			keys []string
-		}{{"broker_transport_options", brokerOpts.Ignored}, {"result_backend_transport_options", resultOpts.Ignored}} {
-			if len(o.keys) > 0 {
-				a.log.Info("transport options taken without effect on stamen (they tune the workers' consuming and connections)",
-					slog.String("setting", o.name), slog.Any("keys", o.keys))
-			}
-		}
-		b, err := redis.New(ctx, redis.Config{
-			BrokerURL: a.BrokerURL, ResultBackendURL: backend, Logger: a.log, OpTimeout: a.cfg.BrokerTimeout,
-			Transport: brokerOpts, ResultTransport: resultOpts, NoEnableEvents: a.cfg.NoEnableEvents,
-			TLS: a.cfg.BrokerUseSSL, ResultTLS: backendSSL,
-		})
-		if err != nil {
-			return nil, nil, err
-		}
-		return b, b, nil
-	case "amqp", "amqps":
-		backend := a.cfg.ResultBackend
-		if backend == "" {
-			backend = "rpc://"
-		}
-		rpc := backend == "rpc://" || backend == "rpc"
-		if strings.TrimSpace(a.cfg.BrokerTransportOptions) != "" {
-			return nil, nil, errors.New("broker_transport_options: only Redis brokers take transport options")
-		}
-		cfg := amqp.Config{BrokerURL: a.BrokerURL, Logger: a.log, OpTimeout: a.cfg.BrokerTimeout,
-			EventQueue: a.cfg.EventQueue, EventQueueTTL: a.cfg.EventQueueTTL, EventQueueMaxLength: a.cfg.EventQueueMaxLength,
-			NoEnableEvents: a.cfg.NoEnableEvents, TLS: a.cfg.BrokerUseSSL}
-		if rpc {
-			cfg.ResultBackend = "rpc://"
-		}
-		b, err := amqp.New(ctx, cfg)
-		if err != nil {
-			return nil, nil, err
-		}
-		if rpc {
-			return b, b, nil
-		}
-		// An AMQP broker with a Redis result backend.
-		rb, err := redis.New(ctx, redis.Config{
-			BrokerURL: backend, ResultBackendURL: backend, Logger: a.log, OpTimeout: a.cfg.BrokerTimeout,
-			Transport: resultOpts, ResultTransport: resultOpts,
-			TLS: a.cfg.RedisBackendUseSSL, ResultTLS: a.cfg.RedisBackendUseSSL,
-		})
-		if err != nil {
-			_ = b.Close()
-			return nil, nil, err
-		}
-		a.closers = append(a.closers, rb.Close)
-		return b, rb, nil
-	default:
-		return nil, nil, fmt.Errorf("unsupported broker scheme %q: use redis://, rediss://, sentinel://, amqp:// or amqps://", u.Scheme)
-	}
-}
-
-// startEmbedded runs an in-process Redis-protocol broker that real Celery
-// workers can join. It requires a password: whoever reaches it could
-// otherwise shut workers down or forge events, whatever stamen's roles say.
-func (a *App) startEmbedded() error {
-	addr := a.cfg.EmbeddedAddr
-	if addr == "" {
-		addr = "127.0.0.1:6380"
-	}
-	host, _, err := net.SplitHostPort(addr)
-	if err != nil {
-		return fmt.Errorf("invalid embedded broker address %q: %w", addr, err)
-	}
-	password := a.cfg.EmbeddedPassword
-	if password == "" {
-		// Generated, it reaches the operator only through the log line
-		// below: fine on loopback, not for workers on other hosts.
-		if !IsLoopback(host) {
-			return fmt.Errorf("refusing to start the embedded broker on the non-loopback address %s without a password: "+
-				"give one with --embedded_broker_password (STAMEN_EMBEDDED_BROKER_PASSWORD), or listen on 127.0.0.1", addr)
-		}
-		password = rand.Text()
-	}
-	m := miniredis.NewMiniRedis()
-	m.RequireAuth(password)
-	if err := m.StartAddr(addr); err != nil {
-		return fmt.Errorf("start the embedded broker on %s: %w", addr, err)
-	}
-	a.embedded = m
-	workerURL := func(db string) string {
-		u := url.URL{Scheme: "redis", User: url.UserPassword("", password), Host: m.Addr(), Path: "/" + db}
-		return u.String()
-	}
-	a.BrokerURL, a.ResultBackendURL = workerURL("0"), a.cfg.ResultBackend
-	shownBackend := redact.URL(a.ResultBackendURL) // the operator's own, maybe with a password
-	if a.ResultBackendURL == "" {
-		a.ResultBackendURL = workerURL("1")
-		shownBackend = a.ResultBackendURL
-	}
-	stop := make(chan struct{})
-	go func() {
-		// miniredis keeps TTLs frozen unless told time passed; result
-		// expiry and kombu's unacked_mutex rely on them lapsing.
-		t := time.NewTicker(time.Second)
-		defer t.Stop()
-		for {
-			select {
-			case <-t.C:
-				m.FastForward(time.Second)
-			case <-stop:
-				return
-			}
-		}
-	}()
-	a.closers = append(a.closers, func() error { close(stop); m.Close(); return nil })
-	if a.cfg.EmbeddedPassword != "" {
-		// The operator chose it and knows it, and gave it through the
-		// environment or a flag to keep it out of sight: like every
-		// secret stamen is given, it is masked.
-		a.log.Info("embedded broker started: point Celery workers at it (with the password you gave)",
-			slog.String("broker_url", redact.URL(a.BrokerURL)),
-			slog.String("result_backend", redact.URL(shownBackend)))
-		return nil
-	}
-	// The one place a generated password is shown, on purpose: this line
-	// is how the operator learns the URLs to give the workers.
-	a.log.Info("embedded broker started: point Celery workers at it",
-		slog.Any("broker_url", redact.Disclosed(a.BrokerURL)),
-		slog.Any("result_backend", redact.Disclosed(shownBackend)))
-	return nil
 }
 
 // ingest feeds the broker's events into the state until ctx ends.
@@ -1147,14 +977,9 @@ func (a *App) close() {
 }
 
 // IsLoopback reports whether host (an address without port, or empty for
-// all interfaces) is a loopback address.
-func IsLoopback(host string) bool {
-	if host == "localhost" {
-		return true
-	}
-	ip := net.ParseIP(host)
-	return ip != nil && ip.IsLoopback()
-}
+// all interfaces) is a loopback address: embedded.IsLoopback, which decides
+// whether the embedded broker may generate its password.
+func IsLoopback(host string) bool { return embedded.IsLoopback(host) }
 
 // sentStore keeps the sent-task log in the store's bbolt file, with the
 // handlers' default bounds.

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/stamen-dev/stamen/internal/broker"
 	"github.com/stamen-dev/stamen/internal/redact"
 )
 
@@ -22,7 +23,7 @@ const readyTimeout = time.Second
 // Empty means ready.
 func (a *App) notReady(ctx context.Context) map[string]string {
 	out := map[string]string{}
-	if s, ok := a.broker.(interface{ EventsSubscribed() bool }); ok && !s.EventsSubscribed() {
+	if s, ok := a.broker.(broker.Subscriber); ok && !s.EventsSubscribed() {
 		out["broker"] = "not subscribed to the broker's events"
 	}
 	ctx, cancel := context.WithTimeout(ctx, readyTimeout)

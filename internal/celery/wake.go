@@ -6,7 +6,8 @@ import (
 	"time"
 )
 
-// Broadcaster sends a remote-control command; both brokers implement it.
+// Broadcaster sends a remote-control command through the pidbox; every
+// broker implements it.
 type Broadcaster interface {
 	Broadcast(ctx context.Context, cmd ControlCommand) ([]ControlReply, error)
 }

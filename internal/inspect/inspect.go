@@ -20,11 +20,6 @@ import (
 	"github.com/stamen-dev/stamen/internal/redact"
 )
 
-// Broadcaster sends pidbox commands; a broker implements it.
-type Broadcaster interface {
-	Broadcast(ctx context.Context, cmd celery.ControlCommand) ([]celery.ControlReply, error)
-}
-
 // Methods are the inspect commands Flower caches, in the order stamen
 // serialises them.
 var Methods = []string{"stats", "active_queues", "registered", "scheduled", "active", "reserved", "revoked", "conf"}
@@ -39,7 +34,7 @@ type workerInfo struct {
 
 // Inspector caches inspect replies. It is safe for concurrent use.
 type Inspector struct {
-	b       Broadcaster
+	b       celery.Broadcaster
 	timeout time.Duration
 	log     *slog.Logger
 	now     func() time.Time
@@ -80,7 +75,7 @@ type flight struct {
 
 // New returns an Inspector that waits up to timeout for each command's
 // replies.
-func New(b Broadcaster, timeout time.Duration, maxWorkers int, log *slog.Logger) *Inspector {
+func New(b celery.Broadcaster, timeout time.Duration, maxWorkers int, log *slog.Logger) *Inspector {
 	if maxWorkers <= 0 {
 		maxWorkers = DefaultMaxWorkers
 	}

@@ -18,7 +18,7 @@ const missingFor = 10 * time.Second
 
 // QueueLookup returns a queue as the workers consume it (their
 // active_queues), false when no known worker consumes it.
-type QueueLookup func(name string) (*celery.QueueDeclaration, bool)
+type QueueLookup = func(name string) (*celery.QueueDeclaration, bool)
 
 // delayedDelivery decides whether a task with an eta goes through Celery's
 // native delayed delivery (see celery.DelayedRoute).
