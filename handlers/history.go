@@ -18,7 +18,7 @@ import (
 // same code whatever the store, so bodies are byte-identical.
 //
 // Errors: a *tasksearch.Error or another error for bad input answers
-// 400; one that wraps store.ErrUnavailable answers 503.
+// 400; one that wraps history.ErrUnavailable answers 503.
 type TaskReader interface {
 	ListTasks(ctx context.Context, q state.Query) (TaskCursor, error)
 	Task(ctx context.Context, id string) (taskrec.Task, bool, error)

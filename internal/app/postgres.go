@@ -3,14 +3,12 @@ package app
 import (
 	"context"
 	"log/slog"
-	"slices"
 	"sync"
 	"time"
 
 	"github.com/stamen-dev/stamen/handlers"
 	"github.com/stamen-dev/stamen/internal/celery"
 	"github.com/stamen-dev/stamen/internal/state"
-	"github.com/stamen-dev/stamen/internal/store"
 	"github.com/stamen-dev/stamen/internal/store/pgstore"
 )
 
@@ -23,10 +21,10 @@ import (
 // operations' selection, a retry's events) is answered from PostgreSQL,
 // so every replica answers the same within a flush interval of the last
 // event. While PostgreSQL is unreachable the reads answer 503, ingestion
-// goes on in memory, and the unwritten records wait in a.unsaved, one per
-// task up to MaxTasks, to be written on the first flush that succeeds;
-// records beyond that bound are dropped and counted in
-// stamen_store_lost_records_total.
+// goes on in memory, and the unwritten records wait in the write-behind
+// buffer (history.Buffer), one per task up to MaxTasks, to be written on
+// the first flush that succeeds; records beyond that bound are dropped and
+// counted in stamen_store_lost_records_total.
 
 // IsPostgresURL reports whether a --db value selects PostgreSQL (a
 // postgres:// or postgresql:// URL) rather than a bbolt file.
@@ -42,8 +40,7 @@ func (a *App) openPostgres(ctx context.Context) error {
 		return err
 	}
 	a.Postgres, a.db = pg, pg
-	a.writeBatch = pg.Write
-	a.workerEvents = map[string][]byte{}
+	a.newBuffer(pg.Write)
 	rctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	n := 0
@@ -78,30 +75,6 @@ func (a *App) retainLoop(ctx context.Context) {
 	}
 	run(time.Now())
 	tick(ctx, retainEvery, run)
-}
-
-// mergeKeep is older then newer as one batch for PostgreSQL: newer's
-// records win, and, unlike mergeBatches, records of tasks evicted from the
-// hot set since are kept: the history outlives the hot set.
-func mergeKeep(older, newer store.Batch) store.Batch {
-	// mergeBatches drops older's records below newer.FirstSeq: with it
-	// zeroed, it drops none.
-	n := newer
-	n.FirstSeq = 0
-	b := mergeBatches(older, n)
-	b.FirstSeq = newer.FirstSeq
-	return b
-}
-
-// trimOldest bounds a batch kept for the next flush to max task records
-// (one per hot-set task), dropping the oldest, and returns how many went.
-func trimOldest(b store.Batch, max int) (store.Batch, int) {
-	if max <= 0 || len(b.Tasks) <= max {
-		return b, 0
-	}
-	lost := len(b.Tasks) - max
-	b.Tasks = slices.Clone(b.Tasks[lost:]) // in sequence order: the oldest go
-	return b, lost
 }
 
 // pgReader serves handlers.TaskReader from PostgreSQL.

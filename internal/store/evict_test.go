@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"path/filepath"
 	"testing"
+
+	"github.com/stamen-dev/stamen/internal/history"
 )
 
 // record is a task record of about the size the state writes.
@@ -13,10 +15,10 @@ func record(seq uint64) []byte {
 }
 
 // batchOf puts tasks [from, to) and evicts those before first.
-func batchOf(from, to, first uint64) Batch {
-	b := Batch{FirstSeq: first}
+func batchOf(from, to, first uint64) history.Batch {
+	b := history.Batch{FirstSeq: first}
 	for seq := from; seq < to; seq++ {
-		b.Tasks = append(b.Tasks, Task{Seq: seq, Data: record(seq)})
+		b.Tasks = append(b.Tasks, history.Task{Seq: seq, Data: record(seq)})
 	}
 	return b
 }

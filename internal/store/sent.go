@@ -7,14 +7,9 @@ import (
 	"time"
 
 	bolt "go.etcd.io/bbolt"
-)
 
-// SentLimits bound the tasks kept by PutSent: at most Max records, none
-// older than MaxAge.
-type SentLimits struct {
-	Max    int
-	MaxAge time.Duration
-}
+	"github.com/stamen-dev/stamen/internal/history"
+)
 
 // A record's value is its time (Unix nanoseconds) and its order sequence
 // number, 8 bytes each, then the caller's data.
@@ -23,7 +18,7 @@ const sentHeader = 16
 // PutSent keeps data as what stamen sent under task id at time at, and
 // drops the oldest records beyond the limits, in one transaction. A record
 // for an id already kept replaces it.
-func (s *Store) PutSent(id string, at time.Time, data []byte, lim SentLimits) error {
+func (s *Store) PutSent(id string, at time.Time, data []byte, lim history.SentLimits) error {
 	if id == "" {
 		return errors.New("put sent task: empty id")
 	}
@@ -56,7 +51,7 @@ func (s *Store) PutSent(id string, at time.Time, data []byte, lim SentLimits) er
 // are only ever deleted from the front, so their count is last-first+1
 // (bucket statistics would walk every page). An entry whose id was put
 // again since points to a newer record: only the entry goes.
-func pruneSent(sent, order *bolt.Bucket, last uint64, now time.Time, lim SentLimits) error {
+func pruneSent(sent, order *bolt.Bucket, last uint64, now time.Time, lim history.SentLimits) error {
 	_, err := deleteFront(order, func(k, id []byte) (bool, error) {
 		seq := binary.BigEndian.Uint64(k)
 		val := sent.Get(id)

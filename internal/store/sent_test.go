@@ -5,6 +5,8 @@ import (
 	"path/filepath"
 	"testing"
 	"time"
+
+	"github.com/stamen-dev/stamen/internal/history"
 )
 
 // TestSentBounds keeps what PutSent was given, replaces a record put again,
@@ -16,7 +18,7 @@ func TestSentBounds(t *testing.T) {
 		t.Fatal(err)
 	}
 	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	lim := SentLimits{Max: 3, MaxAge: time.Hour}
+	lim := history.SentLimits{Max: 3, MaxAge: time.Hour}
 	put := func(id string, at time.Time, data string) {
 		t.Helper()
 		if err := s.PutSent(id, at, []byte(data), lim); err != nil {

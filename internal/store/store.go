@@ -20,6 +20,8 @@ import (
 	"time"
 
 	bolt "go.etcd.io/bbolt"
+
+	"github.com/stamen-dev/stamen/internal/history"
 )
 
 var (
@@ -79,33 +81,13 @@ func open(path string) (*bolt.DB, error) {
 	return db, nil
 }
 
-// Task is one task record and its sequence number.
-type Task struct {
-	Seq  uint64
-	Data []byte
-}
-
-// Batch is one write.
-type Batch struct {
-	// Tasks are put, replacing the records of the same numbers.
-	Tasks []Task
-	// Records numbered below FirstSeq are deleted.
-	FirstSeq uint64
-	// Workers maps a hostname to that worker's latest event.
-	Workers map[string][]byte
-	// ForgottenWorkers are deleted, before Workers are put.
-	ForgottenWorkers []string
-	// Types are task names to keep, ForgottenTypes names to delete.
-	Types, ForgottenTypes []string
-}
-
 // Write commits a batch in one transaction. A worker or task name longer
 // than bbolt's largest key (32 KiB: a careless or hostile event) is not
 // kept as a key: its Put would fail the transaction, and the kept batch
 // at every flush after, so that nothing would be written any more. Such a
 // worker is not restored at start, and such a name is not listed until
 // a task of that name comes again.
-func (s *Store) Write(b Batch) error {
+func (s *Store) Write(b history.Batch) error {
 	return s.db.Update(func(tx *bolt.Tx) error {
 		tasks := tx.Bucket(tasksBucket)
 		// Keys come in creation order: full pages, as an append-only

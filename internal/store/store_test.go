@@ -8,6 +8,8 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	bolt "go.etcd.io/bbolt"
+
+	"github.com/stamen-dev/stamen/internal/history"
 )
 
 type loaded struct {
@@ -51,11 +53,11 @@ func TestWriteReopenLoad(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	batches := []Batch{
-		{Tasks: []Task{{1, []byte("a1")}, {2, []byte("b1")}, {3, []byte("c1")}}, FirstSeq: 1,
+	batches := []history.Batch{
+		{Tasks: []history.Task{{Seq: 1, Data: []byte("a1")}, {Seq: 2, Data: []byte("b1")}, {Seq: 3, Data: []byte("c1")}}, FirstSeq: 1,
 			Workers: map[string][]byte{"w1": []byte("online")}, Types: []string{"t.a"}},
 		// c is updated, d and e created, a and b evicted.
-		{Tasks: []Task{{3, []byte("c2")}, {4, []byte("d1")}, {5, []byte("e1")}}, FirstSeq: 3,
+		{Tasks: []history.Task{{Seq: 3, Data: []byte("c2")}, {Seq: 4, Data: []byte("d1")}, {Seq: 5, Data: []byte("e1")}}, FirstSeq: 3,
 			Workers: map[string][]byte{"w1": []byte("heartbeat"), "w2": []byte("online")}, Types: []string{"t.b", "t.a"}},
 	}
 	for _, b := range batches {
@@ -101,7 +103,7 @@ func TestForgetWorkersAndTypes(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	batches := []Batch{
+	batches := []history.Batch{
 		{Workers: map[string][]byte{"w1": []byte("w1 online"), "w2": []byte("w2 online"), "w3": []byte("w3 online")},
 			Types: []string{"t.a", "t.b", "t.c"}},
 		{ForgottenWorkers: []string{"w1", "w2"}, Workers: map[string][]byte{"w2": []byte("w2 back")},
@@ -131,8 +133,8 @@ func TestWriteSkipsKeysOverBoltsLimit(t *testing.T) {
 	}
 	defer s.Close()
 	long := strings.Repeat("x", bolt.MaxKeySize+1)
-	b := Batch{
-		Tasks:   []Task{{Seq: 1, Data: []byte("t1")}},
+	b := history.Batch{
+		Tasks:   []history.Task{{Seq: 1, Data: []byte("t1")}},
 		Workers: map[string][]byte{"w1": []byte("w1 online"), "celery@" + long: []byte("long online")},
 		Types:   []string{"t.a", long},
 	}

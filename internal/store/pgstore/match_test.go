@@ -13,8 +13,8 @@ import (
 	gocmp "github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
 
+	"github.com/stamen-dev/stamen/internal/history"
 	"github.com/stamen-dev/stamen/internal/state"
-	"github.com/stamen-dev/stamen/internal/store"
 	"github.com/stamen-dev/stamen/internal/store/pgstore"
 	"github.com/stamen-dev/stamen/internal/tasksearch"
 )
@@ -298,7 +298,7 @@ func TestListKwargsPairTooBroad(t *testing.T) {
 	}
 	_, _, err = listPG(t, s, state.Query{Limit: 100, Search: "kwargs:region=eu"})
 	var se *tasksearch.Error
-	if !errors.As(err, &se) || errors.Is(err, store.ErrUnavailable) || !strings.Contains(err.Error(), "checked") {
+	if !errors.As(err, &se) || errors.Is(err, history.ErrUnavailable) || !strings.Contains(err.Error(), "checked") {
 		t.Fatalf("kwargs:region=eu over %d tasks: %v, want a *tasksearch.Error saying how many were checked", n, err)
 	}
 }

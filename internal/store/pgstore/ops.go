@@ -11,7 +11,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/stamen-dev/stamen/internal/audit"
-	"github.com/stamen-dev/stamen/internal/store"
+	"github.com/stamen-dev/stamen/internal/history"
 )
 
 // The audit log and the log of sent tasks (what /api/task/retry sends
@@ -120,10 +120,10 @@ func (s *Store) deleteBatch(ctx context.Context, sql string, args ...any) (int, 
 }
 
 // Sent is the log of what stamen sent, for POST /api/task/retry: bounded
-// like the bbolt one (store.SentLimits), the oldest rows going first.
+// like the bbolt one (history.SentLimits), the oldest rows going first.
 type Sent struct {
 	S   *Store
-	Lim store.SentLimits
+	Lim history.SentLimits
 }
 
 // PutSent keeps data under task id, sent at time at, and trims the log.

@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/stamen-dev/stamen/internal/audit"
-	"github.com/stamen-dev/stamen/internal/store"
+	"github.com/stamen-dev/stamen/internal/history"
 	"github.com/stamen-dev/stamen/internal/store/pgstore"
 )
 
@@ -73,7 +73,7 @@ func TestAuditInPostgres(t *testing.T) {
 // sent again, and trimmed to the limits, the oldest first.
 func TestSentInPostgres(t *testing.T) {
 	s := openStore(t, newDB(t))
-	l := pgstore.Sent{S: s, Lim: store.SentLimits{Max: 3, MaxAge: time.Hour}}
+	l := pgstore.Sent{S: s, Lim: history.SentLimits{Max: 3, MaxAge: time.Hour}}
 	base := time.Now()
 	for i := range 5 {
 		if err := l.PutSent(fmt.Sprintf("id-%d", i), base.Add(time.Duration(i)*time.Second), []byte(fmt.Sprint("data-", i))); err != nil {

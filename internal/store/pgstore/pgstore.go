@@ -18,7 +18,7 @@
 // types, workers, the failures, the bulk operations' selection) are
 // answered from here, through indexes (see schema.go), with the in-memory
 // state's ordering rules, so every replica answers the same. Each read is bounded by Config.ReadTimeout; a failed one is
-// store.ErrUnavailable (503), but for one whose connection failed before
+// history.ErrUnavailable (503), but for one whose connection failed before
 // anything of it was handed out, which is run once more on a new
 // connection within the same bound (Store.retry).
 package pgstore
@@ -43,9 +43,9 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/stamen-dev/stamen/internal/celery"
+	"github.com/stamen-dev/stamen/internal/history"
 	"github.com/stamen-dev/stamen/internal/redact"
 	"github.com/stamen-dev/stamen/internal/state"
-	"github.com/stamen-dev/stamen/internal/store"
 	"github.com/stamen-dev/stamen/internal/taskrec"
 )
 
@@ -396,13 +396,13 @@ func handedOut(err error) error {
 	return &handedOutError{err}
 }
 
-// unavailable wraps a database error as store.ErrUnavailable, its text
+// unavailable wraps a database error as history.ErrUnavailable, its text
 // redacted (a connection error may quote the server's address and user).
 func unavailable(err error) error {
-	if errors.Is(err, store.ErrUnavailable) {
+	if errors.Is(err, history.ErrUnavailable) {
 		return err
 	}
-	return fmt.Errorf("%w: %s", store.ErrUnavailable, redact.String(err.Error()))
+	return fmt.Errorf("%w: %s", history.ErrUnavailable, redact.String(err.Error()))
 }
 
 // Write upserts a batch: the task records (merged as the package comment
@@ -412,7 +412,7 @@ func unavailable(err error) error {
 // are forgotten task types: the history outlives a replica's memory.
 // Forgotten workers (purged offline, or beyond the workers bound) are.
 // The batch is one transaction: it is written whole or not at all.
-func (s *Store) Write(b store.Batch) error {
+func (s *Store) Write(b history.Batch) error {
 	ctx, cancel := context.WithTimeout(context.Background(), s.cfg.WriteTimeout)
 	defer cancel()
 	var pb pgx.Batch

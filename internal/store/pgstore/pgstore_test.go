@@ -17,8 +17,8 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/stamen-dev/stamen/internal/celery"
+	"github.com/stamen-dev/stamen/internal/history"
 	"github.com/stamen-dev/stamen/internal/state"
-	"github.com/stamen-dev/stamen/internal/store"
 	"github.com/stamen-dev/stamen/internal/store/pgstore"
 	"github.com/stamen-dev/stamen/internal/taskrec"
 	"github.com/stamen-dev/stamen/internal/testcluster"
@@ -69,9 +69,9 @@ func taskEv(t testing.TB, kind, uuid, host string, ts float64, extra map[string]
 func drainTo(t testing.TB, st *state.State, s *pgstore.Store) {
 	t.Helper()
 	c := st.Drain()
-	b := store.Batch{FirstSeq: c.FirstSeq, Types: c.Types}
+	b := history.Batch{FirstSeq: c.FirstSeq, Types: c.Types}
 	for _, r := range c.Tasks {
-		b.Tasks = append(b.Tasks, store.Task{Seq: r.Seq, Data: r.Data})
+		b.Tasks = append(b.Tasks, history.Task{Seq: r.Seq, Data: r.Data})
 	}
 	if err := s.Write(b); err != nil {
 		t.Fatal(err)
@@ -317,7 +317,7 @@ func TestListRefusesUntranslatable(t *testing.T) {
 		{state.Query{Limit: 1, SortBy: "bogus"}, "invalid sort_by"},
 	} {
 		_, err := s.List(context.Background(), c.q)
-		if err == nil || !strings.Contains(err.Error(), c.want) || errors.Is(err, store.ErrUnavailable) {
+		if err == nil || !strings.Contains(err.Error(), c.want) || errors.Is(err, history.ErrUnavailable) {
 			t.Errorf("List(%+v) = %v, want an error with %q", c.q, err, c.want)
 		}
 	}
@@ -463,7 +463,7 @@ func TestMaxWorkersBoundsReads(t *testing.T) {
 	for _, h := range []string{"a@h", "b@h", "c@h"} {
 		workers[h] = heartbeat(t, h, 1000)
 	}
-	if err := writer.Write(store.Batch{Workers: workers}); err != nil {
+	if err := writer.Write(history.Batch{Workers: workers}); err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -498,11 +498,11 @@ func TestWorkersKeepMostRecentlyWritten(t *testing.T) {
 	// w0..w5 in turn, each its own write, then w1 again.
 	for i := range 6 {
 		h := fmt.Sprintf("w%d@h", i)
-		if err := writer.Write(store.Batch{Workers: map[string][]byte{h: heartbeat(t, h, 1000+float64(i))}}); err != nil {
+		if err := writer.Write(history.Batch{Workers: map[string][]byte{h: heartbeat(t, h, 1000+float64(i))}}); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if err := writer.Write(store.Batch{Workers: map[string][]byte{"w1@h": heartbeat(t, "w1@h", 2000)}}); err != nil {
+	if err := writer.Write(history.Batch{Workers: map[string][]byte{"w1@h": heartbeat(t, "w1@h", 2000)}}); err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -559,7 +559,7 @@ func TestWorkersAboveTheDefaultBound(t *testing.T) {
 		h := fmt.Sprintf("w%d@h", i)
 		workers[h] = heartbeat(t, h, 1000)
 	}
-	if err := writer.Write(store.Batch{Workers: workers}); err != nil {
+	if err := writer.Write(history.Batch{Workers: workers}); err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -592,9 +592,9 @@ func TestTaskTypesOfWrittenTasks(t *testing.T) {
 		taskEv(t, "started", "t-nameless", "w@h", 102, nil),
 	)
 	c := st.Drain()
-	b := store.Batch{FirstSeq: c.FirstSeq, Types: []string{"proj.kept"}}
+	b := history.Batch{FirstSeq: c.FirstSeq, Types: []string{"proj.kept"}}
 	for _, r := range c.Tasks {
-		b.Tasks = append(b.Tasks, store.Task{Seq: r.Seq, Data: r.Data})
+		b.Tasks = append(b.Tasks, history.Task{Seq: r.Seq, Data: r.Data})
 	}
 	if err := s.Write(b); err != nil {
 		t.Fatal(err)
@@ -632,12 +632,12 @@ func TestWriteLeavesOutKeysOverTheIndexes(t *testing.T) {
 		taskEv(t, "received", "t-wide", "celery@"+strings.Repeat("h", 253), 106, map[string]any{"name": strings.Repeat("n", 256)}),
 	)
 	c := st.Drain()
-	b := store.Batch{FirstSeq: c.FirstSeq, Types: c.Types, Workers: map[string][]byte{
+	b := history.Batch{FirstSeq: c.FirstSeq, Types: c.Types, Workers: map[string][]byte{
 		"w@h":      []byte(`{"type": "worker-heartbeat", "hostname": "w@h", "timestamp": 106}`),
 		longWorker: []byte(`{"type": "worker-heartbeat", "hostname": "x", "timestamp": 106}`),
 	}}
 	for _, r := range c.Tasks {
-		b.Tasks = append(b.Tasks, store.Task{Seq: r.Seq, Data: r.Data})
+		b.Tasks = append(b.Tasks, history.Task{Seq: r.Seq, Data: r.Data})
 	}
 	if err := s.Write(b); err != nil {
 		t.Fatalf("the batch was not written: %v", err)

@@ -7,8 +7,8 @@ import (
 	"time"
 
 	"github.com/stamen-dev/stamen/internal/audit"
+	"github.com/stamen-dev/stamen/internal/history"
 	"github.com/stamen-dev/stamen/internal/state"
-	"github.com/stamen-dev/stamen/internal/store"
 	"github.com/stamen-dev/stamen/internal/store/pgstore"
 	"github.com/stamen-dev/stamen/internal/testcluster"
 )
@@ -28,7 +28,7 @@ func TestReadsSurviveTerminatedSessions(t *testing.T) {
 	drainTo(t, st, s)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	if err := s.Write(store.Batch{Workers: map[string][]byte{"w0@h": heartbeat(t, "w0@h", 1000)}}); err != nil {
+	if err := s.Write(history.Batch{Workers: map[string][]byte{"w0@h": heartbeat(t, "w0@h", 1000)}}); err != nil {
 		t.Fatal(err)
 	}
 	at := time.Date(2026, 11, 27, 6, 0, 0, 0, time.UTC)

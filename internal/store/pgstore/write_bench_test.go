@@ -15,7 +15,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/stamen-dev/stamen/internal/store"
+	"github.com/stamen-dev/stamen/internal/history"
 	"github.com/stamen-dev/stamen/internal/taskrec"
 )
 
@@ -64,15 +64,15 @@ func BenchmarkWritePath(b *testing.B) {
 	bulkLoad(b, conn, preload)
 	b.Logf("%d tasks loaded in %s", preload, time.Since(began).Round(time.Millisecond))
 	next := preload
-	batch := func(complete bool) store.Batch {
-		var out store.Batch
+	batch := func(complete bool) history.Batch {
+		var out history.Batch
 		for i := range size {
 			t := benchTask(next+i, complete)
-			out.Tasks = append(out.Tasks, store.Task{Seq: uint64(next + i + 1), Data: taskrec.EncodeRecord(nil, &t)})
+			out.Tasks = append(out.Tasks, history.Task{Seq: uint64(next + i + 1), Data: taskrec.EncodeRecord(nil, &t)})
 		}
 		return out
 	}
-	run := func(b *testing.B, name string, complete bool, before func(store.Batch)) writeFigures {
+	run := func(b *testing.B, name string, complete bool, before func(history.Batch)) writeFigures {
 		var f writeFigures
 		for range batches {
 			bt := batch(complete)
@@ -100,7 +100,7 @@ func BenchmarkWritePath(b *testing.B) {
 	})
 	b.Run("update", func(b *testing.B) {
 		for b.Loop() {
-			run(b, "update", true, func(store.Batch) {
+			run(b, "update", true, func(history.Batch) {
 				if err := s.Write(batch(false)); err != nil {
 					b.Fatal(err)
 				}
@@ -109,7 +109,7 @@ func BenchmarkWritePath(b *testing.B) {
 	})
 	b.Run("duplicate", func(b *testing.B) {
 		for b.Loop() {
-			run(b, "duplicate", true, func(bt store.Batch) {
+			run(b, "duplicate", true, func(bt history.Batch) {
 				if err := s.Write(bt); err != nil {
 					b.Fatal(err)
 				}

@@ -8,8 +8,8 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/stamen-dev/stamen/internal/celery"
+	"github.com/stamen-dev/stamen/internal/history"
 	"github.com/stamen-dev/stamen/internal/state"
-	"github.com/stamen-dev/stamen/internal/store"
 )
 
 // TestWriteBatchWithRecordsOfOneTask: a batch holding several records of
@@ -28,25 +28,25 @@ func TestWriteBatchWithRecordsOfOneTask(t *testing.T) {
 		}
 	}
 	// record is the record of a replica that saw only event i of id.
-	record := func(id string, i int, seq uint64) store.Task {
+	record := func(id string, i int, seq uint64) history.Task {
 		st := state.New(state.Config{TrackChanges: true})
 		st.Apply(events(id)[i])
 		c := st.Drain()
 		if len(c.Tasks) != 1 {
 			t.Fatalf("%d records", len(c.Tasks))
 		}
-		return store.Task{Seq: seq, Data: c.Tasks[0].Data}
+		return history.Task{Seq: seq, Data: c.Tasks[0].Data}
 	}
 	ref := "ref"
 	for i := range 3 {
-		if err := s.Write(store.Batch{Tasks: []store.Task{record(ref, i, 1)}}); err != nil {
+		if err := s.Write(history.Batch{Tasks: []history.Task{record(ref, i, 1)}}); err != nil {
 			t.Fatal(err)
 		}
 	}
 	want := info(t, s, ref)
 	permutations(3, func(order []int) {
 		id := fmt.Sprintf("m%d%d%d", order[0], order[1], order[2])
-		var b store.Batch
+		var b history.Batch
 		b.Tasks = append(b.Tasks, record("a-"+id, 0, 1))
 		for k, i := range order {
 			b.Tasks = append(b.Tasks, record(id, i, uint64(2+k)))
