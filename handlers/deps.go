@@ -44,9 +44,9 @@ type ResultBackend interface {
 // or NewMemorySentLog.
 type SentLog interface {
 	// PutSent keeps data under task id, sent at time at.
-	PutSent(id string, at time.Time, data []byte) error
+	PutSent(ctx context.Context, id string, at time.Time, data []byte) error
 	// Sent returns what PutSent kept for id, and whether there is any.
-	Sent(id string) ([]byte, bool, error)
+	Sent(ctx context.Context, id string) ([]byte, bool, error)
 }
 
 // QueueLog is the fleet's record of the queues stamen published to
@@ -55,7 +55,7 @@ type SentLog interface {
 // own, until it exits.
 type QueueLog interface {
 	// PutQueue notes that a task was published to queue name at time at.
-	PutQueue(name string, at time.Time) error
+	PutQueue(ctx context.Context, name string, at time.Time) error
 	// Queues returns the names noted, newest first.
 	Queues(ctx context.Context) ([]string, error)
 }

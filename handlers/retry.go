@@ -45,7 +45,7 @@ func (e *errNoOriginal) Error() string { return e.msg }
 // (the answer is then 503); the other misses give an *errNoOriginal.
 func (h *Handlers) original(ctx context.Context, id string) (*sentTask, string, error) {
 	if h.Sent != nil {
-		data, ok, err := h.Sent.Sent(id)
+		data, ok, err := h.Sent.Sent(ctx, id)
 		if err != nil {
 			h.log.Warn("cannot read the sent-task log", "task_id", id, "err", err)
 		} else if ok {

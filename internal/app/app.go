@@ -223,8 +223,8 @@ type App struct {
 	// reconciler is nil without a Redis result backend.
 	reconciler *reconcile.Reconciler
 	// db is the store the state's changes are flushed to: store (the
-	// bbolt file) or pg, or nil.
-	db    historyDB
+	// bbolt file) or Postgres, or nil.
+	db    history.Backend
 	store *store.Store
 	// pgSize is stamen_store_size_bytes with PostgreSQL.
 	pgSize pgSize
@@ -234,7 +234,7 @@ type App struct {
 	// buffer dropped while PostgreSQL could not be written.
 	lost prometheus.Collector
 	// writeBatch is the store's Write; tests make it fail.
-	writeBatch func(history.Batch) error
+	writeBatch func(context.Context, history.Batch) error
 	// buffer writes the state's changes to db behind ingestion, keeping
 	// a failed write's batch for the next flush (history.Buffer); nil
 	// without a store.
@@ -244,12 +244,6 @@ type App struct {
 	cancel   context.CancelFunc
 	wg       sync.WaitGroup
 	embedded *miniredis.Miniredis
-}
-
-// historyDB is a store the state's changes are flushed to.
-type historyDB interface {
-	Write(history.Batch) error
-	Close() error
 }
 
 // New connects to the broker and starts ingesting events. Close stops it.
@@ -767,22 +761,22 @@ func (a *App) openStore() error {
 
 // flush writes what changed since the last flush to the store. When the
 // write fails the batch is kept and written with the next one.
-func (a *App) flush() error {
-	return errors.Join(a.flushStats(), a.flushState())
+func (a *App) flush(ctx context.Context) error {
+	return errors.Join(a.flushStats(), a.flushState(ctx))
 }
 
 // flushState writes the state's changes to the store.
-func (a *App) flushState() error {
-	return a.buffer.Flush(context.Background())
+func (a *App) flushState(ctx context.Context) error {
+	return a.buffer.Flush(ctx)
 }
 
 // newBuffer makes the write-behind buffer of the state's changes, written
 // with write (through writeBatch, which tests replace).
-func (a *App) newBuffer(write func(history.Batch) error) {
+func (a *App) newBuffer(write func(context.Context, history.Batch) error) {
 	a.writeBatch = write
 	a.buffer = history.NewBuffer(history.BufferConfig{
 		Source: a.State,
-		Write:  func(_ context.Context, b history.Batch) error { return a.writeBatch(b) },
+		Write:  func(ctx context.Context, b history.Batch) error { return a.writeBatch(ctx, b) },
 		// PostgreSQL's history outlives the hot set.
 		Shared:   a.Postgres != nil,
 		MaxTasks: a.cfg.MaxTasks,
@@ -797,7 +791,9 @@ func (a *App) flushLoop(ctx context.Context) {
 		every = time.Second
 	}
 	tick(ctx, every, func(time.Time) {
-		if err := a.flush(); err != nil {
+		// A flush under way when stamen stops is finished, not cut short:
+		// the closing flush would only write its batch again.
+		if err := a.flush(context.WithoutCancel(ctx)); err != nil {
 			a.log.Error("store flush failed", slog.Any("err", err))
 		}
 	})
@@ -910,7 +906,8 @@ func (a *App) gauges() []prometheus.Collector {
 		}, func() float64 {
 			switch {
 			case a.store != nil:
-				return float64(a.store.Size())
+				n, _ := a.store.Size(context.Background())
+				return float64(n)
 			case a.Postgres != nil:
 				return a.pgSize.get(a.Postgres, a.log)
 			}
@@ -941,7 +938,7 @@ func (a *App) close() {
 		_ = a.broker.Close()
 	}
 	if a.db != nil {
-		if err := errors.Join(a.flush(), a.db.Close()); err != nil {
+		if err := errors.Join(a.flush(context.Background()), a.db.Close()); err != nil {
 			a.log.Error("closing the store", slog.Any("err", err))
 		}
 	}
@@ -964,8 +961,8 @@ func IsLoopback(host string) bool {
 // handlers' default bounds.
 type sentStore struct{ st *store.Store }
 
-func (s sentStore) PutSent(id string, at time.Time, data []byte) error {
+func (s sentStore) PutSent(_ context.Context, id string, at time.Time, data []byte) error {
 	return s.st.PutSent(id, at, data, history.SentLimits{Max: handlers.DefaultSentMax, MaxAge: handlers.DefaultSentMaxAge})
 }
 
-func (s sentStore) Sent(id string) ([]byte, bool, error) { return s.st.Sent(id) }
+func (s sentStore) Sent(_ context.Context, id string) ([]byte, bool, error) { return s.st.Sent(id) }

@@ -37,22 +37,22 @@ func TestFailedFlushLosesNothing(t *testing.T) {
 	}
 
 	ingest(0, 50)
-	if err := a.flush(); err != nil {
+	if err := a.flush(context.Background()); err != nil {
 		t.Fatalf("first flush: %v", err)
 	}
 	ingest(50, 100)
 	failures := 0
 	write := a.writeBatch
-	a.writeBatch = func(b history.Batch) error {
+	a.writeBatch = func(ctx context.Context, b history.Batch) error {
 		failures++
 		return errors.New("disk full")
 	}
-	if err := a.flush(); err == nil {
+	if err := a.flush(context.Background()); err == nil {
 		t.Fatal("the failing write reported success")
 	}
 	a.writeBatch = write
 	ingest(100, 200)
-	if err := a.flush(); err != nil {
+	if err := a.flush(context.Background()); err != nil {
 		t.Fatalf("flush after the failure: %v", err)
 	}
 	if failures != 1 {
@@ -92,19 +92,19 @@ func TestFailedFlushKeepsForgetting(t *testing.T) {
 			"clock": clock, "pid": 1, "utcoffset": 0, "freq": freq, "sw_ident": "py-celery", "sw_ver": "5.5.3", "sw_sys": "Linux"}
 	}
 	write := a.writeBatch
-	a.writeBatch = func(history.Batch) error { return errors.New("disk full") }
+	a.writeBatch = func(context.Context, history.Batch) error { return errors.New("disk full") }
 	publishUntil(t, a, [][]byte{
 		testcluster.EventsEnvelope(gone, "1", worker(gone, "worker-online", 1, 0.001), worker(gone, "worker-heartbeat", 2, 0.001)),
 		testcluster.EventsEnvelope(kept, "2", worker(kept, "worker-online", 3, 60)),
 	}, func() bool { return a.State.KnowsWorker(gone) && a.State.KnowsWorker(kept) })
-	if err := a.flush(); err == nil {
+	if err := a.flush(context.Background()); err == nil {
 		t.Fatal("the failing write reported success")
 	}
 	testcluster.Eventually(t, 10*time.Second, gone+" purged", func() bool {
 		return fmt.Sprint(a.State.PurgeWorkers(time.Now().Add(time.Hour))) == "["+gone+"]"
 	})
 	a.writeBatch = write
-	if err := a.flush(); err != nil {
+	if err := a.flush(context.Background()); err != nil {
 		t.Fatalf("flush after the failure: %v", err)
 	}
 	b := restart(t, a, cfg)

@@ -50,10 +50,10 @@ func TestForgottenNamesStayBounded(t *testing.T) {
 	for _, c := range []forgetStore{
 		{name: "bbolt", open: func(t *testing.T) (Config, func(*App), func(*App), func(*testing.T) ([]string, []string)) {
 			path := filepath.Join(t.TempDir(), "stamen.db")
-			var write func(history.Batch) error
+			var write func(context.Context, history.Batch) error
 			fail := func(a *App) {
 				write = a.writeBatch
-				a.writeBatch = func(history.Batch) error { return errors.New("disk full") }
+				a.writeBatch = func(context.Context, history.Batch) error { return errors.New("disk full") }
 			}
 			mend := func(a *App) { a.writeBatch = write }
 			held := func(t *testing.T) (workers, types []string) {
@@ -184,7 +184,7 @@ func forgetDuringOutage(t *testing.T, c forgetStore, during bool) {
 	// forgotten then.
 	workers, types := names(-1)
 	round(append(workers, "late@h"), append(types, "late.Task"))
-	if err := a.flush(); err != nil {
+	if err := a.flush(context.Background()); err != nil {
 		t.Fatalf("flush before the outage: %v", err)
 	}
 	fail(a)
@@ -205,15 +205,15 @@ func forgetDuringOutage(t *testing.T, c forgetStore, during bool) {
 			// Write of an empty batch writes nothing, and succeeds.
 			apply(workerEnvelope("heartbeat", "steady@h", at))
 			failing := a.writeBatch
-			a.writeBatch = func(b history.Batch) error {
+			a.writeBatch = func(ctx context.Context, b history.Batch) error {
 				a.writeBatch = failing
 				round(workers, types)
-				return failing(b)
+				return failing(ctx, b)
 			}
 		} else {
 			round(workers, types)
 		}
-		if err := a.flush(); err == nil {
+		if err := a.flush(context.Background()); err == nil {
 			t.Fatalf("round %d: the flush succeeded during the outage", r)
 		}
 		// The names the store may hold: the state's bound (keep,
@@ -229,7 +229,7 @@ func forgetDuringOutage(t *testing.T, c forgetStore, during bool) {
 		}
 	}
 	mend(a)
-	testcluster.Eventually(t, 10*time.Second, "a flush succeeding after the outage", func() bool { return a.flush() == nil })
+	testcluster.Eventually(t, 10*time.Second, "a flush succeeding after the outage", func() bool { return a.flush(context.Background()) == nil })
 	cancel()
 	a.Close()
 

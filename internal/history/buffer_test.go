@@ -1,8 +1,14 @@
 package history
 
 import (
+	"context"
+	"errors"
 	"fmt"
+	"slices"
+	"strings"
 	"testing"
+
+	"github.com/stamen-dev/stamen/internal/state"
 )
 
 // TestMergeBatches: records of the same task keep the newer; records of
@@ -69,6 +75,86 @@ func TestMergeKeep(t *testing.T) {
 		}
 		if fmt.Sprint(seqs) != c.want || lost != c.lost {
 			t.Errorf("max %d: %v lost %d, want %s lost %d", c.max, seqs, lost, c.want, c.lost)
+		}
+	}
+}
+
+// fakeSource hands out the changes queued in next, one set a drain.
+type fakeSource struct {
+	next    []state.Changes
+	workers []string
+}
+
+func (f *fakeSource) DrainInto([]byte) state.Changes {
+	if len(f.next) == 0 {
+		return state.Changes{}
+	}
+	c := f.next[0]
+	f.next = f.next[1:]
+	return c
+}
+
+func (f *fakeSource) KnowsWorker(h string) bool { return slices.Contains(f.workers, h) }
+func (f *fakeSource) WorkerNames() []string     { return f.workers }
+func (f *fakeSource) TaskTypes() []string       { return nil }
+
+func records(seqs ...uint64) []state.Record {
+	var out []state.Record
+	for _, s := range seqs {
+		out = append(out, state.Record{Seq: s, Data: fmt.Appendf(nil, "r%d", s)})
+	}
+	return out
+}
+
+// TestBufferKeepsAFailedBatch: a failed write's records are written with
+// the next flush; with a Shared store the kept batch is bounded by
+// MaxTasks, the oldest records dropped and counted; each failed write is
+// counted.
+func TestBufferKeepsAFailedBatch(t *testing.T) {
+	for _, c := range []struct {
+		shared bool
+		want   string
+		lost   int64
+	}{
+		{false, "[3 4 5]", 0}, // records below the next FirstSeq go
+		{true, "[2 3 4 5]", 1},
+	} {
+		src := &fakeSource{workers: []string{"w@h"}, next: []state.Changes{
+			{FirstSeq: 1, Tasks: records(1, 2, 3, 4)},
+			{FirstSeq: 3, Tasks: records(5)},
+		}}
+		fail := true
+		var written []Batch
+		b := NewBuffer(BufferConfig{Source: src, Shared: c.shared, MaxTasks: 3,
+			Write: func(_ context.Context, b Batch) error {
+				if fail {
+					return errors.New("down")
+				}
+				written = append(written, b)
+				return nil
+			}})
+		b.NoteWorker("w@h", []byte("hb"))
+		b.NoteWorker("gone@h", []byte("hb"))
+		if err := b.Flush(context.Background()); err == nil || !strings.Contains(err.Error(), "task records kept for the next flush") {
+			t.Fatalf("shared %v: failed flush: %v", c.shared, err)
+		}
+		if p, ok := b.Pending(); !ok || len(p.Workers) != 1 {
+			t.Fatalf("shared %v: pending %+v %v, want w@h's event kept", c.shared, p, ok)
+		}
+		fail = false
+		if err := b.Flush(context.Background()); err != nil {
+			t.Fatalf("shared %v: %v", c.shared, err)
+		}
+		var seqs []uint64
+		for _, r := range written[0].Tasks {
+			seqs = append(seqs, r.Seq)
+		}
+		if fmt.Sprint(seqs) != c.want || b.Lost() != c.lost || b.FailedFlushes() != 1 || string(written[0].Workers["w@h"]) != "hb" {
+			t.Errorf("shared %v: wrote %v with workers %v, lost %d, failed %d; want %s, lost %d, failed 1",
+				c.shared, seqs, written[0].Workers, b.Lost(), b.FailedFlushes(), c.want, c.lost)
+		}
+		if _, ok := b.Pending(); ok {
+			t.Errorf("shared %v: a batch still pending after a write", c.shared)
 		}
 	}
 }

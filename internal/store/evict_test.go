@@ -2,6 +2,7 @@ package store
 
 import (
 	"bytes"
+	"context"
 	"fmt"
 	"path/filepath"
 	"testing"
@@ -43,11 +44,11 @@ func TestWriteEvictsManyLeavesFromTheFront(t *testing.T) {
 			}
 			defer s.Close()
 			for from := uint64(0); from < tc.stored; from += 10_000 {
-				if err := s.Write(batchOf(from, min(from+10_000, tc.stored), 0)); err != nil {
+				if err := s.Write(context.Background(), batchOf(from, min(from+10_000, tc.stored), 0)); err != nil {
 					t.Fatal(err)
 				}
 			}
-			if err := s.Write(batchOf(tc.stored, tc.stored+tc.put, tc.first)); err != nil {
+			if err := s.Write(context.Background(), batchOf(tc.stored, tc.stored+tc.put, tc.first)); err != nil {
 				t.Fatal(err)
 			}
 			var got []uint64
@@ -85,7 +86,7 @@ func BenchmarkWriteEvicting(b *testing.B) {
 	}
 	defer s.Close()
 	for from := uint64(0); from < stored; from += 20_000 {
-		if err := s.Write(batchOf(from, from+20_000, 0)); err != nil {
+		if err := s.Write(context.Background(), batchOf(from, from+20_000, 0)); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -95,7 +96,7 @@ func BenchmarkWriteEvicting(b *testing.B) {
 		b.StopTimer()
 		batch := batchOf(next, next+perSecond, next+perSecond-stored)
 		b.StartTimer()
-		if err := s.Write(batch); err != nil {
+		if err := s.Write(context.Background(), batch); err != nil {
 			b.Fatal(err)
 		}
 		next += perSecond

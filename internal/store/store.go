@@ -12,6 +12,7 @@
 package store
 
 import (
+	"context"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -86,8 +87,9 @@ func open(path string) (*bolt.DB, error) {
 // kept as a key: its Put would fail the transaction, and the kept batch
 // at every flush after, so that nothing would be written any more. Such a
 // worker is not restored at start, and such a name is not listed until
-// a task of that name comes again.
-func (s *Store) Write(b history.Batch) error {
+// a task of that name comes again. A bbolt transaction cannot be
+// interrupted: ctx is not consulted.
+func (s *Store) Write(_ context.Context, b history.Batch) error {
 	return s.db.Update(func(tx *bolt.Tx) error {
 		tasks := tx.Bucket(tasksBucket)
 		// Keys come in creation order: full pages, as an append-only
@@ -192,19 +194,21 @@ func (s *Store) Counts() (tasks, workers, types int) {
 	return tasks, workers, types
 }
 
-// Size returns the file's size in bytes.
-func (s *Store) Size() int64 {
+// Size returns the file's size in bytes. It reads the open file's
+// header: it never fails and does not wait.
+func (s *Store) Size(context.Context) (int64, error) {
 	var n int64
 	_ = s.db.View(func(tx *bolt.Tx) error {
 		n = tx.Size()
 		return nil
 	})
-	return n
+	return n, nil
 }
 
 // Ping checks that the file can be read: a closed store, or one whose
-// file is gone from under it, fails.
-func (s *Store) Ping() error {
+// file is gone from under it, fails. A local file answers at once: ctx
+// is not needed.
+func (s *Store) Ping(context.Context) error {
 	if _, err := os.Stat(s.path); err != nil {
 		return fmt.Errorf("store %s: %w", s.path, err)
 	}
@@ -271,3 +275,5 @@ func deleteFront(b *bolt.Bucket, del func(k, v []byte) (bool, error)) (int, erro
 	}
 	return n, nil
 }
+
+var _ history.Backend = (*Store)(nil)

@@ -1,6 +1,7 @@
 package store
 
 import (
+	"context"
 	"fmt"
 	"path/filepath"
 	"strings"
@@ -61,7 +62,7 @@ func TestWriteReopenLoad(t *testing.T) {
 			Workers: map[string][]byte{"w1": []byte("heartbeat"), "w2": []byte("online")}, Types: []string{"t.b", "t.a"}},
 	}
 	for _, b := range batches {
-		if err := s.Write(b); err != nil {
+		if err := s.Write(context.Background(), b); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -82,8 +83,8 @@ func TestWriteReopenLoad(t *testing.T) {
 	if diff := cmp.Diff(want, loadAll(t, s)); diff != "" {
 		t.Errorf("load (-want +got):\n%s", diff)
 	}
-	if s.Size() <= 0 {
-		t.Errorf("Size %d", s.Size())
+	if n, _ := s.Size(context.Background()); n <= 0 {
+		t.Errorf("Size %d", n)
 	}
 	if err := s.db.View(func(tx *bolt.Tx) error {
 		if tx.Bucket([]byte("events")) != nil {
@@ -110,7 +111,7 @@ func TestForgetWorkersAndTypes(t *testing.T) {
 			ForgottenTypes: []string{"t.a", "t.c"}},
 	}
 	for _, b := range batches {
-		if err := s.Write(b); err != nil {
+		if err := s.Write(context.Background(), b); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -138,7 +139,7 @@ func TestWriteSkipsKeysOverBoltsLimit(t *testing.T) {
 		Workers: map[string][]byte{"w1": []byte("w1 online"), "celery@" + long: []byte("long online")},
 		Types:   []string{"t.a", long},
 	}
-	if err := s.Write(b); err != nil {
+	if err := s.Write(context.Background(), b); err != nil {
 		t.Fatalf("the batch was not written: %v", err)
 	}
 	want := loaded{Tasks: []string{"1=t1"}, Workers: []string{"w1 online"}, Types: []string{"t.a"}}

@@ -127,11 +127,11 @@ type Sent struct {
 }
 
 // PutSent keeps data under task id, sent at time at, and trims the log.
-func (l Sent) PutSent(id string, at time.Time, data []byte) error {
+func (l Sent) PutSent(ctx context.Context, id string, at time.Time, data []byte) error {
 	if id == "" {
 		return errors.New("put sent task: empty id")
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), l.S.cfg.WriteTimeout)
+	ctx, cancel := context.WithTimeout(ctx, l.S.cfg.WriteTimeout)
 	defer cancel()
 	err := l.S.write(ctx, true, func(ctx context.Context) error {
 		_, err := l.S.pool.Exec(ctx, `INSERT INTO stamen_sent (id, at, data) VALUES ($1, $2, $3)
@@ -159,10 +159,10 @@ ON CONFLICT (id) DO UPDATE SET at = excluded.at, data = excluded.data`, id, at, 
 }
 
 // Sent returns what PutSent kept for id.
-func (l Sent) Sent(id string) ([]byte, bool, error) {
+func (l Sent) Sent(ctx context.Context, id string) ([]byte, bool, error) {
 	var data []byte
 	found := true
-	err := l.S.read(context.Background(), func(ctx context.Context) error {
+	err := l.S.read(ctx, func(ctx context.Context) error {
 		err := l.S.pool.QueryRow(ctx, `SELECT data FROM stamen_sent WHERE id = $1`, id).Scan(&data)
 		if errors.Is(err, pgx.ErrNoRows) {
 			found = false
@@ -189,10 +189,10 @@ type Queues struct {
 
 // PutQueue notes that a task was published to queue name at time at, and
 // trims the record.
-func (q Queues) PutQueue(name string, at time.Time) error {
+func (q Queues) PutQueue(ctx context.Context, name string, at time.Time) error {
 	// Both statements are idempotent: run again together when the
 	// connection failed.
-	err := q.S.write(context.Background(), true, func(ctx context.Context) error {
+	err := q.S.write(ctx, true, func(ctx context.Context) error {
 		if _, err := q.S.pool.Exec(ctx, `INSERT INTO stamen_queues (name, at) VALUES ($1, $2)
 ON CONFLICT (name) DO UPDATE SET at = greatest(stamen_queues.at, excluded.at)`, name, at); err != nil {
 			return err
@@ -242,3 +242,8 @@ ORDER BY at DESC, name LIMIT $2`, q.cutoff(q.S.cfg.Now()), q.limit())
 	}
 	return names, nil
 }
+
+var (
+	_ history.SentLog  = Sent{}
+	_ history.QueueLog = Queues{}
+)

@@ -76,26 +76,26 @@ func TestSentInPostgres(t *testing.T) {
 	l := pgstore.Sent{S: s, Lim: history.SentLimits{Max: 3, MaxAge: time.Hour}}
 	base := time.Now()
 	for i := range 5 {
-		if err := l.PutSent(fmt.Sprintf("id-%d", i), base.Add(time.Duration(i)*time.Second), []byte(fmt.Sprint("data-", i))); err != nil {
+		if err := l.PutSent(context.Background(), fmt.Sprintf("id-%d", i), base.Add(time.Duration(i)*time.Second), []byte(fmt.Sprint("data-", i))); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if err := l.PutSent("id-4", base.Add(10*time.Second), []byte("again")); err != nil {
+	if err := l.PutSent(context.Background(), "id-4", base.Add(10*time.Second), []byte("again")); err != nil {
 		t.Fatal(err)
 	}
 	for _, tc := range []struct {
 		id   string
 		want string // "" when trimmed
 	}{{"id-0", ""}, {"id-1", ""}, {"id-2", "data-2"}, {"id-3", "data-3"}, {"id-4", "again"}} {
-		data, ok, err := l.Sent(tc.id)
+		data, ok, err := l.Sent(context.Background(), tc.id)
 		if err != nil || ok != (tc.want != "") || string(data) != tc.want {
 			t.Errorf("%s: %q, %v, %v; want %q", tc.id, data, ok, err, tc.want)
 		}
 	}
-	if err := l.PutSent("late", base.Add(2*time.Hour), []byte("x")); err != nil {
+	if err := l.PutSent(context.Background(), "late", base.Add(2*time.Hour), []byte("x")); err != nil {
 		t.Fatal(err)
 	}
-	if _, ok, _ := l.Sent("id-4"); ok {
+	if _, ok, _ := l.Sent(context.Background(), "id-4"); ok {
 		t.Error("a record older than MaxAge was kept")
 	}
 }
@@ -111,7 +111,7 @@ func TestQueuesInPostgres(t *testing.T) {
 	base := time.Now().Add(-30 * time.Minute)
 	put := func(name string, at time.Time) {
 		t.Helper()
-		if err := q.PutQueue(name, at); err != nil {
+		if err := q.PutQueue(context.Background(), name, at); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -412,8 +412,8 @@ func unavailable(err error) error {
 // are forgotten task types: the history outlives a replica's memory.
 // Forgotten workers (purged offline, or beyond the workers bound) are.
 // The batch is one transaction: it is written whole or not at all.
-func (s *Store) Write(b history.Batch) error {
-	ctx, cancel := context.WithTimeout(context.Background(), s.cfg.WriteTimeout)
+func (s *Store) Write(ctx context.Context, b history.Batch) error {
+	ctx, cancel := context.WithTimeout(ctx, s.cfg.WriteTimeout)
 	defer cancel()
 	var pb pgx.Batch
 	tasks := make([]taskrec.Task, 0, len(b.Tasks))
@@ -940,3 +940,8 @@ func cut(s string, n int) string {
 
 // Deletes is how many retention DELETE statements this store has run.
 func (s *Store) Deletes() int64 { return s.deletes.Load() }
+
+var (
+	_ history.Backend    = (*Store)(nil)
+	_ history.StaleTasks = (*Store)(nil)
+)

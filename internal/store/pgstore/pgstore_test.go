@@ -73,7 +73,7 @@ func drainTo(t testing.TB, st *state.State, s *pgstore.Store) {
 	for _, r := range c.Tasks {
 		b.Tasks = append(b.Tasks, history.Task{Seq: r.Seq, Data: r.Data})
 	}
-	if err := s.Write(b); err != nil {
+	if err := s.Write(context.Background(), b); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -463,7 +463,7 @@ func TestMaxWorkersBoundsReads(t *testing.T) {
 	for _, h := range []string{"a@h", "b@h", "c@h"} {
 		workers[h] = heartbeat(t, h, 1000)
 	}
-	if err := writer.Write(history.Batch{Workers: workers}); err != nil {
+	if err := writer.Write(context.Background(), history.Batch{Workers: workers}); err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -498,11 +498,11 @@ func TestWorkersKeepMostRecentlyWritten(t *testing.T) {
 	// w0..w5 in turn, each its own write, then w1 again.
 	for i := range 6 {
 		h := fmt.Sprintf("w%d@h", i)
-		if err := writer.Write(history.Batch{Workers: map[string][]byte{h: heartbeat(t, h, 1000+float64(i))}}); err != nil {
+		if err := writer.Write(context.Background(), history.Batch{Workers: map[string][]byte{h: heartbeat(t, h, 1000+float64(i))}}); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if err := writer.Write(history.Batch{Workers: map[string][]byte{"w1@h": heartbeat(t, "w1@h", 2000)}}); err != nil {
+	if err := writer.Write(context.Background(), history.Batch{Workers: map[string][]byte{"w1@h": heartbeat(t, "w1@h", 2000)}}); err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -559,7 +559,7 @@ func TestWorkersAboveTheDefaultBound(t *testing.T) {
 		h := fmt.Sprintf("w%d@h", i)
 		workers[h] = heartbeat(t, h, 1000)
 	}
-	if err := writer.Write(history.Batch{Workers: workers}); err != nil {
+	if err := writer.Write(context.Background(), history.Batch{Workers: workers}); err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -596,7 +596,7 @@ func TestTaskTypesOfWrittenTasks(t *testing.T) {
 	for _, r := range c.Tasks {
 		b.Tasks = append(b.Tasks, history.Task{Seq: r.Seq, Data: r.Data})
 	}
-	if err := s.Write(b); err != nil {
+	if err := s.Write(context.Background(), b); err != nil {
 		t.Fatal(err)
 	}
 	types, err := s.TaskTypes(context.Background())
@@ -639,7 +639,7 @@ func TestWriteLeavesOutKeysOverTheIndexes(t *testing.T) {
 	for _, r := range c.Tasks {
 		b.Tasks = append(b.Tasks, history.Task{Seq: r.Seq, Data: r.Data})
 	}
-	if err := s.Write(b); err != nil {
+	if err := s.Write(context.Background(), b); err != nil {
 		t.Fatalf("the batch was not written: %v", err)
 	}
 	ids, _, err := listPG(t, s, state.Query{Limit: state.NoLimit})

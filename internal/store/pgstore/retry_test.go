@@ -28,17 +28,17 @@ func TestReadsSurviveTerminatedSessions(t *testing.T) {
 	drainTo(t, st, s)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	if err := s.Write(history.Batch{Workers: map[string][]byte{"w0@h": heartbeat(t, "w0@h", 1000)}}); err != nil {
+	if err := s.Write(context.Background(), history.Batch{Workers: map[string][]byte{"w0@h": heartbeat(t, "w0@h", 1000)}}); err != nil {
 		t.Fatal(err)
 	}
 	at := time.Date(2026, 11, 27, 6, 0, 0, 0, time.UTC)
 	if err := (pgstore.Audit{S: s}).Append(ctx, audit.Record{Time: at, User: "alice", Operation: "revokeTask", Status: 200}); err != nil {
 		t.Fatal(err)
 	}
-	if err := (pgstore.Sent{S: s}).PutSent("sent-1", at, []byte(`{"task": "proj.add"}`)); err != nil {
+	if err := (pgstore.Sent{S: s}).PutSent(context.Background(), "sent-1", at, []byte(`{"task": "proj.add"}`)); err != nil {
 		t.Fatal(err)
 	}
-	if err := (pgstore.Queues{S: s}).PutQueue("q1", at); err != nil {
+	if err := (pgstore.Queues{S: s}).PutQueue(context.Background(), "q1", at); err != nil {
 		t.Fatal(err)
 	}
 	list := func(q state.Query) func() (any, error) {
@@ -88,7 +88,7 @@ func TestReadsSurviveTerminatedSessions(t *testing.T) {
 			return len(recs), err
 		}},
 		{"sent", func() (any, error) {
-			data, ok, err := pgstore.Sent{S: s}.Sent("sent-1")
+			data, ok, err := pgstore.Sent{S: s}.Sent(context.Background(), "sent-1")
 			return fmt.Sprint(string(data), ok), err
 		}},
 		{"queues", func() (any, error) { return pgstore.Queues{S: s}.Queues(ctx) }},
@@ -155,13 +155,13 @@ func TestWritesSurviveTerminatedSessions(t *testing.T) {
 			return fmt.Sprint(got), err
 		}, "[alice/revokeTask]"},
 		{"sent", func() error {
-			return pgstore.Sent{S: s}.PutSent("sent-1", at, []byte(`{"task": "proj.add"}`))
+			return pgstore.Sent{S: s}.PutSent(context.Background(), "sent-1", at, []byte(`{"task": "proj.add"}`))
 		}, func() (string, error) {
-			data, ok, err := pgstore.Sent{S: s}.Sent("sent-1")
+			data, ok, err := pgstore.Sent{S: s}.Sent(context.Background(), "sent-1")
 			return fmt.Sprint(string(data), " ", ok), err
 		}, `{"task": "proj.add"} true`},
 		{"queues", func() error {
-			return pgstore.Queues{S: s}.PutQueue("q1", at)
+			return pgstore.Queues{S: s}.PutQueue(context.Background(), "q1", at)
 		}, func() (string, error) {
 			names, err := pgstore.Queues{S: s}.Queues(ctx)
 			return fmt.Sprint(names), err

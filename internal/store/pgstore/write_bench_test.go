@@ -82,7 +82,7 @@ func BenchmarkWritePath(b *testing.B) {
 			renice(b, conn)
 			lsn0 := lsn(b, conn)
 			t0 := time.Now()
-			if err := s.Write(bt); err != nil {
+			if err := s.Write(context.Background(), bt); err != nil {
 				b.Fatal(err)
 			}
 			took := time.Since(t0)
@@ -101,7 +101,7 @@ func BenchmarkWritePath(b *testing.B) {
 	b.Run("update", func(b *testing.B) {
 		for b.Loop() {
 			run(b, "update", true, func(history.Batch) {
-				if err := s.Write(batch(false)); err != nil {
+				if err := s.Write(context.Background(), batch(false)); err != nil {
 					b.Fatal(err)
 				}
 			})
@@ -110,7 +110,7 @@ func BenchmarkWritePath(b *testing.B) {
 	b.Run("duplicate", func(b *testing.B) {
 		for b.Loop() {
 			run(b, "duplicate", true, func(bt history.Batch) {
-				if err := s.Write(bt); err != nil {
+				if err := s.Write(context.Background(), bt); err != nil {
 					b.Fatal(err)
 				}
 			})

@@ -39,7 +39,7 @@ func TestWriteBatchWithRecordsOfOneTask(t *testing.T) {
 	}
 	ref := "ref"
 	for i := range 3 {
-		if err := s.Write(history.Batch{Tasks: []history.Task{record(ref, i, 1)}}); err != nil {
+		if err := s.Write(context.Background(), history.Batch{Tasks: []history.Task{record(ref, i, 1)}}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -52,7 +52,7 @@ func TestWriteBatchWithRecordsOfOneTask(t *testing.T) {
 			b.Tasks = append(b.Tasks, record(id, i, uint64(2+k)))
 		}
 		b.Tasks = append(b.Tasks, record("z-"+id, 2, 9))
-		if err := s.Write(b); err != nil {
+		if err := s.Write(context.Background(), b); err != nil {
 			t.Fatalf("order %v: %v", order, err)
 		}
 		if got := info(t, s, id); got != want {
