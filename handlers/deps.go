@@ -40,7 +40,7 @@ type ResultBackend interface {
 
 // SentLog keeps what stamen sent, bounded by count and age (oldest dropped
 // first), so that a task can be sent again with its exact arguments.
-// Implementations: the store's bbolt bucket, PostgreSQL's table (pgstore),
+// Implementations: the store's bbolt bucket, PostgreSQL's table (internal/store/pg),
 // or NewMemorySentLog.
 type SentLog interface {
 	// PutSent keeps data under task id, sent at time at.

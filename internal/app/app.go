@@ -38,7 +38,7 @@ import (
 	"github.com/stamen-dev/stamen/internal/redact"
 	"github.com/stamen-dev/stamen/internal/state"
 	"github.com/stamen-dev/stamen/internal/store"
-	"github.com/stamen-dev/stamen/internal/store/pgstore"
+	"github.com/stamen-dev/stamen/internal/store/pg"
 	"github.com/stamen-dev/stamen/internal/stream"
 	"github.com/stamen-dev/stamen/internal/taskstats"
 	"github.com/stamen-dev/stamen/internal/version"
@@ -99,7 +99,7 @@ type Config struct {
 	MaxEventStreams int
 	// DBPath, when set, keeps the history in a store there and restores it
 	// at start (Flower's --persistent with --db). A postgres:// or
-	// postgresql:// URL selects PostgreSQL instead (pgstore): the history
+	// postgresql:// URL selects PostgreSQL instead (internal/store/pg): the history
 	// shared by a fleet of replicas, from which the read operations are
 	// answered; MaxTasks then bounds this replica's in-memory hot set only.
 	DBPath string
@@ -229,7 +229,7 @@ type App struct {
 	// pgSize is stamen_store_size_bytes with PostgreSQL.
 	pgSize pgSize
 	// Postgres is the shared history with --db postgres://..., else nil.
-	Postgres *pgstore.Store
+	Postgres *pg.Store
 	// lost is stamen_store_lost_records_total: the task records the
 	// buffer dropped while PostgreSQL could not be written.
 	lost prometheus.Collector
@@ -294,10 +294,10 @@ func New(ctx context.Context, cfg Config) (*App, error) {
 	a.State = state.New(state.Config{MaxTasks: cfg.MaxTasks, MaxWorkers: cfg.MaxWorkers, TrackChanges: cfg.DBPath != "",
 		// PostgreSQL keeps more than the hot set: a task evicted before
 		// its record was flushed must still reach it.
-		DrainEvicted: pgstore.IsURL(cfg.DBPath),
+		DrainEvicted: pg.IsURL(cfg.DBPath),
 		// Reconciliation finds unfinished tasks in PostgreSQL, mostly ones
 		// this replica does not hold (after a restart).
-		FinishUnknown: pgstore.IsURL(cfg.DBPath)})
+		FinishUnknown: pg.IsURL(cfg.DBPath)})
 	a.lost = prometheus.NewCounterFunc(prometheus.CounterOpts{
 		Name: "stamen_store_lost_records_total",
 		Help: "Task records dropped unwritten because PostgreSQL was unreachable longer than the buffer (one record per hot-set task) lasts.",
@@ -309,10 +309,10 @@ func New(ctx context.Context, cfg Config) (*App, error) {
 	})
 	var reader handlers.TaskReader
 	switch {
-	case pgstore.IsSettings(cfg.DBPath):
+	case pg.IsSettings(cfg.DBPath):
 		a.Close()
 		return nil, errors.New("--db holds PostgreSQL's key=value settings (not shown: they may hold a password); PostgreSQL is selected by a URL, postgres://user:password@host:5432/dbname")
-	case pgstore.IsURL(cfg.DBPath):
+	case pg.IsURL(cfg.DBPath):
 		if err := a.openPostgres(ctx); err != nil {
 			a.Close()
 			return nil, err
@@ -353,8 +353,8 @@ func New(ctx context.Context, cfg Config) (*App, error) {
 	case a.Postgres != nil:
 		// Shared by the fleet: any replica retries what another sent, and
 		// lists and purges the queues another published to.
-		sent = pgstore.Sent{S: a.Postgres, Lim: history.SentLimits{Max: handlers.DefaultSentMax, MaxAge: handlers.DefaultSentMaxAge}}
-		queues = pgstore.Queues{S: a.Postgres, Max: handlers.MaxSentQueues, MaxAge: handlers.DefaultSentMaxAge}
+		sent = pg.Sent{S: a.Postgres, Lim: history.SentLimits{Max: handlers.DefaultSentMax, MaxAge: handlers.DefaultSentMaxAge}}
+		queues = pg.Queues{S: a.Postgres, Max: handlers.MaxSentQueues, MaxAge: handlers.DefaultSentMaxAge}
 	case a.store != nil:
 		sent = sentStore{a.store}
 	}

@@ -9,13 +9,13 @@ import (
 	"github.com/stamen-dev/stamen/handlers"
 	"github.com/stamen-dev/stamen/internal/celery"
 	"github.com/stamen-dev/stamen/internal/state"
-	"github.com/stamen-dev/stamen/internal/store/pgstore"
+	"github.com/stamen-dev/stamen/internal/store/pg"
 )
 
 // A replica of a fleet (--db postgres://...): it ingests the events it
 // receives into its own state, bounded by MaxTasks (its hot set), and
 // flushes the changed records to PostgreSQL every SaveInterval, where
-// pgstore's upserts merge them with the other replicas' (see pgstore's
+// the upserts of internal/store/pg merge them with the other replicas' (see its
 // package comment). Every operation reading the task history (what
 // handlers.TaskReader serves: the lists, the failures, the bulk
 // operations' selection, a retry's events) is answered from PostgreSQL,
@@ -28,23 +28,23 @@ import (
 
 // IsPostgresURL reports whether a --db value selects PostgreSQL (a
 // postgres:// or postgresql:// URL) rather than a bbolt file.
-func IsPostgresURL(db string) bool { return pgstore.IsURL(db) }
+func IsPostgresURL(db string) bool { return pg.IsURL(db) }
 
 // openPostgres opens the shared history and replays the workers' latest
 // events into the state, so that a replica started last knows every
 // worker at once. Tasks are not loaded: they are read from PostgreSQL.
 func (a *App) openPostgres(ctx context.Context) error {
-	pg, err := pgstore.Open(ctx, pgstore.Config{URL: a.cfg.DBPath, ReadTimeout: a.cfg.DBTimeout,
+	st, err := pg.Open(ctx, pg.Config{URL: a.cfg.DBPath, ReadTimeout: a.cfg.DBTimeout,
 		MaxWorkers: a.cfg.MaxWorkers, Logger: a.log})
 	if err != nil {
 		return err
 	}
-	a.Postgres, a.db = pg, pg
-	a.newBuffer(pg.Write)
+	a.Postgres, a.db = st, st
+	a.newBuffer(st.Write)
 	rctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	n := 0
-	err = pg.WorkerEvents(rctx, func(raw []byte) {
+	err = st.WorkerEvents(rctx, func(raw []byte) {
 		if evs, err := celery.DecodeStoredEvents(raw); err == nil {
 			a.State.Apply(evs...)
 			n++
@@ -63,7 +63,7 @@ const retainEvery = 30 * time.Second
 
 // retainLoop applies --max_task_age and --db_max_tasks to the history.
 func (a *App) retainLoop(ctx context.Context) {
-	r := pgstore.Retention{MaxAge: a.cfg.MaxTaskAge, MaxTasks: a.cfg.DBMaxTasks}
+	r := pg.Retention{MaxAge: a.cfg.MaxTaskAge, MaxTasks: a.cfg.DBMaxTasks}
 	run := func(now time.Time) {
 		n, err := a.Postgres.Retain(ctx, r, now)
 		switch {
@@ -78,7 +78,7 @@ func (a *App) retainLoop(ctx context.Context) {
 }
 
 // pgReader serves handlers.TaskReader from PostgreSQL.
-type pgReader struct{ *pgstore.Store }
+type pgReader struct{ *pg.Store }
 
 func (r pgReader) ListTasks(ctx context.Context, q state.Query) (handlers.TaskCursor, error) {
 	c, err := r.List(ctx, q)
@@ -104,14 +104,14 @@ type pgSize struct {
 	bytes float64
 }
 
-func (p *pgSize) get(pg *pgstore.Store, log *slog.Logger) float64 {
+func (p *pgSize) get(st *pg.Store, log *slog.Logger) float64 {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if !p.at.IsZero() && time.Since(p.at) < pgSizeEvery {
 		return p.bytes
 	}
 	p.at = time.Now()
-	n, err := pg.Size(context.Background())
+	n, err := st.Size(context.Background())
 	if err != nil {
 		log.Debug("could not read the PostgreSQL history's size", slog.Any("err", err))
 		return p.bytes

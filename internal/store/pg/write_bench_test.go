@@ -1,4 +1,4 @@
-package pgstore_test
+package pg_test
 
 import (
 	"bufio"
@@ -46,7 +46,7 @@ import (
 // the postgres user's processes and pg_waldump needs to read pg_wal: root
 // on the bench machine; without them the WAL figures are left out).
 //
-// STAMEN_INTEGRATION=1 nice -n 19 go test -run '^$' -bench BenchmarkWritePath -benchtime 1x ./internal/store/pgstore/
+// STAMEN_INTEGRATION=1 nice -n 19 go test -run '^$' -bench BenchmarkWritePath -benchtime 1x ./internal/store/pg/
 func BenchmarkWritePath(b *testing.B) {
 	preload := envInt("STAMEN_BENCH_WRITE_TASKS", 1_000_000)
 	batches := envInt("STAMEN_BENCH_WRITE_BATCHES", 10)

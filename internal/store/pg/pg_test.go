@@ -1,4 +1,4 @@
-package pgstore_test
+package pg_test
 
 import (
 	"context"
@@ -19,16 +19,16 @@ import (
 	"github.com/stamen-dev/stamen/internal/celery"
 	"github.com/stamen-dev/stamen/internal/history"
 	"github.com/stamen-dev/stamen/internal/state"
-	"github.com/stamen-dev/stamen/internal/store/pgstore"
+	"github.com/stamen-dev/stamen/internal/store/pg"
 	"github.com/stamen-dev/stamen/internal/taskrec"
 	"github.com/stamen-dev/stamen/internal/testcluster"
 )
 
-func openStore(t testing.TB, url string) *pgstore.Store {
+func openStore(t testing.TB, url string) *pg.Store {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	s, err := pgstore.Open(ctx, pgstore.Config{URL: url})
+	s, err := pg.Open(ctx, pg.Config{URL: url})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -66,7 +66,7 @@ func taskEv(t testing.TB, kind, uuid, host string, ts float64, extra map[string]
 }
 
 // drainTo writes what changed in st to s, as the app's flush does.
-func drainTo(t testing.TB, st *state.State, s *pgstore.Store) {
+func drainTo(t testing.TB, st *state.State, s *pg.Store) {
 	t.Helper()
 	c := st.Drain()
 	b := history.Batch{FirstSeq: c.FirstSeq, Types: c.Types}
@@ -152,7 +152,7 @@ func windowQueries(at func(int64) *time.Time) []state.Query {
 }
 
 // listPG reads a List of the store as the handler writes it.
-func listPG(t testing.TB, s *pgstore.Store, q state.Query) (ids, bodies []string, err error) {
+func listPG(t testing.TB, s *pg.Store, q state.Query) (ids, bodies []string, err error) {
 	t.Helper()
 	c, err := s.List(context.Background(), q)
 	if err != nil {
@@ -169,7 +169,7 @@ func listPG(t testing.TB, s *pgstore.Store, q state.Query) (ids, bodies []string
 
 // sameList fails t unless the store lists for q the ids and bodies the
 // in-memory state lists.
-func sameList(t testing.TB, st *state.State, s *pgstore.Store, q state.Query) {
+func sameList(t testing.TB, st *state.State, s *pg.Store, q state.Query) {
 	t.Helper()
 	wantIDs, wantBodies, err := listMem(t, st, q)
 	if err != nil {
@@ -330,10 +330,10 @@ func TestMigrateConcurrentAndIdempotent(t *testing.T) {
 	const n = 4
 	var wg sync.WaitGroup
 	errs := make([]error, n)
-	stores := make([]*pgstore.Store, n)
+	stores := make([]*pg.Store, n)
 	for i := range n {
 		wg.Go(func() {
-			stores[i], errs[i] = pgstore.Open(context.Background(), pgstore.Config{URL: url})
+			stores[i], errs[i] = pg.Open(context.Background(), pg.Config{URL: url})
 		})
 	}
 	wg.Wait()
@@ -345,8 +345,8 @@ func TestMigrateConcurrentAndIdempotent(t *testing.T) {
 	}
 	again := openStore(t, url)
 	v, err := again.SchemaVersion(context.Background())
-	if err != nil || v != pgstore.LatestVersion() {
-		t.Fatalf("schema version %d, %v; want %d (the last migration)", v, err, pgstore.LatestVersion())
+	if err != nil || v != pg.LatestVersion() {
+		t.Fatalf("schema version %d, %v; want %d (the last migration)", v, err, pg.LatestVersion())
 	}
 }
 
@@ -358,7 +358,7 @@ func TestMigrateConcurrentAndIdempotent(t *testing.T) {
 func TestMigrateFromVersion2(t *testing.T) {
 	ctx := context.Background()
 	url := newDB(t)
-	old, err := pgstore.OpenAtVersion(ctx, pgstore.Config{URL: url}, 2)
+	old, err := pg.OpenAtVersion(ctx, pg.Config{URL: url}, 2)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -401,8 +401,8 @@ func TestMigrateFromVersion2(t *testing.T) {
 	_ = old.Close()
 
 	s := openStore(t, url)
-	if v, err := s.SchemaVersion(ctx); err != nil || v != pgstore.LatestVersion() {
-		t.Fatalf("schema version %d, %v; want %d", v, err, pgstore.LatestVersion())
+	if v, err := s.SchemaVersion(ctx); err != nil || v != pg.LatestVersion() {
+		t.Fatalf("schema version %d, %v; want %d", v, err, pg.LatestVersion())
 	}
 	got := indexes()
 	if len(got) != 1 || !strings.Contains(got["stamen_tasks_received_ts"], "(received NULLS FIRST, id) INCLUDE (ts)") {
@@ -471,7 +471,7 @@ func TestMaxWorkersBoundsReads(t *testing.T) {
 	for _, tc := range []struct {
 		max, want int
 	}{{0, 3}, {2, 2}} {
-		s, err := pgstore.Open(ctx, pgstore.Config{URL: url, MaxWorkers: tc.max})
+		s, err := pg.Open(ctx, pg.Config{URL: url, MaxWorkers: tc.max})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -515,7 +515,7 @@ func TestWorkersKeepMostRecentlyWritten(t *testing.T) {
 		{1, "[w1@h]"},
 		{6, "[w0@h w2@h w3@h w4@h w5@h w1@h]"},
 	} {
-		s, err := pgstore.Open(ctx, pgstore.Config{URL: url, MaxWorkers: tc.max})
+		s, err := pg.Open(ctx, pg.Config{URL: url, MaxWorkers: tc.max})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -564,7 +564,7 @@ func TestWorkersAboveTheDefaultBound(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	s, err := pgstore.Open(ctx, pgstore.Config{URL: url, MaxWorkers: n - 1})
+	s, err := pg.Open(ctx, pg.Config{URL: url, MaxWorkers: n - 1})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-// Package pgstore keeps stamen's task history in PostgreSQL, shared by a
+// Package pg keeps stamen's task history in PostgreSQL, shared by a
 // fleet of replicas (--db postgres://...).
 //
 // Design: every replica ingests the events it receives into its own
@@ -21,7 +21,7 @@
 // history.ErrUnavailable (503), but for one whose connection failed before
 // anything of it was handed out, which is run once more on a new
 // connection within the same bound (Store.retry).
-package pgstore
+package pg
 
 import (
 	"context"

@@ -1,4 +1,4 @@
-package pgstore_test
+package pg_test
 
 import (
 	"context"
@@ -14,7 +14,7 @@ import (
 
 	"github.com/stamen-dev/stamen/internal/state"
 
-	"github.com/stamen-dev/stamen/internal/store/pgstore"
+	"github.com/stamen-dev/stamen/internal/store/pg"
 	"github.com/stamen-dev/stamen/internal/taskstats"
 	"github.com/stamen-dev/stamen/internal/testcluster"
 )
@@ -37,7 +37,7 @@ import (
 // STAMEN_BENCH_STATS_DB names a database to load once and keep (dropped
 // by hand); without it the bench loads a database of its own and drops it.
 //
-// STAMEN_INTEGRATION=1 STAMEN_BENCH_STATS_TASKS=10000000 go test -run '^$' -bench BenchmarkTaskStats -benchtime 200x -timeout 2h ./internal/store/pgstore/
+// STAMEN_INTEGRATION=1 STAMEN_BENCH_STATS_TASKS=10000000 go test -run '^$' -bench BenchmarkTaskStats -benchtime 200x -timeout 2h ./internal/store/pg/
 func BenchmarkTaskStats(b *testing.B) {
 	testcluster.RequirePostgres(b)
 	n := 1_000_000
@@ -51,7 +51,7 @@ func BenchmarkTaskStats(b *testing.B) {
 	}
 	loadStatsTasks(b, url, n)
 	// A store of its own for the reads: the loading backends are reniced.
-	s, err := pgstore.Open(ctx, pgstore.Config{URL: url, ReadTimeout: 10 * time.Second})
+	s, err := pg.Open(ctx, pg.Config{URL: url, ReadTimeout: 10 * time.Second})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -112,7 +112,7 @@ func BenchmarkTaskStats(b *testing.B) {
 			}
 			// The same count from the tasks' own rows (the window's
 			// minutes within the retention, as the read takes them).
-			from := max(q.From.Unix(), time.Now().Add(-pgstore.StatsRetention).Unix()/60*60)
+			from := max(q.From.Unix(), time.Now().Add(-pg.StatsRetention).Unix()/60*60)
 			var want int64
 			if err := conn.QueryRow(ctx, `SELECT coalesce(sum(c), 0) FROM received_by WHERE m >= $1 / 60 AND m < $2 / 60
 				AND ($3 = '' OR n = $3) AND ($4 = '' OR w = $4) AND ($5 = '' OR q = $5)`,
@@ -170,7 +170,7 @@ func loadStatsTasks(b *testing.B, url string, n int) {
 	b.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Hour)
 	defer cancel()
-	s, err := pgstore.Open(ctx, pgstore.Config{URL: url, ReadTimeout: 10 * time.Second, WriteTimeout: time.Minute})
+	s, err := pg.Open(ctx, pg.Config{URL: url, ReadTimeout: 10 * time.Second, WriteTimeout: time.Minute})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -360,7 +360,7 @@ func loadStatsTasks(b *testing.B, url string, n int) {
 // writes them (received, then succeeded), with the trigger and with it
 // disabled, on databases of their own. ns/op is per task (two writes).
 //
-// flock /tmp/stamen-it.lock go test -run '^$' -bench BenchmarkWriteWithStats -benchtime 20000x ./internal/store/pgstore/
+// flock /tmp/stamen-it.lock go test -run '^$' -bench BenchmarkWriteWithStats -benchtime 20000x ./internal/store/pg/
 func BenchmarkWriteWithStats(b *testing.B) {
 	for _, trigger := range []bool{true, false} {
 		name := "trigger"

@@ -1,4 +1,4 @@
-package pgstore_test
+package pg_test
 
 import (
 	"context"
@@ -9,7 +9,7 @@ import (
 	"github.com/stamen-dev/stamen/internal/audit"
 	"github.com/stamen-dev/stamen/internal/history"
 	"github.com/stamen-dev/stamen/internal/state"
-	"github.com/stamen-dev/stamen/internal/store/pgstore"
+	"github.com/stamen-dev/stamen/internal/store/pg"
 	"github.com/stamen-dev/stamen/internal/testcluster"
 )
 
@@ -32,13 +32,13 @@ func TestReadsSurviveTerminatedSessions(t *testing.T) {
 		t.Fatal(err)
 	}
 	at := time.Date(2026, 11, 27, 6, 0, 0, 0, time.UTC)
-	if err := (pgstore.Audit{S: s}).Append(ctx, audit.Record{Time: at, User: "alice", Operation: "revokeTask", Status: 200}); err != nil {
+	if err := (pg.Audit{S: s}).Append(ctx, audit.Record{Time: at, User: "alice", Operation: "revokeTask", Status: 200}); err != nil {
 		t.Fatal(err)
 	}
-	if err := (pgstore.Sent{S: s}).PutSent(context.Background(), "sent-1", at, []byte(`{"task": "proj.add"}`)); err != nil {
+	if err := (pg.Sent{S: s}).PutSent(context.Background(), "sent-1", at, []byte(`{"task": "proj.add"}`)); err != nil {
 		t.Fatal(err)
 	}
-	if err := (pgstore.Queues{S: s}).PutQueue(context.Background(), "q1", at); err != nil {
+	if err := (pg.Queues{S: s}).PutQueue(context.Background(), "q1", at); err != nil {
 		t.Fatal(err)
 	}
 	list := func(q state.Query) func() (any, error) {
@@ -84,14 +84,14 @@ func TestReadsSurviveTerminatedSessions(t *testing.T) {
 			return fmt.Sprint(tasks, workers, types), err
 		}},
 		{"audit", func() (any, error) {
-			recs, err := pgstore.Audit{S: s}.List(ctx, audit.Query{})
+			recs, err := pg.Audit{S: s}.List(ctx, audit.Query{})
 			return len(recs), err
 		}},
 		{"sent", func() (any, error) {
-			data, ok, err := pgstore.Sent{S: s}.Sent(context.Background(), "sent-1")
+			data, ok, err := pg.Sent{S: s}.Sent(context.Background(), "sent-1")
 			return fmt.Sprint(string(data), ok), err
 		}},
-		{"queues", func() (any, error) { return pgstore.Queues{S: s}.Queues(ctx) }},
+		{"queues", func() (any, error) { return pg.Queues{S: s}.Queues(ctx) }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			want, err := tc.read()
@@ -145,9 +145,9 @@ func TestWritesSurviveTerminatedSessions(t *testing.T) {
 		want string
 	}{
 		{"audit", func() error {
-			return pgstore.Audit{S: s}.Append(ctx, audit.Record{Time: at, User: "alice", Operation: "revokeTask", Status: 200})
+			return pg.Audit{S: s}.Append(ctx, audit.Record{Time: at, User: "alice", Operation: "revokeTask", Status: 200})
 		}, func() (string, error) {
-			recs, err := pgstore.Audit{S: s}.List(ctx, audit.Query{})
+			recs, err := pg.Audit{S: s}.List(ctx, audit.Query{})
 			var got []string
 			for _, r := range recs {
 				got = append(got, r.User+"/"+r.Operation)
@@ -155,15 +155,15 @@ func TestWritesSurviveTerminatedSessions(t *testing.T) {
 			return fmt.Sprint(got), err
 		}, "[alice/revokeTask]"},
 		{"sent", func() error {
-			return pgstore.Sent{S: s}.PutSent(context.Background(), "sent-1", at, []byte(`{"task": "proj.add"}`))
+			return pg.Sent{S: s}.PutSent(context.Background(), "sent-1", at, []byte(`{"task": "proj.add"}`))
 		}, func() (string, error) {
-			data, ok, err := pgstore.Sent{S: s}.Sent(context.Background(), "sent-1")
+			data, ok, err := pg.Sent{S: s}.Sent(context.Background(), "sent-1")
 			return fmt.Sprint(string(data), " ", ok), err
 		}, `{"task": "proj.add"} true`},
 		{"queues", func() error {
-			return pgstore.Queues{S: s}.PutQueue(context.Background(), "q1", at)
+			return pg.Queues{S: s}.PutQueue(context.Background(), "q1", at)
 		}, func() (string, error) {
-			names, err := pgstore.Queues{S: s}.Queues(ctx)
+			names, err := pg.Queues{S: s}.Queues(ctx)
 			return fmt.Sprint(names), err
 		}, "[q1]"},
 	} {

@@ -1,4 +1,4 @@
-package pgstore_test
+package pg_test
 
 import (
 	"context"
@@ -8,7 +8,7 @@ import (
 
 	"github.com/stamen-dev/stamen/internal/celery"
 	"github.com/stamen-dev/stamen/internal/state"
-	"github.com/stamen-dev/stamen/internal/store/pgstore"
+	"github.com/stamen-dev/stamen/internal/store/pg"
 	"github.com/stamen-dev/stamen/internal/taskrec"
 )
 
@@ -35,7 +35,7 @@ func permutations(n int, fn func([]int)) {
 
 // info is a stored task's record as task info shows it, with its id
 // replaced, to compare tasks written under different ids.
-func info(t *testing.T, s *pgstore.Store, id string) string {
+func info(t *testing.T, s *pg.Store, id string) string {
 	t.Helper()
 	tk, ok, err := s.Task(context.Background(), id)
 	if err != nil || !ok {
@@ -142,15 +142,15 @@ func TestRetainDeletesInBatches(t *testing.T) {
 	ctx := context.Background()
 	for _, c := range []struct {
 		name    string
-		r       pgstore.Retention
+		r       pg.Retention
 		now     time.Time
 		removed int64
 		deletes int64 // statements
 		oldest  string
 	}{
-		{"by count", pgstore.Retention{MaxTasks: 15, Batch: 3}, time.Unix(200, 0), 8, 3, "t08"},
-		{"again: nothing to do", pgstore.Retention{MaxTasks: 15, Batch: 3}, time.Unix(200, 0), 0, 0, "t08"},
-		{"by age", pgstore.Retention{MaxAge: 10 * time.Second, Batch: 5}, time.Unix(120, 0), 2, 1, "t10"},
+		{"by count", pg.Retention{MaxTasks: 15, Batch: 3}, time.Unix(200, 0), 8, 3, "t08"},
+		{"again: nothing to do", pg.Retention{MaxTasks: 15, Batch: 3}, time.Unix(200, 0), 0, 0, "t08"},
+		{"by age", pg.Retention{MaxAge: 10 * time.Second, Batch: 5}, time.Unix(120, 0), 2, 1, "t10"},
 	} {
 		before := s.Deletes()
 		n, err := s.Retain(ctx, c.r, c.now)

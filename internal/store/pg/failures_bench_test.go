@@ -1,4 +1,4 @@
-package pgstore_test
+package pg_test
 
 import (
 	"context"
@@ -16,7 +16,7 @@ import (
 // path, read through the received index). The figures at ten million
 // tasks are in bench/RESULTS.md; loading those took fifteen minutes.
 //
-// flock /tmp/stamen-it.lock go test -run '^$' -bench BenchmarkFailures -benchtime 5x ./internal/store/pgstore/
+// flock /tmp/stamen-it.lock go test -run '^$' -bench BenchmarkFailures -benchtime 5x ./internal/store/pg/
 func BenchmarkFailures(b *testing.B) {
 	const n = 1_000_000
 	const start, step = 1e9, 0.006

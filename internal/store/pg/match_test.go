@@ -1,4 +1,4 @@
-package pgstore_test
+package pg_test
 
 import (
 	"cmp"
@@ -15,7 +15,7 @@ import (
 
 	"github.com/stamen-dev/stamen/internal/history"
 	"github.com/stamen-dev/stamen/internal/state"
-	"github.com/stamen-dev/stamen/internal/store/pgstore"
+	"github.com/stamen-dev/stamen/internal/store/pg"
 	"github.com/stamen-dev/stamen/internal/tasksearch"
 )
 
@@ -169,7 +169,7 @@ func TestMigrateFailuresFromVersion3(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	url := newDB(t)
-	old, err := pgstore.OpenAtVersion(ctx, pgstore.Config{URL: url}, 3)
+	old, err := pg.OpenAtVersion(ctx, pg.Config{URL: url}, 3)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -179,14 +179,14 @@ func TestMigrateFailuresFromVersion3(t *testing.T) {
 	drainTo(t, st, old)
 	_ = old.Close()
 	s := openStore(t, url)
-	if v, err := s.SchemaVersion(ctx); err != nil || v != pgstore.LatestVersion() {
-		t.Fatalf("schema version %d, %v; want %d", v, err, pgstore.LatestVersion())
+	if v, err := s.SchemaVersion(ctx); err != nil || v != pg.LatestVersion() {
+		t.Fatalf("schema version %d, %v; want %d", v, err, pg.LatestVersion())
 	}
 	at := func(sec int64) *time.Time { x := time.Unix(sec, 0); return &x }
 	failuresMatch(t, s, st, at)
 }
 
-func failuresMatch(t *testing.T, s *pgstore.Store, st *state.State, at func(int64) *time.Time) {
+func failuresMatch(t *testing.T, s *pg.Store, st *state.State, at func(int64) *time.Time) {
 	for _, q := range []state.Query{
 		{State: "FAILURE"},
 		{State: "FAILURE", TaskName: "proj.b"},
@@ -306,8 +306,8 @@ func TestListKwargsPairTooBroad(t *testing.T) {
 // TestFailureSpaces: the spaces the failures' index trims from an
 // exception type are the ones state.ExceptionType trims.
 func TestFailureSpaces(t *testing.T) {
-	if pgstore.SQLSpaces != state.Spaces {
-		t.Fatalf("the index trims %+q, the state %+q", pgstore.SQLSpaces, state.Spaces)
+	if pg.SQLSpaces != state.Spaces {
+		t.Fatalf("the index trims %+q, the state %+q", pg.SQLSpaces, state.Spaces)
 	}
 }
 

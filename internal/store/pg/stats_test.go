@@ -1,4 +1,4 @@
-package pgstore_test
+package pg_test
 
 import (
 	"context"
@@ -12,7 +12,7 @@ import (
 
 	"github.com/stamen-dev/stamen/internal/celery"
 	"github.com/stamen-dev/stamen/internal/state"
-	"github.com/stamen-dev/stamen/internal/store/pgstore"
+	"github.com/stamen-dev/stamen/internal/store/pg"
 	"github.com/stamen-dev/stamen/internal/taskstats"
 	"github.com/stamen-dev/stamen/internal/testcluster"
 )
@@ -132,7 +132,7 @@ func TestTaskStatsMigrationCountsExistingTasks(t *testing.T) {
 	testcluster.RequirePostgres(t)
 	ctx := context.Background()
 	url := newDB(t)
-	old, err := pgstore.OpenAtVersion(ctx, pgstore.Config{URL: url}, 5)
+	old, err := pg.OpenAtVersion(ctx, pg.Config{URL: url}, 5)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -176,7 +176,7 @@ func TestTaskStatsRollupMigration(t *testing.T) {
 	testcluster.RequirePostgres(t)
 	ctx := context.Background()
 	url := newDB(t)
-	old, err := pgstore.OpenAtVersion(ctx, pgstore.Config{URL: url}, 6)
+	old, err := pg.OpenAtVersion(ctx, pg.Config{URL: url}, 6)
 	if err != nil {
 		t.Fatal(err)
 	}

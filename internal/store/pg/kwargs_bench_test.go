@@ -1,4 +1,4 @@
-package pgstore_test
+package pg_test
 
 import (
 	"context"
@@ -8,7 +8,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/stamen-dev/stamen/internal/state"
-	"github.com/stamen-dev/stamen/internal/store/pgstore"
+	"github.com/stamen-dev/stamen/internal/store/pg"
 	"github.com/stamen-dev/stamen/internal/taskrec"
 )
 
@@ -23,7 +23,7 @@ import (
 //     worst case, every row read and checked, which the read timeout
 //     bounds (it is lifted here to measure it).
 //
-// flock /tmp/stamen-it.lock go test -run '^$' -bench BenchmarkListKwargsPair -benchtime 5x ./internal/store/pgstore/
+// flock /tmp/stamen-it.lock go test -run '^$' -bench BenchmarkListKwargsPair -benchtime 5x ./internal/store/pg/
 func BenchmarkListKwargsPair(b *testing.B) {
 	const n = 1_000_000
 	ctx := context.Background()
@@ -62,12 +62,12 @@ func BenchmarkListKwargsPair(b *testing.B) {
 
 // loadTasks opens a store on a new database with readTimeout, fills it
 // with insert (SQL with one argument, n), and analyzes the table.
-func loadTasks(tb testing.TB, readTimeout time.Duration, insert string, n int) *pgstore.Store {
+func loadTasks(tb testing.TB, readTimeout time.Duration, insert string, n int) *pg.Store {
 	tb.Helper()
 	url := newDB(tb)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	s, err := pgstore.Open(ctx, pgstore.Config{URL: url, ReadTimeout: readTimeout})
+	s, err := pg.Open(ctx, pg.Config{URL: url, ReadTimeout: readTimeout})
 	if err != nil {
 		tb.Fatal(err)
 	}

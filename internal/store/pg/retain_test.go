@@ -1,11 +1,11 @@
-package pgstore_test
+package pg_test
 
 import (
 	"context"
 	"testing"
 	"time"
 
-	"github.com/stamen-dev/stamen/internal/store/pgstore"
+	"github.com/stamen-dev/stamen/internal/store/pg"
 	"github.com/stamen-dev/stamen/internal/testcluster"
 )
 
@@ -21,12 +21,12 @@ func TestRetainBoundedWhenTheServerFreezes(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	const timeout = time.Second
-	s, err := pgstore.Open(ctx, pgstore.Config{URL: testcluster.PostgresURL(proxy.Addr(), db), WriteTimeout: timeout})
+	s, err := pg.Open(ctx, pg.Config{URL: testcluster.PostgresURL(proxy.Addr(), db), WriteTimeout: timeout})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	r := pgstore.Retention{MaxTasks: 10}
+	r := pg.Retention{MaxTasks: 10}
 	if _, err := s.Retain(context.Background(), r, time.Now()); err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-package pgstore_test
+package pg_test
 
 import (
 	"context"
@@ -8,7 +8,7 @@ import (
 
 	"github.com/stamen-dev/stamen/internal/audit"
 	"github.com/stamen-dev/stamen/internal/history"
-	"github.com/stamen-dev/stamen/internal/store/pgstore"
+	"github.com/stamen-dev/stamen/internal/store/pg"
 )
 
 // TestAuditInPostgres: the fleet's audit log keeps records newest first,
@@ -17,7 +17,7 @@ func TestAuditInPostgres(t *testing.T) {
 	s := openStore(t, newDB(t))
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	a := pgstore.Audit{S: s}
+	a := pg.Audit{S: s}
 	base := time.Date(2026, 11, 23, 12, 0, 0, 0, time.UTC)
 	n := int64(3)
 	for i, r := range []audit.Record{
@@ -73,7 +73,7 @@ func TestAuditInPostgres(t *testing.T) {
 // sent again, and trimmed to the limits, the oldest first.
 func TestSentInPostgres(t *testing.T) {
 	s := openStore(t, newDB(t))
-	l := pgstore.Sent{S: s, Lim: history.SentLimits{Max: 3, MaxAge: time.Hour}}
+	l := pg.Sent{S: s, Lim: history.SentLimits{Max: 3, MaxAge: time.Hour}}
 	base := time.Now()
 	for i := range 5 {
 		if err := l.PutSent(context.Background(), fmt.Sprintf("id-%d", i), base.Add(time.Duration(i)*time.Second), []byte(fmt.Sprint("data-", i))); err != nil {
@@ -107,7 +107,7 @@ func TestQueuesInPostgres(t *testing.T) {
 	s := openStore(t, newDB(t))
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	q := pgstore.Queues{S: s, Max: 3, MaxAge: time.Hour}
+	q := pg.Queues{S: s, Max: 3, MaxAge: time.Hour}
 	base := time.Now().Add(-30 * time.Minute)
 	put := func(name string, at time.Time) {
 		t.Helper()
@@ -122,11 +122,11 @@ func TestQueuesInPostgres(t *testing.T) {
 	put("q2", base)                     // an older note does not move it back
 	for _, tc := range []struct {
 		name string
-		q    pgstore.Queues
+		q    pg.Queues
 		want string
 	}{
 		{"trimmed to Max", q, "[q1 q3 q2]"},
-		{"no bounds", pgstore.Queues{S: s}, "[q1 q3 q2]"},
+		{"no bounds", pg.Queues{S: s}, "[q1 q3 q2]"},
 	} {
 		got, err := tc.q.Queues(ctx)
 		if err != nil || fmt.Sprint(got) != tc.want {
@@ -135,7 +135,7 @@ func TestQueuesInPostgres(t *testing.T) {
 	}
 	// Noted two hours later: the others are past MaxAge, and go.
 	put("late", base.Add(2*time.Hour))
-	if got, err := (pgstore.Queues{S: s}).Queues(ctx); err != nil || fmt.Sprint(got) != "[late]" {
+	if got, err := (pg.Queues{S: s}).Queues(ctx); err != nil || fmt.Sprint(got) != "[late]" {
 		t.Errorf("after a note past MaxAge: %v, %v; want [late]", got, err)
 	}
 }

@@ -1,4 +1,4 @@
-package pgstore
+package pg
 
 // The schema, as numbered migrations. Open applies the ones a database
 // lacks, in order, each in its own transaction, under a session advisory
