@@ -37,7 +37,8 @@ import (
 	"github.com/stamen-dev/stamen/internal/reconcile"
 	"github.com/stamen-dev/stamen/internal/redact"
 	"github.com/stamen-dev/stamen/internal/state"
-	"github.com/stamen-dev/stamen/internal/store"
+	"github.com/stamen-dev/stamen/internal/store/bolt"
+	"github.com/stamen-dev/stamen/internal/store/memory"
 	"github.com/stamen-dev/stamen/internal/store/pg"
 	"github.com/stamen-dev/stamen/internal/stream"
 	"github.com/stamen-dev/stamen/internal/taskstats"
@@ -222,12 +223,11 @@ type App struct {
 	handlers *handlers.Handlers
 	// reconciler is nil without a Redis result backend.
 	reconciler *reconcile.Reconciler
-	// db is the store the state's changes are flushed to: store (the
-	// bbolt file) or Postgres, or nil.
+	// db is the history's store --db picks: store (the bbolt file),
+	// Postgres, or without --db memory.Backend, which keeps nothing. nil
+	// only when New failed before it picked one.
 	db    history.Backend
-	store *store.Store
-	// pgSize is stamen_store_size_bytes with PostgreSQL.
-	pgSize pgSize
+	store *bolt.Store
 	// Postgres is the shared history with --db postgres://..., else nil.
 	Postgres *pg.Store
 	// lost is stamen_store_lost_records_total: the task records the
@@ -317,13 +317,15 @@ func New(ctx context.Context, cfg Config) (*App, error) {
 			a.Close()
 			return nil, err
 		}
-		reader = pgReader{a.Postgres}
+		reader = pg.Reader{Store: a.Postgres}
 	case cfg.DBPath != "":
 		a.newStats()
 		if err := a.openStore(); err != nil {
 			a.Close()
 			return nil, err
 		}
+	default:
+		a.db = memory.Backend{}
 	}
 	if a.Stats == nil {
 		a.newStats()
@@ -356,7 +358,7 @@ func New(ctx context.Context, cfg Config) (*App, error) {
 		sent = pg.Sent{S: a.Postgres, Lim: history.SentLimits{Max: handlers.DefaultSentMax, MaxAge: handlers.DefaultSentMaxAge}}
 		queues = pg.Queues{S: a.Postgres, Max: handlers.MaxSentQueues, MaxAge: handlers.DefaultSentMaxAge}
 	case a.store != nil:
-		sent = sentStore{a.store}
+		sent = bolt.Sent{S: a.store, Lim: history.SentLimits{Max: handlers.DefaultSentMax, MaxAge: handlers.DefaultSentMaxAge}}
 	}
 	a.Audit = a.newAuditLog()
 	// A store kept under looser bounds is trimmed before the first read.
@@ -391,7 +393,7 @@ func New(ctx context.Context, cfg Config) (*App, error) {
 
 	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	a.cancel = cancel
-	if a.db != nil {
+	if a.buffer != nil {
 		a.wg.Add(1)
 		go func() {
 			defer a.wg.Done()
@@ -730,7 +732,7 @@ func (a *App) observe(ctx context.Context, e *celery.Event, seq uint64) {
 
 // openStore opens the store and restores the state from it.
 func (a *App) openStore() error {
-	st, err := store.Open(a.cfg.DBPath)
+	st, err := bolt.Open(a.cfg.DBPath)
 	if err != nil {
 		return err
 	}
@@ -904,14 +906,10 @@ func (a *App) gauges() []prometheus.Collector {
 			Name: "stamen_store_size_bytes",
 			Help: "Size of the store: the --db file, or with PostgreSQL the fleet's stamen tables with their indexes (read at most every 30 s). 0 without --persistent.",
 		}, func() float64 {
-			switch {
-			case a.store != nil:
-				n, _ := a.store.Size(context.Background())
-				return float64(n)
-			case a.Postgres != nil:
-				return a.pgSize.get(a.Postgres, a.log)
-			}
-			return 0
+			// PostgreSQL's is read at most every 30 s; a failed read
+			// keeps the last value (pg.Store.Size).
+			n, _ := a.db.Size(context.Background())
+			return float64(n)
 		}),
 	}
 }
@@ -938,7 +936,11 @@ func (a *App) close() {
 		_ = a.broker.Close()
 	}
 	if a.db != nil {
-		if err := errors.Join(a.flush(context.Background()), a.db.Close()); err != nil {
+		var err error
+		if a.buffer != nil {
+			err = a.flush(context.Background())
+		}
+		if err := errors.Join(err, a.db.Close()); err != nil {
 			a.log.Error("closing the store", slog.Any("err", err))
 		}
 	}
@@ -956,13 +958,3 @@ func IsLoopback(host string) bool {
 	ip := net.ParseIP(host)
 	return ip != nil && ip.IsLoopback()
 }
-
-// sentStore keeps the sent-task log in the store's bbolt file, with the
-// handlers' default bounds.
-type sentStore struct{ st *store.Store }
-
-func (s sentStore) PutSent(_ context.Context, id string, at time.Time, data []byte) error {
-	return s.st.PutSent(id, at, data, history.SentLimits{Max: handlers.DefaultSentMax, MaxAge: handlers.DefaultSentMaxAge})
-}
-
-func (s sentStore) Sent(_ context.Context, id string) ([]byte, bool, error) { return s.st.Sent(id) }

@@ -13,7 +13,7 @@ import (
 
 	"github.com/stamen-dev/stamen/internal/celery"
 	"github.com/stamen-dev/stamen/internal/history"
-	"github.com/stamen-dev/stamen/internal/store"
+	"github.com/stamen-dev/stamen/internal/store/bolt"
 	"github.com/stamen-dev/stamen/internal/testcluster"
 )
 
@@ -57,7 +57,7 @@ func TestForgottenNamesStayBounded(t *testing.T) {
 			}
 			mend := func(a *App) { a.writeBatch = write }
 			held := func(t *testing.T) (workers, types []string) {
-				st, err := store.Open(path)
+				st, err := bolt.Open(path)
 				if err != nil {
 					t.Fatal(err)
 				}

@@ -3,12 +3,9 @@ package app
 import (
 	"context"
 	"log/slog"
-	"sync"
 	"time"
 
-	"github.com/stamen-dev/stamen/handlers"
 	"github.com/stamen-dev/stamen/internal/celery"
-	"github.com/stamen-dev/stamen/internal/state"
 	"github.com/stamen-dev/stamen/internal/store/pg"
 )
 
@@ -75,47 +72,4 @@ func (a *App) retainLoop(ctx context.Context) {
 	}
 	run(time.Now())
 	tick(ctx, retainEvery, run)
-}
-
-// pgReader serves handlers.TaskReader from PostgreSQL.
-type pgReader struct{ *pg.Store }
-
-func (r pgReader) ListTasks(ctx context.Context, q state.Query) (handlers.TaskCursor, error) {
-	c, err := r.List(ctx, q)
-	if err != nil {
-		return nil, err
-	}
-	return c, nil
-}
-
-// pgSizeEvery is how often stamen_store_size_bytes reads the size of the
-// PostgreSQL history: a catalog read, cheap, but a scrape every few
-// seconds by every replica need not repeat it.
-const pgSizeEvery = 30 * time.Second
-
-// pgSize is the PostgreSQL history's size for stamen_store_size_bytes,
-// read at a scrape at most every pgSizeEvery, within --db_timeout (the
-// store's read timeout). A failed read keeps the last value and is not
-// tried again before pgSizeEvery either, so that scrapes during an outage
-// do not each wait the timeout.
-type pgSize struct {
-	mu    sync.Mutex
-	at    time.Time
-	bytes float64
-}
-
-func (p *pgSize) get(st *pg.Store, log *slog.Logger) float64 {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if !p.at.IsZero() && time.Since(p.at) < pgSizeEvery {
-		return p.bytes
-	}
-	p.at = time.Now()
-	n, err := st.Size(context.Background())
-	if err != nil {
-		log.Debug("could not read the PostgreSQL history's size", slog.Any("err", err))
-		return p.bytes
-	}
-	p.bytes = float64(n)
-	return p.bytes
 }

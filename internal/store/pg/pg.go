@@ -34,6 +34,7 @@ import (
 	"net"
 	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 	"unicode/utf8"
@@ -102,6 +103,8 @@ type Store struct {
 	// unwritable counts the task records and worker events Write left out
 	// because a key of theirs is longer than the indexes take (writable).
 	unwritable atomic.Int64
+	// size is Size's last reading.
+	size sizeReading
 }
 
 // IsURL reports whether a --db value names PostgreSQL rather than a bbolt
@@ -890,17 +893,45 @@ var tables = []string{"stamen_schema_version", "stamen_tasks", "stamen_workers",
 	"stamen_audit", "stamen_sent", "stamen_queues", "stamen_task_stats", "stamen_task_stats_delta",
 	"stamen_task_stats_hour", "stamen_task_stats_total", "stamen_task_stats_total_hour"}
 
+// sizeEvery is how often Size reads the size of the history: a catalog
+// read, cheap, but a scrape every few seconds by every replica need not
+// repeat it.
+const sizeEvery = 30 * time.Second
+
+// sizeReading is the last size Size read, and when it tried.
+type sizeReading struct {
+	mu    sync.Mutex
+	at    time.Time
+	bytes int64
+}
+
 // Size is the bytes stamen's tables take in the database, their indexes
 // and TOAST included (pg_total_relation_size), as the search path finds
-// them (the schema the store reads and writes). It is one catalog read,
-// under the read timeout, not a scan of the rows.
+// them (the schema the store reads and writes), for
+// stamen_store_size_bytes. It is one catalog read, under the read
+// timeout, not a scan of the rows, made at most every sizeEvery: between
+// reads it answers the last one. A failed read answers the last value too
+// (logged, not returned), and is not tried again before sizeEvery either,
+// so that scrapes during an outage do not each wait the timeout.
 func (s *Store) Size(ctx context.Context) (int64, error) {
+	r := &s.size
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if !r.at.IsZero() && time.Since(r.at) < sizeEvery {
+		return r.bytes, nil
+	}
+	r.at = time.Now()
 	var n int64
 	err := s.read(ctx, func(ctx context.Context) error {
 		return s.pool.QueryRow(ctx, `SELECT coalesce(sum(pg_total_relation_size(r)), 0)::bigint
 			FROM unnest($1::text[]) AS t(name), to_regclass(t.name) AS r WHERE r IS NOT NULL`, tables).Scan(&n)
 	})
-	return n, err
+	if err != nil {
+		s.log.Debug("could not read the PostgreSQL history's size", slog.Any("err", err))
+		return r.bytes, nil
+	}
+	r.bytes = n
+	return n, nil
 }
 
 // Ping checks, under the read timeout, that the database answers a

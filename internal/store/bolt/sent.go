@@ -1,12 +1,13 @@
-package store
+package bolt
 
 import (
+	"context"
 	"encoding/binary"
 	"errors"
 	"fmt"
 	"time"
 
-	bolt "go.etcd.io/bbolt"
+	"go.etcd.io/bbolt"
 
 	"github.com/stamen-dev/stamen/internal/history"
 )
@@ -22,7 +23,7 @@ func (s *Store) PutSent(id string, at time.Time, data []byte, lim history.SentLi
 	if id == "" {
 		return errors.New("put sent task: empty id")
 	}
-	err := s.db.Update(func(tx *bolt.Tx) error {
+	err := s.db.Update(func(tx *bbolt.Tx) error {
 		sent, order := tx.Bucket(sentBucket), tx.Bucket(sentOrderBucket)
 		seq, err := order.NextSequence()
 		if err != nil {
@@ -51,7 +52,7 @@ func (s *Store) PutSent(id string, at time.Time, data []byte, lim history.SentLi
 // are only ever deleted from the front, so their count is last-first+1
 // (bucket statistics would walk every page). An entry whose id was put
 // again since points to a newer record: only the entry goes.
-func pruneSent(sent, order *bolt.Bucket, last uint64, now time.Time, lim history.SentLimits) error {
+func pruneSent(sent, order *bbolt.Bucket, last uint64, now time.Time, lim history.SentLimits) error {
 	_, err := deleteFront(order, func(k, id []byte) (bool, error) {
 		seq := binary.BigEndian.Uint64(k)
 		val := sent.Get(id)
@@ -74,7 +75,7 @@ func pruneSent(sent, order *bolt.Bucket, last uint64, now time.Time, lim history
 // Sent returns the data PutSent kept for task id, and whether there is any.
 func (s *Store) Sent(id string) ([]byte, bool, error) {
 	var out []byte
-	err := s.db.View(func(tx *bolt.Tx) error {
+	err := s.db.View(func(tx *bbolt.Tx) error {
 		if v := tx.Bucket(sentBucket).Get([]byte(id)); len(v) >= sentHeader {
 			out = append([]byte(nil), v[sentHeader:]...)
 		}
@@ -89,9 +90,27 @@ func (s *Store) Sent(id string) ([]byte, bool, error) {
 // SentCount is how many sent tasks are kept.
 func (s *Store) SentCount() int {
 	n := 0
-	_ = s.db.View(func(tx *bolt.Tx) error {
+	_ = s.db.View(func(tx *bbolt.Tx) error {
 		n = tx.Bucket(sentBucket).Stats().KeyN
 		return nil
 	})
 	return n
 }
+
+// Sent is the sent-task log (history.SentLog) in the bbolt file, bounded
+// by Lim.
+type Sent struct {
+	S   *Store
+	Lim history.SentLimits
+}
+
+// PutSent keeps data under task id, sent at time at. A bbolt
+// transaction cannot be interrupted: ctx is not consulted.
+func (l Sent) PutSent(_ context.Context, id string, at time.Time, data []byte) error {
+	return l.S.PutSent(id, at, data, l.Lim)
+}
+
+// Sent returns what PutSent kept for id.
+func (l Sent) Sent(_ context.Context, id string) ([]byte, bool, error) { return l.S.Sent(id) }
+
+var _ history.SentLog = Sent{}

@@ -1,4 +1,4 @@
-package audit
+package bolt_test
 
 import (
 	"context"
@@ -8,25 +8,28 @@ import (
 	"testing"
 	"time"
 
-	"github.com/stamen-dev/stamen/internal/store"
+	"github.com/stamen-dev/stamen/internal/audit"
+	"github.com/stamen-dev/stamen/internal/store/bolt"
 )
 
-func benchRecord(i int) Record {
-	return Record{
+func benchRecord(i int) audit.Record {
+	params, _ := audit.Params(map[string]string{"taskid": fmt.Sprint(i)}, url.Values{"terminate": {"true"}},
+		func(n string) bool { return n == "terminate" }, nil)
+	return audit.Record{
 		Time: time.Unix(1_700_000_000, 0).Add(time.Duration(i) * time.Millisecond), User: "alice", Role: "operator",
 		Remote: "10.0.0.1:5000", Operation: "revokeTask", Method: "POST", Path: fmt.Sprintf("/api/task/revoke/%d", i),
-		Params: must(Params(map[string]string{"taskid": fmt.Sprint(i)}, url.Values{"terminate": {"true"}}, declares("terminate"), nil)), Status: 200,
+		Params: params, Status: 200,
 	}
 }
 
-func openBolt(b *testing.B) Bolt {
+func openBolt(b *testing.B) bolt.Audit {
 	b.Helper()
-	db, err := store.Open(filepath.Join(b.TempDir(), "audit.db"))
+	db, err := bolt.Open(filepath.Join(b.TempDir(), "audit.db"))
 	if err != nil {
 		b.Fatal(err)
 	}
 	b.Cleanup(func() { _ = db.Close() })
-	return Bolt{DB: db}
+	return bolt.Audit{S: db}
 }
 
 // BenchmarkBoltAppend is the cost the audit log adds to a write call with
@@ -58,7 +61,7 @@ func BenchmarkBoltList(b *testing.B) {
 		}
 	}
 	for b.Loop() {
-		recs, err := s.List(ctx, Query{User: "bob", Limit: 100, Offset: 1000})
+		recs, err := s.List(ctx, audit.Query{User: "bob", Limit: 100, Offset: 1000})
 		if err != nil || len(recs) != 100 {
 			b.Fatalf("%d records, %v", len(recs), err)
 		}

@@ -1,11 +1,11 @@
-package store
+package bolt
 
 import (
 	"context"
 	"encoding/binary"
 	"time"
 
-	bolt "go.etcd.io/bbolt"
+	"go.etcd.io/bbolt"
 )
 
 // auditBucket holds the audit log: keys are the record's time (Unix
@@ -24,7 +24,7 @@ func auditTime(k []byte) time.Time {
 	return time.Unix(0, int64(binary.BigEndian.Uint64(k[:8])))
 }
 
-func auditBucketOf(tx *bolt.Tx) (*bolt.Bucket, error) {
+func auditBucketOf(tx *bbolt.Tx) (*bbolt.Bucket, error) {
 	if b := tx.Bucket(auditBucket); b != nil {
 		return b, nil
 	}
@@ -36,7 +36,7 @@ func (s *Store) AppendAudit(ctx context.Context, t time.Time, data []byte) error
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	return s.db.Update(func(tx *bolt.Tx) error {
+	return s.db.Update(func(tx *bbolt.Tx) error {
 		b, err := auditBucketOf(tx)
 		if err != nil {
 			return err
@@ -53,7 +53,7 @@ func (s *Store) AppendAudit(ctx context.Context, t time.Time, data []byte) error
 // newest first, until fn returns false or ctx ends. data is valid only
 // during the call.
 func (s *Store) ScanAudit(ctx context.Context, until time.Time, fn func(t time.Time, data []byte) bool) error {
-	return s.db.View(func(tx *bolt.Tx) error {
+	return s.db.View(func(tx *bbolt.Tx) error {
 		b := tx.Bucket(auditBucket)
 		if b == nil {
 			return nil
@@ -95,7 +95,7 @@ func (s *Store) PruneAudit(ctx context.Context, before time.Time, maxRecords int
 		return 0, err
 	}
 	deleted := 0
-	err := s.db.Update(func(tx *bolt.Tx) error {
+	err := s.db.Update(func(tx *bbolt.Tx) error {
 		b := tx.Bucket(auditBucket)
 		if b == nil {
 			return nil

@@ -1,4 +1,4 @@
-package audit
+package bolt
 
 import (
 	"context"
@@ -6,22 +6,22 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/stamen-dev/stamen/internal/store"
+	"github.com/stamen-dev/stamen/internal/audit"
 )
 
-// Bolt is a Store in stamen's bbolt file (internal/store's audit bucket),
+// Audit is the audit.Store in stamen's bbolt file (its audit bucket),
 // records encoded as JSON.
-type Bolt struct {
-	DB *store.Store
+type Audit struct {
+	S *Store
 }
 
 // Append stores r.
-func (b Bolt) Append(ctx context.Context, r Record) error {
+func (b Audit) Append(ctx context.Context, r audit.Record) error {
 	data, err := json.Marshal(r)
 	if err != nil {
 		return fmt.Errorf("encode audit record: %w", err)
 	}
-	if err := b.DB.AppendAudit(ctx, r.Time, data); err != nil {
+	if err := b.S.AppendAudit(ctx, r.Time, data); err != nil {
 		return fmt.Errorf("store audit record: %w", err)
 	}
 	return nil
@@ -29,18 +29,18 @@ func (b Bolt) Append(ctx context.Context, r Record) error {
 
 // List returns the matching records, newest first. Until is a seek; the
 // other filters are applied to each record walked.
-func (b Bolt) List(ctx context.Context, q Query) ([]Record, error) {
+func (b Audit) List(ctx context.Context, q audit.Query) ([]audit.Record, error) {
 	limit := q.Limit
 	if limit <= 0 {
-		limit = DefaultLimit
+		limit = audit.DefaultLimit
 	}
-	var out []Record
+	var out []audit.Record
 	skip := q.Offset
-	err := b.DB.ScanAudit(ctx, q.Until, func(t time.Time, data []byte) bool {
+	err := b.S.ScanAudit(ctx, q.Until, func(t time.Time, data []byte) bool {
 		if !q.Since.IsZero() && t.Before(q.Since) {
 			return false
 		}
-		var r Record
+		var r audit.Record
 		if json.Unmarshal(data, &r) != nil || !q.Match(&r) {
 			return true // a record this version cannot read is skipped
 		}
@@ -58,10 +58,12 @@ func (b Bolt) List(ctx context.Context, q Query) ([]Record, error) {
 }
 
 // Prune drops records older than before and the oldest beyond maxRecords.
-func (b Bolt) Prune(ctx context.Context, before time.Time, maxRecords int) (int, error) {
-	n, err := b.DB.PruneAudit(ctx, before, maxRecords)
+func (b Audit) Prune(ctx context.Context, before time.Time, maxRecords int) (int, error) {
+	n, err := b.S.PruneAudit(ctx, before, maxRecords)
 	if err != nil {
 		return n, fmt.Errorf("prune audit records: %w", err)
 	}
 	return n, nil
 }
+
+var _ audit.Store = Audit{}

@@ -1,4 +1,4 @@
-// Package store keeps stamen's state on disk so that a restart restores
+// Package bolt keeps stamen's state on disk so that a restart restores
 // it: the task records, keyed by their sequence numbers (the order the
 // tasks were created in), the latest event of each worker, and the task
 // names seen.
@@ -9,7 +9,7 @@
 // eviction one range delete at its start, so the file holds about what
 // the state holds. bbolt's copy-on-write B+tree never leaves a torn file:
 // a crash loses at most the batch in flight.
-package store
+package bolt
 
 import (
 	"context"
@@ -20,7 +20,7 @@ import (
 	"runtime"
 	"time"
 
-	bolt "go.etcd.io/bbolt"
+	"go.etcd.io/bbolt"
 
 	"github.com/stamen-dev/stamen/internal/history"
 )
@@ -40,7 +40,7 @@ var (
 
 // Store is safe for concurrent use.
 type Store struct {
-	db   *bolt.DB
+	db   *bbolt.DB
 	path string
 }
 
@@ -50,7 +50,7 @@ func Open(path string) (*Store, error) {
 	if err != nil {
 		return nil, err
 	}
-	err = db.Update(func(tx *bolt.Tx) error {
+	err = db.Update(func(tx *bbolt.Tx) error {
 		for _, b := range oldBuckets {
 			if tx.Bucket(b) != nil {
 				if err := tx.DeleteBucket(b); err != nil {
@@ -72,10 +72,10 @@ func Open(path string) (*Store, error) {
 	return &Store{db: db, path: path}, nil
 }
 
-func open(path string) (*bolt.DB, error) {
+func open(path string) (*bbolt.DB, error) {
 	// The freelist is synced: without it bbolt rebuilds it at open by
 	// reading every page, which maps the whole file into memory.
-	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: 2 * time.Second})
+	db, err := bbolt.Open(path, 0o600, &bbolt.Options{Timeout: 2 * time.Second})
 	if err != nil {
 		return nil, fmt.Errorf("open the store %s: %w", path, err)
 	}
@@ -90,7 +90,7 @@ func open(path string) (*bolt.DB, error) {
 // a task of that name comes again. A bbolt transaction cannot be
 // interrupted: ctx is not consulted.
 func (s *Store) Write(_ context.Context, b history.Batch) error {
-	return s.db.Update(func(tx *bolt.Tx) error {
+	return s.db.Update(func(tx *bbolt.Tx) error {
 		tasks := tx.Bucket(tasksBucket)
 		// Keys come in creation order: full pages, as an append-only
 		// B+tree fills them.
@@ -114,7 +114,7 @@ func (s *Store) Write(_ context.Context, b history.Batch) error {
 			}
 		}
 		for w, e := range b.Workers {
-			if len(w) > bolt.MaxKeySize {
+			if len(w) > bbolt.MaxKeySize {
 				continue // see Write's comment
 			}
 			if err := workers.Put([]byte(w), e); err != nil {
@@ -123,7 +123,7 @@ func (s *Store) Write(_ context.Context, b history.Batch) error {
 		}
 		types := tx.Bucket(typesBucket)
 		for _, name := range b.Types {
-			if len(name) > bolt.MaxKeySize {
+			if len(name) > bbolt.MaxKeySize {
 				continue // see Write's comment
 			}
 			if err := types.Put([]byte(name), nil); err != nil {
@@ -163,7 +163,7 @@ func (s *Store) Load(task func(seq uint64, data []byte) error, worker func(event
 }
 
 func (s *Store) load(task func(seq uint64, data []byte) error, worker func(event []byte) error, typ func(name string)) error {
-	return s.db.View(func(tx *bolt.Tx) error {
+	return s.db.View(func(tx *bbolt.Tx) error {
 		err := tx.Bucket(tasksBucket).ForEach(func(k, v []byte) error {
 			if len(k) != 8 {
 				return errors.New("store: malformed task key")
@@ -185,7 +185,7 @@ func (s *Store) load(task func(seq uint64, data []byte) error, worker func(event
 
 // Counts returns how many tasks, workers and task types the store holds.
 func (s *Store) Counts() (tasks, workers, types int) {
-	_ = s.db.View(func(tx *bolt.Tx) error {
+	_ = s.db.View(func(tx *bbolt.Tx) error {
 		tasks = tx.Bucket(tasksBucket).Stats().KeyN
 		workers = tx.Bucket(workersBucket).Stats().KeyN
 		types = tx.Bucket(typesBucket).Stats().KeyN
@@ -198,7 +198,7 @@ func (s *Store) Counts() (tasks, workers, types int) {
 // header: it never fails and does not wait.
 func (s *Store) Size(context.Context) (int64, error) {
 	var n int64
-	_ = s.db.View(func(tx *bolt.Tx) error {
+	_ = s.db.View(func(tx *bbolt.Tx) error {
 		n = tx.Size()
 		return nil
 	})
@@ -212,7 +212,7 @@ func (s *Store) Ping(context.Context) error {
 	if _, err := os.Stat(s.path); err != nil {
 		return fmt.Errorf("store %s: %w", s.path, err)
 	}
-	return s.db.View(func(tx *bolt.Tx) error {
+	return s.db.View(func(tx *bbolt.Tx) error {
 		if tx.Bucket(tasksBucket) == nil {
 			return fmt.Errorf("store %s: no tasks bucket", s.path)
 		}
@@ -257,7 +257,7 @@ func yieldEvery(i int) {
 // cost n² and was half the CPU of a flush evicting tens of thousands of
 // tasks a second. Cursor.Next after Delete is not used because
 // it skips the record that moved into the deleted one's place.
-func deleteFront(b *bolt.Bucket, del func(k, v []byte) (bool, error)) (int, error) {
+func deleteFront(b *bbolt.Bucket, del func(k, v []byte) (bool, error)) (int, error) {
 	c := b.Cursor()
 	n := 0
 	var key []byte

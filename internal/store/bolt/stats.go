@@ -1,10 +1,10 @@
-package store
+package bolt
 
 import (
 	"encoding/binary"
 	"time"
 
-	bolt "go.etcd.io/bbolt"
+	"go.etcd.io/bbolt"
 )
 
 // statsBucket keeps the task activity aggregate (internal/taskstats): one
@@ -26,7 +26,7 @@ func minuteKey(m int64) []byte { return binary.BigEndian.AppendUint64(nil, uint6
 // and notes since as the start of counting unless one is noted, in one
 // transaction.
 func (s *Store) WriteStats(put map[int64][]byte, del []int64, since time.Time) error {
-	return s.db.Update(func(tx *bolt.Tx) error {
+	return s.db.Update(func(tx *bbolt.Tx) error {
 		b, err := tx.CreateBucketIfNotExists(statsBucket)
 		if err != nil {
 			return err
@@ -54,7 +54,7 @@ func (s *Store) WriteStats(put map[int64][]byte, del []int64, since time.Time) e
 // when counting began (ok false when nothing is stored). rec is valid only
 // during the call.
 func (s *Store) LoadStats(fn func(m int64, rec []byte) error) (since time.Time, ok bool, err error) {
-	err = s.db.View(func(tx *bolt.Tx) error {
+	err = s.db.View(func(tx *bbolt.Tx) error {
 		b := tx.Bucket(statsBucket)
 		if b == nil {
 			return nil

@@ -1,4 +1,4 @@
-package store
+package bolt
 
 import (
 	"context"
@@ -8,7 +8,7 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
-	bolt "go.etcd.io/bbolt"
+	"go.etcd.io/bbolt"
 
 	"github.com/stamen-dev/stamen/internal/history"
 )
@@ -38,11 +38,11 @@ func loadAll(t *testing.T, s *Store) loaded {
 func TestWriteReopenLoad(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "stamen.db")
 	// A file of the earlier event-log format: its buckets go.
-	db, err := bolt.Open(path, 0o600, nil)
+	db, err := bbolt.Open(path, 0o600, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := db.Update(func(tx *bolt.Tx) error {
+	if err := db.Update(func(tx *bbolt.Tx) error {
 		_, err := tx.CreateBucket([]byte("events"))
 		return err
 	}); err != nil {
@@ -86,7 +86,7 @@ func TestWriteReopenLoad(t *testing.T) {
 	if n, _ := s.Size(context.Background()); n <= 0 {
 		t.Errorf("Size %d", n)
 	}
-	if err := s.db.View(func(tx *bolt.Tx) error {
+	if err := s.db.View(func(tx *bbolt.Tx) error {
 		if tx.Bucket([]byte("events")) != nil {
 			return fmt.Errorf("the old event log is still there")
 		}
@@ -133,7 +133,7 @@ func TestWriteSkipsKeysOverBoltsLimit(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	long := strings.Repeat("x", bolt.MaxKeySize+1)
+	long := strings.Repeat("x", bbolt.MaxKeySize+1)
 	b := history.Batch{
 		Tasks:   []history.Task{{Seq: 1, Data: []byte("t1")}},
 		Workers: map[string][]byte{"w1": []byte("w1 online"), "celery@" + long: []byte("long online")},
