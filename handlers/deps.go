@@ -40,8 +40,8 @@ type ResultBackend interface {
 
 // SentLog keeps what stamen sent, bounded by count and age (oldest dropped
 // first), so that a task can be sent again with its exact arguments.
-// Implementations: the store's bbolt bucket, PostgreSQL's table (internal/store/pg),
-// or NewMemorySentLog.
+// Implementations: bolt.Sent (the bbolt file), pg.Sent (PostgreSQL's
+// table; see internal/store), or NewMemorySentLog.
 type SentLog interface {
 	// PutSent keeps data under task id, sent at time at.
 	PutSent(ctx context.Context, id string, at time.Time, data []byte) error

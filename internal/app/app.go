@@ -100,9 +100,10 @@ type Config struct {
 	MaxEventStreams int
 	// DBPath, when set, keeps the history in a store there and restores it
 	// at start (Flower's --persistent with --db). A postgres:// or
-	// postgresql:// URL selects PostgreSQL instead (internal/store/pg): the history
-	// shared by a fleet of replicas, from which the read operations are
-	// answered; MaxTasks then bounds this replica's in-memory hot set only.
+	// postgresql:// URL selects PostgreSQL instead (internal/store/pg):
+	// the history shared by a fleet of replicas, from which the read
+	// operations are answered; MaxTasks then bounds this replica's
+	// in-memory hot set only.
 	DBPath string
 	// DBMaxTasks, with PostgreSQL, keeps only the newest that many tasks
 	// there (0: no bound by count); MaxTaskAge bounds it by age too.

@@ -11,9 +11,9 @@ import (
 
 // A replica of a fleet (--db postgres://...): it ingests the events it
 // receives into its own state, bounded by MaxTasks (its hot set), and
-// flushes the changed records to PostgreSQL every SaveInterval, where
-// the upserts of internal/store/pg merge them with the other replicas' (see its
-// package comment). Every operation reading the task history (what
+// flushes the changed records to PostgreSQL every SaveInterval, where the
+// upserts of internal/store/pg merge them with the other replicas' (see
+// its package comment). Every operation reading the task history (what
 // handlers.TaskReader serves: the lists, the failures, the bulk
 // operations' selection, a retry's events) is answered from PostgreSQL,
 // so every replica answers the same within a flush interval of the last
