@@ -40,13 +40,13 @@ type ResultBackend interface {
 
 // SentLog keeps what stamen sent, bounded by count and age (oldest dropped
 // first), so that a task can be sent again with its exact arguments.
-// Implementations: the store's bbolt bucket, PostgreSQL's table (pgstore),
-// or NewMemorySentLog.
+// Implementations: bolt.Sent (the bbolt file), pg.Sent (PostgreSQL's
+// table; see internal/store), or NewMemorySentLog.
 type SentLog interface {
 	// PutSent keeps data under task id, sent at time at.
-	PutSent(id string, at time.Time, data []byte) error
+	PutSent(ctx context.Context, id string, at time.Time, data []byte) error
 	// Sent returns what PutSent kept for id, and whether there is any.
-	Sent(id string) ([]byte, bool, error)
+	Sent(ctx context.Context, id string) ([]byte, bool, error)
 }
 
 // QueueLog is the fleet's record of the queues stamen published to
@@ -55,7 +55,7 @@ type SentLog interface {
 // own, until it exits.
 type QueueLog interface {
 	// PutQueue notes that a task was published to queue name at time at.
-	PutQueue(name string, at time.Time) error
+	PutQueue(ctx context.Context, name string, at time.Time) error
 	// Queues returns the names noted, newest first.
 	Queues(ctx context.Context) ([]string, error)
 }

@@ -201,8 +201,8 @@ func (h *Handlers) publish(ctx context.Context, name string, body *models.TaskAp
 	if err != nil {
 		return nil, h.brokerError("publish", err)
 	}
-	h.rememberQueue(cmp.Or(msg.Queue, celery.DefaultQueue))
-	h.rememberSent(msg)
+	h.rememberQueue(ctx, cmp.Or(msg.Queue, celery.DefaultQueue))
+	h.rememberSent(ctx, msg)
 	return msg, nil
 }
 

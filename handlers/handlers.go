@@ -102,7 +102,9 @@ const MaxSentQueues = 256
 // published to for that long.
 const queueNoteEvery = time.Hour
 
-func (h *Handlers) rememberQueue(q string) {
+// rememberQueue notes that a task was published to q, for the fleet too
+// (Queues) when it was not noted within queueNoteEvery.
+func (h *Handlers) rememberQueue(ctx context.Context, q string) {
 	now := h.Now()
 	h.mu.Lock()
 	last, known := h.sentQueues[q]
@@ -118,8 +120,10 @@ func (h *Handlers) rememberQueue(q string) {
 	if note {
 		// Off the request's path: the task is published, and a database
 		// outage must not hold its answer. At most one a queue an hour.
+		// It outlives the request: ctx's values are kept, not its end.
+		ctx := context.WithoutCancel(ctx)
 		go func() {
-			if err := h.Queues.PutQueue(q, now); err != nil {
+			if err := h.Queues.PutQueue(ctx, q, now); err != nil {
 				h.log.Warn("could not note the queue for the other replicas", slog.String("queue", q), slog.Any("err", err))
 			}
 		}()

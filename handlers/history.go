@@ -3,6 +3,7 @@ package handlers
 import (
 	"context"
 
+	"github.com/stamen-dev/stamen/internal/history"
 	"github.com/stamen-dev/stamen/internal/state"
 	"github.com/stamen-dev/stamen/internal/taskrec"
 )
@@ -18,7 +19,7 @@ import (
 // same code whatever the store, so bodies are byte-identical.
 //
 // Errors: a *tasksearch.Error or another error for bad input answers
-// 400; one that wraps store.ErrUnavailable answers 503.
+// 400; one that wraps history.ErrUnavailable answers 503.
 type TaskReader interface {
 	ListTasks(ctx context.Context, q state.Query) (TaskCursor, error)
 	Task(ctx context.Context, id string) (taskrec.Task, bool, error)
@@ -33,16 +34,10 @@ type TaskReader interface {
 	Failures(ctx context.Context, q state.Query) ([]state.FailureGroup, error)
 }
 
-// TaskCursor is a ListTasks answer, read in chunks as the body is written.
-type TaskCursor interface {
-	// Next calls fn with each of the next n tasks (valid only during the
-	// call) and reports whether more may follow.
-	Next(n int, fn func(t *taskrec.Task)) bool
-	// Err is what ended the list early, if anything.
-	Err() error
-	// Close releases what the list holds; the handler always calls it.
-	Close()
-}
+// TaskCursor is a ListTasks answer, read in chunks as the body is written:
+// the history's own, so that a store's reader (history.TaskReader) is a
+// TaskReader as it is.
+type TaskCursor = history.TaskCursor
 
 // StateReader serves the history from the in-memory state.
 type StateReader struct{ State *state.State }

@@ -12,8 +12,8 @@ import (
 	"github.com/go-openapi/runtime"
 	"github.com/go-openapi/runtime/middleware"
 
+	"github.com/stamen-dev/stamen/internal/history"
 	"github.com/stamen-dev/stamen/internal/state"
-	"github.com/stamen-dev/stamen/internal/store"
 	"github.com/stamen-dev/stamen/internal/taskrec"
 	"github.com/stamen-dev/stamen/restapi/operations/tasks"
 	"github.com/stamen-dev/stamen/restapi/operations/workers"
@@ -23,7 +23,7 @@ import (
 // the real outage is TestPostgresOutage in internal/app).
 type downReader struct{}
 
-var errDown = fmt.Errorf("%w: dial tcp: connection refused", store.ErrUnavailable)
+var errDown = fmt.Errorf("%w: dial tcp: connection refused", history.ErrUnavailable)
 
 func (downReader) ListTasks(context.Context, state.Query) (TaskCursor, error) { return nil, errDown }
 func (downReader) Task(context.Context, string) (taskrec.Task, bool, error) {

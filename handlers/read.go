@@ -19,8 +19,8 @@ import (
 
 	"github.com/stamen-dev/stamen/gen/models"
 	"github.com/stamen-dev/stamen/internal/celery"
+	"github.com/stamen-dev/stamen/internal/history"
 	"github.com/stamen-dev/stamen/internal/state"
-	"github.com/stamen-dev/stamen/internal/store"
 	"github.com/stamen-dev/stamen/internal/taskrec"
 	"github.com/stamen-dev/stamen/internal/tasksearch"
 	"github.com/stamen-dev/stamen/restapi/operations/queues"
@@ -85,7 +85,7 @@ func (h *Handlers) readError(op string, err error) middleware.Responder {
 	switch {
 	case errors.As(err, &se):
 		return apiError(http.StatusBadRequest, "%s", se.Error())
-	case errors.Is(err, store.ErrUnavailable):
+	case errors.Is(err, history.ErrUnavailable):
 		return h.storeError(op, err)
 	}
 	return apiError(http.StatusBadRequest, "%v", err)

@@ -15,9 +15,9 @@ import (
 	"github.com/stamen-dev/stamen/gen/models"
 	"github.com/stamen-dev/stamen/internal/audit"
 	"github.com/stamen-dev/stamen/internal/celery"
+	"github.com/stamen-dev/stamen/internal/history"
 	"github.com/stamen-dev/stamen/internal/pyfmt"
 	"github.com/stamen-dev/stamen/internal/state"
-	"github.com/stamen-dev/stamen/internal/store"
 	"github.com/stamen-dev/stamen/internal/taskrec"
 	"github.com/stamen-dev/stamen/restapi/operations/tasks"
 )
@@ -45,7 +45,7 @@ func (e *errNoOriginal) Error() string { return e.msg }
 // (the answer is then 503); the other misses give an *errNoOriginal.
 func (h *Handlers) original(ctx context.Context, id string) (*sentTask, string, error) {
 	if h.Sent != nil {
-		data, ok, err := h.Sent.Sent(id)
+		data, ok, err := h.Sent.Sent(ctx, id)
 		if err != nil {
 			h.log.Warn("cannot read the sent-task log", "task_id", id, "err", err)
 		} else if ok {
@@ -179,7 +179,7 @@ func (h *Handlers) resend(ctx context.Context, id string, opts *models.TaskApply
 			return "", "", apiError(http.StatusNotFound, "%s", no.msg)
 		case errors.As(err, &no):
 			return "", "", apiError(http.StatusConflict, "%s", no.msg)
-		case errors.Is(err, store.ErrUnavailable):
+		case errors.Is(err, history.ErrUnavailable):
 			return "", "", h.storeError("retry", err)
 		}
 		return "", "", h.brokerError("retry", err)

@@ -1,6 +1,7 @@
 package handlers
 
 import (
+	"context"
 	"encoding/json"
 	"testing"
 	"time"
@@ -76,11 +77,11 @@ func TestMemorySentLog(t *testing.T) {
 	m := NewMemorySentLog(3, time.Hour)
 	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	put := func(id string, min int) {
-		if err := m.PutSent(id, t0.Add(time.Duration(min)*time.Minute), []byte(id)); err != nil {
+		if err := m.PutSent(context.Background(), id, t0.Add(time.Duration(min)*time.Minute), []byte(id)); err != nil {
 			t.Fatal(err)
 		}
 	}
-	has := func(id string) bool { _, ok, _ := m.Sent(id); return ok }
+	has := func(id string) bool { _, ok, _ := m.Sent(context.Background(), id); return ok }
 	put("a", 0)
 	put("b", 1)
 	put("c", 2)

@@ -1,6 +1,7 @@
 package handlers
 
 import (
+	"context"
 	"encoding/json"
 	"sync"
 	"time"
@@ -29,8 +30,9 @@ type sentTask struct {
 
 // rememberSent records msg in the sent log. A failure costs only the first
 // retry source of this task, so it is logged, not returned: the task is
-// already on its queue.
-func (h *Handlers) rememberSent(msg *celery.TaskMessage) {
+// already on its queue. A client that leaves meanwhile does not stop the
+// record: ctx's values are kept, not its end.
+func (h *Handlers) rememberSent(ctx context.Context, msg *celery.TaskMessage) {
 	if h.Sent == nil {
 		return
 	}
@@ -39,7 +41,7 @@ func (h *Handlers) rememberSent(msg *celery.TaskMessage) {
 		Exchange: msg.Exchange, RoutingKey: msg.RoutingKey, Priority: msg.Priority,
 	})
 	if err == nil {
-		err = h.Sent.PutSent(msg.ID, h.Now(), data)
+		err = h.Sent.PutSent(context.WithoutCancel(ctx), msg.ID, h.Now(), data)
 	}
 	if err != nil {
 		h.log.Warn("cannot record a sent task; retrying it will need another source", "task_id", msg.ID, "err", err)
@@ -75,7 +77,7 @@ func NewMemorySentLog(max int, maxAge time.Duration) SentLog {
 	return &memorySentLog{max: max, maxAge: maxAge, byID: map[string]memorySent{}}
 }
 
-func (m *memorySentLog) PutSent(id string, at time.Time, data []byte) error {
+func (m *memorySentLog) PutSent(_ context.Context, id string, at time.Time, data []byte) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.seq++
@@ -103,7 +105,7 @@ func (m *memorySentLog) PutSent(id string, at time.Time, data []byte) error {
 	return nil
 }
 
-func (m *memorySentLog) Sent(id string) ([]byte, bool, error) {
+func (m *memorySentLog) Sent(_ context.Context, id string) ([]byte, bool, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	rec, ok := m.byID[id]

@@ -15,7 +15,7 @@ import (
 
 // TaskStats answers GET /api/stats/tasks: the in-memory aggregate
 // (internal/taskstats), or the fleet's shared history (PostgreSQL).
-// Errors that wrap store.ErrUnavailable answer 503.
+// Errors that wrap history.ErrUnavailable answer 503.
 type TaskStats interface {
 	TaskStats(ctx context.Context, q taskstats.Query) (taskstats.Result, error)
 }

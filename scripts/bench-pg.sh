@@ -58,7 +58,7 @@ pgver=$(psql --version 2>/dev/null | awk '{print $3}')
   echo "the reads: each a closed-loop read (until 2026-11-24 vegeta) of 5 s at max rate with 2 concurrent requests on replica 1 (one"
   echo "on replica 2), and each replica's VmRSS is read after them. Ingestion and reads hold"
   echo "\`$lock\` (the integration tests' lock); the bulk load does not. stamen's connections plan no"
-  echo "parallel workers (pgstore sets \`max_parallel_workers_per_gather = 0\` on them)."
+  echo "parallel workers (internal/store/pg sets \`max_parallel_workers_per_gather = 0\` on them)."
   echo
   echo '```'
   cat "$load"

@@ -17,7 +17,7 @@ tasks=${STAMEN_BENCH_PG_TASKS:-10000000}
 out=$(mktemp)
 trap 'rm -f "$out"' EXIT
 STAMEN_INTEGRATION=1 STAMEN_BENCH_STATS_TASKS=$tasks go test -run '^$' -bench '^BenchmarkTaskStats$' \
-  -benchtime 200x -timeout 3h -v ./internal/store/pgstore/ | tee "$out"
+  -benchtime 200x -timeout 3h -v ./internal/store/pg/ | tee "$out"
 echo
 echo "GET /api/stats/tasks from PostgreSQL at $tasks tasks (target p99 < 200 ms at 10,000,000):"
 awk '/^BenchmarkTaskStats\//{p50="";p99="";for(i=1;i<=NF;i++){if($(i+1)=="p50-ms")p50=$i;if($(i+1)=="p99-ms")p99=$i}

@@ -13,11 +13,9 @@ import (
 	"net/http"
 	"os"
 	"runtime/debug"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -29,13 +27,15 @@ import (
 	"github.com/stamen-dev/stamen/internal/broker/embedded"
 	"github.com/stamen-dev/stamen/internal/brokertls"
 	"github.com/stamen-dev/stamen/internal/celery"
+	"github.com/stamen-dev/stamen/internal/history"
 	"github.com/stamen-dev/stamen/internal/inspect"
 	"github.com/stamen-dev/stamen/internal/metrics"
 	"github.com/stamen-dev/stamen/internal/reconcile"
 	"github.com/stamen-dev/stamen/internal/redact"
 	"github.com/stamen-dev/stamen/internal/state"
-	"github.com/stamen-dev/stamen/internal/store"
-	"github.com/stamen-dev/stamen/internal/store/pgstore"
+	"github.com/stamen-dev/stamen/internal/store/bolt"
+	"github.com/stamen-dev/stamen/internal/store/memory"
+	"github.com/stamen-dev/stamen/internal/store/pg"
 	"github.com/stamen-dev/stamen/internal/stream"
 	"github.com/stamen-dev/stamen/internal/taskstats"
 	"github.com/stamen-dev/stamen/internal/version"
@@ -96,9 +96,10 @@ type Config struct {
 	MaxEventStreams int
 	// DBPath, when set, keeps the history in a store there and restores it
 	// at start (Flower's --persistent with --db). A postgres:// or
-	// postgresql:// URL selects PostgreSQL instead (pgstore): the history
-	// shared by a fleet of replicas, from which the read operations are
-	// answered; MaxTasks then bounds this replica's in-memory hot set only.
+	// postgresql:// URL selects PostgreSQL instead (internal/store/pg):
+	// the history shared by a fleet of replicas, from which the read
+	// operations are answered; MaxTasks then bounds this replica's
+	// in-memory hot set only.
 	DBPath string
 	// DBMaxTasks, with PostgreSQL, keeps only the newest that many tasks
 	// there (0: no bound by count); MaxTaskAge bounds it by age too.
@@ -207,47 +208,26 @@ type App struct {
 	handlers *handlers.Handlers
 	// reconciler is nil without a Redis result backend.
 	reconciler *reconcile.Reconciler
-	// db is the store the state's changes are flushed to: store (the
-	// bbolt file) or pg, or nil.
-	db    history
-	store *store.Store
-	// pgSize is stamen_store_size_bytes with PostgreSQL.
-	pgSize pgSize
+	// db is the history's store --db picks: store (the bbolt file),
+	// Postgres, or without --db memory.Backend, which keeps nothing. nil
+	// only when New failed before it picked one.
+	db    history.Backend
+	store *bolt.Store
 	// Postgres is the shared history with --db postgres://..., else nil.
-	Postgres *pgstore.Store
-	// lost counts the task records dropped from the unsaved buffer while
-	// PostgreSQL could not be written.
-	lost prometheus.Counter
-	// failedFlushes counts the flushes whose write failed.
-	failedFlushes atomic.Int64
-	// writeBatch is store.Write; tests make it fail.
-	writeBatch func(store.Batch) error
-	// unsaved is the last batch whose write failed, merged into the next
-	// flush so that a failed write loses nothing. It holds at most one
-	// record per live task (MaxTasks), one event per worker, and the new
-	// task types: what the next batch would hold anyway; and the names to
-	// delete, only those the store may hold (keepForgotten).
-	unsaved *store.Batch
-	// stored, while writes fail, holds the names of the workers and task
-	// types the store may hold rows of (see keepForgotten); nil once a
-	// write succeeds.
-	stored *storedNames
-	// drainBuf is the buffer the last flush encoded its records in, once
-	// they are written: the next flush encodes into it (State.DrainInto).
-	drainBuf []byte
-	// workerEvents holds each worker's latest event until the next flush.
-	workerMu     sync.Mutex
-	workerEvents map[string][]byte
-	closers      []func() error
-	closed       sync.Once
-	cancel       context.CancelFunc
-	wg           sync.WaitGroup
-}
-
-// history is a store the state's changes are flushed to.
-type history interface {
-	Write(store.Batch) error
-	Close() error
+	Postgres *pg.Store
+	// lost is stamen_store_lost_records_total: the task records the
+	// buffer dropped while PostgreSQL could not be written.
+	lost prometheus.Collector
+	// writeBatch is the store's Write; tests make it fail.
+	writeBatch func(context.Context, history.Batch) error
+	// buffer writes the state's changes to db behind ingestion, keeping
+	// a failed write's batch for the next flush (history.Buffer); nil
+	// without a store.
+	buffer  *history.Buffer
+	closers []func() error
+	closed  sync.Once
+	cancel  context.CancelFunc
+	wg      sync.WaitGroup
 }
 
 // New connects to the broker and starts ingesting events. Close stops it.
@@ -306,31 +286,38 @@ func New(ctx context.Context, cfg Config) (*App, error) {
 	a.State = state.New(state.Config{MaxTasks: cfg.MaxTasks, MaxWorkers: cfg.MaxWorkers, TrackChanges: cfg.DBPath != "",
 		// PostgreSQL keeps more than the hot set: a task evicted before
 		// its record was flushed must still reach it.
-		DrainEvicted: pgstore.IsURL(cfg.DBPath),
+		DrainEvicted: pg.IsURL(cfg.DBPath),
 		// Reconciliation finds unfinished tasks in PostgreSQL, mostly ones
 		// this replica does not hold (after a restart).
-		FinishUnknown: pgstore.IsURL(cfg.DBPath)})
-	a.lost = prometheus.NewCounter(prometheus.CounterOpts{
+		FinishUnknown: pg.IsURL(cfg.DBPath)})
+	a.lost = prometheus.NewCounterFunc(prometheus.CounterOpts{
 		Name: "stamen_store_lost_records_total",
 		Help: "Task records dropped unwritten because PostgreSQL was unreachable longer than the buffer (one record per hot-set task) lasts.",
+	}, func() float64 {
+		if a.buffer == nil {
+			return 0
+		}
+		return float64(a.buffer.Lost())
 	})
 	var reader handlers.TaskReader
 	switch {
-	case pgstore.IsSettings(cfg.DBPath):
+	case pg.IsSettings(cfg.DBPath):
 		a.Close()
 		return nil, errors.New("--db holds PostgreSQL's key=value settings (not shown: they may hold a password); PostgreSQL is selected by a URL, postgres://user:password@host:5432/dbname")
-	case pgstore.IsURL(cfg.DBPath):
+	case pg.IsURL(cfg.DBPath):
 		if err := a.openPostgres(ctx); err != nil {
 			a.Close()
 			return nil, err
 		}
-		reader = pgReader{a.Postgres}
+		reader = pg.Reader{Store: a.Postgres}
 	case cfg.DBPath != "":
 		a.newStats()
 		if err := a.openStore(); err != nil {
 			a.Close()
 			return nil, err
 		}
+	default:
+		a.db = memory.Backend{}
 	}
 	if a.Stats == nil {
 		a.newStats()
@@ -360,10 +347,10 @@ func New(ctx context.Context, cfg Config) (*App, error) {
 	case a.Postgres != nil:
 		// Shared by the fleet: any replica retries what another sent, and
 		// lists and purges the queues another published to.
-		sent = pgstore.Sent{S: a.Postgres, Lim: store.SentLimits{Max: handlers.DefaultSentMax, MaxAge: handlers.DefaultSentMaxAge}}
-		queues = pgstore.Queues{S: a.Postgres, Max: handlers.MaxSentQueues, MaxAge: handlers.DefaultSentMaxAge}
+		sent = pg.Sent{S: a.Postgres, Lim: history.SentLimits{Max: handlers.DefaultSentMax, MaxAge: handlers.DefaultSentMaxAge}}
+		queues = pg.Queues{S: a.Postgres, Max: handlers.MaxSentQueues, MaxAge: handlers.DefaultSentMaxAge}
 	case a.store != nil:
-		sent = sentStore{a.store}
+		sent = bolt.Sent{S: a.store, Lim: history.SentLimits{Max: handlers.DefaultSentMax, MaxAge: handlers.DefaultSentMaxAge}}
 	}
 	a.Audit = a.newAuditLog()
 	// A store kept under looser bounds is trimmed before the first read.
@@ -398,7 +385,7 @@ func New(ctx context.Context, cfg Config) (*App, error) {
 
 	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	a.cancel = cancel
-	if a.db != nil {
+	if a.buffer != nil {
 		a.wg.Add(1)
 		go func() {
 			defer a.wg.Done()
@@ -557,8 +544,8 @@ func (a *App) observe(ctx context.Context, e *celery.Event, seq uint64) {
 	// Raw is the broker's to reuse once the batch is applied. The copy
 	// kept says when the event was received: a replica that replays it
 	// later counts the worker's liveness from then.
-	if a.db != nil && !isTask && len(e.Raw) > 0 {
-		a.noteWorkerEvent(e.Hostname, celery.WithLocalReceived(e.Raw, e.LocalReceived))
+	if a.buffer != nil && !isTask && len(e.Raw) > 0 {
+		a.buffer.NoteWorker(e.Hostname, celery.WithLocalReceived(e.Raw, e.LocalReceived))
 	}
 	if a.Events.Subscribers() > 0 {
 		a.Events.Publish(stream.Message{Type: e.Type, Task: task, Worker: e.Hostname, Data: bytes.Clone(e.Raw),
@@ -574,21 +561,14 @@ func (a *App) observe(ctx context.Context, e *celery.Event, seq uint64) {
 	}
 }
 
-func (a *App) noteWorkerEvent(hostname string, raw []byte) {
-	a.workerMu.Lock()
-	a.workerEvents[hostname] = raw
-	a.workerMu.Unlock()
-}
-
 // openStore opens the store and restores the state from it.
 func (a *App) openStore() error {
-	st, err := store.Open(a.cfg.DBPath)
+	st, err := bolt.Open(a.cfg.DBPath)
 	if err != nil {
 		return err
 	}
 	a.store, a.db = st, st
-	a.writeBatch = st.Write
-	a.workerEvents = map[string][]byte{}
+	a.newBuffer(st.Write)
 	start, skipped := time.Now(), 0
 	err = st.Load(func(seq uint64, data []byte) error {
 		if err := a.State.Restore(seq, data); err != nil {
@@ -614,206 +594,27 @@ func (a *App) openStore() error {
 
 // flush writes what changed since the last flush to the store. When the
 // write fails the batch is kept and written with the next one.
-func (a *App) flush() error {
-	return errors.Join(a.flushStats(), a.flushState())
+func (a *App) flush(ctx context.Context) error {
+	return errors.Join(a.flushStats(), a.flushState(ctx))
 }
 
 // flushState writes the state's changes to the store.
-func (a *App) flushState() error {
-	c := a.State.DrainInto(a.drainBuf)
-	a.drainBuf = nil
-	a.workerMu.Lock()
-	workers := a.workerEvents
-	a.workerEvents = map[string][]byte{}
-	a.workerMu.Unlock()
-	for w := range workers {
-		// Only the workers the state keeps: not one forgotten since its
-		// event was noted, nor one it never kept (a worker-offline is all
-		// it sent), which no later Drain would name for deletion.
-		if !a.State.KnowsWorker(w) {
-			delete(workers, w)
-		}
-	}
-	b := store.Batch{
-		FirstSeq: c.FirstSeq, Workers: workers, ForgottenWorkers: c.ForgottenWorkers,
-		Types: c.Types, ForgottenTypes: c.ForgottenTypes, Tasks: make([]store.Task, len(c.Tasks)),
-	}
-	for i, t := range c.Tasks {
-		b.Tasks[i] = store.Task{Seq: t.Seq, Data: t.Data}
-	}
-	if a.stored != nil && a.stored.open {
-		// The names forgotten between the drain of the first failed
-		// flush and keepForgotten's look at the state: the store may
-		// hold them too.
-		a.stored.add(c.ForgottenWorkers, c.ForgottenTypes)
-		a.stored.open = false
-	}
-	if a.unsaved != nil {
-		if a.Postgres != nil {
-			b = mergeKeep(*a.unsaved, b)
-		} else {
-			b = mergeBatches(*a.unsaved, b)
-		}
-		a.unsaved = nil
-	}
-	if err := a.writeBatch(b); err != nil {
-		a.failedFlushes.Add(1)
-		if a.Postgres != nil {
-			var lost int
-			b, lost = trimOldest(b, a.cfg.MaxTasks)
-			if lost > 0 {
-				a.lost.Add(float64(lost))
-				a.log.Error("PostgreSQL unreachable longer than the write buffer lasts: task records dropped",
-					slog.Int("records", lost), slog.Int("buffer", a.cfg.MaxTasks))
-			}
-		}
-		b = a.keepForgotten(b)
-		a.unsaved = &b
-		return fmt.Errorf("%w (%d task records kept for the next flush)", err, len(b.Tasks))
-	}
-	a.stored = nil
-	// Written: nothing refers to the records any more. A buffer grown by a
-	// burst is let go rather than kept for good.
-	if cap(c.Buf) <= maxDrainBuf {
-		a.drainBuf = c.Buf
-	}
-	return nil
+func (a *App) flushState(ctx context.Context) error {
+	return a.buffer.Flush(ctx)
 }
 
-// storedNames are the names of the workers and task types the store may
-// hold rows of while its writes fail.
-type storedNames struct {
-	workers, types map[string]bool
-	// open: the next flush's forgotten names are added too.
-	open bool
-}
-
-func (s *storedNames) add(workers, types []string) {
-	for _, w := range workers {
-		s.workers[w] = true
-	}
-	if s.types != nil {
-		for _, t := range types {
-			s.types[t] = true
-		}
-	}
-}
-
-// keepForgotten bounds the forgotten names of a batch kept after a failed
-// write. They are unioned at every merge, and while the store cannot be
-// written, every worker hostname or task name forgotten (autoscaled pods,
-// a publisher inventing task names: names from outside) would join them,
-// for as long as the outage lasts. But a forgotten name needs deleting
-// only if the store holds it, and the store holds only names written by
-// the writes before the outage: a name that came and went during it was
-// never written (mergeBatches drops the record of a worker forgotten
-// since, and a type that came and went cancels out). Those are the names
-// the state knew when the last write succeeded, which are the ones it
-// knows at the first failure plus those it forgot since: the first failed
-// batch's forgotten names and, for the moment between its drain and the
-// look at the state here, the next batch's (flush adds them). So from the
-// first failure on, the kept lists hold only those names: at most the
-// state's bound of workers (MaxWorkers) and its task types (at most one a
-// task), plus what two flushes forgot, however long the outage. Nothing
-// the store must delete is dropped: once a write succeeds it holds
-// exactly what the state keeps. (A PostgreSQL write that failed after
-// its commit is the exception: a worker it wrote that was new and is
-// then forgotten in the same outage keeps its row; it comes back, as an
-// offline worker, to the next replica that starts and reads it, and goes
-// again when that replica forgets it. With PostgreSQL, the rows of
-// workers other replicas wrote are theirs to delete: they heard those
-// workers, and forget them too.)
-//
-// PostgreSQL deletes no task type (pgstore's Write ignores
-// ForgottenTypes): the kept batch holds no forgotten types at all.
-func (a *App) keepForgotten(b store.Batch) store.Batch {
-	if a.stored == nil {
-		a.stored = &storedNames{workers: map[string]bool{}, open: true}
-		for _, w := range a.State.WorkerNames() {
-			a.stored.workers[w] = true
-		}
-		if a.Postgres == nil {
-			a.stored.types = map[string]bool{}
-			for _, t := range a.State.TaskTypes() {
-				a.stored.types[t] = true
-			}
-		}
-		a.stored.add(b.ForgottenWorkers, b.ForgottenTypes)
-	}
-	b.ForgottenWorkers = slices.DeleteFunc(b.ForgottenWorkers, func(w string) bool { return !a.stored.workers[w] })
-	if a.Postgres != nil {
-		b.ForgottenTypes = nil
-	} else {
-		b.ForgottenTypes = slices.DeleteFunc(b.ForgottenTypes, func(t string) bool { return !a.stored.types[t] })
-	}
-	return b
-}
-
-// maxDrainBuf is the largest flush buffer kept for the next flush: a
-// second's changes at 50,000 events a second take a few megabytes.
-const maxDrainBuf = 16 << 20
-
-// mergeBatches is older then newer as one batch: newer's records win,
-// and older's records of tasks evicted since (below newer.FirstSeq) go.
-func mergeBatches(older, newer store.Batch) store.Batch {
-	out := store.Batch{FirstSeq: newer.FirstSeq, Workers: newer.Workers}
-	if out.Workers == nil {
-		out.Workers = map[string][]byte{}
-	}
-	// A store deletes the forgotten workers before it puts the kept ones,
-	// and puts the kept task names before it deletes the forgotten ones:
-	// what newer forgot must leave older's kept, and what newer keeps
-	// must leave older's forgotten names.
-	forgot := func(names []string) map[string]bool {
-		m := make(map[string]bool, len(names))
-		for _, n := range names {
-			m[n] = true
-		}
-		return m
-	}
-	gone := forgot(newer.ForgottenWorkers)
-	for w, e := range older.Workers {
-		if _, ok := out.Workers[w]; !ok && !gone[w] {
-			out.Workers[w] = e
-		}
-	}
-	out.ForgottenWorkers = union(older.ForgottenWorkers, newer.ForgottenWorkers, nil)
-	out.Types = union(newer.Types, older.Types, forgot(newer.ForgottenTypes))
-	out.ForgottenTypes = union(older.ForgottenTypes, newer.ForgottenTypes, forgot(newer.Types))
-	out.Tasks = make([]store.Task, 0, len(older.Tasks)+len(newer.Tasks))
-	i, j := 0, 0
-	for i < len(older.Tasks) || j < len(newer.Tasks) {
-		switch {
-		case j == len(newer.Tasks) || (i < len(older.Tasks) && older.Tasks[i].Seq < newer.Tasks[j].Seq):
-			if older.Tasks[i].Seq >= newer.FirstSeq {
-				out.Tasks = append(out.Tasks, older.Tasks[i])
-			}
-			i++
-		case i == len(older.Tasks) || newer.Tasks[j].Seq < older.Tasks[i].Seq:
-			out.Tasks = append(out.Tasks, newer.Tasks[j])
-			j++
-		default: // the same task: the newer record
-			out.Tasks = append(out.Tasks, newer.Tasks[j])
-			i++
-			j++
-		}
-	}
-	return out
-}
-
-// union is a then b without repeats, leaving out the names in except.
-func union(a, b []string, except map[string]bool) []string {
-	seen := make(map[string]bool, len(a)+len(b))
-	var out []string
-	for _, l := range [][]string{a, b} {
-		for _, n := range l {
-			if !seen[n] && !except[n] {
-				seen[n] = true
-				out = append(out, n)
-			}
-		}
-	}
-	return out
+// newBuffer makes the write-behind buffer of the state's changes, written
+// with write (through writeBatch, which tests replace).
+func (a *App) newBuffer(write func(context.Context, history.Batch) error) {
+	a.writeBatch = write
+	a.buffer = history.NewBuffer(history.BufferConfig{
+		Source: a.State,
+		Write:  func(ctx context.Context, b history.Batch) error { return a.writeBatch(ctx, b) },
+		// PostgreSQL's history outlives the hot set.
+		Shared:   a.Postgres != nil,
+		MaxTasks: a.cfg.MaxTasks,
+		Logger:   a.log,
+	})
 }
 
 // flushLoop writes the state's changes to the store every SaveInterval.
@@ -823,7 +624,9 @@ func (a *App) flushLoop(ctx context.Context) {
 		every = time.Second
 	}
 	tick(ctx, every, func(time.Time) {
-		if err := a.flush(); err != nil {
+		// A flush under way when stamen stops is finished, not cut short:
+		// the closing flush would only write its batch again.
+		if err := a.flush(context.WithoutCancel(ctx)); err != nil {
 			a.log.Error("store flush failed", slog.Any("err", err))
 		}
 	})
@@ -934,13 +737,10 @@ func (a *App) gauges() []prometheus.Collector {
 			Name: "stamen_store_size_bytes",
 			Help: "Size of the store: the --db file, or with PostgreSQL the fleet's stamen tables with their indexes (read at most every 30 s). 0 without --persistent.",
 		}, func() float64 {
-			switch {
-			case a.store != nil:
-				return float64(a.store.Size())
-			case a.Postgres != nil:
-				return a.pgSize.get(a.Postgres, a.log)
-			}
-			return 0
+			// PostgreSQL's is read at most every 30 s; a failed read
+			// keeps the last value (pg.Store.Size).
+			n, _ := a.db.Size(context.Background())
+			return float64(n)
 		}),
 	}
 }
@@ -967,7 +767,11 @@ func (a *App) close() {
 		_ = a.broker.Close()
 	}
 	if a.db != nil {
-		if err := errors.Join(a.flush(), a.db.Close()); err != nil {
+		var err error
+		if a.buffer != nil {
+			err = a.flush(context.Background())
+		}
+		if err := errors.Join(err, a.db.Close()); err != nil {
 			a.log.Error("closing the store", slog.Any("err", err))
 		}
 	}
@@ -980,13 +784,3 @@ func (a *App) close() {
 // all interfaces) is a loopback address: embedded.IsLoopback, which decides
 // whether the embedded broker may generate its password.
 func IsLoopback(host string) bool { return embedded.IsLoopback(host) }
-
-// sentStore keeps the sent-task log in the store's bbolt file, with the
-// handlers' default bounds.
-type sentStore struct{ st *store.Store }
-
-func (s sentStore) PutSent(id string, at time.Time, data []byte) error {
-	return s.st.PutSent(id, at, data, store.SentLimits{Max: handlers.DefaultSentMax, MaxAge: handlers.DefaultSentMaxAge})
-}
-
-func (s sentStore) Sent(id string) ([]byte, bool, error) { return s.st.Sent(id) }

@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/stamen-dev/stamen/internal/celery"
-	"github.com/stamen-dev/stamen/internal/store"
+	"github.com/stamen-dev/stamen/internal/history"
 	"github.com/stamen-dev/stamen/internal/testcluster"
 )
 
@@ -37,22 +37,22 @@ func TestFailedFlushLosesNothing(t *testing.T) {
 	}
 
 	ingest(0, 50)
-	if err := a.flush(); err != nil {
+	if err := a.flush(context.Background()); err != nil {
 		t.Fatalf("first flush: %v", err)
 	}
 	ingest(50, 100)
 	failures := 0
 	write := a.writeBatch
-	a.writeBatch = func(b store.Batch) error {
+	a.writeBatch = func(ctx context.Context, b history.Batch) error {
 		failures++
 		return errors.New("disk full")
 	}
-	if err := a.flush(); err == nil {
+	if err := a.flush(context.Background()); err == nil {
 		t.Fatal("the failing write reported success")
 	}
 	a.writeBatch = write
 	ingest(100, 200)
-	if err := a.flush(); err != nil {
+	if err := a.flush(context.Background()); err != nil {
 		t.Fatalf("flush after the failure: %v", err)
 	}
 	if failures != 1 {
@@ -92,19 +92,19 @@ func TestFailedFlushKeepsForgetting(t *testing.T) {
 			"clock": clock, "pid": 1, "utcoffset": 0, "freq": freq, "sw_ident": "py-celery", "sw_ver": "5.5.3", "sw_sys": "Linux"}
 	}
 	write := a.writeBatch
-	a.writeBatch = func(store.Batch) error { return errors.New("disk full") }
+	a.writeBatch = func(context.Context, history.Batch) error { return errors.New("disk full") }
 	publishUntil(t, a, [][]byte{
 		testcluster.EventsEnvelope(gone, "1", worker(gone, "worker-online", 1, 0.001), worker(gone, "worker-heartbeat", 2, 0.001)),
 		testcluster.EventsEnvelope(kept, "2", worker(kept, "worker-online", 3, 60)),
 	}, func() bool { return a.State.KnowsWorker(gone) && a.State.KnowsWorker(kept) })
-	if err := a.flush(); err == nil {
+	if err := a.flush(context.Background()); err == nil {
 		t.Fatal("the failing write reported success")
 	}
 	testcluster.Eventually(t, 10*time.Second, gone+" purged", func() bool {
 		return fmt.Sprint(a.State.PurgeWorkers(time.Now().Add(time.Hour))) == "["+gone+"]"
 	})
 	a.writeBatch = write
-	if err := a.flush(); err != nil {
+	if err := a.flush(context.Background()); err != nil {
 		t.Fatalf("flush after the failure: %v", err)
 	}
 	b := restart(t, a, cfg)
@@ -133,42 +133,6 @@ func restart(t *testing.T, a *App, cfg Config) *App {
 	a.Close()
 	cfg.EmbeddedAddr = fmt.Sprintf("127.0.0.1:%d", testcluster.FreePort(t))
 	return openApp(t, cfg)
-}
-
-// TestMergeBatches: records of the same task keep the newer; records of
-// tasks evicted since go; workers and types are the union, but for what
-// the newer batch forgot, and what either forgot is still forgotten unless
-// the newer batch keeps it.
-func TestMergeBatches(t *testing.T) {
-	older := store.Batch{FirstSeq: 1, Tasks: []store.Task{{Seq: 1, Data: []byte("old1")}, {Seq: 3, Data: []byte("old3")}, {Seq: 5, Data: []byte("old5")}},
-		Workers: map[string][]byte{"a": []byte("a-old"), "b": []byte("b-old"), "c": []byte("c-old")}, ForgottenWorkers: []string{"d", "e"},
-		Types: []string{"t1", "t3"}, ForgottenTypes: []string{"t4", "t5"}}
-	newer := store.Batch{FirstSeq: 2, Tasks: []store.Task{{Seq: 3, Data: []byte("new3")}, {Seq: 4, Data: []byte("new4")}},
-		Workers: map[string][]byte{"b": []byte("b-new"), "d": []byte("d-new")}, ForgottenWorkers: []string{"c", "e"},
-		Types: []string{"t2", "t4"}, ForgottenTypes: []string{"t3"}}
-	got := mergeBatches(older, newer)
-	var seqs []string
-	for _, r := range got.Tasks {
-		seqs = append(seqs, fmt.Sprintf("%d=%s", r.Seq, r.Data))
-	}
-	if want := "[3=new3 4=new4 5=old5]"; fmt.Sprint(seqs) != want {
-		t.Errorf("tasks %v, want %s", seqs, want)
-	}
-	workers := map[string]string{}
-	for w, e := range got.Workers {
-		workers[w] = string(e)
-	}
-	for _, c := range []struct{ what, got, want string }{
-		{"first seq", fmt.Sprint(got.FirstSeq), "2"},
-		{"workers", fmt.Sprint(workers), "map[a:a-old b:b-new d:d-new]"},
-		{"forgotten workers", fmt.Sprint(got.ForgottenWorkers), "[d e c]"},
-		{"types", fmt.Sprint(got.Types), "[t2 t4 t1]"},
-		{"forgotten types", fmt.Sprint(got.ForgottenTypes), "[t5 t3]"},
-	} {
-		if c.got != c.want {
-			t.Errorf("%s: %s, want %s", c.what, c.got, c.want)
-		}
-	}
 }
 
 // TestApplyBatchSurvivesAPanic: a batch whose handling panics is logged

@@ -12,7 +12,8 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/stamen-dev/stamen/internal/celery"
-	"github.com/stamen-dev/stamen/internal/store"
+	"github.com/stamen-dev/stamen/internal/history"
+	"github.com/stamen-dev/stamen/internal/store/bolt"
 	"github.com/stamen-dev/stamen/internal/testcluster"
 )
 
@@ -49,14 +50,14 @@ func TestForgottenNamesStayBounded(t *testing.T) {
 	for _, c := range []forgetStore{
 		{name: "bbolt", open: func(t *testing.T) (Config, func(*App), func(*App), func(*testing.T) ([]string, []string)) {
 			path := filepath.Join(t.TempDir(), "stamen.db")
-			var write func(store.Batch) error
+			var write func(context.Context, history.Batch) error
 			fail := func(a *App) {
 				write = a.writeBatch
-				a.writeBatch = func(store.Batch) error { return errors.New("disk full") }
+				a.writeBatch = func(context.Context, history.Batch) error { return errors.New("disk full") }
 			}
 			mend := func(a *App) { a.writeBatch = write }
 			held := func(t *testing.T) (workers, types []string) {
-				st, err := store.Open(path)
+				st, err := bolt.Open(path)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -183,7 +184,7 @@ func forgetDuringOutage(t *testing.T, c forgetStore, during bool) {
 	// forgotten then.
 	workers, types := names(-1)
 	round(append(workers, "late@h"), append(types, "late.Task"))
-	if err := a.flush(); err != nil {
+	if err := a.flush(context.Background()); err != nil {
 		t.Fatalf("flush before the outage: %v", err)
 	}
 	fail(a)
@@ -204,30 +205,31 @@ func forgetDuringOutage(t *testing.T, c forgetStore, during bool) {
 			// Write of an empty batch writes nothing, and succeeds.
 			apply(workerEnvelope("heartbeat", "steady@h", at))
 			failing := a.writeBatch
-			a.writeBatch = func(b store.Batch) error {
+			a.writeBatch = func(ctx context.Context, b history.Batch) error {
 				a.writeBatch = failing
 				round(workers, types)
-				return failing(b)
+				return failing(ctx, b)
 			}
 		} else {
 			round(workers, types)
 		}
-		if err := a.flush(); err == nil {
+		if err := a.flush(context.Background()); err == nil {
 			t.Fatalf("round %d: the flush succeeded during the outage", r)
 		}
 		// The names the store may hold: the state's bound (keep,
 		// for workers and for task names alike), and what two
 		// flushes forgot (keep each).
-		if w, ty := len(a.unsaved.ForgottenWorkers), len(a.unsaved.ForgottenTypes); w > 3*keep || ty > 3*keep {
+		unsaved, _ := a.buffer.Pending()
+		if w, ty := len(unsaved.ForgottenWorkers), len(unsaved.ForgottenTypes); w > 3*keep || ty > 3*keep {
 			t.Fatalf("round %d: the kept batch names %d forgotten workers and %d forgotten types, want at most %d",
 				r, w, ty, 3*keep)
 		}
-		if c.allTypes && len(a.unsaved.ForgottenTypes) > 0 {
-			t.Fatalf("round %d: the kept batch names forgotten types %v, which PostgreSQL never deletes", r, a.unsaved.ForgottenTypes)
+		if c.allTypes && len(unsaved.ForgottenTypes) > 0 {
+			t.Fatalf("round %d: the kept batch names forgotten types %v, which PostgreSQL never deletes", r, unsaved.ForgottenTypes)
 		}
 	}
 	mend(a)
-	testcluster.Eventually(t, 10*time.Second, "a flush succeeding after the outage", func() bool { return a.flush() == nil })
+	testcluster.Eventually(t, 10*time.Second, "a flush succeeding after the outage", func() bool { return a.flush(context.Background()) == nil })
 	cancel()
 	a.Close()
 

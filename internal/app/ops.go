@@ -7,7 +7,8 @@ import (
 
 	"github.com/stamen-dev/stamen/internal/audit"
 	"github.com/stamen-dev/stamen/internal/metrics"
-	"github.com/stamen-dev/stamen/internal/store/pgstore"
+	"github.com/stamen-dev/stamen/internal/store/bolt"
+	"github.com/stamen-dev/stamen/internal/store/pg"
 	"github.com/stamen-dev/stamen/internal/stream"
 )
 
@@ -34,9 +35,9 @@ func (a *App) newAuditLog() *audit.Log {
 	switch {
 	case a.Postgres != nil:
 		// Shared by the fleet: every replica lists every replica's records.
-		l.Store = pgstore.Audit{S: a.Postgres}
+		l.Store = pg.Audit{S: a.Postgres}
 	case a.store != nil:
-		l.Store = audit.Bolt{DB: a.store}
+		l.Store = bolt.Audit{S: a.store}
 	default:
 		l.Store = &audit.Memory{Max: l.MaxRecords}
 	}

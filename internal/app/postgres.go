@@ -3,51 +3,45 @@ package app
 import (
 	"context"
 	"log/slog"
-	"slices"
-	"sync"
 	"time"
 
-	"github.com/stamen-dev/stamen/handlers"
 	"github.com/stamen-dev/stamen/internal/celery"
-	"github.com/stamen-dev/stamen/internal/state"
-	"github.com/stamen-dev/stamen/internal/store"
-	"github.com/stamen-dev/stamen/internal/store/pgstore"
+	"github.com/stamen-dev/stamen/internal/store/pg"
 )
 
 // A replica of a fleet (--db postgres://...): it ingests the events it
 // receives into its own state, bounded by MaxTasks (its hot set), and
-// flushes the changed records to PostgreSQL every SaveInterval, where
-// pgstore's upserts merge them with the other replicas' (see pgstore's
-// package comment). Every operation reading the task history (what
+// flushes the changed records to PostgreSQL every SaveInterval, where the
+// upserts of internal/store/pg merge them with the other replicas' (see
+// its package comment). Every operation reading the task history (what
 // handlers.TaskReader serves: the lists, the failures, the bulk
 // operations' selection, a retry's events) is answered from PostgreSQL,
 // so every replica answers the same within a flush interval of the last
 // event. While PostgreSQL is unreachable the reads answer 503, ingestion
-// goes on in memory, and the unwritten records wait in a.unsaved, one per
-// task up to MaxTasks, to be written on the first flush that succeeds;
-// records beyond that bound are dropped and counted in
-// stamen_store_lost_records_total.
+// goes on in memory, and the unwritten records wait in the write-behind
+// buffer (history.Buffer), one per task up to MaxTasks, to be written on
+// the first flush that succeeds; records beyond that bound are dropped and
+// counted in stamen_store_lost_records_total.
 
 // IsPostgresURL reports whether a --db value selects PostgreSQL (a
 // postgres:// or postgresql:// URL) rather than a bbolt file.
-func IsPostgresURL(db string) bool { return pgstore.IsURL(db) }
+func IsPostgresURL(db string) bool { return pg.IsURL(db) }
 
 // openPostgres opens the shared history and replays the workers' latest
 // events into the state, so that a replica started last knows every
 // worker at once. Tasks are not loaded: they are read from PostgreSQL.
 func (a *App) openPostgres(ctx context.Context) error {
-	pg, err := pgstore.Open(ctx, pgstore.Config{URL: a.cfg.DBPath, ReadTimeout: a.cfg.DBTimeout,
+	st, err := pg.Open(ctx, pg.Config{URL: a.cfg.DBPath, ReadTimeout: a.cfg.DBTimeout,
 		MaxWorkers: a.cfg.MaxWorkers, Logger: a.log})
 	if err != nil {
 		return err
 	}
-	a.Postgres, a.db = pg, pg
-	a.writeBatch = pg.Write
-	a.workerEvents = map[string][]byte{}
+	a.Postgres, a.db = st, st
+	a.newBuffer(st.Write)
 	rctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	n := 0
-	err = pg.WorkerEvents(rctx, func(raw []byte) {
+	err = st.WorkerEvents(rctx, func(raw []byte) {
 		if evs, err := celery.DecodeStoredEvents(raw); err == nil {
 			a.State.Apply(evs...)
 			n++
@@ -66,7 +60,7 @@ const retainEvery = 30 * time.Second
 
 // retainLoop applies --max_task_age and --db_max_tasks to the history.
 func (a *App) retainLoop(ctx context.Context) {
-	r := pgstore.Retention{MaxAge: a.cfg.MaxTaskAge, MaxTasks: a.cfg.DBMaxTasks}
+	r := pg.Retention{MaxAge: a.cfg.MaxTaskAge, MaxTasks: a.cfg.DBMaxTasks}
 	run := func(now time.Time) {
 		n, err := a.Postgres.Retain(ctx, r, now)
 		switch {
@@ -78,71 +72,4 @@ func (a *App) retainLoop(ctx context.Context) {
 	}
 	run(time.Now())
 	tick(ctx, retainEvery, run)
-}
-
-// mergeKeep is older then newer as one batch for PostgreSQL: newer's
-// records win, and, unlike mergeBatches, records of tasks evicted from the
-// hot set since are kept: the history outlives the hot set.
-func mergeKeep(older, newer store.Batch) store.Batch {
-	// mergeBatches drops older's records below newer.FirstSeq: with it
-	// zeroed, it drops none.
-	n := newer
-	n.FirstSeq = 0
-	b := mergeBatches(older, n)
-	b.FirstSeq = newer.FirstSeq
-	return b
-}
-
-// trimOldest bounds a batch kept for the next flush to max task records
-// (one per hot-set task), dropping the oldest, and returns how many went.
-func trimOldest(b store.Batch, max int) (store.Batch, int) {
-	if max <= 0 || len(b.Tasks) <= max {
-		return b, 0
-	}
-	lost := len(b.Tasks) - max
-	b.Tasks = slices.Clone(b.Tasks[lost:]) // in sequence order: the oldest go
-	return b, lost
-}
-
-// pgReader serves handlers.TaskReader from PostgreSQL.
-type pgReader struct{ *pgstore.Store }
-
-func (r pgReader) ListTasks(ctx context.Context, q state.Query) (handlers.TaskCursor, error) {
-	c, err := r.List(ctx, q)
-	if err != nil {
-		return nil, err
-	}
-	return c, nil
-}
-
-// pgSizeEvery is how often stamen_store_size_bytes reads the size of the
-// PostgreSQL history: a catalog read, cheap, but a scrape every few
-// seconds by every replica need not repeat it.
-const pgSizeEvery = 30 * time.Second
-
-// pgSize is the PostgreSQL history's size for stamen_store_size_bytes,
-// read at a scrape at most every pgSizeEvery, within --db_timeout (the
-// store's read timeout). A failed read keeps the last value and is not
-// tried again before pgSizeEvery either, so that scrapes during an outage
-// do not each wait the timeout.
-type pgSize struct {
-	mu    sync.Mutex
-	at    time.Time
-	bytes float64
-}
-
-func (p *pgSize) get(pg *pgstore.Store, log *slog.Logger) float64 {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if !p.at.IsZero() && time.Since(p.at) < pgSizeEvery {
-		return p.bytes
-	}
-	p.at = time.Now()
-	n, err := pg.Size(context.Background())
-	if err != nil {
-		log.Debug("could not read the PostgreSQL history's size", slog.Any("err", err))
-		return p.bytes
-	}
-	p.bytes = float64(n)
-	return p.bytes
 }

@@ -15,7 +15,6 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
-	"github.com/stamen-dev/stamen/internal/store"
 	"github.com/stamen-dev/stamen/internal/testcluster"
 )
 
@@ -147,9 +146,9 @@ func TestPostgresOutage(t *testing.T) {
 				return ok && a.State.Len() == min(50+c.during, c.maxTasks)
 			})
 			// Then a flush fails with the whole outage's records in hand.
-			failed := a.failedFlushes.Load()
+			failed := a.buffer.FailedFlushes()
 			testcluster.Eventually(t, 10*time.Second, "a flush failing during the outage", func() bool {
-				return a.failedFlushes.Load() >= failed+2
+				return a.buffer.FailedFlushes() >= failed+2
 			})
 
 			proxy.Start()
@@ -171,38 +170,6 @@ func TestPostgresOutage(t *testing.T) {
 				t.Fatalf("after the outage: %d, %d tasks", code, strings.Count(body, `"uuid"`))
 			}
 		})
-	}
-}
-
-// TestMergeKeep: for PostgreSQL the buffer keeps the records of tasks
-// evicted from the hot set (they are history) and newer records win; a
-// buffer kept after a failed write is trimmed to max records, the oldest
-// dropped and counted.
-func TestMergeKeep(t *testing.T) {
-	older := store.Batch{FirstSeq: 1, Tasks: []store.Task{{Seq: 1, Data: []byte("old1")}, {Seq: 3, Data: []byte("old3")}, {Seq: 5, Data: []byte("old5")}},
-		ForgottenWorkers: []string{"gone"}}
-	newer := store.Batch{FirstSeq: 4, Tasks: []store.Task{{Seq: 3, Data: []byte("new3")}, {Seq: 6, Data: []byte("new6")}}}
-	merged := mergeKeep(older, newer)
-	if merged.FirstSeq != 4 || fmt.Sprint(merged.ForgottenWorkers) != "[gone]" {
-		t.Errorf("merged %+v", merged)
-	}
-	for _, c := range []struct {
-		max  int
-		want string
-		lost int
-	}{
-		{10, "[1=old1 3=new3 5=old5 6=new6]", 0},
-		{3, "[3=new3 5=old5 6=new6]", 1},
-		{1, "[6=new6]", 3},
-	} {
-		got, lost := trimOldest(merged, c.max)
-		var seqs []string
-		for _, r := range got.Tasks {
-			seqs = append(seqs, fmt.Sprintf("%d=%s", r.Seq, r.Data))
-		}
-		if fmt.Sprint(seqs) != c.want || lost != c.lost {
-			t.Errorf("max %d: %v lost %d, want %s lost %d", c.max, seqs, lost, c.want, c.lost)
-		}
 	}
 }
 

@@ -29,11 +29,8 @@ func (a *App) notReady(ctx context.Context) map[string]string {
 	ctx, cancel := context.WithTimeout(ctx, readyTimeout)
 	defer cancel()
 	var err error
-	switch {
-	case a.Postgres != nil:
-		err = a.Postgres.Ping(ctx)
-	case a.store != nil:
-		err = a.store.Ping()
+	if a.db != nil {
+		err = a.db.Ping(ctx)
 	}
 	if err != nil {
 		// /readyz answers anyone: the reason names no host, user or

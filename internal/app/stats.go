@@ -112,7 +112,7 @@ func (a *App) flushStats() error {
 }
 
 // compactStatsEvery is how often a replica folds the fleet's activity
-// deltas (pgstore.CompactStats): reads sum what is not folded yet, so it
+// deltas (pg.CompactStats): reads sum what is not folded yet, so it
 // bounds their cost, not their freshness.
 const compactStatsEvery = 2 * time.Second
 

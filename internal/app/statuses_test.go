@@ -26,10 +26,10 @@ import (
 	"github.com/stamen-dev/stamen/handlers"
 	"github.com/stamen-dev/stamen/internal/audit"
 	"github.com/stamen-dev/stamen/internal/celery"
+	"github.com/stamen-dev/stamen/internal/history"
 	"github.com/stamen-dev/stamen/internal/inspect"
 	"github.com/stamen-dev/stamen/internal/metrics"
 	"github.com/stamen-dev/stamen/internal/state"
-	"github.com/stamen-dev/stamen/internal/store"
 	"github.com/stamen-dev/stamen/internal/stream"
 	"github.com/stamen-dev/stamen/internal/taskrec"
 	"github.com/stamen-dev/stamen/internal/taskstats"
@@ -177,7 +177,7 @@ func (f *fakeBroker) Abort(context.Context, string) error {
 }
 
 // fakeTasks reads the history from the state, and fails as a PostgreSQL
-// store out of reach does (store.ErrUnavailable) while the fake broker is
+// store out of reach does (history.ErrUnavailable) while the fake broker is
 // unavailable, so that the reads' 503 is answered too. (A store's timeout
 // is ErrUnavailable as well: while the broker times out the store works,
 // so that the operations reach the broker's 504.)
@@ -188,7 +188,7 @@ type fakeTasks struct {
 
 func (f fakeTasks) down() error {
 	if err, _ := f.fb.errs(); errors.Is(err, celery.ErrUnavailable) {
-		return fmt.Errorf("%w: fake: %v", store.ErrUnavailable, err)
+		return fmt.Errorf("%w: fake: %v", history.ErrUnavailable, err)
 	}
 	return nil
 }

@@ -1,7 +1,7 @@
 // Package audit records who called which write operation: a record per
-// call, refused calls of known callers included, kept in a Store (bbolt through internal/store, or memory without
-// --persistent; a Postgres store can implement the same interface) and
-// logged as one slog line. Parameters are masked by internal/redact before
+// call, refused calls of known callers included, kept in a Store (the
+// bbolt file's, internal/store/bolt; PostgreSQL's, internal/store/pg; or
+// Memory without --persistent) and logged as one slog line. Parameters are masked by internal/redact before
 // a record leaves the request.
 package audit
 

@@ -7,14 +7,12 @@ import (
 	"fmt"
 	"log/slog"
 	"net/url"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/stamen-dev/stamen/internal/redact"
-	"github.com/stamen-dev/stamen/internal/store"
 )
 
 func TestParamsMaskSecrets(t *testing.T) {
@@ -154,77 +152,6 @@ func TestCounter(t *testing.T) {
 	SetCount(ctx, 42)
 	if c := count(); c == nil || *c != 42 {
 		t.Fatalf("count = %v, want 42", c)
-	}
-}
-
-// stores runs each test on both Store implementations.
-func stores(t *testing.T) map[string]Store {
-	t.Helper()
-	db, err := store.Open(filepath.Join(t.TempDir(), "audit.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = db.Close() })
-	return map[string]Store{"memory": &Memory{}, "bolt": Bolt{DB: db}}
-}
-
-func TestStoreListFiltersAndPrune(t *testing.T) {
-	t0 := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
-	for name, s := range stores(t) {
-		t.Run(name, func(t *testing.T) {
-			ctx := context.Background()
-			for i := range 10 {
-				user := "alice"
-				if i%2 == 1 {
-					user = "bob"
-				}
-				op := "revokeTask"
-				if i%3 == 0 {
-					op = "purgeQueue"
-				}
-				if err := s.Append(ctx, Record{Time: t0.Add(time.Duration(i) * time.Minute), User: user, Operation: op, Status: 200 + i}); err != nil {
-					t.Fatal(err)
-				}
-			}
-			statuses := func(q Query) string {
-				t.Helper()
-				recs, err := s.List(ctx, q)
-				if err != nil {
-					t.Fatal(err)
-				}
-				var out []string
-				for _, r := range recs {
-					out = append(out, fmt.Sprint(r.Status))
-				}
-				return strings.Join(out, ",")
-			}
-			for _, tc := range []struct {
-				name string
-				q    Query
-				want string
-			}{
-				{"all, newest first", Query{}, "209,208,207,206,205,204,203,202,201,200"},
-				{"limit offset", Query{Limit: 3, Offset: 2}, "207,206,205"},
-				{"user", Query{User: "bob"}, "209,207,205,203,201"},
-				{"operation", Query{Operation: "purgeQueue"}, "209,206,203,200"},
-				{"user and operation", Query{User: "bob", Operation: "purgeQueue"}, "209,203"},
-				{"window", Query{Since: t0.Add(2 * time.Minute), Until: t0.Add(5 * time.Minute)}, "204,203,202"},
-				{"until only", Query{Until: t0.Add(2 * time.Minute)}, "201,200"},
-				{"until past the end", Query{Until: t0.Add(time.Hour), Limit: 1}, "209"},
-				{"since past the end", Query{Since: t0.Add(time.Hour)}, ""},
-			} {
-				if got := statuses(tc.q); got != tc.want {
-					t.Errorf("%s: %s, want %s", tc.name, got, tc.want)
-				}
-			}
-			n, err := s.Prune(ctx, t0.Add(3*time.Minute), 5)
-			if err != nil || n != 5 {
-				t.Errorf("Prune = %d, %v; want 5 (3 too old, then 2 beyond the cap)", n, err)
-			}
-			if got := statuses(Query{}); got != "209,208,207,206,205" {
-				t.Errorf("after prune: %s", got)
-			}
-		})
 	}
 }
 

@@ -5,7 +5,7 @@ import (
 )
 
 // What a store outside this package needs to hold the history and answer
-// GET /api/tasks with the state's own rules (internal/store/pgstore):
+// GET /api/tasks with the state's own rules (internal/store/pg):
 // Celery's state precedence, the filters and the sort. The record format
 // is taskrec's, the search language tasksearch's.
 

@@ -1,0 +1,71 @@
+package history
+
+import (
+	"context"
+	"time"
+
+	"github.com/stamen-dev/stamen/internal/state"
+	"github.com/stamen-dev/stamen/internal/taskrec"
+)
+
+// Backend is a store of the task history: the state's changes are written
+// to it (through a Buffer), and it says whether it answers and how large
+// it is. What else a store keeps, it offers through the roles below, each
+// a value of its own: a store keeps some of them only, and a role may take
+// settings of its own (a sent log's bounds).
+type Backend interface {
+	// Write writes one batch of the state's changes, whole or not at all.
+	Write(ctx context.Context, b Batch) error
+	// Ping reports whether the store answers (/readyz).
+	Ping(ctx context.Context) error
+	// Size is what the store takes, in bytes (stamen_store_size_bytes).
+	Size(ctx context.Context) (int64, error)
+	// Close flushes nothing: the caller's last Buffer.Flush comes first.
+	Close() error
+}
+
+// SentLog is the log of the tasks stamen sent, which POST /api/task/retry
+// sends again (handlers.SentLog).
+type SentLog interface {
+	// PutSent keeps data under task id, sent at time at.
+	PutSent(ctx context.Context, id string, at time.Time, data []byte) error
+	// Sent returns what PutSent kept for id, and whether there is any.
+	Sent(ctx context.Context, id string) ([]byte, bool, error)
+}
+
+// QueueLog is the record of the queues stamen published to
+// (handlers.QueueLog).
+type QueueLog interface {
+	// PutQueue notes that a task was published to queue name at time at.
+	PutQueue(ctx context.Context, name string, at time.Time) error
+	// Queues returns the names noted, newest first.
+	Queues(ctx context.Context) ([]string, error)
+}
+
+// TaskReader answers the reads of the task history from the store rather
+// than from the in-memory state (handlers.TaskReader).
+type TaskReader interface {
+	ListTasks(ctx context.Context, q state.Query) (TaskCursor, error)
+	Task(ctx context.Context, id string) (taskrec.Task, bool, error)
+	TaskTypes(ctx context.Context) ([]string, error)
+	Workers(ctx context.Context) ([]state.Worker, error)
+	MatchTasks(ctx context.Context, q state.Query, max int) (ids []string, more bool, err error)
+	Failures(ctx context.Context, q state.Query) ([]state.FailureGroup, error)
+}
+
+// TaskCursor is a ListTasks answer, read in chunks.
+type TaskCursor interface {
+	// Next calls fn with each of the next n tasks (valid only during the
+	// call) and reports whether more may follow.
+	Next(n int, fn func(t *taskrec.Task)) bool
+	// Err is what ended the list early, if anything.
+	Err() error
+	// Close releases what the list holds; a reader of it always calls it.
+	Close()
+}
+
+// StaleTasks lists the unfinished tasks whose latest event is older than
+// before, for reconciliation (reconcile.Source).
+type StaleTasks interface {
+	StaleTasks(ctx context.Context, before time.Time, limit int) ([]string, error)
+}

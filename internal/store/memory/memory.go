@@ -1,0 +1,28 @@
+// Package memory is the history.Backend of a stamen without --db: it keeps
+// nothing. The in-memory state is then the whole history and answers every
+// read; the audit log and the sent-task log keep their own bounded
+// memory (audit.Memory, handlers.NewMemorySentLog).
+package memory
+
+import (
+	"context"
+
+	"github.com/stamen-dev/stamen/internal/history"
+)
+
+// Backend writes nothing, always answers and takes no space.
+type Backend struct{}
+
+// Write keeps nothing.
+func (Backend) Write(context.Context, history.Batch) error { return nil }
+
+// Ping always answers.
+func (Backend) Ping(context.Context) error { return nil }
+
+// Size is 0.
+func (Backend) Size(context.Context) (int64, error) { return 0, nil }
+
+// Close does nothing.
+func (Backend) Close() error { return nil }
+
+var _ history.Backend = Backend{}

@@ -1,0 +1,64 @@
+package pg
+
+import (
+	"context"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/stamen-dev/stamen/internal/state"
+	"github.com/stamen-dev/stamen/internal/taskstats"
+)
+
+// ExplainTaskStats is EXPLAIN (ANALYZE, BUFFERS) of the statement
+// TaskStats runs for q now.
+func (s *Store) ExplainTaskStats(ctx context.Context, q taskstats.Query) (string, error) {
+	query, args := statsQuery(q, time.Now())
+	rows, err := s.pool.Query(ctx, "EXPLAIN (ANALYZE, BUFFERS) "+query, args...)
+	if err != nil {
+		return "", err
+	}
+	plan, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	return strings.Join(plan, "\n"), err
+}
+
+// OpenAtVersion is Open migrating only up to version, as an older stamen
+// leaves the database.
+func OpenAtVersion(ctx context.Context, cfg Config, version int) (*Store, error) {
+	return open(ctx, cfg, version)
+}
+
+// Setting is a setting of the store's connections.
+func (s *Store) Setting(ctx context.Context, name string) (string, error) {
+	var v string
+	err := s.pool.QueryRow(ctx, "SELECT current_setting($1)", name).Scan(&v)
+	return v, err
+}
+
+// LatestVersion is the schema version Open migrates to.
+func LatestVersion() int { return len(migrations) }
+
+// SQLSpaces is the state.Spaces of the failures' index expression.
+const SQLSpaces = sqlSpaces
+
+// ExplainFailures is the plan of the statement Failures runs for q, a
+// FAILURE query over the whole history (not a narrow window).
+func (s *Store) ExplainFailures(ctx context.Context, q state.Query) (string, error) {
+	q.State = ""
+	b := &builder{}
+	where, _, err := b.filters(q)
+	if err != nil {
+		return "", err
+	}
+	var plan []string
+	err = pgx.BeginTxFunc(ctx, s.pool, pgx.TxOptions{AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
+		rows, err := tx.Query(ctx, "EXPLAIN "+indexedSQL(where), b.args...)
+		if err != nil {
+			return err
+		}
+		plan, err = pgx.CollectRows(rows, pgx.RowTo[string])
+		return err
+	})
+	return strings.Join(plan, "\n"), err
+}

@@ -1,0 +1,111 @@
+package pg_test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/stamen-dev/stamen/internal/celery"
+	"github.com/stamen-dev/stamen/internal/history"
+	"github.com/stamen-dev/stamen/internal/state"
+)
+
+// TestWriteBatchWithRecordsOfOneTask: a batch holding several records of
+// one task (a task evicted from the hot set and seen again, both records
+// kept through an outage) is written, and its row ends as the records
+// written one a batch leave it, whatever their order in the batch; the
+// other tasks of the batch, before and after it in id order, are
+// written too.
+func TestWriteBatchWithRecordsOfOneTask(t *testing.T) {
+	s := openStore(t, newDB(t))
+	events := func(id string) []celery.Event {
+		return []celery.Event{
+			taskEv(t, "received", id, "w@h", 11, map[string]any{"name": "proj.add", "args": "(1, 2)", "kwargs": "{}", "retries": 0}),
+			taskEv(t, "started", id, "w@h", 12, nil),
+			taskEv(t, "succeeded", id, "w@h", 13, map[string]any{"result": "3", "runtime": 0.5}),
+		}
+	}
+	// record is the record of a replica that saw only event i of id.
+	record := func(id string, i int, seq uint64) history.Task {
+		st := state.New(state.Config{TrackChanges: true})
+		st.Apply(events(id)[i])
+		c := st.Drain()
+		if len(c.Tasks) != 1 {
+			t.Fatalf("%d records", len(c.Tasks))
+		}
+		return history.Task{Seq: seq, Data: c.Tasks[0].Data}
+	}
+	ref := "ref"
+	for i := range 3 {
+		if err := s.Write(context.Background(), history.Batch{Tasks: []history.Task{record(ref, i, 1)}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want := info(t, s, ref)
+	permutations(3, func(order []int) {
+		id := fmt.Sprintf("m%d%d%d", order[0], order[1], order[2])
+		var b history.Batch
+		b.Tasks = append(b.Tasks, record("a-"+id, 0, 1))
+		for k, i := range order {
+			b.Tasks = append(b.Tasks, record(id, i, uint64(2+k)))
+		}
+		b.Tasks = append(b.Tasks, record("z-"+id, 2, 9))
+		if err := s.Write(context.Background(), b); err != nil {
+			t.Fatalf("order %v: %v", order, err)
+		}
+		if got := info(t, s, id); got != want {
+			t.Fatalf("order %v:\ngot  %s\nwant %s", order, got, want)
+		}
+		for _, other := range []string{"a-" + id, "z-" + id} {
+			if tk, ok, err := s.Task(t.Context(), other); err != nil || !ok || tk.UUID != other {
+				t.Fatalf("task %s: %v %v", other, ok, err)
+			}
+		}
+	})
+}
+
+// TestWriteThatChangesNothingKeepsTheRow: a record that changes nothing
+// in its row (the same record written again, as every replica writes
+// every task, or a replica's older view of the task) writes no new
+// version of the row, while one that changes something does.
+func TestWriteThatChangesNothingKeepsTheRow(t *testing.T) {
+	url := newDB(t)
+	s := openStore(t, url)
+	conn, err := pgx.Connect(t.Context(), url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(context.Background())
+	version := func() string {
+		var v string
+		if err := conn.QueryRow(t.Context(), `SELECT xmin::text || ctid::text FROM stamen_tasks WHERE id = 'k'`).Scan(&v); err != nil {
+			t.Fatal(err)
+		}
+		return v
+	}
+	received := taskEv(t, "received", "k", "w@h", 11, map[string]any{"name": "proj.add", "args": "(1, 2)", "kwargs": "{}", "retries": 0})
+	succeeded := taskEv(t, "succeeded", "k", "w@h", 13, map[string]any{"result": "3", "runtime": 0.5})
+	whole := state.New(state.Config{TrackChanges: true})
+	whole.Apply(received, succeeded)
+	drainTo(t, whole, s)
+	first, want := version(), info(t, s, "k")
+	for _, evs := range [][]celery.Event{{received, succeeded}, {received}, {succeeded}} {
+		other := state.New(state.Config{TrackChanges: true})
+		other.Apply(evs...)
+		drainTo(t, other, s)
+		if got := version(); got != first {
+			t.Fatalf("a record of %d events that changes nothing wrote a new row version: %s, was %s", len(evs), got, first)
+		}
+	}
+	if got := info(t, s, "k"); got != want {
+		t.Fatalf("row changed:\ngot  %s\nwant %s", got, want)
+	}
+	later := state.New(state.Config{TrackChanges: true})
+	later.Apply(taskEv(t, "succeeded", "k", "w2@h", 14, map[string]any{"result": "4", "runtime": 0.5}))
+	drainTo(t, later, s)
+	if got := version(); got == first {
+		t.Fatal("a newer record left the row as it was")
+	}
+}
