@@ -5,16 +5,12 @@
 package app
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
 	"os"
-	"runtime/debug"
-	"strconv"
-	"strings"
 	"sync"
 	"time"
 
@@ -28,6 +24,7 @@ import (
 	"github.com/stamen-dev/stamen/internal/brokertls"
 	"github.com/stamen-dev/stamen/internal/celery"
 	"github.com/stamen-dev/stamen/internal/history"
+	"github.com/stamen-dev/stamen/internal/ingest"
 	"github.com/stamen-dev/stamen/internal/inspect"
 	"github.com/stamen-dev/stamen/internal/metrics"
 	"github.com/stamen-dev/stamen/internal/reconcile"
@@ -206,6 +203,8 @@ type App struct {
 
 	broker   broker.Conn
 	handlers *handlers.Handlers
+	// ingester feeds the broker's events into the state and on.
+	ingester *ingest.Ingester
 	// reconciler is nil without a Redis result backend.
 	reconciler *reconcile.Reconciler
 	// db is the history's store --db picks: store (the bbolt file),
@@ -337,10 +336,12 @@ func New(ctx context.Context, cfg Config) (*App, error) {
 		// them.
 		b.SetQueueLookup(a.Inspector.QueueDeclaration)
 	}
-	a.reconciler = a.newReconciler(results)
 	a.Metrics = metrics.New(cfg.TaskRuntimeBuckets, a.gauges()...)
 	a.Metrics.SetLimits(metrics.Limits{MaxSeries: cfg.MaxSeries, NoTaskWorker: cfg.NoTaskWorkerLabel})
 	a.Events = stream.NewHub(cfg.MaxEventStreams)
+	a.ingester = a.newIngester()
+	// After the ingester, which applies what it reconciles.
+	a.reconciler = a.newReconciler(results)
 	var sent handlers.SentLog
 	var queues handlers.QueueLog
 	switch {
@@ -428,7 +429,7 @@ func New(ctx context.Context, cfg Config) (*App, error) {
 	}()
 	go func() {
 		defer a.wg.Done()
-		a.ingest(runCtx)
+		a.ingester.Run(runCtx)
 	}()
 	go func() {
 		defer a.wg.Done()
@@ -438,6 +439,28 @@ func New(ctx context.Context, cfg Config) (*App, error) {
 		_ = a.Inspector.Refresh(rctx, "")
 	}()
 	return a, nil
+}
+
+// newIngester is what feeds the broker's events into the state and on.
+// The inspections of the workers that join run in a.wg, which Close waits
+// for.
+func (a *App) newIngester() *ingest.Ingester {
+	cfg := ingest.Config{
+		Source:       a.broker,
+		State:        a.State,
+		Stats:        a.Stats,
+		WorkerCounts: a.WorkerCounts,
+		Metrics:      a.Metrics,
+		Events:       a.Events,
+		Inspector:    a.Inspector,
+		Group:        &a.wg,
+		Logger:       a.log,
+	}
+	if a.buffer != nil {
+		// Kept until the next flush writes them to the store.
+		cfg.KeepWorkerEvent = a.buffer.NoteWorker
+	}
+	return ingest.New(cfg)
 }
 
 // newReconciler is the reconciler when the result backend can be read in
@@ -456,7 +479,7 @@ func (a *App) newReconciler(results broker.ResultBackend) *reconcile.Reconciler 
 	return reconcile.New(reconcile.Config{
 		Source:     source,
 		Results:    bulk,
-		Apply:      a.applyBatch,
+		Apply:      a.ingester.Apply,
 		After:      a.cfg.ReconcileAfter,
 		Interval:   a.cfg.ReconcileInterval,
 		MaxLookups: a.cfg.ReconcileMaxLookups,
@@ -482,83 +505,6 @@ func origin() string {
 		host = "localhost"
 	}
 	return fmt.Sprintf("stamen%d@%s", os.Getpid(), host)
-}
-
-// ingest feeds the broker's events into the state until ctx ends.
-func (a *App) ingest(ctx context.Context) {
-	for ctx.Err() == nil {
-		err := a.broker.ConsumeEvents(ctx, func(evs []celery.Event) {
-			a.applyBatch(ctx, evs)
-		})
-		if err != nil && ctx.Err() == nil {
-			a.log.Warn("event stream ended; reconnecting", slog.Any("err", err))
-			select {
-			case <-ctx.Done():
-			case <-time.After(time.Second):
-			}
-		}
-	}
-}
-
-// applyBatch applies a batch of events and feeds them on. A panic (a bug,
-// or an event nobody foresaw) costs this batch only: it is logged and
-// ingestion goes on, since a monitor that stops ingesting shows a frozen
-// cluster.
-func (a *App) applyBatch(ctx context.Context, evs []celery.Event) {
-	defer func() {
-		if r := recover(); r != nil {
-			a.log.Error("event batch abandoned after a panic; ingestion goes on",
-				slog.Int("events", len(evs)), slog.Any("panic", r), slog.String("stack", string(debug.Stack())))
-		}
-	}()
-	a.State.Apply(evs...)
-	a.countStats(evs)
-	first := a.WorkerCounts.Add(evs)
-	for i := range evs {
-		a.observe(ctx, &evs[i], first+uint64(i))
-	}
-}
-
-// observe feeds one applied event, the seq-th, to the metrics and the live
-// stream.
-func (a *App) observe(ctx context.Context, e *celery.Event, seq uint64) {
-	isTask := strings.HasPrefix(e.Type, "task-")
-	task := e.Name
-	if task == "" && isTask {
-		// Only task-sent and task-received carry the name.
-		task, _ = a.State.TaskName(e.UUID)
-	}
-	m := metrics.Event{Type: e.Type, UUID: e.UUID, Task: task, Worker: e.Hostname, Timestamp: e.Timestamp}
-	if isTask {
-		if e.Runtime != nil {
-			m.Runtime = *e.Runtime
-		}
-		m.HasETA = e.ETA != ""
-		m.Exception = e.Exception
-	} else {
-		m.Active = e.Active
-	}
-	if e.Type != "task-sent" {
-		a.Metrics.Observe(m)
-	}
-	// Raw is the broker's to reuse once the batch is applied. The copy
-	// kept says when the event was received: a replica that replays it
-	// later counts the worker's liveness from then.
-	if a.buffer != nil && !isTask && len(e.Raw) > 0 {
-		a.buffer.NoteWorker(e.Hostname, celery.WithLocalReceived(e.Raw, e.LocalReceived))
-	}
-	if a.Events.Subscribers() > 0 {
-		a.Events.Publish(stream.Message{Type: e.Type, Task: task, Worker: e.Hostname, Data: bytes.Clone(e.Raw),
-			ID: a.WorkerCounts.Instance() + ":" + strconv.FormatUint(seq, 10)})
-	}
-	// A worker that joins after stamen started is inspected so that
-	// /api/workers and the control operations know it without ?refresh=1;
-	// on heartbeats too, for one whose worker-online stamen missed.
-	if (e.Type == "worker-online" || e.Type == "worker-heartbeat") && !a.Inspector.Known(e.Hostname) {
-		if discover := a.Inspector.Discover(ctx, e.Hostname); discover != nil {
-			a.wg.Go(discover)
-		}
-	}
 }
 
 // openStore opens the store and restores the state from it.

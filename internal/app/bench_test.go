@@ -186,7 +186,7 @@ func BenchmarkConsume(b *testing.B) {
 		}
 		a.State.Apply(evs...)
 		for i := range evs {
-			a.observe(ctx, &evs[i], 0)
+			a.ingester.Observe(ctx, &evs[i], 0)
 		}
 	}
 	b.ReportMetric(float64(b.N*3)/b.Elapsed().Seconds(), "events/s")

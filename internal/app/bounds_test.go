@@ -150,7 +150,7 @@ func TestNamesAndWorkersStayBounded(t *testing.T) {
 				ref.Apply(evs...)
 			}
 			for j := range evs {
-				a.observe(ctx, &evs[j], 0)
+				a.ingester.Observe(ctx, &evs[j], 0)
 			}
 		}
 		if online {

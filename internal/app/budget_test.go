@@ -61,7 +61,7 @@ func churnPods(t *testing.T, a *App, prefix string, pods, names int, check func(
 				evs = append(evs, e)
 			}
 		}
-		a.applyBatch(context.Background(), evs)
+		a.ingester.Apply(context.Background(), evs)
 		if check != nil {
 			check(min(start+batch, pods))
 		}

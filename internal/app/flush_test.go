@@ -4,13 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 	"path/filepath"
-	"strings"
 	"testing"
 	"time"
 
-	"github.com/stamen-dev/stamen/internal/celery"
 	"github.com/stamen-dev/stamen/internal/history"
 	"github.com/stamen-dev/stamen/internal/testcluster"
 )
@@ -133,15 +130,4 @@ func restart(t *testing.T, a *App, cfg Config) *App {
 	a.Close()
 	cfg.EmbeddedAddr = fmt.Sprintf("127.0.0.1:%d", testcluster.FreePort(t))
 	return openApp(t, cfg)
-}
-
-// TestApplyBatchSurvivesAPanic: a batch whose handling panics is logged
-// and dropped; the ingest goroutine, which calls applyBatch, goes on.
-func TestApplyBatchSurvivesAPanic(t *testing.T) {
-	var logs strings.Builder
-	a := &App{log: slog.New(slog.NewTextHandler(&logs, nil))} // no State: Apply panics
-	a.applyBatch(context.Background(), []celery.Event{{Type: "task-sent", UUID: "x"}})
-	if !strings.Contains(logs.String(), "event batch abandoned after a panic") {
-		t.Errorf("the panic was not logged: %q", logs.String())
-	}
 }

@@ -133,7 +133,7 @@ func forgetDuringOutage(t *testing.T, c forgetStore, during bool) {
 
 	var dec celery.EventDecoder
 	// As the App's run context does, this one ends the discoveries of
-	// the workers (observe starts them) before Close waits for them.
+	// the workers (Observe starts them) before Close waits for them.
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	at := float64(time.Now().Add(-time.Hour).UnixMicro()) / 1e6
@@ -152,7 +152,7 @@ func forgetDuringOutage(t *testing.T, c forgetStore, during bool) {
 		}
 		a.State.Apply(evs...)
 		for i := range evs {
-			a.observe(ctx, &evs[i], 0)
+			a.ingester.Observe(ctx, &evs[i], 0)
 		}
 	}
 	// A round brings tasks of names (run by steady@h), then a

@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/stamen-dev/stamen/handlers"
-	"github.com/stamen-dev/stamen/internal/celery"
 	"github.com/stamen-dev/stamen/internal/taskstats"
 )
 
@@ -27,44 +26,6 @@ func (a *App) statsReader() handlers.TaskStats {
 		return a.Postgres
 	}
 	return handlers.AggregateStats{Aggregate: a.Stats}
-}
-
-// countStats counts a batch's task events in the aggregate, each keyed by
-// its task's name, worker and queue (the routing key its task-sent event
-// gave): the state's record holds them after Apply, as most events carry
-// none of them.
-func (a *App) countStats(evs []celery.Event) {
-	if a.Stats == nil {
-		return
-	}
-	var out []taskstats.Event
-	for i := range evs {
-		e := &evs[i]
-		kind, ok := taskstats.KindOf(e.Type)
-		if !ok {
-			continue
-		}
-		se := taskstats.Event{Kind: kind, Time: e.Timestamp}
-		if !e.HasValue(celery.FieldTimestamp) {
-			se.Time = e.LocalReceived
-		}
-		name, worker, queue, known := a.State.TaskRoute(e.UUID)
-		if !known {
-			// Evicted already (a state smaller than a batch): the event's own.
-			name, queue = e.Name, e.RoutingKey
-			if !e.Reconciled {
-				worker = e.Hostname
-			}
-		}
-		se.Name, se.Worker, se.Queue = name, worker, queue
-		if e.Runtime != nil {
-			se.Runtime, se.HasRuntime = *e.Runtime, true
-		}
-		out = append(out, se)
-	}
-	if len(out) > 0 {
-		a.Stats.Add(out...)
-	}
 }
 
 // restoreStats reads the aggregate back from the bbolt store.

@@ -28,7 +28,7 @@ func TestStatsCountsAppliedEvents(t *testing.T) {
 	for _, f := range evs {
 		batch = append(batch, decodeEvent(t, f))
 	}
-	a.applyBatch(t.Context(), batch)
+	a.ingester.Apply(t.Context(), batch)
 
 	get := func(query string) (int, map[string]any) {
 		t.Helper()

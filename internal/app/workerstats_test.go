@@ -76,8 +76,8 @@ func TestWorkerStatsCountAppliedEvents(t *testing.T) {
 		f["timestamp"] = now
 		batch = append(batch, decodeEvent(t, f))
 	}
-	a.applyBatch(t.Context(), batch[:4])
-	a.applyBatch(t.Context(), batch[4:])
+	a.ingester.Apply(t.Context(), batch[:4])
+	a.ingester.Apply(t.Context(), batch[4:])
 
 	s := getWorkerStats(t, srv.URL)
 	want := map[string]map[string]int64{
