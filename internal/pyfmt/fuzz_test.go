@@ -1,8 +1,11 @@
 package pyfmt
 
 import (
+	"bytes"
 	"encoding/json"
+	"errors"
 	"math"
+	"math/big"
 	"reflect"
 	"strconv"
 	"strings"
@@ -120,8 +123,8 @@ func FuzzReprJSON(f *testing.F) {
 		if err != nil {
 			return // a string ending in "...", which jsonable refuses
 		}
-		var want any
-		if err := json.Unmarshal(data, &want); err != nil {
+		want, err := decodeJSON(data)
+		if err != nil {
 			t.Fatalf("ReprJSON took %q, which is not JSON: %v", data, err)
 		}
 		if !sameJSON(t, x, want) {
@@ -139,11 +142,50 @@ func sameJSON(t *testing.T, a, b any) bool {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := json.Unmarshal(data, &values[i]); err != nil {
+		if values[i], err = decodeJSON(data); err != nil {
 			t.Fatal(err)
 		}
 	}
 	return reflect.DeepEqual(values[0], values[1])
+}
+
+// decodeJSON decodes data as encoding/json does into an any, numbers as
+// float64, but for an integer beyond float64's range, which Python's int
+// holds exactly (and which encoding/json refuses): that one is kept as its
+// digits.
+func decodeJSON(data []byte) (any, error) {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.UseNumber()
+	var v any
+	if err := dec.Decode(&v); err != nil {
+		return nil, err
+	}
+	if dec.More() {
+		return nil, errors.New("more than one JSON value")
+	}
+	return floatNumbers(v), nil
+}
+
+func floatNumbers(v any) any {
+	switch x := v.(type) {
+	case json.Number:
+		if f, err := strconv.ParseFloat(string(x), 64); err == nil {
+			return f
+		}
+		if n, ok := new(big.Int).SetString(string(x), 10); ok {
+			return "int " + n.String()
+		}
+		return "number " + string(x)
+	case []any:
+		for i := range x {
+			x[i] = floatNumbers(x[i])
+		}
+	case map[string]any:
+		for k, e := range x {
+			x[k] = floatNumbers(e)
+		}
+	}
+	return v
 }
 
 // repeatsKey reports whether a dict in v repeats a key. ReprJSON writes a
