@@ -2,9 +2,9 @@ package handlers
 
 import (
 	"context"
-	"time"
 
 	"github.com/stamen-dev/stamen/internal/celery"
+	"github.com/stamen-dev/stamen/internal/history"
 )
 
 // Broker is what the handlers need from a Celery broker. Implementations
@@ -38,24 +38,12 @@ type ResultBackend interface {
 	Abort(ctx context.Context, taskID string) error
 }
 
-// SentLog keeps what stamen sent, bounded by count and age (oldest dropped
-// first), so that a task can be sent again with its exact arguments.
-// Implementations: bolt.Sent (the bbolt file), pg.Sent (PostgreSQL's
-// table; see internal/store), or NewMemorySentLog.
-type SentLog interface {
-	// PutSent keeps data under task id, sent at time at.
-	PutSent(ctx context.Context, id string, at time.Time, data []byte) error
-	// Sent returns what PutSent kept for id, and whether there is any.
-	Sent(ctx context.Context, id string) ([]byte, bool, error)
-}
+// SentLog keeps what stamen sent, so that a task can be sent again with
+// its exact arguments (history.SentLog). Implementations: bolt.Sent,
+// pg.Sent, or NewMemorySentLog.
+type SentLog = history.SentLog
 
 // QueueLog is the fleet's record of the queues stamen published to
-// (PostgreSQL), so that every replica lists and purges a queue without
-// consumers that another one sent to. Without one, each process keeps its
-// own, until it exits.
-type QueueLog interface {
-	// PutQueue notes that a task was published to queue name at time at.
-	PutQueue(ctx context.Context, name string, at time.Time) error
-	// Queues returns the names noted, newest first.
-	Queues(ctx context.Context) ([]string, error)
-}
+// (history.QueueLog). Without one, each process keeps its own, until it
+// exits.
+type QueueLog = history.QueueLog

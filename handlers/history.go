@@ -19,24 +19,12 @@ import (
 // same code whatever the store, so bodies are byte-identical.
 //
 // Errors: a *tasksearch.Error or another error for bad input answers
-// 400; one that wraps history.ErrUnavailable answers 503.
-type TaskReader interface {
-	ListTasks(ctx context.Context, q state.Query) (TaskCursor, error)
-	Task(ctx context.Context, id string) (taskrec.Task, bool, error)
-	TaskTypes(ctx context.Context) ([]string, error)
-	Workers(ctx context.Context) ([]state.Worker, error)
-	// MatchTasks returns the ids of the first max tasks q selects, in q's
-	// order (its Limit and Offset aside), and whether more than max match:
-	// it reads at most max+1, never counts every match.
-	MatchTasks(ctx context.Context, q state.Query, max int) (ids []string, more bool, err error)
-	// Failures groups the tasks q selects (Limit, Offset and SortBy aside)
-	// by task name and exception type, in any order.
-	Failures(ctx context.Context, q state.Query) ([]state.FailureGroup, error)
-}
+// 400; one that wraps history.ErrUnavailable answers 503. The methods are
+// documented on history.TaskReader.
+type TaskReader = history.TaskReader
 
-// TaskCursor is a ListTasks answer, read in chunks as the body is written:
-// the history's own, so that a store's reader (history.TaskReader) is a
-// TaskReader as it is.
+// TaskCursor is a ListTasks answer, read in chunks as the body is written
+// (history.TaskCursor).
 type TaskCursor = history.TaskCursor
 
 // StateReader serves the history from the in-memory state.

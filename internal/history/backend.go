@@ -25,7 +25,8 @@ type Backend interface {
 }
 
 // SentLog is the log of the tasks stamen sent, which POST /api/task/retry
-// sends again (handlers.SentLog).
+// sends again with their exact arguments; bounded by count and age, the
+// oldest dropped first.
 type SentLog interface {
 	// PutSent keeps data under task id, sent at time at.
 	PutSent(ctx context.Context, id string, at time.Time, data []byte) error
@@ -33,8 +34,9 @@ type SentLog interface {
 	Sent(ctx context.Context, id string) ([]byte, bool, error)
 }
 
-// QueueLog is the record of the queues stamen published to
-// (handlers.QueueLog).
+// QueueLog is the record of the queues stamen published to, shared by a
+// fleet (PostgreSQL) so that every replica lists and purges a queue
+// without consumers that another one sent to.
 type QueueLog interface {
 	// PutQueue notes that a task was published to queue name at time at.
 	PutQueue(ctx context.Context, name string, at time.Time) error
@@ -42,14 +44,21 @@ type QueueLog interface {
 	Queues(ctx context.Context) ([]string, error)
 }
 
-// TaskReader answers the reads of the task history from the store rather
-// than from the in-memory state (handlers.TaskReader).
+// TaskReader answers the reads of the task history: the in-memory state
+// (handlers.StateReader) or a shared store (pg.Reader), so that every
+// replica of a fleet answers the same. Tasks come back as taskrec.Task,
+// written by the same code whatever the store.
 type TaskReader interface {
 	ListTasks(ctx context.Context, q state.Query) (TaskCursor, error)
 	Task(ctx context.Context, id string) (taskrec.Task, bool, error)
 	TaskTypes(ctx context.Context) ([]string, error)
 	Workers(ctx context.Context) ([]state.Worker, error)
+	// MatchTasks returns the ids of the first max tasks q selects, in q's
+	// order (its Limit and Offset aside), and whether more than max match:
+	// it reads at most max+1, never counts every match.
 	MatchTasks(ctx context.Context, q state.Query, max int) (ids []string, more bool, err error)
+	// Failures groups the tasks q selects (Limit, Offset and SortBy aside)
+	// by task name and exception type, in any order.
 	Failures(ctx context.Context, q state.Query) ([]state.FailureGroup, error)
 }
 
