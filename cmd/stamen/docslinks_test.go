@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -101,5 +102,18 @@ func TestDocsLinks(t *testing.T) {
 	}
 	if checked < 20 {
 		t.Errorf("only %d relative links checked: the pattern no longer reads them", checked)
+	}
+}
+
+// TestReadmeIsShort: the README stays a page a newcomer reads whole (what
+// stamen is, the two commands, the tour, links into docs/): at most 200
+// lines; the rest belongs in docs/.
+func TestReadmeIsShort(t *testing.T) {
+	readme, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := bytes.Count(readme, []byte("\n")); n > 200 {
+		t.Errorf("README.md has %d lines; keep it to 200 and move the rest into docs/", n)
 	}
 }
