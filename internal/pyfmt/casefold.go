@@ -66,13 +66,9 @@ func ContainsFold(s, folded string) bool {
 	if strings.Contains(s, folded) {
 		return true
 	}
-	upper := false
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if c >= utf8.RuneSelf {
-			return strings.Contains(Fold(s), folded)
-		}
-		upper = upper || ('A' <= c && c <= 'Z')
+	ascii, upper := asciiUpper(s)
+	if !ascii {
+		return strings.Contains(Fold(s), folded)
 	}
 	n := len(folded)
 	if !upper || n > len(s) {
@@ -106,4 +102,36 @@ func IsSpace(r rune) bool {
 // Strip is Python's str.strip() without arguments.
 func Strip(s string) string {
 	return strings.TrimFunc(s, IsSpace)
+}
+
+// asciiUpper reports whether s is all ASCII and whether it holds an
+// upper-case ASCII letter. A search runs this over every field of every
+// task it looks at, so it reads eight bytes at a time: on a search of
+// 100,000 tasks matching nothing, the byte-at-a-time loop it replaces was
+// a third of the time spent matching (BenchmarkTasksSearch).
+func asciiUpper(s string) (ascii, upper bool) {
+	const (
+		ones  = 0x0101010101010101
+		highs = 0x8080808080808080
+	)
+	var seen, up uint64
+	i := 0
+	for ; i+8 <= len(s); i += 8 {
+		b := s[i : i+8]
+		w := uint64(b[0]) | uint64(b[1])<<8 | uint64(b[2])<<16 | uint64(b[3])<<24 |
+			uint64(b[4])<<32 | uint64(b[5])<<40 | uint64(b[6])<<48 | uint64(b[7])<<56
+		seen |= w
+		// For a byte c under 0x80, c+0x3F sets its high bit when c >= 'A'
+		// and c+0x25 when c > 'Z', without a carry into the next byte. A
+		// byte of 0x80 or more may carry, but then s is not ASCII, and
+		// upper does not matter.
+		up |= (w + 0x3F*ones) &^ (w + 0x25*ones)
+	}
+	upper = up&highs != 0
+	for ; i < len(s); i++ {
+		c := s[i]
+		seen |= uint64(c)
+		upper = upper || ('A' <= c && c <= 'Z')
+	}
+	return seen&highs == 0, upper
 }

@@ -341,3 +341,35 @@ func FuzzPlainRepr(f *testing.F) {
 		}
 	})
 }
+
+// FuzzContainsFold checks the ASCII fast paths of ContainsFold against
+// its definition: Fold(s) contains the folded needle.
+func FuzzContainsFold(f *testing.F) {
+	for _, c := range [][2]string{
+		{"SUCCESS", "succ"}, {"tasks.Add", "add"}, {"{'user': 'U7'}", "u7"}, {"ABCDEFGHIJKLMNOPQRSTUVWXYZ@[`{", "xyz@["},
+		{"Straße", "ss"}, {"KELVIN \u212a", "k"}, {"0123456789abcdef", "9a"}, {"", ""}, {"\x7f\x80A", "a"},
+	} {
+		f.Add(c[0], c[1])
+	}
+	f.Fuzz(func(t *testing.T, s, sub string) {
+		folded := Fold(sub)
+		if got, want := ContainsFold(s, folded), strings.Contains(Fold(s), folded); got != want {
+			t.Fatalf("ContainsFold(%q, %q) = %v, want %v", s, folded, got, want)
+		}
+	})
+}
+
+func TestAsciiUpper(t *testing.T) {
+	for _, c := range []struct {
+		s            string
+		ascii, upper bool
+	}{
+		{"", true, false}, {"abcdefgh", true, false}, {"abcdefgH", true, true}, {"Habcdefg", true, true},
+		{"@[`{@[`{@[`{", true, false}, {"abcdefghijklmnoZ", true, true}, {"abcdefghijklmnopZ", true, true},
+		{"abcdefg\x80", false, false}, {"abcdefghi\xff", false, false}, {"ZZZZZZZZ\x80", false, true},
+	} {
+		if a, u := asciiUpper(c.s); a != c.ascii || (c.ascii && u != c.upper) {
+			t.Errorf("asciiUpper(%q) = %v, %v; want %v, %v", c.s, a, u, c.ascii, c.upper)
+		}
+	}
+}
