@@ -367,6 +367,8 @@ func TestAsciiUpper(t *testing.T) {
 		{"", true, false}, {"abcdefgh", true, false}, {"abcdefgH", true, true}, {"Habcdefg", true, true},
 		{"@[`{@[`{@[`{", true, false}, {"abcdefghijklmnoZ", true, true}, {"abcdefghijklmnopZ", true, true},
 		{"abcdefg\x80", false, false}, {"abcdefghi\xff", false, false}, {"ZZZZZZZZ\x80", false, true},
+		{"a", true, false}, {"Q", true, true}, {"ab\x80", false, false}, {"abcD", true, true}, {"Dabc", true, true},
+		{"abcdeF", true, true}, {"abcde\xc3", false, false}, {"abc@[`{", true, false}, {"abcdefghiJ", true, true},
 	} {
 		if a, u := asciiUpper(c.s); a != c.ascii || (c.ascii && u != c.upper) {
 			t.Errorf("asciiUpper(%q) = %v, %v; want %v, %v", c.s, a, u, c.ascii, c.upper)

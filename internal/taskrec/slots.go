@@ -3,6 +3,7 @@ package taskrec
 import (
 	"encoding/binary"
 	"encoding/hex"
+	"slices"
 	"strings"
 
 	"github.com/stamen-dev/stamen/internal/pyfmt"
@@ -104,7 +105,10 @@ func FormatUUID(id [16]byte) string {
 
 // AppendUUID appends id in Celery's form (see ParseUUID).
 func AppendUUID(dst []byte, id [16]byte) []byte {
-	var b [36]byte
+	// Written in place: a search formats the id of every task it looks at.
+	n := len(dst)
+	dst = slices.Grow(dst, 36)[:n+36]
+	b := dst[n : n+36]
 	hex.Encode(b[0:8], id[0:4])
 	b[8] = '-'
 	hex.Encode(b[9:13], id[4:6])
@@ -114,7 +118,7 @@ func AppendUUID(dst []byte, id [16]byte) []byte {
 	hex.Encode(b[19:23], id[8:10])
 	b[23] = '-'
 	hex.Encode(b[24:36], id[10:16])
-	return append(dst, b[:]...)
+	return dst
 }
 
 // Symbols interns the few distinct strings of task records (task names,
