@@ -210,7 +210,10 @@ type App struct {
 	// db is the history's store --db picks: store (the bbolt file),
 	// Postgres, or without --db memory.Backend, which keeps nothing. nil
 	// only when New failed before it picked one.
-	db    history.Backend
+	db history.Store
+	// roles are what db keeps besides the writes (history.Roles); a nil
+	// role is served by the in-memory default.
+	roles history.Roles
 	store *bolt.Store
 	// Postgres is the shared history with --db postgres://..., else nil.
 	Postgres *pg.Store
@@ -298,7 +301,6 @@ func New(ctx context.Context, cfg Config) (*App, error) {
 		}
 		return float64(a.buffer.Lost())
 	})
-	var reader handlers.TaskReader
 	switch {
 	case pg.IsSettings(cfg.DBPath):
 		a.Close()
@@ -308,7 +310,6 @@ func New(ctx context.Context, cfg Config) (*App, error) {
 			a.Close()
 			return nil, err
 		}
-		reader = pg.Reader{Store: a.Postgres}
 	case cfg.DBPath != "":
 		a.newStats()
 		if err := a.openStore(); err != nil {
@@ -318,6 +319,10 @@ func New(ctx context.Context, cfg Config) (*App, error) {
 	default:
 		a.db = memory.Backend{}
 	}
+	a.roles = a.db.Roles(history.Limits{
+		Sent:      history.SentLimits{Max: handlers.DefaultSentMax, MaxAge: handlers.DefaultSentMaxAge},
+		MaxQueues: handlers.MaxSentQueues,
+	})
 	if a.Stats == nil {
 		a.newStats()
 	}
@@ -342,26 +347,15 @@ func New(ctx context.Context, cfg Config) (*App, error) {
 	a.ingester = a.newIngester()
 	// After the ingester, which applies what it reconciles.
 	a.reconciler = a.newReconciler(results)
-	var sent handlers.SentLog
-	var queues handlers.QueueLog
-	switch {
-	case a.Postgres != nil:
-		// Shared by the fleet: any replica retries what another sent, and
-		// lists and purges the queues another published to.
-		sent = pg.Sent{S: a.Postgres, Lim: history.SentLimits{Max: handlers.DefaultSentMax, MaxAge: handlers.DefaultSentMaxAge}}
-		queues = pg.Queues{S: a.Postgres, Max: handlers.MaxSentQueues, MaxAge: handlers.DefaultSentMaxAge}
-	case a.store != nil:
-		sent = bolt.Sent{S: a.store, Lim: history.SentLimits{Max: handlers.DefaultSentMax, MaxAge: handlers.DefaultSentMaxAge}}
-	}
 	a.Audit = a.newAuditLog()
 	// A store kept under looser bounds is trimmed before the first read.
 	a.Audit.Prune(ctx)
 	h := handlers.New(handlers.Config{
-		Sent:           sent,
-		Queues:         queues,
+		Sent:           a.roles.Sent,
+		Queues:         a.roles.Queues,
 		Audit:          a.Audit,
 		State:          a.State,
-		Tasks:          reader,
+		Tasks:          a.roles.Tasks,
 		Inspector:      a.Inspector,
 		Broker:         a.broker,
 		Results:        results,
@@ -466,15 +460,16 @@ func (a *App) newIngester() *ingest.Ingester {
 // newReconciler is the reconciler when the result backend can be read in
 // bulk (Redis), nil otherwise: see internal/reconcile. New kicks its
 // rounds at every (re)subscription of the event stream. Its source of
-// unfinished tasks is the shared history with PostgreSQL, else the state.
+// unfinished tasks is the store's where it keeps one (the shared history
+// with PostgreSQL), else the state.
 func (a *App) newReconciler(results broker.ResultBackend) *reconcile.Reconciler {
 	bulk, ok := results.(broker.BulkResults)
 	if !ok || a.cfg.ReconcileMaxLookups < 0 {
 		return nil
 	}
 	var source reconcile.Source = a.State
-	if a.Postgres != nil {
-		source = a.Postgres
+	if a.roles.Stale != nil {
+		source = a.roles.Stale
 	}
 	return reconcile.New(reconcile.Config{
 		Source:     source,

@@ -7,8 +7,6 @@ import (
 
 	"github.com/stamen-dev/stamen/internal/audit"
 	"github.com/stamen-dev/stamen/internal/metrics"
-	"github.com/stamen-dev/stamen/internal/store/bolt"
-	"github.com/stamen-dev/stamen/internal/store/pg"
 	"github.com/stamen-dev/stamen/internal/stream"
 )
 
@@ -32,13 +30,8 @@ func (a *App) newAuditLog() *audit.Log {
 	if l.MaxRecords <= 0 {
 		l.MaxRecords = DefaultAuditMaxRecords
 	}
-	switch {
-	case a.Postgres != nil:
-		// Shared by the fleet: every replica lists every replica's records.
-		l.Store = pg.Audit{S: a.Postgres}
-	case a.store != nil:
-		l.Store = bolt.Audit{S: a.store}
-	default:
+	l.Store = a.roles.Audit
+	if l.Store == nil {
 		l.Store = &audit.Memory{Max: l.MaxRecords}
 	}
 	return l

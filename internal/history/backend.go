@@ -4,6 +4,7 @@ import (
 	"context"
 	"time"
 
+	"github.com/stamen-dev/stamen/internal/audit"
 	"github.com/stamen-dev/stamen/internal/state"
 	"github.com/stamen-dev/stamen/internal/taskrec"
 )
@@ -22,6 +23,35 @@ type Backend interface {
 	Size(ctx context.Context) (int64, error)
 	// Close flushes nothing: the caller's last Buffer.Flush comes first.
 	Close() error
+}
+
+// Store is a Backend with the roles it keeps: what a store package opens,
+// and all the app needs of it besides loading it at start.
+type Store interface {
+	Backend
+	// Roles are the roles the store keeps, bounded by lim.
+	Roles(lim Limits) Roles
+}
+
+// Roles are the parts of the history a store keeps besides its writes. A
+// nil role is one the store does not keep, and the app then uses its
+// in-memory default: the state answers the task reads and finds the
+// unfinished tasks to reconcile, the audit log is kept in memory, and no
+// sent or queue log is kept.
+type Roles struct {
+	Tasks  TaskReader
+	Sent   SentLog
+	Queues QueueLog
+	Audit  audit.Store
+	Stale  StaleTasks
+}
+
+// Limits bound the logs a store keeps for its roles.
+type Limits struct {
+	Sent SentLimits
+	// MaxQueues is how many queue names the queue log keeps; they are
+	// forgotten after Sent.MaxAge without a publish.
+	MaxQueues int
 }
 
 // SentLog is the log of the tasks stamen sent, which POST /api/task/retry

@@ -276,4 +276,12 @@ func deleteFront(b *bbolt.Bucket, del func(k, v []byte) (bool, error)) (int, err
 	return n, nil
 }
 
-var _ history.Backend = (*Store)(nil)
+// Roles are the sent log and the audit log, kept in the file so that they
+// survive a restart. The state, restored from the file at start, answers
+// the task reads; the queue log is a fleet's, which one process does not
+// need.
+func (s *Store) Roles(lim history.Limits) history.Roles {
+	return history.Roles{Sent: Sent{S: s, Lim: lim.Sent}, Audit: Audit{S: s}}
+}
+
+var _ history.Store = (*Store)(nil)

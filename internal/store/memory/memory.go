@@ -25,4 +25,7 @@ func (Backend) Size(context.Context) (int64, error) { return 0, nil }
 // Close does nothing.
 func (Backend) Close() error { return nil }
 
-var _ history.Backend = Backend{}
+// Roles are none: the app's in-memory defaults serve them.
+func (Backend) Roles(history.Limits) history.Roles { return history.Roles{} }
+
+var _ history.Store = Backend{}

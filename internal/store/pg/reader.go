@@ -21,3 +21,19 @@ func (r Reader) ListTasks(ctx context.Context, q state.Query) (history.TaskCurso
 }
 
 var _ history.TaskReader = Reader{}
+
+// Roles are all of them, shared by the fleet: every replica answers the
+// task reads from PostgreSQL, retries what another sent, lists and purges
+// the queues another published to, lists every replica's audit records,
+// and reconciles the unfinished tasks of the whole history.
+func (s *Store) Roles(lim history.Limits) history.Roles {
+	return history.Roles{
+		Tasks:  Reader{Store: s},
+		Sent:   Sent{S: s, Lim: lim.Sent},
+		Queues: Queues{S: s, Max: lim.MaxQueues, MaxAge: lim.Sent.MaxAge},
+		Audit:  Audit{S: s},
+		Stale:  s,
+	}
+}
+
+var _ history.Store = (*Store)(nil)
