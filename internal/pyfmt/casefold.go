@@ -12,13 +12,9 @@ import (
 // every filter and search comparison. ASCII text, nearly all of it, takes
 // a fast path that does not allocate when there is nothing to lower.
 func Fold(s string) string {
-	upper := false
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if c >= utf8.RuneSelf {
-			return cases.Fold().String(s)
-		}
-		upper = upper || ('A' <= c && c <= 'Z')
+	ascii, upper := asciiUpper(s)
+	if !ascii {
+		return cases.Fold().String(s)
 	}
 	if !upper {
 		return s

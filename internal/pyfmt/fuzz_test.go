@@ -11,6 +11,8 @@ import (
 	"strings"
 	"testing"
 	"unicode/utf8"
+
+	"golang.org/x/text/cases"
 )
 
 // The package's fuzz suite: what it writes, Python (and so Parse) reads
@@ -352,6 +354,9 @@ func FuzzContainsFold(f *testing.F) {
 		f.Add(c[0], c[1])
 	}
 	f.Fuzz(func(t *testing.T, s, sub string) {
+		if got, want := Fold(s), cases.Fold().String(s); got != want {
+			t.Fatalf("Fold(%q) = %q, want %q", s, got, want)
+		}
 		folded := Fold(sub)
 		if got, want := ContainsFold(s, folded), strings.Contains(Fold(s), folded); got != want {
 			t.Fatalf("ContainsFold(%q, %q) = %v, want %v", s, folded, got, want)
