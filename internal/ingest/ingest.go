@@ -58,6 +58,8 @@ type Ingester struct {
 	// group runs the inspections Observe starts: Config.Group or own.
 	group *sync.WaitGroup
 	own   sync.WaitGroup
+	// routeBuf is Apply's, reused.
+	routeBuf []state.Route
 }
 
 // New returns an Ingester of cfg's events; Run starts it.
@@ -102,11 +104,27 @@ func (in *Ingester) Apply(ctx context.Context, evs []celery.Event) {
 		}
 	}()
 	in.cfg.State.Apply(evs...)
-	in.countStats(evs)
+	routes := in.routes(len(evs))
+	in.cfg.State.Routes(evs, routes)
+	in.countStats(evs, routes)
 	first := in.cfg.WorkerCounts.Add(evs)
 	for i := range evs {
-		in.Observe(ctx, &evs[i], first+uint64(i))
+		task := evs[i].Name
+		if task == "" {
+			task = routes[i].Name
+		}
+		in.observe(ctx, &evs[i], task, first+uint64(i))
 	}
+}
+
+// routes is a slice of n routes, reused from batch to batch: Apply runs on
+// one goroutine.
+func (in *Ingester) routes(n int) []state.Route {
+	if cap(in.routeBuf) < n {
+		in.routeBuf = make([]state.Route, n)
+	}
+	in.routeBuf = in.routeBuf[:n]
+	return in.routeBuf
 }
 
 // Observe feeds one event the state has applied, the seq-th, to the metrics
@@ -115,12 +133,18 @@ func (in *Ingester) Apply(ctx context.Context, evs []celery.Event) {
 // the tests and benchmarks that apply events to the state themselves. The
 // inspection of a new worker runs until ctx ends at the latest.
 func (in *Ingester) Observe(ctx context.Context, e *celery.Event, seq uint64) {
-	isTask := strings.HasPrefix(e.Type, "task-")
 	task := e.Name
-	if task == "" && isTask {
+	if task == "" && strings.HasPrefix(e.Type, "task-") {
 		// Only task-sent and task-received carry the name.
 		task, _ = in.cfg.State.TaskName(e.UUID)
 	}
+	in.observe(ctx, e, task, seq)
+}
+
+// observe is Observe with the name of the event's task (empty for a
+// worker event) found already.
+func (in *Ingester) observe(ctx context.Context, e *celery.Event, task string, seq uint64) {
+	isTask := strings.HasPrefix(e.Type, "task-")
 	m := metrics.Event{Type: e.Type, UUID: e.UUID, Task: task, Worker: e.Hostname, Timestamp: e.Timestamp}
 	if isTask {
 		if e.Runtime != nil {
@@ -157,8 +181,8 @@ func (in *Ingester) Observe(ctx context.Context, e *celery.Event, seq uint64) {
 // countStats counts a batch's task events in the aggregate, each keyed by
 // its task's name, worker and queue (the routing key its task-sent event
 // gave): the state's record holds them after Apply, as most events carry
-// none of them.
-func (in *Ingester) countStats(evs []celery.Event) {
+// none of them; routes are the state's, one per event.
+func (in *Ingester) countStats(evs []celery.Event, routes []state.Route) {
 	if in.cfg.Stats == nil {
 		return
 	}
@@ -173,8 +197,9 @@ func (in *Ingester) countStats(evs []celery.Event) {
 		if !e.HasValue(celery.FieldTimestamp) {
 			se.Time = e.LocalReceived
 		}
-		name, worker, queue, known := in.cfg.State.TaskRoute(e.UUID)
-		if !known {
+		r := &routes[i]
+		name, worker, queue := r.Name, r.Worker, r.RoutingKey
+		if !r.Known {
 			// Evicted already (a state smaller than a batch): the event's own.
 			name, queue = e.Name, e.RoutingKey
 			if !e.Reconciled {
