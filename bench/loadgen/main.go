@@ -91,6 +91,9 @@ type config struct {
 	// one after the other; by default only readers.
 	mixedReaders []int
 	env          []string
+	// noRestart skips the store's commit and the restart from it, for runs
+	// that measure only the reads and the mixed phases.
+	noRestart bool
 }
 
 func main() {
@@ -109,6 +112,7 @@ func main() {
 	flag.IntVar(&c.mixedRate, "mixed-rate", 50_000, "events a second of the mixed phase's second, paced run (0: none)")
 	flag.StringVar(&reader, "reader", "go", "what reads: go (net/http's client), vegeta (its attacker, as before 2026-11-24)")
 	mixedReaders := flag.String("mixed-readers", "", "comma-separated reader counts (1,4,16) the mixed phase ingests under in turn, each reported as a share of the rate alone (default: -readers)")
+	flag.BoolVar(&c.noRestart, "no-restart", false, "skip the store's commit and the restart from it (reads and mixed phases only)")
 	env := flag.String("stamen-env", "", "space-separated NAME=VALUE pairs added to stamen's environment (GOGC=100 GOMEMLIMIT=...)")
 	var pc pgConfig
 	flag.StringVar(&pc.admin, "pg", "", "PostgreSQL URL of a database to create "+benchDB+" from: run the Postgres fleet benchmark instead")
@@ -267,6 +271,9 @@ func run(ctx context.Context, c config) (err error) {
 		}
 		figure(strings.TrimPrefix(m, "go_memstats_")+"_mb_large", v/1e6)
 	}
+	if c.noRestart {
+		return readsAndMixed(ctx, c, rdb, channel, s, payloads, epoch)
+	}
 	// stamen commits whatever it has not written yet before it exits, so
 	// its exit is when every event ingested is in the store.
 	progress("stopping stamen: it commits the rest to the store")
@@ -313,6 +320,11 @@ func run(ctx context.Context, c config) (err error) {
 			return err
 		}
 	}
+	return readsAndMixed(ctx, c, rdb, channel, s, payloads, epoch)
+}
+
+// readsAndMixed runs the reads at c.tasks tasks, then the mixed phases.
+func readsAndMixed(ctx context.Context, c config, rdb *goredis.Client, channel string, s *stamen, payloads [][]byte, epoch time.Time) error {
 	for _, t := range targets(epoch, c.tasks, taskID) {
 		if err := attack(ctx, c, s.base, t, c.tasks); err != nil {
 			return err

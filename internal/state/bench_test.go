@@ -599,64 +599,83 @@ func millionRandomIDs(b *testing.B) (*State, float64) {
 	return s, heap
 }
 
-// BenchmarkApplyUnderReaders is ingestion in batches of 64 events, as the
-// broker hands them over, into a state of 200,000 tasks, alone and under
-// closed-loop readers of the newest page of 100 tasks formatted as GET
+// BenchmarkApplyUnderReaders is ingestion in batches, as the broker hands
+// them over, into a state of 200,000 tasks, alone and under closed-loop
+// readers of the newest page of 100 tasks formatted as GET
 // /api/tasks?limit=100 writes them. It reports the events applied a
 // second, their share of the rate alone (from the readers=0 run before
-// it), and the reads a second. Run it with -mutexprofile and
-// -blockprofile to see where the writer waits: on this lock, a writer
-// waits in (*RWMutex).Lock for the readers inside.
+// it, same batch and hold), and the reads a second. batch=192 is a
+// message each of 64 workers' batches of three events (the ingest loop
+// keeping up), batch=1536 what it hands over when it has fallen behind;
+// hold is how long Apply keeps the write lock before it lets waiting
+// readers in. Run it with -mutexprofile and -blockprofile to see where
+// the writer waits: on this lock, a writer waits in (*RWMutex).Lock for
+// the readers inside.
 func BenchmarkApplyUnderReaders(b *testing.B) {
 	if testing.Short() {
 		b.Skip("builds 200,000 tasks")
 	}
 	s, next, _ := filledTo(b, 200000)
-	alone := 0.0
-	for _, readers := range []int{0, 1, 4} {
-		b.Run(fmt.Sprintf("readers=%d", readers), func(b *testing.B) {
-			stop := make(chan struct{})
-			var reads atomic.Int64
-			var wg sync.WaitGroup
-			for range readers {
-				wg.Go(func() {
-					var buf []byte
-					for {
-						select {
-						case <-stop:
-							return
-						default:
-						}
-						l, err := s.List(Query{Limit: 100})
-						if err != nil {
-							b.Error(err)
-							return
-						}
-						for more := true; more; {
-							more = l.Next(256, func(t *taskrec.Task) { buf = t.AppendListJSON(buf[:0]) })
-						}
-						reads.Add(1)
+	defer func(h time.Duration) { maxWriteHold = h }(maxWriteHold)
+	for _, batch := range []int{192, 1536} {
+		for _, hold := range []time.Duration{150 * time.Microsecond, time.Millisecond} {
+			alone := 0.0
+			for _, readers := range []int{0, 1, 4, 16} {
+				name := fmt.Sprintf("batch=%d/hold=%s/readers=%d", batch, hold, readers)
+				b.Run(name, func(b *testing.B) {
+					maxWriteHold = hold
+					rate, reads := applyUnderReaders(b, s, next, batch, readers)
+					if readers == 0 {
+						alone = rate
 					}
+					b.ReportMetric(rate, "events/s")
+					if alone > 0 {
+						b.ReportMetric(100*rate/alone, "%alone")
+					}
+					b.ReportMetric(reads, "reads/s")
 				})
 			}
-			n := 0
-			for b.Loop() {
-				s.Apply(next(64)...)
-				n += 64
+		}
+	}
+}
+
+// applyUnderReaders applies batches of events to s for b's loop under
+// readers closed-loop readers of the newest page, and returns the events
+// applied and the pages read a second.
+func applyUnderReaders(b *testing.B, s *State, next func(int) []celery.Event, batch, readers int) (rate, readRate float64) {
+	stop := make(chan struct{})
+	var reads atomic.Int64
+	var wg sync.WaitGroup
+	for range readers {
+		wg.Go(func() {
+			var buf []byte
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				l, err := s.List(Query{Limit: 100})
+				if err != nil {
+					b.Error(err)
+					return
+				}
+				for more := true; more; {
+					more = l.Next(256, func(t *taskrec.Task) { buf = t.AppendListJSON(buf[:0]) })
+				}
+				l.Close()
+				reads.Add(1)
 			}
-			close(stop)
-			wg.Wait()
-			rate := float64(n) / b.Elapsed().Seconds()
-			if readers == 0 {
-				alone = rate
-			}
-			b.ReportMetric(rate, "events/s")
-			if alone > 0 {
-				b.ReportMetric(100*rate/alone, "%alone")
-			}
-			b.ReportMetric(float64(reads.Load())/b.Elapsed().Seconds(), "reads/s")
 		})
 	}
+	n := 0
+	for b.Loop() {
+		s.Apply(next(batch)...)
+		n += batch
+	}
+	close(stop)
+	wg.Wait()
+	return float64(n) / b.Elapsed().Seconds(), float64(reads.Load()) / b.Elapsed().Seconds()
 }
 
 // BenchmarkListPage100 is the page of GET /api/tasks?limit=100 at 100k

@@ -7,6 +7,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/stamen-dev/stamen/internal/celery"
 	"github.com/stamen-dev/stamen/internal/taskrec"
@@ -196,4 +197,96 @@ func TestConsistentUnderConcurrentWriter(t *testing.T) {
 		t.Errorf("%d tasks kept, want %d", s.Len(), concurrentMax)
 	}
 	t.Logf("%d walks saw %d records", walks.Load(), seen.Load())
+}
+
+// TestReadersTakeTurns holds ReadersAtOnce lists inside their formatting
+// (the callback of Next): every turn is then taken, and the writer still
+// applies a batch, since a list formats outside the state's lock. Then
+// many lists at once never format more than ReadersAtOnce chunks at a
+// time, and all of them finish.
+func TestReadersTakeTurns(t *testing.T) {
+	s := New(Config{MaxTasks: 1000})
+	for k := range 200 {
+		s.Apply(concurrentEvent(t, k, 1))
+	}
+	n := ReadersAtOnce()
+	var inside, most atomic.Int64
+	enter := func() {
+		now := inside.Add(1)
+		for m := most.Load(); now > m && !most.CompareAndSwap(m, now); m = most.Load() {
+		}
+	}
+	read := func(hold <-chan struct{}, entered chan<- struct{}) {
+		l, err := s.List(Query{Limit: 100})
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		defer l.Close()
+		first := true
+		for more := true; more; {
+			more = l.Next(256, func(*taskrec.Task) {
+				if first {
+					first = false
+					enter()
+					if entered != nil {
+						entered <- struct{}{}
+					}
+					<-hold
+					inside.Add(-1)
+				}
+			})
+		}
+	}
+	wait := func(what string, done <-chan struct{}) {
+		t.Helper()
+		select {
+		case <-done:
+		case <-time.After(30 * time.Second):
+			t.Fatalf("%s did not happen in 30 s", what)
+		}
+	}
+
+	hold := make(chan struct{})
+	entered := make(chan struct{})
+	var wg sync.WaitGroup
+	for range n {
+		wg.Go(func() { read(hold, entered) })
+	}
+	for range n {
+		wait("a reader's formatting", entered)
+	}
+	select {
+	case s.turns <- struct{}{}:
+		t.Fatalf("a turn was free with %d lists formatting", n)
+	default:
+	}
+	applied := make(chan struct{})
+	go func() {
+		s.Apply(concurrentEvent(t, 200, 1))
+		close(applied)
+	}()
+	wait("the writer's batch while readers format", applied)
+	close(hold)
+	wg.Wait()
+
+	most.Store(0)
+	open := make(chan struct{})
+	close(open)
+	for range 8 * n {
+		wg.Go(func() {
+			for range 20 {
+				read(open, nil)
+			}
+		})
+	}
+	done := make(chan struct{})
+	go func() {
+		wg.Wait()
+		close(done)
+	}()
+	wait("every list", done)
+	if m := most.Load(); m > int64(n) || m < 1 {
+		t.Errorf("%d lists formatted at once, want 1 to %d", m, n)
+	}
 }

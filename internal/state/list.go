@@ -95,10 +95,17 @@ func (l *TaskList) Len() int {
 // readers and the writer). A record is copied whole under one lock, so
 // fn never sees it half-updated. The task and its strings are the list's:
 // valid only during the call, and not to be kept.
+//
+// At most ReadersAtOnce lists copy and format a chunk at a time; the others
+// wait for their turn, not for the writer: closed-loop readers would
+// otherwise take every core, and the ingest loop, one goroutine among
+// them, would get its share of the cores, not what it needs.
 func (l *TaskList) Next(n int, fn func(t *taskrec.Task)) bool {
 	if l.c == nil {
 		l.c = copiedChunks.Get().(*copiedChunk)
 	}
+	l.s.turns <- struct{}{}
+	defer func() { <-l.s.turns }()
 	more := l.copyChunk(n)
 	for i := range l.c.recs {
 		fn(&l.c.recs[i])

@@ -174,10 +174,15 @@ func (b *Broker) consumeOnce(ctx context.Context, fn func([]celery.Event)) (bool
 
 // eventsQueue is how many unwrapped messages wait for fn: enough to ride
 // out a pause in fn without making Redis buffer them.
-const eventsQueue = 64
+const eventsQueue = 512
 
-// eventsBatch bounds how many waiting messages one call of fn gets.
-const eventsBatch = 64
+// eventsBatch bounds how many waiting messages one call of fn gets. fn
+// waits for the state's readers once per call, so a writer that falls
+// behind catches up in larger batches, each paying that wait once: with
+// at most 64 messages a call, 16 closed-loop readers on 16 cores took 58%
+// of ingestion away; with 512, 9% (bench/RESULTS.md, readers and the
+// writer). 512 decoders of a few kilobytes each are what it costs.
+const eventsBatch = 512
 
 // eventMessage is one message, unwrapped in its decoder.
 type eventMessage struct {
