@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"runtime"
 	"sync"
 	"time"
 	"unsafe"
@@ -111,48 +112,74 @@ func (b *Broker) consumeOnce(ctx context.Context, fn func([]celery.Event)) (bool
 	b.subscribed()
 	celery.WakeWorkers(ctx, b, b.enableEvents, b.log)
 
-	// Reading and unwrapping run on their own goroutine, so that a message
-	// is read while the one before is decoded and applied: that splits a
-	// message's cost (go-redis ~3 us, envelope ~1 us; events ~1 us, fn ~3.5
-	// us) about evenly over two cores. fn hands each decoder back for a
-	// later message to reuse its memory. At most eventsQueue+1+eventsBatch
-	// decoders exist (queued, being filled, held for fn), so free never
-	// blocks.
+	// Reading, decoding and applying run on their own goroutines, so that
+	// a message is read while those before it are decoded and applied:
+	// one goroutine reads (go-redis ~2.5 us a message), decoders unwrap
+	// and decode (~3 us), and fn applies (~3.5 us). Decoding goes to as
+	// many goroutines as the cores allow (decoders): with one, its stage
+	// and fn's were two thirds of a message's wall time each on 16 cores,
+	// and ingestion ran at 36% of what Redis delivered (bench/RESULTS.md).
+	// The reader deals the messages to the decoders in turn and fn takes
+	// them back in the same turn, so the events keep their order. fn hands
+	// each decoder back for a later message to reuse its memory; at most
+	// decoders*(queue+1)+eventsBatch exist, so free never blocks.
 	//
 	// The messages already waiting when fn is called go to it together, up
 	// to eventsBatch of them: fn takes the state's write lock once per call,
 	// and one lock per message (tens of thousands a second) kept readers
 	// queueing behind the writer, which made the reads' tail latency. A
 	// message alone goes at once: batching never waits for more.
-	unwrapped := make(chan eventMessage, eventsQueue)
-	free := make(chan *celery.EventDecoder, eventsQueue+1+eventsBatch)
+	n := b.decoders
+	queue := max(1, eventsQueue/n)
+	raw := make([]chan rawMessage, n)
+	decoded := make([]chan eventMessage, n)
+	free := make(chan *celery.EventDecoder, n*(queue+1)+eventsBatch)
 	var recvErr error
+	for k := range n {
+		raw[k] = make(chan rawMessage, queue)
+		decoded[k] = make(chan eventMessage, queue)
+		go func() {
+			defer close(decoded[k])
+			decodeEvents(raw[k], free, decoded[k])
+		}()
+	}
 	go func() {
-		defer close(unwrapped)
-		recvErr = b.receiveEvents(ctx, ps, free, unwrapped)
+		defer func() {
+			for _, c := range raw {
+				close(c)
+			}
+		}()
+		recvErr = b.receiveEvents(ctx, ps, raw)
 	}()
 	var batch []celery.Event
 	held := make([]*celery.EventDecoder, 0, eventsBatch)
 	add := func(m eventMessage) {
-		events, err := m.dec.Events()
-		if err != nil {
-			b.log.Debug("dropping undecodable event message", slog.String("channel", m.channel), slog.Any("err", err))
-		}
-		for i := range events {
-			events[i].LocalReceived = m.received
-		}
-		batch = append(batch, events...)
 		held = append(held, m.dec)
+		if m.err != nil {
+			b.log.Debug("dropping undecodable event message", slog.String("channel", m.channel), slog.Any("err", m.err))
+			return
+		}
+		for i := range m.events {
+			m.events[i].LocalReceived = m.received
+		}
+		batch = append(batch, m.events...)
 	}
-	for m := range unwrapped {
+	turn := 0
+	for {
+		m, ok := <-decoded[turn]
+		if !ok {
+			break
+		}
+		turn = (turn + 1) % n
 		add(m)
 	more:
 		for len(held) < eventsBatch {
 			select {
-			case m, ok := <-unwrapped:
+			case m, ok := <-decoded[turn]:
 				if !ok {
 					break more
 				}
+				turn = (turn + 1) % n
 				add(m)
 			default:
 				break more
@@ -169,33 +196,74 @@ func (b *Broker) consumeOnce(ctx context.Context, fn func([]celery.Event)) (bool
 		}
 		held = held[:0]
 	}
+	// The reader has ended (a decoder's channel closes only after it), so
+	// recvErr is set.
 	return true, recvErr
 }
 
-// eventsQueue is how many unwrapped messages wait for fn: enough to ride
-// out a pause in fn without making Redis buffer them.
+// decoders is how many goroutines decode events: a core of every four, one
+// to four. The reader and fn's goroutine take a core each, and the readers
+// of the state the rest.
+func decoders() int { return min(4, max(1, runtime.GOMAXPROCS(0)/4)) }
+
+// decodeEvents unwraps and decodes the messages of in into out, each in a
+// decoder from free or a new one, until in is closed. A message that does
+// not decode goes on with its error, to keep its turn.
+func decodeEvents(in <-chan rawMessage, free <-chan *celery.EventDecoder, out chan<- eventMessage) {
+	for m := range in {
+		var dec *celery.EventDecoder
+		select {
+		case dec = <-free:
+		default:
+			dec = new(celery.EventDecoder)
+		}
+		em := eventMessage{dec: dec, channel: m.channel, received: m.received}
+		// Unwrap neither keeps nor changes the payload, so it can read the
+		// string's bytes instead of a copy.
+		em.err = dec.Unwrap(unsafe.Slice(unsafe.StringData(m.payload), len(m.payload)))
+		if em.err == nil {
+			em.events, em.err = dec.Events()
+		}
+		out <- em
+	}
+}
+
+// eventsQueue is how many messages wait to be decoded, and how many
+// decoded ones wait for fn: enough to ride out a pause in fn without making
+// Redis buffer them.
 const eventsQueue = 512
 
 // eventsBatch bounds how many waiting messages one call of fn gets. fn
 // waits for the state's readers once per call, so a writer that falls
-// behind catches up in larger batches, each paying that wait once: with
-// at most 64 messages a call, 16 closed-loop readers on 16 cores took 58%
-// of ingestion away; with 512, 9% (bench/RESULTS.md, readers and the
-// writer). 512 decoders of a few kilobytes each are what it costs.
+// behind catches up in larger batches, each paying that wait once. With
+// the state's other changes of the same step (a longer write hold, lists
+// taking turns), 16 closed-loop readers on 16 cores went from taking 58%
+// of ingestion away to 9-13% (bench/RESULTS.md, readers and the writer).
+// 512 decoders of a few kilobytes each are what it costs.
 const eventsBatch = 512
 
-// eventMessage is one message, unwrapped in its decoder.
-type eventMessage struct {
-	dec      *celery.EventDecoder
+// rawMessage is one message as read.
+type rawMessage struct {
+	payload  string
 	channel  string
 	received float64 // when it arrived, epoch seconds
 }
 
-// receiveEvents reads and unwraps the subscription's messages into out,
-// with the decoders from free or new ones, until it fails or ctx ends.
-func (b *Broker) receiveEvents(ctx context.Context, ps *goredis.PubSub, free <-chan *celery.EventDecoder, out chan<- eventMessage) error {
-	var dec *celery.EventDecoder
+// eventMessage is one message, decoded in its decoder: its events, or the
+// error that dropped it.
+type eventMessage struct {
+	dec      *celery.EventDecoder
+	events   []celery.Event
+	err      error
+	channel  string
+	received float64
+}
+
+// receiveEvents reads the subscription's messages and deals them to out in
+// turn, until it fails or ctx ends.
+func (b *Broker) receiveEvents(ctx context.Context, ps *goredis.PubSub, out []chan rawMessage) error {
 	pinged := false
+	turn := 0
 	for {
 		msg, err := ps.ReceiveTimeout(ctx, b.eventsIdle)
 		if ctx.Err() != nil {
@@ -223,22 +291,9 @@ func (b *Broker) receiveEvents(ctx context.Context, ps *goredis.PubSub, free <-c
 		if !ok {
 			continue // pong or subscription confirmation
 		}
-		if dec == nil {
-			select {
-			case dec = <-free:
-			default:
-				dec = new(celery.EventDecoder)
-			}
-		}
-		// Unwrap neither keeps nor changes the payload, so it can read the
-		// string's bytes instead of a copy.
-		if err := dec.Unwrap(unsafe.Slice(unsafe.StringData(m.Payload), len(m.Payload))); err != nil {
-			b.log.Debug("dropping undecodable event message", slog.String("channel", m.Channel), slog.Any("err", err))
-			continue
-		}
 		select {
-		case out <- eventMessage{dec: dec, channel: m.Channel, received: float64(time.Now().UnixNano()) / 1e9}:
-			dec = nil
+		case out[turn] <- rawMessage{payload: m.Payload, channel: m.Channel, received: float64(time.Now().UnixNano()) / 1e9}:
+			turn = (turn + 1) % len(out)
 		case <-ctx.Done():
 			return ctx.Err()
 		}

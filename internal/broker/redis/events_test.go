@@ -13,6 +13,7 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/stamen-dev/stamen/internal/celery"
+	"github.com/stamen-dev/stamen/internal/testcluster"
 )
 
 // eventsRun is ConsumeEvents running in the background.
@@ -319,5 +320,47 @@ func TestEnableEventsSwitch(t *testing.T) {
 				t.Errorf("the worker was sent %v, want %s", m, tc.want)
 			}
 		})
+	}
+}
+
+// TestConsumeEventsInOrder publishes a thousand messages of three events,
+// with undecodable ones between them, to four decoding goroutines: fn gets
+// every event of the decodable ones, in the order they were published.
+func TestConsumeEventsInOrder(t *testing.T) {
+	b := newTestBroker(t)
+	b.decoders = 4
+	rdb := flushBroker(t)
+	run := consume(t, b)
+	channel := fmt.Sprintf("/%d.celeryev/task.multi", brokerDB)
+	id := func(i int) string { return fmt.Sprintf("00000000-0000-4000-8000-%012d", i) }
+	// The subscription is up once a first message comes through.
+	run.publishUntil(t, rdb, channel, testcluster.SucceededTaskEnvelope(id(0), "t.first", "w@h", 0))
+
+	const n = 1000
+	pipe := rdb.Pipeline()
+	for i := 1; i <= n; i++ {
+		pipe.Publish(t.Context(), channel, testcluster.SucceededTaskEnvelope(id(i), "t.add", "w@h", i))
+		if i%7 == 0 {
+			pipe.Publish(t.Context(), channel, "not json")
+		}
+	}
+	if _, err := pipe.Exec(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	var got []celery.Event
+	deadline := time.After(30 * time.Second)
+	for len(got) < 3*n {
+		select {
+		case evs := <-run.batches:
+			got = append(got, evs...)
+		case <-deadline:
+			t.Fatalf("%d of %d events in 30 s", len(got), 3*n)
+		}
+	}
+	kinds := []string{"task-received", "task-started", "task-succeeded"}
+	for j, e := range got {
+		if want := id(1 + j/3); e.UUID != want || e.Type != kinds[j%3] {
+			t.Fatalf("event %d: %s of %s, want %s of %s", j, e.Type, e.UUID, kinds[j%3], want)
+		}
 	}
 }

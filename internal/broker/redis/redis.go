@@ -47,6 +47,9 @@ type Broker struct {
 	// tests can shorten them).
 	enableEvery time.Duration
 	eventsIdle  time.Duration
+	// decoders is how many goroutines decode events (see decoders; tests
+	// set more than a small machine's cores give).
+	decoders int
 	// enableEvents is !Config.NoEnableEvents: whether ConsumeEvents
 	// broadcasts enable_events at all.
 	enableEvents bool
@@ -110,6 +113,7 @@ func New(ctx context.Context, cfg Config) (*Broker, error) {
 
 		enableEvery:  enableEventsEvery,
 		eventsIdle:   eventsIdle,
+		decoders:     decoders(),
 		enableEvents: !cfg.NoEnableEvents,
 	}
 	var resultFopt *goredis.FailoverOptions
