@@ -43,7 +43,7 @@ cmd_app="go test -run ^\$ -bench ^(BenchmarkConsume|BenchmarkHTTP)\$ -benchtime 
 cmd_state="go test -run ^\$ -bench . -benchmem ./internal/state/ ./internal/celery/"
 cmd_stats="go test -run ^\$ -bench ^BenchmarkStats24hMillion\$ -benchtime 200x ./internal/taskstats/"
 cmd_build="make -s build"
-cmd_load="go run ./bench/loadgen -stamen bin/stamen -tasks $tasks"
+cmd_load="go run ./bench/loadgen -stamen bin/stamen -tasks $tasks -mixed-readers 1,4,16 -mixed-rate 100000"
 go test -c -o "$bin" ./internal/app/
 {
   for _ in $(seq "$pairs"); do
@@ -200,6 +200,22 @@ small=$(fig tasks_small)
     if [ -z "$sfx" ]; then how="events published as fast as stamen takes them"; else how="events published at $rate a second"; fi
     echo "| GET /api/tasks?limit=100 at 1,000,000 tasks, 4 readers, $how: p99 <= 5 ms, ingestion >= 80% of the rate without reads (issue 18) | p99 $p99 ms (p50 $(http "none_r4_ingesting$sfx" "$tasks" 5) ms, $(http "none_r4_ingesting$sfx" "$tasks" 4) req/s); ingestion $during events/s under the reads, $alone events/s without: $(awk "BEGIN{printf \"%.0f\", 100*$during/$alone}")% | $(judged "$p99 <= 5 && $during >= 0.8 * $alone") |"
   done
+  # Issue 39: ingestion under 1, 4 and 16 readers as a share of alone
+  # (reported here; its 80% target is for a machine of 16 cores, whose
+  # figures bench/RESULTS.md keeps below the marker), and under 4 readers
+  # at the paced rate, which on this machine must hold.
+  shares=""
+  for r in 1 4 16; do
+    shares="$shares${shares:+; }$r: $(fig "mixed_ingest_r${r}_share_pct")% (list p99 $(http "none_r${r}_ingesting" "$tasks" 6) ms)"
+  done
+  echo "| ingestion at full rate under 1, 4 and 16 closed-loop readers of /api/tasks?limit=100, share of alone, reported (issue 39) | $shares | reported |"
+  if [ -n "$rate" ]; then
+    pshare=$(fig "mixed_ingest_r4_share_pct_$rate")
+    echo "| ingestion paced at $rate events/s holds 100% under 4 readers (issue 39; >= 99% of the paced rate alone) | ${pshare}% ($(fig "mixed_ingest_r4_events_per_s_$rate") events/s under the readers, $(fig "mixed_ingest_alone_events_per_s_$rate") alone) | $(judged "$pshare >= 99") |"
+  fi
+  sid=$(http search_id "$tasks" 6)
+  echo "| \`search=<12 hex characters of an id>\` at $tasks tasks: p99 <= 20 ms (issue 39) | p99 $sid ms, p50 $(http search_id "$tasks" 5) ms | $(judged "$sid <= 20") |"
+  echo "| end-to-end ingestion >= 80% of raw Redis pub/sub delivery, median of $pairs pairs (issue 39) | ${pct}% | $(yes_if "\"$pct\"+0 >= 80") |"
   for n in "$small" "$mid"; do
     p99=$(http info_r4 "$n" 6)
     echo "| GET /api/task/info/{id} at $n tasks, 4 readers: p99 <= 2 ms (issue 18) | p99 $p99 ms (p50 $(http info_r4 "$n" 5) ms, $(http info_r4 "$n" 4) req/s, $(awk -v n="$n" '$1=="gc_per_s" && $2=="info_r4" && $3==n{print $4}' "$load") GC/s) | $(yes_if "$p99 <= 2") |"
