@@ -368,13 +368,8 @@ func BenchmarkListWhileApplying(b *testing.B) {
 					var buf []byte
 					for next.Add(1) <= int64(b.N) {
 						began := time.Now()
-						l, err := s.List(Query{Limit: 100})
-						if err != nil {
-							b.Error(err)
+						if !readPage(b, s, &buf) {
 							return
-						}
-						for more := true; more; {
-							more = l.Next(256, func(t *taskrec.Task) { buf = t.AppendListJSON(buf[:0]) })
 						}
 						lat[r] = append(lat[r], time.Since(began))
 					}
@@ -639,6 +634,21 @@ func BenchmarkApplyUnderReaders(b *testing.B) {
 	}
 }
 
+// readPage reads the newest page of 100 tasks as GET /api/tasks?limit=100
+// does, formatting each into buf, and reports whether it could.
+func readPage(b *testing.B, s *State, buf *[]byte) bool {
+	l, err := s.List(Query{Limit: 100})
+	if err != nil {
+		b.Error(err)
+		return false
+	}
+	defer l.Close()
+	for more := true; more; {
+		more = l.Next(256, func(t *taskrec.Task) { *buf = t.AppendListJSON((*buf)[:0]) })
+	}
+	return true
+}
+
 // applyUnderReaders applies batches of events to s for b's loop under
 // readers closed-loop readers of the newest page, and returns the events
 // applied and the pages read a second.
@@ -655,15 +665,9 @@ func applyUnderReaders(b *testing.B, s *State, next func(int) []celery.Event, ba
 					return
 				default:
 				}
-				l, err := s.List(Query{Limit: 100})
-				if err != nil {
-					b.Error(err)
+				if !readPage(b, s, &buf) {
 					return
 				}
-				for more := true; more; {
-					more = l.Next(256, func(t *taskrec.Task) { buf = t.AppendListJSON(buf[:0]) })
-				}
-				l.Close()
 				reads.Add(1)
 			}
 		})
