@@ -188,6 +188,25 @@ func (d *EventDecoder) Events() ([]Event, error) {
 	return events, nil
 }
 
+// decoderKeeps bounds the memory an EventDecoder keeps for the next
+// message (see Trim): a consumer keeps hundreds of decoders, and a few
+// huge messages must not leave each of them holding megabytes.
+const (
+	decoderKeepsBody   = 16 << 10
+	decoderKeepsEvents = 64
+)
+
+// Trim lets go of what the last message grew past what a decoder keeps
+// for the next one; a consumer calls it before reusing d.
+func (d *EventDecoder) Trim() {
+	if cap(d.body) > decoderKeepsBody {
+		d.body = nil
+	}
+	if cap(d.events) > decoderKeepsEvents {
+		d.events = nil
+	}
+}
+
 // envelopeBody returns the event JSON of an envelope, in buf if it fits.
 func envelopeBody(payload, buf []byte) ([]byte, error) {
 	// Read only the three keys needed, with the event eventScanner: this runs

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/base64"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -813,4 +814,49 @@ func BenchmarkDecodeTaskMulti(b *testing.B) {
 			}
 		}
 	})
+}
+
+// TestEventDecoderTrim decodes a huge message, then a small one after
+// Trim: the decoder no longer holds the huge one's memory, and decodes as
+// before.
+func TestEventDecoderTrim(t *testing.T) {
+	envelope := func(events ...map[string]any) []byte {
+		t.Helper()
+		body, err := json.Marshal(events)
+		if err != nil {
+			t.Fatal(err)
+		}
+		payload, err := json.Marshal(NewEnvelope(body, nil, Properties{}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return payload
+	}
+	event := func(uuid, kwargs string) map[string]any {
+		return map[string]any{"type": "task-received", "uuid": uuid, "hostname": "w@h", "timestamp": 1.5, "kwargs": kwargs}
+	}
+	var many []map[string]any
+	for i := range 2 * decoderKeepsEvents {
+		many = append(many, event(fmt.Sprint(i), "{}"))
+	}
+	var dec EventDecoder
+	for _, huge := range [][]byte{envelope(event("a", strings.Repeat("x", 4*decoderKeepsBody))), envelope(many...)} {
+		if _, err := dec.Decode(huge); err != nil {
+			t.Fatal(err)
+		}
+		if cap(dec.body) <= decoderKeepsBody && cap(dec.events) <= decoderKeepsEvents {
+			t.Fatalf("the huge message grew nothing: body %d, events %d", cap(dec.body), cap(dec.events))
+		}
+		dec.Trim()
+		evs, err := dec.Decode(envelope(event("b", "{'k': 1}")))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(evs) != 1 || evs[0].UUID != "b" || evs[0].Kwargs != "{'k': 1}" {
+			t.Errorf("after Trim: %+v", evs)
+		}
+		if cap(dec.body) > decoderKeepsBody || cap(dec.events) > decoderKeepsEvents {
+			t.Errorf("after Trim and a small message the decoder keeps body %d, events %d", cap(dec.body), cap(dec.events))
+		}
+	}
 }

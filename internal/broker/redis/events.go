@@ -192,6 +192,7 @@ func (b *Broker) consumeOnce(ctx context.Context, fn func([]celery.Event)) (bool
 		clear(batch)
 		batch = batch[:0]
 		for _, dec := range held {
+			dec.Trim()
 			free <- dec
 		}
 		held = held[:0]
