@@ -98,6 +98,9 @@ func (b *Broker) Publish(ctx context.Context, msg *celery.TaskMessage) error {
 	}
 	op := "publish " + msg.ID
 	err = b.publish(ctx, s, op, exchange, routingKey, p, true)
+	if err == nil && b.results != nil && b.rpcQueue != "" {
+		b.results.expect(msg.ID)
+	}
 	if !errors.Is(err, errReturned) || exchange != "" {
 		return err
 	}
@@ -110,7 +113,11 @@ func (b *Broker) Publish(ctx context.Context, msg *celery.TaskMessage) error {
 	if err := b.ensureQueue(ctx, s, queue, msg.Declare); err != nil {
 		return fmt.Errorf("%s: %w", op, err)
 	}
-	return b.publish(ctx, s, op, exchange, routingKey, p, true)
+	err = b.publish(ctx, s, op, exchange, routingKey, p, true)
+	if err == nil && b.results != nil && b.rpcQueue != "" {
+		b.results.expect(msg.ID)
+	}
+	return err
 }
 
 // checkExchange makes sure an exchange a message is sent to exists:

@@ -49,7 +49,8 @@ func (b *Broker) Result(ctx context.Context, taskID string) (*celery.Result, err
 }
 
 // WaitResult waits until a ready state (SUCCESS, FAILURE, REVOKED) of the
-// task arrives or ctx ends. It needs a live connection to start. Losing
+// task arrives or ctx ends. It needs a live connection to start, unless
+// the task is one this Broker published. Losing
 // the connection meanwhile does not end the wait: the supervisor opens a
 // new one and declares the results queue again under the same name, the
 // task's reply_to, so a result the worker sends after that arrives. One
@@ -71,28 +72,33 @@ func (b *Broker) WaitResult(ctx context.Context, taskID string) (*celery.Result,
 	}
 	op := "wait for result of " + taskID
 	s, err := b.current(op)
-	if err != nil {
+	if err != nil && b.results.get(taskID) == nil {
 		return nil, err
 	}
+	// A task this Broker published is waited for across a connection lost
+	// before the wait began, as across one lost during it: a cut right
+	// after the publish is no reason to give up on its result.
 	// down adds up the time the results queue was gone during the wait.
 	var down time.Duration
 	for {
-		select {
-		case r := <-ready:
-			return finalResult(taskID, r)
-		case <-ctx.Done():
-			if down > 0 && errors.Is(ctx.Err(), context.DeadlineExceeded) {
-				return nil, fmt.Errorf("%s: %w: the connection to RabbitMQ was lost for %s while waiting, and a result the worker sent meanwhile was dropped with the results queue",
-					op, celery.ErrResultLost, down.Round(time.Millisecond))
+		if s != nil {
+			select {
+			case r := <-ready:
+				return finalResult(taskID, r)
+			case <-ctx.Done():
+				if down > 0 && errors.Is(ctx.Err(), context.DeadlineExceeded) {
+					return nil, fmt.Errorf("%s: %w: the connection to RabbitMQ was lost for %s while waiting, and a result the worker sent meanwhile was dropped with the results queue",
+						op, celery.ErrResultLost, down.Round(time.Millisecond))
+				}
+				return nil, fmt.Errorf("%s: %w", op, ctx.Err())
+			case <-s.done:
 			}
-			return nil, fmt.Errorf("%s: %w", op, ctx.Err())
-		case <-s.done:
-		}
-		// The result may have come just before.
-		select {
-		case r := <-ready:
-			return finalResult(taskID, r)
-		default:
+			// The result may have come just before.
+			select {
+			case r := <-ready:
+				return finalResult(taskID, r)
+			default:
+			}
 		}
 		lost := time.Now()
 		ns, err := b.waitSession(ctx)
@@ -212,6 +218,21 @@ func (st *resultStore) put(id string, r *celery.Result) {
 			*ch <- clone(r)
 		}
 		delete(st.waiters, id)
+	}
+}
+
+// expect records a task this Broker published, as PENDING, unless a state
+// of it arrived already: its results will come to our queue.
+func (st *resultStore) expect(id string) {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if _, ok := st.byID[id]; ok {
+		return
+	}
+	st.byID[id] = st.order.PushFront(&storedResult{id: id, r: celery.PendingResult(id)})
+	for st.order.Len() > st.max {
+		old := st.order.Remove(st.order.Back()).(*storedResult)
+		delete(st.byID, old.id)
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/url"
 	"strings"
 	"testing"
 	"time"
@@ -13,6 +14,7 @@ import (
 	amqp091 "github.com/rabbitmq/amqp091-go"
 
 	"github.com/stamen-dev/stamen/internal/celery"
+	"github.com/stamen-dev/stamen/internal/testcluster"
 )
 
 // sendResult sends a captured rpc:// result for taskID to replyTo, the way
@@ -191,4 +193,66 @@ func TestResultStore(t *testing.T) {
 			t.Errorf("got %s", r.Status)
 		}
 	})
+}
+
+// TestWaitResultOfAPublishedTaskAcrossACut cuts the connection between the
+// publish of a task and the wait for its result, as an apply call can meet
+// it: the wait does not fail at once, and the result the worker sends once
+// the results queue is back is the answer. A wait for a task this Broker
+// did not publish still fails at once while disconnected.
+func TestWaitResultOfAPublishedTaskAcrossACut(t *testing.T) {
+	needRabbit(t)
+	proxy := testcluster.StartProxy(t, "127.0.0.1:5672")
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	b, err := New(ctx, Config{
+		BrokerURL:     fmt.Sprintf("amqp://guest:guest@%s/%s", proxy.Addr(), url.PathEscape(testVhost)),
+		ResultBackend: "rpc://", Logger: testLogger(t), OpTimeout: 3 * time.Second,
+	})
+	if err != nil {
+		t.Fatalf("New: %v", err)
+	}
+	t.Cleanup(func() { _ = b.Close() })
+	a := newAdmin(t)
+	queue := "stamen-test-" + uuid.NewString()
+	a.deleteQueue(queue)
+	taskID := uuid.NewString()
+	if err := b.Publish(t.Context(), &celery.TaskMessage{ID: taskID, Name: "harness.add", Args: []any{2, 3}, Queue: queue, Declare: workerDecl(t, queue, 0)}); err != nil {
+		t.Fatal(err)
+	}
+	replyTo := a.get(queue).ReplyTo
+
+	proxy.Cut()
+	eventually(t, 10*time.Second, "the cut seen", func() bool { return !b.Connected() })
+	if _, err := b.WaitResult(t.Context(), uuid.NewString()); !errors.Is(err, celery.ErrUnavailable) {
+		t.Errorf("wait for a task not published here, while disconnected: %v, want ErrUnavailable at once", err)
+	}
+	waited := make(chan error, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
+		defer cancel()
+		r, err := b.WaitResult(ctx, taskID)
+		if err == nil && (r.Status != celery.StateSuccess || string(r.Result) != "5") {
+			err = fmt.Errorf("got %+v", r)
+		}
+		waited <- err
+	}()
+	proxy.Start()
+	// The worker answers to reply_to; until the results queue is declared
+	// again a result is dropped, so it answers until the wait ends.
+	var werr error
+	eventually(t, 15*time.Second, "the wait answered", func() bool {
+		select {
+		case werr = <-waited:
+			return true
+		default:
+		}
+		if b.Connected() {
+			sendResult(a, replyTo, taskID, readWire(t, "result-rpc-success-amqp.json"))
+		}
+		return false
+	})
+	if werr != nil {
+		t.Fatalf("WaitResult across a cut before it: %v", werr)
+	}
 }
