@@ -36,17 +36,40 @@ func sendResult(a *admin, replyTo, taskID string, capture wire) {
 	})
 }
 
-func TestRPCResults(t *testing.T) {
-	b := newTestBroker(t, "rpc://")
-	a := newAdmin(t)
+// publishAdd publishes a task to a new queue and returns its id and the
+// reply_to a worker would answer to.
+func publishAdd(t *testing.T, b *Broker, a *admin) (taskID, replyTo string) {
+	t.Helper()
 	queue := "stamen-test-" + uuid.NewString()
 	a.deleteQueue(queue)
-	taskID := uuid.NewString()
+	taskID = uuid.NewString()
 	if err := b.Publish(t.Context(), &celery.TaskMessage{ID: taskID, Name: "harness.add", Args: []any{2, 3}, Queue: queue, Declare: workerDecl(t, queue, 0)}); err != nil {
 		t.Fatal(err)
 	}
+	return taskID, a.get(queue).ReplyTo
+}
+
+// waitSuccess waits for the task's result in the background, at most d, and
+// reports nil there if it is SUCCESS with the result 5.
+func waitSuccess(ctx context.Context, b *Broker, taskID string, d time.Duration) <-chan error {
+	waited := make(chan error, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(ctx, d)
+		defer cancel()
+		r, err := b.WaitResult(ctx, taskID)
+		if err == nil && (r.Status != celery.StateSuccess || string(r.Result) != "5") {
+			err = fmt.Errorf("got %+v", r)
+		}
+		waited <- err
+	}()
+	return waited
+}
+
+func TestRPCResults(t *testing.T) {
+	b := newTestBroker(t, "rpc://")
+	a := newAdmin(t)
 	// Answer the task like a worker: to its reply_to.
-	replyTo := a.get(queue).ReplyTo
+	taskID, replyTo := publishAdd(t, b, a)
 
 	r, err := b.Result(t.Context(), taskID)
 	if err != nil || r.Status != celery.StatePending || r.TaskID != taskID {
@@ -59,16 +82,7 @@ func TestRPCResults(t *testing.T) {
 		return err == nil && r.Status == celery.StateStarted
 	})
 
-	waited := make(chan error, 1)
-	go func() {
-		ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
-		defer cancel()
-		r, err := b.WaitResult(ctx, taskID)
-		if err == nil && (r.Status != celery.StateSuccess || string(r.Result) != "5") {
-			err = fmt.Errorf("got %+v", r)
-		}
-		waited <- err
-	}()
+	waited := waitSuccess(t.Context(), b, taskID, 10*time.Second)
 	// Let WaitResult get going, so that the result arrives while it waits.
 	time.Sleep(100 * time.Millisecond)
 	sendResult(a, replyTo, taskID, readWire(t, "result-rpc-success-amqp.json"))
@@ -214,29 +228,14 @@ func TestWaitResultOfAPublishedTaskAcrossACut(t *testing.T) {
 	}
 	t.Cleanup(func() { _ = b.Close() })
 	a := newAdmin(t)
-	queue := "stamen-test-" + uuid.NewString()
-	a.deleteQueue(queue)
-	taskID := uuid.NewString()
-	if err := b.Publish(t.Context(), &celery.TaskMessage{ID: taskID, Name: "harness.add", Args: []any{2, 3}, Queue: queue, Declare: workerDecl(t, queue, 0)}); err != nil {
-		t.Fatal(err)
-	}
-	replyTo := a.get(queue).ReplyTo
+	taskID, replyTo := publishAdd(t, b, a)
 
 	proxy.Cut()
 	eventually(t, 10*time.Second, "the cut seen", func() bool { return !b.Connected() })
 	if _, err := b.WaitResult(t.Context(), uuid.NewString()); !errors.Is(err, celery.ErrUnavailable) {
 		t.Errorf("wait for a task not published here, while disconnected: %v, want ErrUnavailable at once", err)
 	}
-	waited := make(chan error, 1)
-	go func() {
-		ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
-		defer cancel()
-		r, err := b.WaitResult(ctx, taskID)
-		if err == nil && (r.Status != celery.StateSuccess || string(r.Result) != "5") {
-			err = fmt.Errorf("got %+v", r)
-		}
-		waited <- err
-	}()
+	waited := waitSuccess(t.Context(), b, taskID, 20*time.Second)
 	proxy.Start()
 	// The worker answers to reply_to; until the results queue is declared
 	// again a result is dropped, so it answers until the wait ends.
