@@ -1,6 +1,8 @@
 package state
 
 import (
+	"strings"
+
 	"github.com/stamen-dev/stamen/internal/celery"
 	"github.com/stamen-dev/stamen/internal/taskrec"
 )
@@ -32,7 +34,7 @@ func (s *State) Routes(events []celery.Event, dst []Route) {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	for i := range events {
-		if e := &events[i]; e.UUID != "" && len(e.Type) > 5 && e.Type[:5] == "task-" {
+		if e := &events[i]; e.UUID != "" && strings.HasPrefix(e.Type, "task-") {
 			dst[i] = s.route(e.UUID)
 		} else {
 			dst[i] = Route{}

@@ -35,6 +35,18 @@ const (
 // delayed-delivery exchanges instead, as Celery's client sends it (see
 // delayedRoute). It returns once RabbitMQ has confirmed the message.
 func (b *Broker) Publish(ctx context.Context, msg *celery.TaskMessage) error {
+	if err := b.publishTask(ctx, msg); err != nil {
+		return err
+	}
+	if b.rpcQueue != "" {
+		// Its results come to our queue (see WaitResult).
+		b.results.expect(msg.ID)
+	}
+	return nil
+}
+
+// publishTask is Publish but for what it tells the rpc results.
+func (b *Broker) publishTask(ctx context.Context, msg *celery.TaskMessage) error {
 	if msg.Name == "" || msg.ID == "" {
 		return errors.New("publish: task message needs a name and an id")
 	}
@@ -98,9 +110,6 @@ func (b *Broker) Publish(ctx context.Context, msg *celery.TaskMessage) error {
 	}
 	op := "publish " + msg.ID
 	err = b.publish(ctx, s, op, exchange, routingKey, p, true)
-	if err == nil && b.results != nil && b.rpcQueue != "" {
-		b.results.expect(msg.ID)
-	}
 	if !errors.Is(err, errReturned) || exchange != "" {
 		return err
 	}
@@ -113,11 +122,7 @@ func (b *Broker) Publish(ctx context.Context, msg *celery.TaskMessage) error {
 	if err := b.ensureQueue(ctx, s, queue, msg.Declare); err != nil {
 		return fmt.Errorf("%s: %w", op, err)
 	}
-	err = b.publish(ctx, s, op, exchange, routingKey, p, true)
-	if err == nil && b.results != nil && b.rpcQueue != "" {
-		b.results.expect(msg.ID)
-	}
-	return err
+	return b.publish(ctx, s, op, exchange, routingKey, p, true)
 }
 
 // checkExchange makes sure an exchange a message is sent to exists:

@@ -206,11 +206,7 @@ func (st *resultStore) put(id string, r *celery.Result) {
 		sr.r = r
 		st.order.MoveToFront(e)
 	} else {
-		st.byID[id] = st.order.PushFront(&storedResult{id: id, r: r})
-		for st.order.Len() > st.max {
-			old := st.order.Remove(st.order.Back()).(*storedResult)
-			delete(st.byID, old.id)
-		}
+		st.add(id, r)
 	}
 	if r.Ready() || r.Unreadable != nil {
 		for ch := range st.waiters[id] {
@@ -226,10 +222,15 @@ func (st *resultStore) put(id string, r *celery.Result) {
 func (st *resultStore) expect(id string) {
 	st.mu.Lock()
 	defer st.mu.Unlock()
-	if _, ok := st.byID[id]; ok {
-		return
+	if _, ok := st.byID[id]; !ok {
+		st.add(id, celery.PendingResult(id))
 	}
-	st.byID[id] = st.order.PushFront(&storedResult{id: id, r: celery.PendingResult(id)})
+}
+
+// add stores a task not stored yet, the most recently updated, and lets
+// the least recently updated go past max; the caller holds st.mu.
+func (st *resultStore) add(id string, r *celery.Result) {
+	st.byID[id] = st.order.PushFront(&storedResult{id: id, r: r})
 	for st.order.Len() > st.max {
 		old := st.order.Remove(st.order.Back()).(*storedResult)
 		delete(st.byID, old.id)
