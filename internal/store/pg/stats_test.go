@@ -261,3 +261,85 @@ func TestTaskStatsRollupMigration(t *testing.T) {
 		t.Errorf("the hour totals' sum differs from the cells':\n got %v\nwant %v", sum, all)
 	}
 }
+
+// TestTaskStatsDeltasOnceAStatement: tasks written by a stamen of schema
+// 7 (a delta insert a row) are completed after the migration to
+// statement triggers; each task counts once per state, and the write of
+// many tasks of one minute and key appends one delta row per kind (and
+// runtime bin), summed, not one per task.
+func TestTaskStatsDeltasOnceAStatement(t *testing.T) {
+	testcluster.RequirePostgres(t)
+	ctx := context.Background()
+	url := newDB(t)
+	old, err := pg.OpenAtVersion(ctx, pg.Config{URL: url}, 7)
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now()
+	at := float64(now.Add(-5*time.Minute).Unix()/60*60) + 1
+	const n = 50
+	st := state.New(state.Config{MaxTasks: 2 * n, TrackChanges: true})
+	for i := range n {
+		st.Apply(taskEv(t, "received", fmt.Sprintf("m8-%02d", i), "w@h", at, map[string]any{"name": "proj.m8"}))
+	}
+	drainTo(t, st, old) // received, through the row trigger
+	_ = old.Close()
+	s := openStore(t, url)
+	if _, err := s.CompactStats(ctx, now); err != nil {
+		t.Fatal(err)
+	}
+	for i := range n {
+		id := fmt.Sprintf("m8-%02d", i)
+		st.Apply(taskEv(t, "started", id, "w@h", at+1, nil),
+			taskEv(t, "succeeded", id, "w@h", at+2, map[string]any{"runtime": 0.5}))
+	}
+	drainTo(t, st, s) // started and succeeded, through the statement trigger
+	// A second replica writing the same records changes nothing.
+	again := state.New(state.Config{MaxTasks: 2 * n, TrackChanges: true})
+	for i := range n {
+		id := fmt.Sprintf("m8-%02d", i)
+		again.Apply(taskEv(t, "received", id, "w@h", at, map[string]any{"name": "proj.m8"}),
+			taskEv(t, "started", id, "w@h", at+1, nil),
+			taskEv(t, "succeeded", id, "w@h", at+2, map[string]any{"runtime": 0.5}))
+	}
+	drainTo(t, again, s)
+
+	conn, err := pgx.Connect(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	var rows, sum int64
+	if err := conn.QueryRow(ctx, `SELECT count(*), coalesce(sum(n), 0) FROM stamen_task_stats_delta`).Scan(&rows, &sum); err != nil {
+		t.Fatal(err)
+	}
+	// Received moved nowhere (-1 and +1 cancel); started, succeeded and
+	// the success's runtime bin: one row each, n each.
+	if rows != 3 || sum != 3*n {
+		t.Errorf("deltas after the completion: %d rows summing to %d, want 3 rows summing to %d", rows, sum, 3*n)
+	}
+	q, err := taskstats.NewQuery(now, 15*time.Minute, time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, compact := range []bool{false, true} {
+		if compact {
+			if _, err := s.CompactStats(ctx, now); err != nil {
+				t.Fatal(err)
+			}
+		}
+		res, err := s.TaskStats(ctx, q)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var c [taskstats.NumKinds]int64
+		for _, b := range res.Buckets {
+			for k, v := range b.Counts {
+				c[k] += v
+			}
+		}
+		if c[taskstats.Received] != n || c[taskstats.Started] != n || c[taskstats.Succeeded] != n || c[taskstats.Failed] != 0 {
+			t.Errorf("compacted %v: counts %v, want %d received, started and succeeded", compact, c, n)
+		}
+	}
+}
