@@ -15,7 +15,10 @@ import (
 // a value of its own: a store keeps some of them only, and a role may take
 // settings of its own (a sent log's bounds).
 type Backend interface {
-	// Write writes one batch of the state's changes, whole or not at all.
+	// Write writes one batch of the state's changes. On an error the
+	// batch counts as not written, and the caller writes it again with
+	// the next: a store that wrote part of it (PostgreSQL, a chunk at a
+	// time) takes those records again without changing them.
 	Write(ctx context.Context, b Batch) error
 	// Ping reports whether the store answers (/readyz).
 	Ping(ctx context.Context) error

@@ -54,6 +54,11 @@ import (
 const (
 	DefaultReadTimeout  = 2 * time.Second
 	DefaultWriteTimeout = 10 * time.Second
+	// DefaultWriteChunk is how many task records one transaction of Write
+	// holds at most: 5,000 new tasks took 0.3 to 0.4 s at a million tasks
+	// on a 2-core bench machine (bench/RESULTS.md), far within the write
+	// timeout even on a slower or busier server.
+	DefaultWriteChunk = 5000
 	// DeleteBatch is how many rows one retention DELETE removes: short
 	// statements, each its own transaction, never one huge DELETE that
 	// holds locks and bloats the WAL at once.
@@ -80,8 +85,10 @@ func lockKey(name string) int64 {
 type Config struct {
 	// URL is a postgres:// or postgresql:// URL (any libpq form pgx takes).
 	URL string
-	// ReadTimeout bounds each read; WriteTimeout each write.
+	// ReadTimeout bounds each read; WriteTimeout each write of up to
+	// WriteChunk task records (0: DefaultWriteChunk).
 	ReadTimeout, WriteTimeout time.Duration
+	WriteChunk                int
 	// MaxConns sizes the pool (0: pgxpool's default, max(4, CPUs)).
 	MaxConns int32
 	// MaxWorkers bounds the workers a read returns, as the events state
@@ -147,6 +154,9 @@ func open(ctx context.Context, cfg Config, version int) (*Store, error) {
 	}
 	if cfg.WriteTimeout <= 0 {
 		cfg.WriteTimeout = DefaultWriteTimeout
+	}
+	if cfg.WriteChunk <= 0 {
+		cfg.WriteChunk = DefaultWriteChunk
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
@@ -414,11 +424,16 @@ func unavailable(err error) error {
 // evicted from the writer's hot set (Batch.FirstSeq) are not deleted, nor
 // are forgotten task types: the history outlives a replica's memory.
 // Forgotten workers (purged offline, or beyond the workers bound) are.
-// The batch is one transaction: it is written whole or not at all.
+//
+// Up to WriteChunk task records are one transaction, written whole or not
+// at all within WriteTimeout; a larger batch (the records kept through an
+// outage, or a flush behind a burst) is written a chunk at a time, each
+// with its own timeout, so that it gets through however large it is
+// instead of timing out whole and growing with the next flush. When a
+// chunk fails the batch is not written, and the caller keeps and retries
+// it whole: its chunks already written change nothing the second time
+// (an upsert that changes nothing writes no row).
 func (s *Store) Write(ctx context.Context, b history.Batch) error {
-	ctx, cancel := context.WithTimeout(ctx, s.cfg.WriteTimeout)
-	defer cancel()
-	var pb pgx.Batch
 	tasks := make([]taskrec.Task, 0, len(b.Tasks))
 	var unwritable []string
 	for _, rec := range b.Tasks {
@@ -449,6 +464,21 @@ func (s *Store) Write(ctx context.Context, b history.Batch) error {
 	// Every replica locks the rows in the same order, by id: two batches
 	// sharing tasks wait for each other instead of deadlocking.
 	slices.SortStableFunc(tasks, func(x, y taskrec.Task) int { return strings.Compare(x.UUID, y.UUID) })
+	for len(tasks) > s.cfg.WriteChunk {
+		if err := s.writeChunk(ctx, tasks[:s.cfg.WriteChunk], history.Batch{}, nil); err != nil {
+			return err
+		}
+		tasks = tasks[s.cfg.WriteChunk:]
+	}
+	return s.writeChunk(ctx, tasks, b, workers)
+}
+
+// writeChunk writes tasks (sorted by id) and, from b, the workers named
+// and the forgotten ones, as one implicit transaction.
+func (s *Store) writeChunk(ctx context.Context, tasks []taskrec.Task, b history.Batch, workers []string) error {
+	ctx, cancel := context.WithTimeout(ctx, s.cfg.WriteTimeout)
+	defer cancel()
+	var pb pgx.Batch
 	// The records go as one statement (upsertSQL), not one a task: a
 	// statement a row cost PostgreSQL a bind, an executor start and a
 	// result of its own for each task. A statement may not change a row

@@ -10,6 +10,7 @@ import (
 	"github.com/stamen-dev/stamen/internal/celery"
 	"github.com/stamen-dev/stamen/internal/history"
 	"github.com/stamen-dev/stamen/internal/state"
+	"github.com/stamen-dev/stamen/internal/store/pg"
 )
 
 // TestWriteBatchWithRecordsOfOneTask: a batch holding several records of
@@ -107,5 +108,79 @@ func TestWriteThatChangesNothingKeepsTheRow(t *testing.T) {
 	drainTo(t, later, s)
 	if got := version(); got == first {
 		t.Fatal("a newer record left the row as it was")
+	}
+}
+
+// TestWriteInChunks: a batch larger than WriteChunk is written a chunk at
+// a time, each its own transaction; when a chunk fails, Write fails, and
+// the same batch written again lands whole while the chunks already
+// written keep their rows as they were.
+func TestWriteInChunks(t *testing.T) {
+	url := newDB(t)
+	s, err := pg.Open(t.Context(), pg.Config{URL: url, WriteChunk: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	conn, err := pgx.Connect(t.Context(), url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(context.Background())
+	st := state.New(state.Config{TrackChanges: true})
+	for i := range 10 {
+		st.Apply(taskEv(t, "received", fmt.Sprintf("c%02d", i), "w@h", 11, map[string]any{"name": "proj.add"}))
+	}
+	c := st.Drain()
+	b := history.Batch{FirstSeq: c.FirstSeq, Types: c.Types, Workers: map[string][]byte{"w@h": []byte(`{}`)}}
+	for _, r := range c.Tasks {
+		b.Tasks = append(b.Tasks, history.Task{Seq: r.Seq, Data: r.Data})
+	}
+	// The third chunk (c08, c09) cannot be written yet.
+	if _, err := conn.Exec(t.Context(), `ALTER TABLE stamen_tasks ADD CONSTRAINT not_yet CHECK (id <> 'c09')`); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Write(t.Context(), b); err == nil {
+		t.Fatal("a batch whose last chunk fails was written")
+	}
+	versions := func() map[string]string {
+		rows, err := conn.Query(t.Context(), `SELECT id, xmin::text FROM stamen_tasks ORDER BY id`)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out := map[string]string{}
+		var id, xmin string
+		if _, err := pgx.ForEachRow(rows, []any{&id, &xmin}, func() error { out[id] = xmin; return nil }); err != nil {
+			t.Fatal(err)
+		}
+		return out
+	}
+	before := versions()
+	if len(before) != 8 {
+		t.Fatalf("after the failed write: rows %v, want the first two chunks' 8", before)
+	}
+	if _, err := conn.Exec(t.Context(), `ALTER TABLE stamen_tasks DROP CONSTRAINT not_yet`); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Write(t.Context(), b); err != nil {
+		t.Fatal(err)
+	}
+	after := versions()
+	txs := map[string]bool{}
+	for id, x := range after {
+		if v, ok := before[id]; ok && v != x {
+			t.Errorf("task %s written again: version %s, was %s", id, x, v)
+		}
+		txs[x] = true
+	}
+	if len(after) != 10 || len(txs) != 3 {
+		t.Errorf("rows %v: want 10, in 3 transactions", after)
+	}
+	var workers, types int
+	if err := conn.QueryRow(t.Context(), `SELECT (SELECT count(*) FROM stamen_workers), (SELECT count(*) FROM stamen_task_types)`).Scan(&workers, &types); err != nil {
+		t.Fatal(err)
+	}
+	if workers != 1 || types != 1 {
+		t.Errorf("%d workers and %d task types written, want 1 and 1", workers, types)
 	}
 }
