@@ -51,8 +51,11 @@ type pgConfig struct {
 	tasks  int    // rows in stamen_tasks for the reads
 	ingest int    // tasks published per ingestion phase
 	chunk  int    // rows per INSERT of the bulk load
-	lock   string
-	keep   bool
+	// maxTasks is the replicas' --max_tasks, which bounds the records a
+	// replica holds unwritten; the driver keeps half of it in flight.
+	maxTasks int
+	lock     string
+	keep     bool
 }
 
 // flock takes an exclusive lock on path (waiting for it) and returns its
@@ -147,7 +150,7 @@ func runPG(ctx context.Context, c config, pc pgConfig) (err error) {
 		l := filepath.Join(dir, name+".log")
 		logs = append(logs, l)
 		s, _, err := startArgs(ctx, c.stamen, l, 60*time.Second,
-			"--db", dsn, "--broker", fmt.Sprintf("redis://%s/%d", c.redis, c.db))
+			"--db", dsn, "--broker", fmt.Sprintf("redis://%s/%d", c.redis, c.db), "--max_tasks", strconv.Itoa(pc.maxTasks))
 		return s, err
 	}
 	epoch := time.Now().Add(-span)
@@ -198,12 +201,22 @@ func runPG(ctx context.Context, c config, pc pgConfig) (err error) {
 		for i := range payloads {
 			payloads[i] = envelope(from+i, start, step)
 		}
-		took, err := feedPG(ctx, rdb, channel, fleet, conn, payloads, from, start, step)
+		w0, err := writes(ctx, conn)
+		if err != nil {
+			return err
+		}
+		took, err := feedPG(ctx, rdb, channel, fleet, conn, payloads, from, pc.maxTasks/2, start, step)
 		if err != nil {
 			return err
 		}
 		figure(fmt.Sprintf("pg_ingest_rows_per_s_%d", n), float64(pc.ingest)/took.Seconds())
 		figure(fmt.Sprintf("pg_ingest_events_per_s_%d", n), 3*float64(pc.ingest)/took.Seconds())
+		w1, err := settledWrites(ctx, conn)
+		if err != nil {
+			return err
+		}
+		figure(fmt.Sprintf("pg_row_writes_per_task_%d", n), float64(w1.rows-w0.rows)/float64(pc.ingest))
+		figure(fmt.Sprintf("pg_wal_bytes_per_task_%d", n), float64(w1.wal-w0.wal)/float64(pc.ingest))
 	}
 	for i, s := range []*stamen{r1, r2} {
 		rss, _, err := s.memory(fmt.Sprintf("ingest_replica%d", i+1))
@@ -309,23 +322,42 @@ func waitSubscribers(ctx context.Context, rdb *goredis.Client, db, n int) error 
 	return fmt.Errorf("%d replicas did not subscribe to the events within 30 s", n)
 }
 
-// feedPG publishes payloads (tasks from, from+1, ...) at most window tasks
-// ahead of the rows in Postgres in their final state, and returns once every
-// one of those tasks' rows is there, with how long that took from the first
-// publish. Pacing on the rows, not on what the replicas ingested, keeps
-// what a replica holds unwritten under its --max_tasks: a replica drops the
-// records of tasks evicted from its hot set before they were written (see
-// bench/RESULTS.md), and this measures the rate it sustains without loss.
-func feedPG(ctx context.Context, rdb *goredis.Client, channel string, fleet []*stamen, conn *pgx.Conn, payloads [][]byte, from int, start, step float64) (time.Duration, error) {
+// feedPG publishes payloads (tasks from.. of the bench) in pipelined
+// batches and returns once every task's row is in Postgres in its final
+// state, with how long that took from the first publish. It publishes at
+// most window tasks ahead of the slowest replica's ingestion (what Redis
+// holds for a subscriber; see window) and at most maxLag tasks ahead of
+// the rows landed (what the replicas hold unwritten: under their
+// --max_tasks, which bounds it). Bounding the publishing by the rows
+// landed alone, by window, measured the driver: with the flush interval of
+// a second, the replicas could never write more than window tasks a
+// flush, 2,100 tasks/s.
+func feedPG(ctx context.Context, rdb *goredis.Client, channel string, fleet []*stamen, conn *pgx.Conn, payloads [][]byte, from, maxLag int, start, step float64) (time.Duration, error) {
+	bases := make([]float64, len(fleet))
+	for k, s := range fleet {
+		n, err := s.metric(`stamen_events_ingested_total{kind="task"}`)
+		if err != nil {
+			return 0, err
+		}
+		bases[k] = n
+	}
+	// ingested is the tasks the slowest replica has taken from Redis.
+	ingested := func() (int, error) {
+		least := len(payloads)
+		for k, s := range fleet {
+			n, err := s.metric(`stamen_events_ingested_total{kind="task"}`)
+			if err != nil {
+				return 0, err
+			}
+			least = min(least, int(n-bases[k])/3)
+		}
+		return least, nil
+	}
+	l := &landing{conn: conn, start: start, step: step, from: from, n: len(payloads)}
 	began := time.Now()
-	// The tasks are told apart from the bulk load's by their timestamps
-	// (the ids are random), through the default order's index; half a
-	// step either side absorbs a float's rounding.
-	lo, hi := start+(float64(from)-0.5)*step, start+(float64(from+len(payloads))-0.5)*step
-	moved, last := time.Now(), int64(-1)
-	landed := func() (int64, error) {
-		var rows int64
-		err := conn.QueryRow(ctx, `SELECT count(*) FROM stamen_tasks WHERE coalesce(ts, 0) BETWEEN $1 AND $2 AND state IN ('SUCCESS', 'FAILURE')`, lo, hi).Scan(&rows)
+	moved, last := time.Now(), -1
+	landed := func() (int, error) {
+		rows, err := l.count(ctx)
 		if err != nil {
 			return 0, err
 		}
@@ -342,35 +374,126 @@ func feedPG(ctx context.Context, rdb *goredis.Client, channel string, fleet []*s
 		}
 		return rows, nil
 	}
+	got, rows := 0, 0
 	for i := 0; i < len(payloads); {
-		rows, err := landed()
+		var err error
+		switch {
+		case i-got > window:
+			got, err = ingested()
+		case i-rows > maxLag:
+			rows, err = landed()
+		default:
+			j := min(i+batch, len(payloads))
+			pipe := rdb.Pipeline()
+			for _, p := range payloads[i:j] {
+				pipe.Publish(ctx, channel, p)
+			}
+			if _, err := pipe.Exec(ctx); err != nil {
+				return 0, fmt.Errorf("publish: %w", err)
+			}
+			i = j
+			continue
+		}
 		if err != nil {
 			return 0, err
 		}
-		if i-int(rows) > window {
-			time.Sleep(5 * time.Millisecond)
-			continue
+		switch {
+		case i-got > window:
+			time.Sleep(pollEvery)
+		case i-rows > maxLag:
+			time.Sleep(pollLanded)
 		}
-		j := min(i+batch, len(payloads))
-		pipe := rdb.Pipeline()
-		for _, p := range payloads[i:j] {
-			pipe.Publish(ctx, channel, p)
-		}
-		if _, err := pipe.Exec(ctx); err != nil {
-			return 0, fmt.Errorf("publish: %w", err)
-		}
-		i = j
 	}
 	for {
 		rows, err := landed()
 		if err != nil {
 			return 0, err
 		}
-		if rows >= int64(len(payloads)) {
+		if rows >= len(payloads) {
 			return time.Since(began), nil
 		}
-		time.Sleep(5 * time.Millisecond)
+		time.Sleep(pollLanded)
 	}
+}
+
+// writeCount is what the database has written: the rows of stamen_tasks
+// inserted and updated (pg_stat_user_tables: this database's, as its
+// backends report them, at the latest 10 s after a write) and the WAL's
+// position (the whole server's: the run holds the integration tests'
+// lock, so that the bench's database is the one writing).
+type writeCount struct{ rows, wal int64 }
+
+func writes(ctx context.Context, conn *pgx.Conn) (writeCount, error) {
+	var w writeCount
+	err := conn.QueryRow(ctx, `SELECT coalesce((SELECT n_tup_ins + n_tup_upd FROM pg_stat_user_tables WHERE relname = 'stamen_tasks'), 0),
+		pg_wal_lsn_diff(pg_current_wal_lsn(), '0/0')::bigint`).Scan(&w.rows, &w.wal)
+	return w, err
+}
+
+// settledWrites is writes once the rows' count has stopped moving for 11 s
+// (an idle backend reports its statistics within 10 s), at most 60 s
+// after the call.
+func settledWrites(ctx context.Context, conn *pgx.Conn) (writeCount, error) {
+	w, err := writes(ctx, conn)
+	for still, deadline := time.Now(), time.Now().Add(60*time.Second); err == nil && time.Since(still) < 11*time.Second && time.Now().Before(deadline); {
+		time.Sleep(200 * time.Millisecond)
+		var next writeCount
+		if next, err = writes(ctx, conn); err == nil {
+			if next.rows != w.rows {
+				still = time.Now()
+			}
+			w = next
+		}
+	}
+	return w, err
+}
+
+// pollLanded is how often feedPG counts the rows landed: each count reads
+// the rows written since the last run of tasks known whole (landing), up
+// to tens of thousands, and counted every pollEvery it took the database
+// most of a core beside the writes it measures.
+const pollLanded = 25 * time.Millisecond
+
+// landing counts the rows of tasks from..from+n-1 in Postgres in their
+// final state. The tasks are told apart from the bulk load's by their
+// timestamps (the ids are random), through the default order's index;
+// half a step either side absorbs a float's rounding. It remembers the
+// longest run of tasks from the first that have all landed, a chunk at a
+// time, and counts only past it: a count over every task of the phase
+// took Postgres more time the further the phase went, beside the writes
+// it measures.
+type landing struct {
+	conn        *pgx.Conn
+	start, step float64
+	from, n     int
+	done        int
+}
+
+func (l *landing) between(ctx context.Context, a, b int) (int, error) {
+	lo, hi := l.start+(float64(l.from+a)-0.5)*l.step, l.start+(float64(l.from+b)-0.5)*l.step
+	var rows int
+	err := l.conn.QueryRow(ctx, `SELECT count(*) FROM stamen_tasks WHERE coalesce(ts, 0) BETWEEN $1 AND $2 AND state IN ('SUCCESS', 'FAILURE')`, lo, hi).Scan(&rows)
+	return rows, err
+}
+
+func (l *landing) count(ctx context.Context) (int, error) {
+	const chunk = 2000
+	for l.done < l.n {
+		k := min(chunk, l.n-l.done)
+		c, err := l.between(ctx, l.done, l.done+k)
+		if err != nil {
+			return 0, err
+		}
+		if c < k {
+			break
+		}
+		l.done += k
+	}
+	if l.done == l.n {
+		return l.n, nil
+	}
+	c, err := l.between(ctx, l.done, l.n)
+	return l.done + c, err
 }
 
 // bulkLoad fills stamen_tasks with tasks from..to-1 by SQL, as envelope
