@@ -1,0 +1,184 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	goredis "github.com/redis/go-redis/v9"
+
+	"github.com/stamen-dev/stamen/internal/testcluster"
+)
+
+// The fleet at the rate a large Celery cluster runs: thousands of tasks a
+// second. A real Celery worker on the test machine runs a few hundred
+// tasks a second, so these streams are published by the test itself on
+// the broker's event channel, in the envelopes Celery workers publish (a
+// task's received, started and succeeded events in one task.multi
+// message); the broker, the replicas and PostgreSQL are the real ones.
+
+// rateStream is a paced stream of tasks' events on a Redis broker.
+type rateStream struct {
+	rdb     *goredis.Client
+	channel string
+	prefix  string
+}
+
+func newRateStream(t *testing.T, redis *testcluster.Redis, prefix string) *rateStream {
+	t.Helper()
+	rdb := goredis.NewClient(&goredis.Options{Addr: fmt.Sprintf("127.0.0.1:%d", redis.Port), DB: 0})
+	t.Cleanup(func() { _ = rdb.Close() })
+	return &rateStream{rdb: rdb, channel: "/0.celeryev/task.multi", prefix: prefix}
+}
+
+// awaitSubscribers returns once n subscribers receive the event channel's
+// messages (the replicas' event consumers are connected).
+func (s *rateStream) awaitSubscribers(t *testing.T, n int) {
+	t.Helper()
+	eventually(t, 30*time.Second, fmt.Sprintf("%d subscribers to the events", n), func() bool {
+		got, err := s.rdb.Publish(context.Background(), "/0.celeryev/probe", "{}").Result()
+		return err == nil && got >= int64(n)
+	})
+}
+
+func (s *rateStream) id(i int) string { return fmt.Sprintf("%s-%07d", s.prefix, i) }
+
+// publish publishes n tasks at rate tasks a second (the tasks due every
+// 5 ms, in one pipeline), calling progress with the tasks published so far
+// after each batch, and returns how long it took.
+func (s *rateStream) publish(t *testing.T, n int, rate float64, progress func(sent int)) time.Duration {
+	t.Helper()
+	ctx := context.Background()
+	began := time.Now()
+	for sent := 0; sent < n; {
+		due := min(n, int(rate*time.Since(began).Seconds()))
+		if due <= sent {
+			time.Sleep(5 * time.Millisecond)
+			continue
+		}
+		pipe := s.rdb.Pipeline()
+		at := float64(time.Now().UnixMicro()) / 1e6
+		for i := sent; i < due; i++ {
+			pipe.Publish(ctx, s.channel, testcluster.TaskEnvelope(s.id(i), "stamen.rate", "celery@rate", 3*i, at, false))
+		}
+		if _, err := pipe.Exec(ctx); err != nil {
+			t.Fatalf("publish: %v", err)
+		}
+		sent = due
+		if progress != nil {
+			progress(sent)
+		}
+	}
+	return time.Since(began)
+}
+
+// finalInPostgres counts the stream's tasks whose row is SUCCESS.
+func (s *rateStream) finalInPostgres(t *testing.T, dsn string) int {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	conn, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(context.Background())
+	var n int
+	if err := conn.QueryRow(ctx, `SELECT count(*) FROM stamen_tasks WHERE id LIKE $1 AND state = 'SUCCESS'`, s.prefix+"-%").Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// TestFleetReplicaKilledAtRate SIGKILLs one of two replicas a quarter of
+// the way into a stream of 20,000 tasks at 10,000 a second. Every task
+// ends in PostgreSQL in its final state: the other replica received every
+// event and wrote them, and dropped none.
+func TestFleetReplicaKilledAtRate(t *testing.T) {
+	testcluster.Require(t)
+	redis := testcluster.StartRedis(t)
+	broker, backend := redis.URL(0), redis.URL(1)
+	dsn := testcluster.PostgresURL(testcluster.PostgresAddr, testcluster.PostgresDB(t))
+	args := append(fleetArgs(dsn, broker, backend), "--max_tasks", "50000")
+	rs := startReplicas(t, buildStamen(t), args, "a", "b")
+	a, b := rs[0], rs[1]
+	s := newRateStream(t, redis, "killed")
+	s.awaitSubscribers(t, 2)
+
+	const total, rate = 20_000, 10_000
+	killedAt := -1
+	took := s.publish(t, total, rate, func(sent int) {
+		if killedAt < 0 && sent >= total/4 {
+			a.kill()
+			killedAt = sent
+		}
+	})
+	t.Logf("published %d tasks in %s (%.0f tasks/s); a SIGKILLed at %d published", total, took.Round(time.Millisecond), total/took.Seconds(), killedAt)
+	began := time.Now()
+	eventually(t, 2*time.Minute, "every task of the stream SUCCESS in PostgreSQL", func() bool {
+		return s.finalInPostgres(t, dsn) == total
+	})
+	t.Logf("all %d tasks final in PostgreSQL %s after the last publish", total, time.Since(began).Round(time.Millisecond))
+	ingested, err := b.metric(`stamen_events_ingested_total{kind="task"}`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ingested < 3*total {
+		t.Errorf("b ingested %.0f task events, want %d", ingested, 3*total)
+	}
+	if lost, err := b.metric(lostMetric); err != nil || lost != 0 {
+		t.Errorf("b's %s = %v (%v), want 0", lostMetric, lost, err)
+	}
+}
+
+// TestFleetPostgresOutageAtRate takes PostgreSQL away from a replica for
+// 20 s in the middle of a stream of 10,000 tasks a second (cutting a TCP
+// proxy between them, as TestFleetPostgresOutage does). The replica's
+// bound on unwritten records (--max_tasks, 300,000) holds the outage's
+// 200,000 tasks; once PostgreSQL is back every task of the stream ends
+// there in its final state, and none was dropped.
+func TestFleetPostgresOutageAtRate(t *testing.T) {
+	testcluster.Require(t)
+	redis := testcluster.StartRedis(t)
+	broker, backend := redis.URL(0), redis.URL(1)
+	name := testcluster.PostgresDB(t)
+	direct := testcluster.PostgresURL(testcluster.PostgresAddr, name)
+	proxy := testcluster.StartProxy(t, testcluster.PostgresAddr)
+	args := append(fleetArgs(testcluster.PostgresURL(proxy.Addr(), name), broker, backend), "--max_tasks", "300000")
+	a := newReplica(t, buildStamen(t), "a", args...)
+	s := newRateStream(t, redis, "outage")
+	s.awaitSubscribers(t, 1)
+
+	// 27 s of tasks: 3 s with PostgreSQL, 20 s without, 4 s with.
+	const rate, total = 10_000, 270_000
+	var cut time.Time
+	cutAt, backAt := -1, -1
+	took := s.publish(t, total, rate, func(sent int) {
+		switch {
+		case cutAt < 0 && sent >= 3*rate:
+			proxy.Cut()
+			cut, cutAt = time.Now(), sent
+		case cutAt >= 0 && backAt < 0 && time.Since(cut) >= 20*time.Second:
+			proxy.Start()
+			backAt = sent
+		}
+	})
+	if backAt < 0 {
+		proxy.Start()
+		backAt = total
+	}
+	t.Logf("published %d tasks in %s (%.0f tasks/s); PostgreSQL away from task %d to task %d (%d tasks)",
+		total, took.Round(time.Millisecond), total/took.Seconds(), cutAt, backAt, backAt-cutAt)
+	if backAt-cutAt < 180_000 {
+		t.Fatalf("only %d tasks were published during the outage, want about 200,000: the stream did not keep its rate", backAt-cutAt)
+	}
+	began := time.Now()
+	eventually(t, 3*time.Minute, "every task of the stream SUCCESS in PostgreSQL", func() bool {
+		return s.finalInPostgres(t, direct) == total
+	})
+	t.Logf("all %d tasks final in PostgreSQL %s after the last publish", total, time.Since(began).Round(time.Millisecond))
+	if lost, err := a.metric(lostMetric); err != nil || lost != 0 {
+		t.Errorf("%s = %v (%v), want 0: the outage stayed inside the bound", lostMetric, lost, err)
+	}
+}
