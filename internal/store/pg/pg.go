@@ -42,6 +42,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"golang.org/x/sync/errgroup"
 
 	"github.com/stamen-dev/stamen/internal/celery"
 	"github.com/stamen-dev/stamen/internal/history"
@@ -89,6 +90,9 @@ type Config struct {
 	// WriteChunk task records (0: DefaultWriteChunk).
 	ReadTimeout, WriteTimeout time.Duration
 	WriteChunk                int
+	// WriteConns is how many chunks of a batch are written at once, each
+	// on a connection of its own (0: half the pool, at least one).
+	WriteConns int
 	// MaxConns sizes the pool (0: pgxpool's default, max(4, CPUs)).
 	MaxConns int32
 	// MaxWorkers bounds the workers a read returns, as the events state
@@ -196,6 +200,9 @@ func open(ctx context.Context, cfg Config, version int) (*Store, error) {
 	pool, err := pgxpool.NewWithConfig(ctx, pc)
 	if err != nil {
 		return nil, fmt.Errorf("connect to PostgreSQL %s: %s", shown, redact.String(err.Error()))
+	}
+	if cfg.WriteConns <= 0 {
+		cfg.WriteConns = max(1, int(pool.Config().MaxConns)/2)
 	}
 	s := &Store{pool: pool, cfg: cfg, log: cfg.Logger}
 	mctx, cancel := context.WithTimeout(ctx, MigrateTimeout)
@@ -425,10 +432,10 @@ func unavailable(err error) error {
 // are forgotten task types: the history outlives a replica's memory.
 // Forgotten workers (purged offline, or beyond the workers bound) are.
 //
-// Up to WriteChunk task records are one transaction, written whole or not
-// at all within WriteTimeout; a larger batch (the records kept through an
-// outage, or a flush behind a burst) is written a chunk at a time, each
-// with its own timeout, so that it gets through however large it is
+// A batch is written in chunks of at most WriteChunk task records, up to
+// WriteConns chunks at once, each one transaction written whole or not at
+// all within WriteTimeout: a large batch (the records kept through an
+// outage, or a flush behind a burst) gets through however large it is
 // instead of timing out whole and growing with the next flush. When a
 // chunk fails the batch is not written, and the caller keeps and retries
 // it whole: its chunks already written change nothing the second time
@@ -464,14 +471,29 @@ func (s *Store) Write(ctx context.Context, b history.Batch) error {
 	// Every replica locks the rows in the same order, by id: two batches
 	// sharing tasks wait for each other instead of deadlocking.
 	slices.SortStableFunc(tasks, func(x, y taskrec.Task) int { return strings.Compare(x.UUID, y.UUID) })
-	for len(tasks) > s.cfg.WriteChunk {
-		if err := s.writeChunk(ctx, tasks[:s.cfg.WriteChunk], history.Batch{}, nil); err != nil {
-			return err
-		}
-		tasks = tasks[s.cfg.WriteChunk:]
+	// The chunks go on WriteConns connections at once: one connection
+	// writing keeps one of the server's cores busy, however many it has.
+	// A batch is spread over them in chunks of at least minWriteChunk.
+	// The chunks hold disjoint ranges of ids, each locked in id order, so
+	// they do not deadlock with each other or with another replica's.
+	chunk := s.cfg.WriteChunk
+	if per := (len(tasks) + s.cfg.WriteConns - 1) / s.cfg.WriteConns; per < chunk {
+		chunk = max(per, minWriteChunk)
 	}
-	return s.writeChunk(ctx, tasks, b, workers)
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(s.cfg.WriteConns)
+	for len(tasks) > chunk {
+		part := tasks[:chunk]
+		g.Go(func() error { return s.writeChunk(gctx, part, history.Batch{}, nil) })
+		tasks = tasks[chunk:]
+	}
+	g.Go(func() error { return s.writeChunk(gctx, tasks, b, workers) })
+	return g.Wait()
 }
+
+// minWriteChunk is the fewest task records Write gives a connection of
+// its own: below it a statement's fixed costs outweigh the parallelism.
+const minWriteChunk = 500
 
 // writeChunk writes tasks (sorted by id) and, from b, the workers named
 // and the forgotten ones, as one implicit transaction.

@@ -2,8 +2,11 @@ package pg_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -11,6 +14,7 @@ import (
 	"github.com/stamen-dev/stamen/internal/history"
 	"github.com/stamen-dev/stamen/internal/state"
 	"github.com/stamen-dev/stamen/internal/store/pg"
+	"github.com/stamen-dev/stamen/internal/taskstats"
 )
 
 // TestWriteBatchWithRecordsOfOneTask: a batch holding several records of
@@ -112,12 +116,12 @@ func TestWriteThatChangesNothingKeepsTheRow(t *testing.T) {
 }
 
 // TestWriteInChunks: a batch larger than WriteChunk is written a chunk at
-// a time, each its own transaction; when a chunk fails, Write fails, and
-// the same batch written again lands whole while the chunks already
-// written keep their rows as they were.
+// a time (one connection here), each its own transaction; when a chunk
+// fails, Write fails, and the same batch written again lands whole while
+// the chunks already written keep their rows as they were.
 func TestWriteInChunks(t *testing.T) {
 	url := newDB(t)
-	s, err := pg.Open(t.Context(), pg.Config{URL: url, WriteChunk: 4})
+	s, err := pg.Open(t.Context(), pg.Config{URL: url, WriteChunk: 4, WriteConns: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -182,5 +186,79 @@ func TestWriteInChunks(t *testing.T) {
 	}
 	if workers != 1 || types != 1 {
 		t.Errorf("%d workers and %d task types written, want 1 and 1", workers, types)
+	}
+}
+
+// TestWriteChunksAtOnceAcrossReplicas: two replicas write the same 3,000
+// tasks at the same moment, each its batch in chunks on four connections
+// at once (one the tasks' whole lives, one their reception only, so that
+// the rows are both inserted and updated under each other). Neither write
+// fails (a deadlock between chunks would fail one), every row ends final,
+// and the activity counts each task once per state.
+func TestWriteChunksAtOnceAcrossReplicas(t *testing.T) {
+	url := newDB(t)
+	var stores [2]*pg.Store
+	for i := range stores {
+		s, err := pg.Open(t.Context(), pg.Config{URL: url, MaxConns: 8, WriteConns: 4})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer s.Close()
+		stores[i] = s
+	}
+	const n = 3000
+	at := float64(time.Now().Add(-5*time.Minute).Unix()/60*60) + 1
+	for round := range 2 {
+		whole := state.New(state.Config{MaxTasks: n, TrackChanges: true})
+		received := state.New(state.Config{MaxTasks: n, TrackChanges: true})
+		for i := range n {
+			id := fmt.Sprintf("par-%d-%04d", round, i)
+			r := taskEv(t, "received", id, "w@h", at, map[string]any{"name": "proj.par"})
+			whole.Apply(r, taskEv(t, "started", id, "w@h", at+1, nil), taskEv(t, "succeeded", id, "w@h", at+2, map[string]any{"runtime": 0.5}))
+			received.Apply(r)
+		}
+		var wg sync.WaitGroup
+		errs := make([]error, 2)
+		for k, st := range []*state.State{whole, received} {
+			c := st.Drain()
+			b := history.Batch{FirstSeq: c.FirstSeq, Types: c.Types}
+			for _, r := range c.Tasks {
+				b.Tasks = append(b.Tasks, history.Task{Seq: r.Seq, Data: r.Data})
+			}
+			wg.Go(func() { errs[k] = stores[k].Write(t.Context(), b) })
+		}
+		wg.Wait()
+		if err := errors.Join(errs...); err != nil {
+			t.Fatalf("round %d: %v", round, err)
+		}
+	}
+	conn, err := pgx.Connect(t.Context(), url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(context.Background())
+	var final, all int
+	if err := conn.QueryRow(t.Context(), `SELECT count(*) FILTER (WHERE state = 'SUCCESS'), count(*) FROM stamen_tasks`).Scan(&final, &all); err != nil {
+		t.Fatal(err)
+	}
+	if final != 2*n || all != 2*n {
+		t.Errorf("%d rows, %d of them SUCCESS; want %d, all SUCCESS", all, final, 2*n)
+	}
+	q, err := taskstats.NewQuery(time.Now(), 15*time.Minute, time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := stores[0].TaskStats(t.Context(), q)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var c [taskstats.NumKinds]int64
+	for _, b := range res.Buckets {
+		for k, v := range b.Counts {
+			c[k] += v
+		}
+	}
+	if c[taskstats.Received] != 2*n || c[taskstats.Started] != 2*n || c[taskstats.Succeeded] != 2*n {
+		t.Errorf("activity %v, want %d received, started and succeeded", c, 2*n)
 	}
 }
