@@ -123,6 +123,7 @@ func main() {
 	flag.StringVar(&pc.lock, "lock", "", "flock this file around the measured phases (-pg)")
 	flag.StringVar(&benchDB, "pg-db", benchDB, "the database the Postgres run creates and drops (-pg)")
 	flag.BoolVar(&pc.keep, "pg-keep", false, "keep "+benchDB+" afterwards (-pg)")
+	flag.BoolVar(&pc.reuse, "pg-reuse", false, "run on the database a run with -pg-keep left, without its bulk load (-pg, for trials)")
 	flag.Parse()
 	if reader != "go" && reader != "vegeta" {
 		fmt.Fprintln(os.Stderr, "loadgen: -reader is go or vegeta")

@@ -56,6 +56,7 @@ type pgConfig struct {
 	maxTasks int
 	lock     string
 	keep     bool
+	reuse    bool
 }
 
 // flock takes an exclusive lock on path (waiting for it) and returns its
@@ -116,8 +117,10 @@ func runPG(ctx context.Context, c config, pc pgConfig) (err error) {
 		return err
 	}
 	drop := "DROP DATABASE IF EXISTS " + benchDB + " WITH (FORCE)"
-	if err := pgExec(ctx, pc.admin, drop, "CREATE DATABASE "+benchDB); err != nil {
-		return fmt.Errorf("create %s: %w", benchDB, err)
+	if !pc.reuse {
+		if err := pgExec(ctx, pc.admin, drop, "CREATE DATABASE "+benchDB); err != nil {
+			return fmt.Errorf("create %s: %w", benchDB, err)
+		}
 	}
 	if !pc.keep {
 		defer func() {
@@ -156,20 +159,31 @@ func runPG(ctx context.Context, c config, pc pgConfig) (err error) {
 	epoch := time.Now().Add(-span)
 	step := float64(span) / float64(time.Second) / float64(pc.tasks)
 	start := float64(epoch.UnixMicro()) / 1e6
+	if pc.reuse {
+		if start, err = reuseLoad(ctx, conn, 2*pc.ingest, step); err != nil {
+			return err
+		}
+		epoch = time.UnixMicro(int64(start * 1e6))
+	}
 	fmt.Printf("# stamen %s, database %s, redis %s/%d, %d tasks in Postgres, %d tasks per ingestion phase, attacks of %s with %d clients\n",
 		c.stamen, benchDB, c.redis, c.db, pc.tasks, pc.ingest, c.duration, c.clients)
 
 	// 1. The schema, migrated by stamen itself; then the bulk load.
-	m, err := replica("migrate")
-	if err != nil {
-		return err
+	if !pc.reuse {
+		m, err := replica("migrate")
+		if err != nil {
+			return err
+		}
+		m.kill()
+		loaded := time.Now()
+		if err := bulkLoad(ctx, conn, 2*pc.ingest, pc.tasks, pc.chunk, start, step); err != nil {
+			return err
+		}
+		if _, err := conn.Exec(ctx, `CREATE TABLE stamen_bench_start AS SELECT $1::float8 AS start`, start); err != nil {
+			return err
+		}
+		figure("pg_load_s", time.Since(loaded).Seconds())
 	}
-	m.kill()
-	loaded := time.Now()
-	if err := bulkLoad(ctx, conn, 2*pc.ingest, pc.tasks, pc.chunk, start, step); err != nil {
-		return err
-	}
-	figure("pg_load_s", time.Since(loaded).Seconds())
 
 	// 2. Ingestion on the loaded table, one replica then two.
 	unlock, err := flock(pc.lock)
@@ -446,6 +460,24 @@ func settledWrites(ctx context.Context, conn *pgx.Conn) (writeCount, error) {
 		}
 	}
 	return w, err
+}
+
+// reuseLoad readies a database a run with -pg-keep left for another run
+// (-pg-reuse, for trials: the bulk load takes minutes): it deletes the
+// rows of the tasks ingested, 0..ingested-1, and returns the start its
+// bulk load was stamped from.
+func reuseLoad(ctx context.Context, conn *pgx.Conn, ingested int, step float64) (float64, error) {
+	var start float64
+	if err := conn.QueryRow(ctx, `SELECT start FROM stamen_bench_start`).Scan(&start); err != nil {
+		return 0, fmt.Errorf("-pg-reuse: %s was not left by a run with -pg-keep: %w", benchDB, err)
+	}
+	lo, hi := start-0.5*step, start+(float64(ingested)-0.5)*step
+	if _, err := conn.Exec(ctx, `DELETE FROM stamen_tasks WHERE coalesce(ts, 0) BETWEEN $1 AND $2`, lo, hi); err != nil {
+		return 0, err
+	}
+	progress("reuse: the ingested tasks' rows deleted; vacuuming")
+	_, err := conn.Exec(ctx, `VACUUM (ANALYZE) stamen_tasks`)
+	return start, err
 }
 
 // pollLanded is how often feedPG counts the rows landed: each count reads
