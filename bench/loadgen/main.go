@@ -479,6 +479,18 @@ func targets(epoch time.Time, n int, id func(int) string) []target {
 	}
 }
 
+// publish publishes payloads on channel in one pipeline.
+func publish(ctx context.Context, rdb *goredis.Client, channel string, payloads [][]byte) error {
+	pipe := rdb.Pipeline()
+	for _, p := range payloads {
+		pipe.Publish(ctx, channel, p)
+	}
+	if _, err := pipe.Exec(ctx); err != nil {
+		return fmt.Errorf("publish: %w", err)
+	}
+	return nil
+}
+
 // feed publishes payloads[from:to] in pipelined batches, at most window
 // tasks ahead of what stamen has ingested, and returns once stamen has
 // ingested them all, with how long that took.
@@ -541,12 +553,8 @@ func feedBase(ctx context.Context, rdb *goredis.Client, channel string, s *stame
 			step = min(batch, due-i)
 		}
 		j := min(i+step, to)
-		pipe := rdb.Pipeline()
-		for _, p := range payloads[i:j] {
-			pipe.Publish(ctx, channel, p)
-		}
-		if _, err := pipe.Exec(ctx); err != nil {
-			return 0, fmt.Errorf("publish: %w", err)
+		if err := publish(ctx, rdb, channel, payloads[i:j]); err != nil {
+			return 0, err
 		}
 		i = j
 	}

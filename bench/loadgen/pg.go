@@ -398,12 +398,8 @@ func feedPG(ctx context.Context, rdb *goredis.Client, channel string, fleet []*s
 			rows, err = landed()
 		default:
 			j := min(i+batch, len(payloads))
-			pipe := rdb.Pipeline()
-			for _, p := range payloads[i:j] {
-				pipe.Publish(ctx, channel, p)
-			}
-			if _, err := pipe.Exec(ctx); err != nil {
-				return 0, fmt.Errorf("publish: %w", err)
+			if err := publish(ctx, rdb, channel, payloads[i:j]); err != nil {
+				return 0, err
 			}
 			i = j
 			continue

@@ -26,9 +26,9 @@ for i in range(int(sys.argv[1])):
 print("\n".join(ids))
 `
 
-// pgStates reads the tasks' states from stamen's table directly, not
-// through stamen.
-func pgStates(t *testing.T, dsn string, ids []string) map[string]string {
+// pgRow scans the one row of query, read from PostgreSQL directly, not
+// through stamen, within 10 s.
+func pgRow(t *testing.T, dsn, query string, args []any, dest ...any) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -37,20 +37,19 @@ func pgStates(t *testing.T, dsn string, ids []string) map[string]string {
 		t.Fatal(err)
 	}
 	defer conn.Close(context.Background())
-	rows, err := conn.Query(ctx, "SELECT id, state FROM stamen_tasks WHERE id = ANY($1)", ids)
-	if err != nil {
+	if err := conn.QueryRow(ctx, query, args...).Scan(dest...); err != nil {
 		t.Fatal(err)
 	}
-	out := map[string]string{}
-	for rows.Next() {
-		var id, state string
-		if err := rows.Scan(&id, &state); err != nil {
-			t.Fatal(err)
-		}
-		out[id] = state
-	}
-	if err := rows.Err(); err != nil {
-		t.Fatal(err)
+}
+
+// pgStates reads the tasks' states from stamen's table directly.
+func pgStates(t *testing.T, dsn string, ids []string) map[string]string {
+	t.Helper()
+	var got, states []string
+	pgRow(t, dsn, "SELECT coalesce(array_agg(id), '{}'), coalesce(array_agg(state), '{}') FROM stamen_tasks WHERE id = ANY($1)", []any{ids}, &got, &states)
+	out := make(map[string]string, len(got))
+	for i, id := range got {
+		out[id] = states[i]
 	}
 	return out
 }
@@ -58,17 +57,23 @@ func pgStates(t *testing.T, dsn string, ids []string) map[string]string {
 // pgCount is how many tasks stamen's table holds, read directly.
 func pgCount(t *testing.T, dsn string) (n int, id string) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	conn, err := pgx.Connect(ctx, dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close(context.Background())
-	if err := conn.QueryRow(ctx, "SELECT count(*), coalesce(min(id), '') FROM stamen_tasks").Scan(&n, &id); err != nil {
-		t.Fatal(err)
-	}
+	pgRow(t, dsn, "SELECT count(*), coalesce(min(id), '') FROM stamen_tasks", nil, &n, &id)
 	return n, id
+}
+
+// proxiedReplica starts a replica whose PostgreSQL is reached through a
+// TCP proxy that the test can cut, with a private Redis (databases 0 and 1
+// the broker and the result backend) and extra arguments; direct is the
+// URL of the replica's database without the proxy.
+func proxiedReplica(t *testing.T, extra ...string) (a *replica, redis *testcluster.Redis, proxy *testcluster.Proxy, direct string) {
+	t.Helper()
+	testcluster.Require(t)
+	redis = testcluster.StartRedis(t)
+	name := testcluster.PostgresDB(t)
+	direct = testcluster.PostgresURL(testcluster.PostgresAddr, name)
+	proxy = testcluster.StartProxy(t, testcluster.PostgresAddr)
+	args := append(fleetArgs(testcluster.PostgresURL(proxy.Addr(), name), redis.URL(0), redis.URL(1)), extra...)
+	return newReplica(t, buildStamen(t), "a", args...), redis, proxy, direct
 }
 
 // TestFleetPostgresOutage takes PostgreSQL away from a replica for 20 s
@@ -83,14 +88,8 @@ func pgCount(t *testing.T, dsn string) (n int, id string) {
 // (connections reset, new ones refused), while the shared server stays up
 // for the other tests and for this test's own direct reads.
 func TestFleetPostgresOutage(t *testing.T) {
-	testcluster.Require(t)
-	redis := testcluster.StartRedis(t)
+	a, redis, proxy, direct := proxiedReplica(t)
 	broker, backend := redis.URL(0), redis.URL(1)
-	name := testcluster.PostgresDB(t)
-	direct := testcluster.PostgresURL(testcluster.PostgresAddr, name)
-	proxy := testcluster.StartProxy(t, testcluster.PostgresAddr)
-	bin := buildStamen(t)
-	a := newReplica(t, bin, "a", fleetArgs(testcluster.PostgresURL(proxy.Addr(), name), broker, backend)...)
 	w := testcluster.StartWorker(t, testcluster.WorkerOptions{Name: "steady", Broker: broker, Backend: backend, Concurrency: 2})
 	a.api.awaitWorkerReady(w.Name)
 

@@ -6,7 +6,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/stamen-dev/stamen/internal/testcluster"
@@ -77,17 +76,8 @@ func (s *rateStream) publish(t *testing.T, n int, rate float64, progress func(se
 // finalInPostgres counts the stream's tasks whose row is SUCCESS.
 func (s *rateStream) finalInPostgres(t *testing.T, dsn string) int {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	conn, err := pgx.Connect(ctx, dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close(context.Background())
 	var n int
-	if err := conn.QueryRow(ctx, `SELECT count(*) FROM stamen_tasks WHERE id LIKE $1 AND state = 'SUCCESS'`, s.prefix+"-%").Scan(&n); err != nil {
-		t.Fatal(err)
-	}
+	pgRow(t, dsn, `SELECT count(*) FROM stamen_tasks WHERE id LIKE $1 AND state = 'SUCCESS'`, []any{s.prefix + "-%"}, &n)
 	return n
 }
 
@@ -139,14 +129,7 @@ func TestFleetReplicaKilledAtRate(t *testing.T) {
 // 200,000 tasks; once PostgreSQL is back every task of the stream ends
 // there in its final state, and none was dropped.
 func TestFleetPostgresOutageAtRate(t *testing.T) {
-	testcluster.Require(t)
-	redis := testcluster.StartRedis(t)
-	broker, backend := redis.URL(0), redis.URL(1)
-	name := testcluster.PostgresDB(t)
-	direct := testcluster.PostgresURL(testcluster.PostgresAddr, name)
-	proxy := testcluster.StartProxy(t, testcluster.PostgresAddr)
-	args := append(fleetArgs(testcluster.PostgresURL(proxy.Addr(), name), broker, backend), "--max_tasks", "300000")
-	a := newReplica(t, buildStamen(t), "a", args...)
+	a, redis, proxy, direct := proxiedReplica(t, "--max_tasks", "300000")
 	s := newRateStream(t, redis, "outage")
 	s.awaitSubscribers(t, 1)
 

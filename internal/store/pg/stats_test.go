@@ -153,16 +153,7 @@ func TestTaskStatsMigrationCountsExistingTasks(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	res, err := s.TaskStats(ctx, q)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var c [taskstats.NumKinds]int64
-	for _, b := range res.Buckets {
-		for k, n := range b.Counts {
-			c[k] += n
-		}
-	}
+	c := totalCounts(t, s, q)
 	if c[taskstats.Received] != 2 || c[taskstats.Succeeded] != 2 {
 		t.Fatalf("after the migration: %v", c)
 	}
@@ -228,16 +219,7 @@ func TestTaskStatsRollupMigration(t *testing.T) {
 				t.Fatal(err)
 			}
 			q.TaskName, q.Worker = f.name, f.worker
-			res, err := s.TaskStats(ctx, q)
-			if err != nil {
-				t.Fatal(err)
-			}
-			var got [taskstats.NumKinds]int64
-			for _, b := range res.Buckets {
-				for k, n := range b.Counts {
-					got[k] += n
-				}
-			}
+			got := totalCounts(t, s, q)
 			if got != f.want.N {
 				t.Errorf("step %s, taskname %q: %v, want %v", step, f.name, got, f.want.N)
 			}
@@ -328,18 +310,25 @@ func TestTaskStatsDeltasOnceAStatement(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		res, err := s.TaskStats(ctx, q)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var c [taskstats.NumKinds]int64
-		for _, b := range res.Buckets {
-			for k, v := range b.Counts {
-				c[k] += v
-			}
-		}
+		c := totalCounts(t, s, q)
 		if c[taskstats.Received] != n || c[taskstats.Started] != n || c[taskstats.Succeeded] != n || c[taskstats.Failed] != 0 {
 			t.Errorf("compacted %v: counts %v, want %d received, started and succeeded", compact, c, n)
 		}
 	}
+}
+
+// totalCounts is the sum of q's buckets' counts, by kind.
+func totalCounts(t *testing.T, s *pg.Store, q taskstats.Query) [taskstats.NumKinds]int64 {
+	t.Helper()
+	res, err := s.TaskStats(context.Background(), q)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var c [taskstats.NumKinds]int64
+	for _, b := range res.Buckets {
+		for k, n := range b.Counts {
+			c[k] += n
+		}
+	}
+	return c
 }

@@ -248,16 +248,7 @@ func TestWriteChunksAtOnceAcrossReplicas(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	res, err := stores[0].TaskStats(t.Context(), q)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var c [taskstats.NumKinds]int64
-	for _, b := range res.Buckets {
-		for k, v := range b.Counts {
-			c[k] += v
-		}
-	}
+	c := totalCounts(t, stores[0], q)
 	if c[taskstats.Received] != 2*n || c[taskstats.Started] != 2*n || c[taskstats.Succeeded] != 2*n {
 		t.Errorf("activity %v, want %d received, started and succeeded", c, 2*n)
 	}
