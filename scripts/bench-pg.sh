@@ -33,13 +33,15 @@ judged() { if [ "$at10m" = 1 ]; then yes_if "$1"; else echo "no: ran at $rows ta
 cpu=$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ //')
 mem=$(free -g | awk '/Mem:/{print $2" GiB"}')
 pgver=$(psql --version 2>/dev/null | awk '{print $3}')
+# The server settings the write rate depends on most (docs/replicas.md).
+pgset=$(psql "$admin" -Atc "SELECT string_agg(name || ' ' || current_setting(name), ', ' ORDER BY name) FROM pg_settings WHERE name IN ('shared_buffers', 'max_wal_size', 'checkpoint_timeout', 'wal_compression', 'synchronous_commit')" 2>/dev/null || echo "not read")
 {
   echo "## PostgreSQL fleet (issue 16)"
   echo
   echo "Produced by \`make bench\` (or \`BENCH_PG=only make bench\`; scripts/bench-pg.sh). Do not edit by hand."
   echo
   echo "- date: $(date -u +%Y-%m-%dT%H:%M:%SZ)"
-  echo "- machine: $(nproc) cores ($cpu), $mem, $(go version | cut -d' ' -f3), PostgreSQL $pgver (Debian's, default settings), shared with other sessions' test runs"
+  echo "- machine: $(nproc) cores ($cpu), $mem, $(go version | cut -d' ' -f3), PostgreSQL $pgver (Debian's; $pgset)"
   echo "- command: \`make -s build\`, then \`$cmd\`"
   echo
   echo "The run creates the database \`stamen_bench\` and drops it at the end. A replica (bin/stamen as"
