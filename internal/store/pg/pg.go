@@ -474,8 +474,9 @@ func (s *Store) Write(ctx context.Context, b history.Batch) error {
 	// The chunks go on WriteConns connections at once: one connection
 	// writing keeps one of the server's cores busy, however many it has.
 	// A batch is spread over them in chunks of at least minWriteChunk.
-	// The chunks hold disjoint ranges of ids, each locked in id order, so
-	// they do not deadlock with each other or with another replica's.
+	// The chunks hold disjoint ranges of ids (a task's records stay in
+	// one), each locked in id order, so they do not deadlock with each
+	// other or with another replica's.
 	chunk := s.cfg.WriteChunk
 	if per := (len(tasks) + s.cfg.WriteConns - 1) / s.cfg.WriteConns; per < chunk {
 		chunk = max(per, minWriteChunk)
@@ -483,16 +484,20 @@ func (s *Store) Write(ctx context.Context, b history.Batch) error {
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(s.cfg.WriteConns)
 	for len(tasks) > chunk {
-		part := tasks[:chunk]
+		end := chunk
+		for end < len(tasks) && tasks[end].UUID == tasks[end-1].UUID {
+			end++
+		}
+		part := tasks[:end]
 		g.Go(func() error { return s.writeChunk(gctx, part, history.Batch{}, nil) })
-		tasks = tasks[chunk:]
+		tasks = tasks[end:]
 	}
 	g.Go(func() error { return s.writeChunk(gctx, tasks, b, workers) })
 	return g.Wait()
 }
 
 // minWriteChunk is the fewest task records Write gives a connection of
-// its own: below it a statement's fixed costs outweigh the parallelism.
+// its own, so that a small flush stays one statement on one connection.
 const minWriteChunk = 500
 
 // writeChunk writes tasks (sorted by id) and, from b, the workers named

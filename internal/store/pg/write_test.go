@@ -22,9 +22,23 @@ import (
 // kept through an outage) is written, and its row ends as the records
 // written one a batch leave it, whatever their order in the batch; the
 // other tasks of the batch, before and after it in id order, are
-// written too.
+// written too. Also in chunks of two on two connections, where the
+// task's records span a chunk's end.
 func TestWriteBatchWithRecordsOfOneTask(t *testing.T) {
-	s := openStore(t, newDB(t))
+	for _, cfg := range []pg.Config{{}, {WriteChunk: 2, WriteConns: 2}} {
+		t.Run(fmt.Sprintf("chunk%d", cfg.WriteChunk), func(t *testing.T) {
+			cfg.URL = newDB(t)
+			s, err := pg.Open(t.Context(), cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer s.Close()
+			writeRecordsOfOneTask(t, s)
+		})
+	}
+}
+
+func writeRecordsOfOneTask(t *testing.T, s *pg.Store) {
 	events := func(id string) []celery.Event {
 		return []celery.Event{
 			taskEv(t, "received", id, "w@h", 11, map[string]any{"name": "proj.add", "args": "(1, 2)", "kwargs": "{}", "retries": 0}),
