@@ -107,7 +107,9 @@ func TestPostgresOutage(t *testing.T) {
 				DBPath:       testcluster.PostgresURL(proxy.Addr(), db),
 				MaxTasks:     c.maxTasks,
 				SaveInterval: 100 * time.Millisecond,
-				DBTimeout:    500 * time.Millisecond,
+				// It bounds New's connection too: at 500 ms one failed
+				// to connect through the proxy on a busy 2-core machine.
+				DBTimeout: 1500 * time.Millisecond,
 			})
 			if err != nil {
 				t.Fatal(err)
