@@ -393,25 +393,20 @@ func feedPG(ctx context.Context, rdb *goredis.Client, channel string, fleet []*s
 		var err error
 		switch {
 		case i-got > window:
-			got, err = ingested()
+			if got, err = ingested(); err == nil && i-got > window {
+				time.Sleep(pollEvery)
+			}
 		case i-rows > maxLag:
-			rows, err = landed()
+			if rows, err = landed(); err == nil && i-rows > maxLag {
+				time.Sleep(pollLanded)
+			}
 		default:
 			j := min(i+batch, len(payloads))
-			if err := publish(ctx, rdb, channel, payloads[i:j]); err != nil {
-				return 0, err
-			}
+			err = publish(ctx, rdb, channel, payloads[i:j])
 			i = j
-			continue
 		}
 		if err != nil {
 			return 0, err
-		}
-		switch {
-		case i-got > window:
-			time.Sleep(pollEvery)
-		case i-rows > maxLag:
-			time.Sleep(pollLanded)
 		}
 	}
 	for {

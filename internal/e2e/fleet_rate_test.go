@@ -47,18 +47,19 @@ func (s *rateStream) awaitSubscribers(t *testing.T, n int) {
 
 func (s *rateStream) id(i int) string { return fmt.Sprintf("%s-%07d", s.prefix, i) }
 
-// publish publishes n tasks at rate tasks a second (the tasks due every
-// 5 ms, in one pipeline), calling progress with the tasks published so far
+// publish publishes n tasks at rate tasks a second (the tasks due at each
+// tick of 5 ms, in one pipeline), calling progress with the tasks published so far
 // after each batch, and returns how long it took.
 func (s *rateStream) publish(t *testing.T, n int, rate float64, progress func(sent int)) time.Duration {
 	t.Helper()
 	ctx := context.Background()
 	env := newEnvelopeTemplate(t, s.id(0), float64(time.Now().UnixMicro())/1e6)
 	began := time.Now()
-	for sent := 0; sent < n; {
+	tick := time.NewTicker(5 * time.Millisecond)
+	defer tick.Stop()
+	for sent := 0; sent < n; <-tick.C {
 		due := min(n, int(rate*time.Since(began).Seconds()))
 		if due <= sent {
-			time.Sleep(5 * time.Millisecond)
 			continue
 		}
 		pipe := s.rdb.Pipeline()
