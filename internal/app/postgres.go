@@ -21,7 +21,10 @@ import (
 // goes on in memory, and the unwritten records wait in the write-behind
 // buffer (history.Buffer), one per task up to MaxTasks, to be written on
 // the first flush that succeeds; records beyond that bound are dropped and
-// counted in stamen_store_lost_records_total.
+// counted in stamen_store_lost_records_total. The replicas share the
+// writing: each writes the tasks it owns and holds the others' records,
+// writing them too if their owner has not a grace period later
+// (internal/store/pg's share.go).
 
 // IsPostgresURL reports whether a --db value selects PostgreSQL (a
 // postgres:// or postgresql:// URL) rather than a bbolt file.
@@ -32,7 +35,7 @@ func IsPostgresURL(db string) bool { return pg.IsURL(db) }
 // worker at once. Tasks are not loaded: they are read from PostgreSQL.
 func (a *App) openPostgres(ctx context.Context) error {
 	st, err := pg.Open(ctx, pg.Config{URL: a.cfg.DBPath, ReadTimeout: a.cfg.DBTimeout,
-		MaxWorkers: a.cfg.MaxWorkers, Logger: a.log})
+		MaxWorkers: a.cfg.MaxWorkers, FlushInterval: a.cfg.SaveInterval, MaxHeld: a.cfg.MaxTasks, Logger: a.log})
 	if err != nil {
 		return err
 	}

@@ -116,10 +116,11 @@ func (s *rateStream) finalInPostgres(t *testing.T, dsn string) int {
 	return n
 }
 
-// TestFleetReplicaKilledAtRate SIGKILLs one of two replicas a quarter of
-// the way into a stream of 20,000 tasks at 10,000 a second. Every task
-// ends in PostgreSQL in its final state: the other replica received every
-// event and wrote them, and dropped none.
+// TestFleetReplicaKilledAtRate SIGKILLs one of two replicas, which share
+// the writing, a quarter of the way into a stream of 20,000 tasks at
+// 10,000 a second. Every task ends in PostgreSQL in its final state: the
+// other replica received every event, held the killed one's share, wrote
+// those records it found unwritten, and dropped none.
 func TestFleetReplicaKilledAtRate(t *testing.T) {
 	testcluster.Require(t)
 	redis := testcluster.StartRedis(t)
@@ -130,6 +131,7 @@ func TestFleetReplicaKilledAtRate(t *testing.T) {
 	a, b := rs[0], rs[1]
 	s := newRateStream(t, redis, "killed")
 	s.awaitSubscribers(t, 2)
+	awaitSharing(t, rs)
 
 	const total, rate = 20_000, 10_000
 	killedAt := -1
@@ -155,6 +157,101 @@ func TestFleetReplicaKilledAtRate(t *testing.T) {
 	if lost, err := b.metric(lostMetric); err != nil || lost != 0 {
 		t.Errorf("b's %s = %v (%v), want 0", lostMetric, lost, err)
 	}
+	// b held a's share for a, and wrote what a had not written when it
+	// was killed (and what a still owned until its stamp went stale)
+	// from those records, a grace period later.
+	written, err := b.metric(writtenMetric)
+	if err != nil {
+		t.Fatal(err)
+	}
+	taken, err := b.metric(takenOverMetric)
+	if err != nil || taken <= 0 {
+		t.Errorf("b's %s = %v (%v), want some: the records a owned and had not written when killed", takenOverMetric, taken, err)
+	}
+	t.Logf("b wrote %.0f task records, %.0f of them held for a and not written by it", written, taken)
+}
+
+// The metrics of the shared writing (pg.Store.Written, TakenOver, Held,
+// Replicas).
+const (
+	writtenMetric   = "stamen_store_written_records_total"
+	takenOverMetric = "stamen_store_taken_over_records_total"
+	heldMetric      = "stamen_store_held_records"
+	replicasMetric  = "stamen_store_live_replicas"
+)
+
+// awaitSharing returns once every replica of rs sees all of them live, so
+// that the task records are divided among them.
+func awaitSharing(t *testing.T, rs []*replica) {
+	t.Helper()
+	eventually(t, 30*time.Second, fmt.Sprintf("every replica seeing %d live", len(rs)), func() bool {
+		for _, r := range rs {
+			if n, err := r.metric(replicasMetric); err != nil || int(n) != len(rs) {
+				return false
+			}
+		}
+		return true
+	})
+}
+
+// TestFleetReplicasShareTheWriting: two replicas ingest every event of a
+// stream of 20,000 tasks at 10,000 a second, and write each task once
+// between them: each writes about half the records, the rows written in
+// PostgreSQL (inserts and updates) are at most 1.2 a task, every task
+// ends final, and once the grace period has passed neither holds a
+// record for the other.
+func TestFleetReplicasShareTheWriting(t *testing.T) {
+	testcluster.Require(t)
+	redis := testcluster.StartRedis(t)
+	broker, backend := redis.URL(0), redis.URL(1)
+	dsn := testcluster.PostgresURL(testcluster.PostgresAddr, testcluster.PostgresDB(t))
+	args := append(fleetArgs(dsn, broker, backend), "--max_tasks", "50000")
+	rs := startReplicas(t, buildStamen(t), args, "a", "b")
+	s := newRateStream(t, redis, "shared")
+	s.awaitSubscribers(t, 2)
+	awaitSharing(t, rs)
+	var before int64
+	pgRow(t, dsn, `SELECT coalesce(sum(n_tup_ins + n_tup_upd), 0) FROM pg_stat_user_tables WHERE relname = 'stamen_tasks'`, nil, &before)
+
+	const total, rate = 20_000, 10_000
+	took := s.publish(t, total, rate, nil)
+	t.Logf("published %d tasks in %s (%.0f tasks/s)", total, took.Round(time.Millisecond), total/took.Seconds())
+	eventually(t, 2*time.Minute, "every task of the stream SUCCESS in PostgreSQL", func() bool {
+		return s.finalInPostgres(t, dsn) == total
+	})
+	eventually(t, time.Minute, "no record held for the other replica", func() bool {
+		for _, r := range rs {
+			if n, err := r.metric(heldMetric); err != nil || n != 0 {
+				return false
+			}
+		}
+		return true
+	})
+	var sum float64
+	for _, r := range rs {
+		n, err := r.metric(writtenMetric)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sum += n
+		if n < 0.3*total || n > 0.7*total {
+			t.Errorf("%s wrote %.0f task records of %d tasks, want about half", r.name, n, total)
+		}
+	}
+	if sum > 1.2*total {
+		t.Errorf("the replicas wrote %.0f task records for %d tasks, want at most 1.2 a task", sum, total)
+	}
+	// The statistics collector reports a backend's counts when its
+	// transaction ends, within a second: poll until they are all in.
+	var rows int64
+	eventually(t, 30*time.Second, "the rows written reported", func() bool {
+		pgRow(t, dsn, `SELECT coalesce(sum(n_tup_ins + n_tup_upd), 0) FROM pg_stat_user_tables WHERE relname = 'stamen_tasks'`, nil, &rows)
+		return rows-before >= total
+	})
+	if got := float64(rows - before); got > 1.2*total {
+		t.Errorf("%.0f rows written in PostgreSQL for %d tasks, want at most 1.2 a task", got, total)
+	}
+	t.Logf("the replicas wrote %.0f task records, PostgreSQL %d rows, for %d tasks", sum, rows-before, total)
 }
 
 // TestFleetPostgresOutageAtRate takes PostgreSQL away from a replica for

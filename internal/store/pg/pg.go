@@ -98,7 +98,16 @@ type Config struct {
 	// MaxWorkers bounds the workers a read returns, as the events state
 	// bounds those it keeps (0: DefaultMaxWorkers).
 	MaxWorkers int
-	Logger     *slog.Logger
+	// ReplicaID names this replica in stamen_replicas (empty: a random
+	// name, new at each start). FlushInterval is how often the fleet's
+	// replicas call Write (0: DefaultFlushInterval): it sets how long a
+	// record is held for another replica and how long a silent replica
+	// counts as live (share.go). MaxHeld bounds the records held (0:
+	// DefaultMaxHeld).
+	ReplicaID     string
+	FlushInterval time.Duration
+	MaxHeld       int
+	Logger        *slog.Logger
 	// Now is the clock of worker liveness; tests replace it.
 	Now func() time.Time
 }
@@ -116,6 +125,11 @@ type Store struct {
 	unwritable atomic.Int64
 	// size is Size's last reading.
 	size sizeReading
+	// share divides the writing with the other replicas (share.go);
+	// written counts the task records this replica wrote, takenOver
+	// those of them another replica owned but had not written in time.
+	share              *sharer
+	written, takenOver atomic.Int64
 }
 
 // IsURL reports whether a --db value names PostgreSQL rather than a bbolt
@@ -204,7 +218,7 @@ func open(ctx context.Context, cfg Config, version int) (*Store, error) {
 	if cfg.WriteConns <= 0 {
 		cfg.WriteConns = max(1, int(pool.Config().MaxConns)/2)
 	}
-	s := &Store{pool: pool, cfg: cfg, log: cfg.Logger}
+	s := &Store{pool: pool, cfg: cfg, log: cfg.Logger, share: newSharer(cfg, version >= replicasVersion)}
 	mctx, cancel := context.WithTimeout(ctx, MigrateTimeout)
 	defer cancel()
 	if err := s.migrate(mctx, version); err != nil {
@@ -440,7 +454,15 @@ func unavailable(err error) error {
 // chunk fails the batch is not written, and the caller keeps and retries
 // it whole: its chunks already written change nothing the second time
 // (an upsert that changes nothing writes no row).
+//
+// Of the task records, only those of the tasks this replica owns are
+// written; the others are held for their owners, and written by this
+// replica too if a grace period later their rows still lack them
+// (share.go).
 func (s *Store) Write(ctx context.Context, b history.Batch) error {
+	if err := s.stamp(ctx); err != nil {
+		return err
+	}
 	tasks := make([]taskrec.Task, 0, len(b.Tasks))
 	var unwritable []string
 	for _, rec := range b.Tasks {
@@ -468,6 +490,13 @@ func (s *Store) Write(ctx context.Context, b history.Batch) error {
 		s.log.Warn("task records or worker events not written to PostgreSQL: a task id, name, state, parent id or worker name longer than its index takes",
 			slog.Int("records", len(unwritable)), slog.String("first", cut(unwritable[0], 64)))
 	}
+	tasks = s.share.split(tasks)
+	due, over, err := s.takeOver(ctx)
+	if err != nil {
+		return err
+	}
+	tasks = append(tasks, over...)
+	written := len(tasks)
 	// Every replica locks the rows in the same order, by id: two batches
 	// sharing tasks wait for each other instead of deadlocking.
 	slices.SortStableFunc(tasks, func(x, y taskrec.Task) int { return strings.Compare(x.UUID, y.UUID) })
@@ -493,8 +522,25 @@ func (s *Store) Write(ctx context.Context, b history.Batch) error {
 		tasks = tasks[end:]
 	}
 	g.Go(func() error { return s.writeChunk(gctx, tasks, b, workers) })
-	return g.Wait()
+	if err := g.Wait(); err != nil {
+		s.share.giveBack(due)
+		return err
+	}
+	s.written.Add(int64(written))
+	s.takenOver.Add(int64(len(over)))
+	return nil
 }
+
+// Written is how many task records this replica wrote, TakenOver how many
+// of them it wrote for another replica that had not, and Held how many it
+// holds for the others now (share.go).
+func (s *Store) Written() int64   { return s.written.Load() }
+func (s *Store) TakenOver() int64 { return s.takenOver.Load() }
+func (s *Store) Held() int        { return s.share.heldCount() }
+
+// Replicas is how many replicas of the fleet this one saw live at its
+// last write, itself included.
+func (s *Store) Replicas() int { return s.share.replicas() }
 
 // minWriteChunk is the fewest task records Write gives a connection of
 // its own, so that a small flush stays one statement on one connection.
@@ -681,41 +727,13 @@ func upsertArgs(tasks []taskrec.Task) []any {
 // replace and be replaced out of order) and ties go by recency. The rows
 // are inserted, and locked, in the arrays' order.
 var upsertSQL = func() string {
-	const newer = `(coalesce(EXCLUDED.ts, '-Infinity'), EXCLUDED.clock) >= (coalesce(t.ts, '-Infinity'), t.clock)`
 	var b strings.Builder
 	b.WriteString("INSERT INTO stamen_tasks AS t (")
 	b.WriteString(strings.Join(taskColumns, ", "))
-	b.WriteString(") SELECT * FROM unnest(")
-	for i := range taskColumns {
-		if i > 0 {
-			b.WriteString(", ")
-		}
-		fmt.Fprintf(&b, "$%d::%s[]", i+1, taskTypes[i])
-	}
-	b.WriteString(") ON CONFLICT (id) DO UPDATE SET ")
-	var cols, exprs []string
-	for _, c := range taskColumns {
-		if c == "id" {
-			continue
-		}
-		var e string
-		switch c {
-		case "state":
-			e = fmt.Sprintf(`CASE
-				WHEN EXCLUDED.state <> 'RETRY' AND t.state <> 'RETRY' AND stamen_precedence(EXCLUDED.state) < stamen_precedence(t.state) THEN EXCLUDED.state
-				WHEN EXCLUDED.state <> 'RETRY' AND t.state <> 'RETRY' AND stamen_precedence(EXCLUDED.state) > stamen_precedence(t.state) THEN t.state
-				WHEN %s THEN EXCLUDED.state ELSE t.state END`, newer)
-		case "received", "sent", "started", "rejected", "succeeded", "failed", "retried", "revoked":
-			// When the latest event of that kind happened: the greatest,
-			// whichever record brings it (GREATEST skips NULLs).
-			e = fmt.Sprintf(`greatest(EXCLUDED.%[1]s, t.%[1]s)`, c)
-		case "clock":
-			e = fmt.Sprintf(`CASE WHEN %s THEN EXCLUDED.clock ELSE t.clock END`, newer)
-		default:
-			e = fmt.Sprintf(`CASE WHEN %[2]s THEN coalesce(EXCLUDED.%[1]s, t.%[1]s) ELSE coalesce(t.%[1]s, EXCLUDED.%[1]s) END`, c, newer)
-		}
-		cols, exprs = append(cols, c), append(exprs, e)
-	}
+	b.WriteString(") SELECT * FROM ")
+	b.WriteString(unnestArgs)
+	b.WriteString(" ON CONFLICT (id) DO UPDATE SET ")
+	cols, exprs := mergeExprs("EXCLUDED")
 	for i, c := range cols {
 		if i > 0 {
 			b.WriteString(", ")
@@ -730,13 +748,65 @@ var upsertSQL = func() string {
 	// added an entry to every index, the heap's and the indexes' WAL of a
 	// task again for each replica. The row is still locked until the
 	// batch commits, as for an update.
-	b.WriteString(" WHERE (")
-	b.WriteString(strings.Join(exprs, ", "))
-	b.WriteString(") IS DISTINCT FROM (t.")
-	b.WriteString(strings.Join(cols, ", t."))
-	b.WriteString(")")
+	b.WriteString(" WHERE ")
+	b.WriteString(changes(cols, exprs))
 	return b.String()
 }()
+
+// uncoveredSQL returns the ids of the records, given as upsertSQL's
+// arrays, that upsertSQL would change a row for: those of a task without
+// a row, and those the row lacks something of. It reads, locks nothing and
+// writes nothing: what a replica asks of the records it held for another
+// (share.go).
+var uncoveredSQL = func() string {
+	cols, exprs := mergeExprs("r")
+	return "SELECT r.id FROM " + unnestArgs + " AS r(" + strings.Join(taskColumns, ", ") +
+		") LEFT JOIN stamen_tasks t ON t.id = r.id WHERE t.id IS NULL OR " + changes(cols, exprs)
+}()
+
+// unnestArgs is upsertArgs' arrays as rows, a column a field.
+var unnestArgs = func() string {
+	parts := make([]string, len(taskColumns))
+	for i := range taskColumns {
+		parts[i] = fmt.Sprintf("$%d::%s[]", i+1, taskTypes[i])
+	}
+	return "unnest(" + strings.Join(parts, ", ") + ")"
+}()
+
+// changes is the condition that the merged values exprs of the columns
+// cols differ from the row t's.
+func changes(cols, exprs []string) string {
+	return "(" + strings.Join(exprs, ", ") + ") IS DISTINCT FROM (t." + strings.Join(cols, ", t.") + ")"
+}
+
+// mergeExprs returns the columns a record sets of a row t, but its id,
+// and the value each takes when the record, named in, is merged into it.
+func mergeExprs(in string) (cols, exprs []string) {
+	newer := fmt.Sprintf(`(coalesce(%[1]s.ts, '-Infinity'), %[1]s.clock) >= (coalesce(t.ts, '-Infinity'), t.clock)`, in)
+	for _, c := range taskColumns {
+		if c == "id" {
+			continue
+		}
+		var e string
+		switch c {
+		case "state":
+			e = fmt.Sprintf(`CASE
+				WHEN %[1]s.state <> 'RETRY' AND t.state <> 'RETRY' AND stamen_precedence(%[1]s.state) < stamen_precedence(t.state) THEN %[1]s.state
+				WHEN %[1]s.state <> 'RETRY' AND t.state <> 'RETRY' AND stamen_precedence(%[1]s.state) > stamen_precedence(t.state) THEN t.state
+				WHEN %[2]s THEN %[1]s.state ELSE t.state END`, in, newer)
+		case "received", "sent", "started", "rejected", "succeeded", "failed", "retried", "revoked":
+			// When the latest event of that kind happened: the greatest,
+			// whichever record brings it (GREATEST skips NULLs).
+			e = fmt.Sprintf(`greatest(%[2]s.%[1]s, t.%[1]s)`, c, in)
+		case "clock":
+			e = fmt.Sprintf(`CASE WHEN %s THEN %s.clock ELSE t.clock END`, newer, in)
+		default:
+			e = fmt.Sprintf(`CASE WHEN %[2]s THEN coalesce(%[3]s.%[1]s, t.%[1]s) ELSE coalesce(t.%[1]s, %[3]s.%[1]s) END`, c, newer, in)
+		}
+		cols, exprs = append(cols, c), append(exprs, e)
+	}
+	return cols, exprs
+}
 
 // selectColumns read a task and its children's ids, oldest first.
 var selectColumns = func() string {

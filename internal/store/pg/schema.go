@@ -328,6 +328,14 @@ CREATE TRIGGER stamen_task_stats_insert AFTER INSERT ON stamen_tasks
 CREATE TRIGGER stamen_task_stats_update AFTER UPDATE ON stamen_tasks
 	REFERENCING OLD TABLE AS stamen_old_rows NEW TABLE AS stamen_new_rows
 	FOR EACH STATEMENT EXECUTE FUNCTION stamen_task_stats_updated();`,
+	// 9: the fleet's replicas, for sharing the writes (share.go): each
+	// replica stamps its row at every flush with the server's clock, and
+	// the rows stamped recently are the live replicas the task records
+	// are divided among.
+	`CREATE TABLE stamen_replicas (
+	id   text COLLATE "C" PRIMARY KEY,
+	seen timestamptz NOT NULL
+);`,
 }
 
 // runtimeBin is taskstats.Bin in SQL: the runtime histogram's bin of a

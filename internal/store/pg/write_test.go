@@ -213,7 +213,10 @@ func TestWriteChunksAtOnceAcrossReplicas(t *testing.T) {
 	url := newDB(t)
 	var stores [2]*pg.Store
 	for i := range stores {
-		s, err := pg.Open(t.Context(), pg.Config{URL: url, MaxConns: 8, WriteConns: 4})
+		// One name for both: neither sees the other among the live
+		// replicas, so each writes every task (as replicas did before
+		// they shared the writing), all at once.
+		s, err := pg.Open(t.Context(), pg.Config{URL: url, MaxConns: 8, WriteConns: 4, ReplicaID: "one-name"})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -1,0 +1,341 @@
+package pg
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"hash/fnv"
+	"log/slog"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/stamen-dev/stamen/internal/taskrec"
+)
+
+// The replicas of a fleet share the writing. Every replica receives every
+// event, so each would write every task's row; instead each writes the
+// records of the tasks it owns, and holds the others'. A task's owner is
+// chosen by rendezvous hashing of its id over the live replicas: the
+// replicas whose row in stamen_replicas was stamped within the live window
+// by the server's clock (each stamps its own at every flush), so no
+// coordinator and no clock of a replica's own take part, and a replica
+// leaving or joining moves only its own share.
+//
+// A held record is not trusted to its owner: once the grace period has
+// passed (time for the owner to flush and write it), the holder asks
+// PostgreSQL whether the row already holds everything the record brings
+// (uncoveredSQL, one read for all the records due), and writes the ones it
+// does not. So a replica that was SIGKILLed, cut off from PostgreSQL, or
+// slow, or that never received the events, loses nothing: its share is
+// written by the others from what they held, a grace period later. The
+// replicas' views of who is live may differ for a moment (a replica seen
+// by one a flush before the other); a task both think the other owns is
+// written by both once their grace has passed, one none thinks it owns
+// cannot be. The read costs the database a lookup a record instead of the
+// lookup, lock and merge of the write it replaces (bench/RESULTS.md).
+//
+// The held records are bounded by Config.MaxHeld: beyond it the oldest are
+// checked and written at once rather than held longer. A record replaced
+// by a newer one of the same task (the state's records are the task's
+// whole record) is held from then on.
+
+// Defaults of the sharing.
+const (
+	// DefaultFlushInterval is the replicas' flush interval assumed when
+	// Config.FlushInterval is not set.
+	DefaultFlushInterval = time.Second
+	// DefaultMaxHeld bounds the records held for the other replicas.
+	DefaultMaxHeld = 100_000
+	// forgetReplicas is how long a replica's row stays after its last
+	// stamp: the table holds the replicas of the last hour, not every
+	// one that ever ran.
+	forgetReplicas = time.Hour
+)
+
+// sharer holds a replica's view of its fleet and the records it holds for
+// the other replicas.
+type sharer struct {
+	self string
+	// on is false where the schema has no stamen_replicas.
+	on bool
+	// grace is how long a record is held before it is checked; live is
+	// how recently a replica must have stamped its row to own tasks.
+	grace, live time.Duration
+	max         int
+	now         func() time.Time
+
+	mu sync.Mutex
+	// peers are the other live replicas as of the last stamp.
+	peers []string
+	held  map[string]*heldRecord
+	// queue is the held records in the order they became due; an entry
+	// whose record was replaced since (at differs) is skipped.
+	queue []heldEntry
+}
+
+type heldRecord struct {
+	task taskrec.Task
+	at   time.Time
+}
+
+type heldEntry struct {
+	id string
+	at time.Time
+}
+
+// replicasVersion is the schema version that adds stamen_replicas; a
+// store opened at an older one (a test's) writes every record itself.
+const replicasVersion = 9
+
+func newSharer(cfg Config, on bool) *sharer {
+	self := cfg.ReplicaID
+	if self == "" {
+		b := make([]byte, 8)
+		_, _ = rand.Read(b)
+		self = hex.EncodeToString(b)
+	}
+	every := cfg.FlushInterval
+	if every <= 0 {
+		every = DefaultFlushInterval
+	}
+	maxHeld := cfg.MaxHeld
+	if maxHeld <= 0 {
+		maxHeld = DefaultMaxHeld
+	}
+	return &sharer{
+		self: self, on: on,
+		// The owner writes a record at its next flush, within an interval
+		// of this replica's, and its write takes a moment more.
+		grace: 2*every + time.Second,
+		// A replica counts as live for three of its flushes: a slow write
+		// or a busy moment does not hand its share to the others.
+		live: 3*every + 2*time.Second,
+		max:  maxHeld, now: cfg.Now, held: map[string]*heldRecord{},
+	}
+}
+
+// stampSQL stamps this replica's row with the server's clock, forgets the
+// replicas gone for an hour, and returns the other live ones. The SELECT
+// sees the table as the statement began, which is all it needs: this
+// replica's own stamp is not read.
+const stampSQL = `WITH stamp AS (
+	INSERT INTO stamen_replicas (id, seen) VALUES ($1, now())
+	ON CONFLICT (id) DO UPDATE SET seen = now()
+), forget AS (
+	DELETE FROM stamen_replicas WHERE seen < now() - make_interval(secs => $3)
+)
+SELECT id FROM stamen_replicas WHERE id <> $1 AND seen > now() - make_interval(secs => $2) ORDER BY id`
+
+// stamp stamps this replica as live and reads the others.
+func (s *Store) stamp(ctx context.Context) error {
+	sh := s.share
+	if !sh.on {
+		return nil
+	}
+	var peers []string
+	err := s.write(ctx, true, func(ctx context.Context) error {
+		rows, err := s.pool.Query(ctx, stampSQL, sh.self, sh.live.Seconds(), forgetReplicas.Seconds())
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		peers = peers[:0]
+		for rows.Next() {
+			var id string
+			if err := rows.Scan(&id); err != nil {
+				return err
+			}
+			peers = append(peers, id)
+		}
+		return rows.Err()
+	})
+	if err != nil {
+		return unavailable(err)
+	}
+	sh.mu.Lock()
+	sh.peers = peers
+	sh.mu.Unlock()
+	return nil
+}
+
+// split returns the records of tasks this replica owns, and holds the
+// others'.
+func (sh *sharer) split(tasks []taskrec.Task) []taskrec.Task {
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	if len(sh.peers) == 0 {
+		return tasks
+	}
+	selfHash := memberHash(sh.self)
+	peerHashes := make([]uint64, len(sh.peers))
+	for i, p := range sh.peers {
+		peerHashes[i] = memberHash(p)
+	}
+	now := sh.now()
+	own := tasks[:0:0]
+	for i := range tasks {
+		if owns(tasks[i].UUID, selfHash, peerHashes) {
+			own = append(own, tasks[i])
+			continue
+		}
+		sh.hold(tasks[i], now)
+	}
+	return own
+}
+
+// hold keeps t for its owner until the grace period has passed.
+func (sh *sharer) hold(t taskrec.Task, at time.Time) {
+	if h, ok := sh.held[t.UUID]; ok {
+		h.task, h.at = t, at
+	} else {
+		sh.held[t.UUID] = &heldRecord{task: t, at: at}
+	}
+	sh.queue = append(sh.queue, heldEntry{id: t.UUID, at: at})
+}
+
+// due takes out the held records whose grace period has passed, and the
+// oldest beyond the bound.
+func (sh *sharer) due() []heldRecord {
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	cutoff := sh.now().Add(-sh.grace)
+	var out []heldRecord
+	i := 0
+	for ; i < len(sh.queue); i++ {
+		e := sh.queue[i]
+		h, ok := sh.held[e.id]
+		if !ok || !h.at.Equal(e.at) {
+			continue // replaced or taken since
+		}
+		if e.at.After(cutoff) && len(sh.held) <= sh.max {
+			break
+		}
+		out = append(out, *h)
+		delete(sh.held, e.id)
+	}
+	sh.queue = append(sh.queue[:0:0], sh.queue[i:]...)
+	return out
+}
+
+// giveBack holds again the records due that could not be written, unless
+// a newer record of the task is held meanwhile.
+func (sh *sharer) giveBack(recs []heldRecord) {
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	for _, r := range recs {
+		if _, ok := sh.held[r.task.UUID]; ok {
+			continue
+		}
+		sh.held[r.task.UUID] = &heldRecord{task: r.task, at: r.at}
+		sh.queue = append(sh.queue, heldEntry{id: r.task.UUID, at: r.at})
+	}
+	// Keep the queue in the order the records are due: those given back
+	// are the oldest.
+	slices.SortStableFunc(sh.queue, func(x, y heldEntry) int { return x.at.Compare(y.at) })
+}
+
+// replicas is how many replicas are live as of the last stamp, this one
+// included.
+func (sh *sharer) replicas() int {
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	return len(sh.peers) + 1
+}
+
+// heldCount is how many records are held for the other replicas.
+func (sh *sharer) heldCount() int {
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	return len(sh.held)
+}
+
+// uncovered returns the records of recs whose rows lack something they
+// bring, in chunks of WriteChunk records, one read each.
+func (s *Store) uncovered(ctx context.Context, recs []heldRecord) ([]taskrec.Task, error) {
+	var out []taskrec.Task
+	for len(recs) > 0 {
+		part := recs[:min(len(recs), s.cfg.WriteChunk)]
+		recs = recs[len(part):]
+		byID := make(map[string]*taskrec.Task, len(part))
+		tasks := make([]taskrec.Task, len(part))
+		for i := range part {
+			tasks[i] = part[i].task
+			byID[tasks[i].UUID] = &tasks[i]
+		}
+		err := s.read(ctx, func(ctx context.Context) error {
+			rows, err := s.pool.Query(ctx, uncoveredSQL, upsertArgs(tasks)...)
+			if err != nil {
+				return err
+			}
+			defer rows.Close()
+			for rows.Next() {
+				var id string
+				if err := rows.Scan(&id); err != nil {
+					return handedOut(err)
+				}
+				out = append(out, *byID[id])
+			}
+			return handedOut(rows.Err())
+		})
+		if err != nil {
+			return nil, fmt.Errorf("check the records held for other replicas: %w", err)
+		}
+	}
+	return out, nil
+}
+
+// takeOver returns the held records due that this replica is to write:
+// those whose rows lack something they bring. The others are let go.
+func (s *Store) takeOver(ctx context.Context) (due []heldRecord, write []taskrec.Task, err error) {
+	due = s.share.due()
+	if len(due) == 0 {
+		return nil, nil, nil
+	}
+	write, err = s.uncovered(ctx, due)
+	if err != nil {
+		s.share.giveBack(due)
+		return nil, nil, err
+	}
+	if len(write) > 0 {
+		s.log.Debug("writing records held for other replicas that were not written in time",
+			slog.Int("records", len(write)), slog.Int("checked", len(due)))
+	}
+	return due, write, nil
+}
+
+// memberHash is a replica's part of the rendezvous hash.
+func memberHash(id string) uint64 {
+	h := fnv.New64a()
+	h.Write([]byte(id))
+	return h.Sum64()
+}
+
+// owns reports whether the replica of selfHash owns task id among itself
+// and the peers: the one whose mix with the id's hash is highest (a tie,
+// which needs two equal mixes, makes both owners: the row is written
+// twice rather than not at all).
+func owns(id string, selfHash uint64, peers []uint64) bool {
+	h := fnv.New64a()
+	h.Write([]byte(id))
+	key := h.Sum64()
+	mine := mix(key ^ selfHash)
+	for _, p := range peers {
+		if mix(key^p) > mine {
+			return false
+		}
+	}
+	return true
+}
+
+// mix is splitmix64's finalizer: every bit of x moves every bit of the
+// result, so that the replicas' shares are even.
+func mix(x uint64) uint64 {
+	x ^= x >> 30
+	x *= 0xbf58476d1ce4e5b9
+	x ^= x >> 27
+	x *= 0x94d049bb133111eb
+	x ^= x >> 31
+	return x
+}
