@@ -7,7 +7,9 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/stamen-dev/stamen/internal/history"
 	"github.com/stamen-dev/stamen/internal/state"
+	"github.com/stamen-dev/stamen/internal/taskrec"
 	"github.com/stamen-dev/stamen/internal/taskstats"
 )
 
@@ -61,4 +63,19 @@ func (s *Store) ExplainFailures(ctx context.Context, q state.Query) (string, err
 		return err
 	})
 	return strings.Join(plan, "\n"), err
+}
+
+// CheckHeld is the check a replica makes of the records of b once it has
+// held them for another replica: it returns how many it would write.
+func (s *Store) CheckHeld(ctx context.Context, b history.Batch) (int, error) {
+	recs := make([]heldRecord, 0, len(b.Tasks))
+	for _, r := range b.Tasks {
+		t, err := taskrec.DecodeRecord(r.Data)
+		if err != nil {
+			return 0, err
+		}
+		recs = append(recs, heldRecord{task: t})
+	}
+	out, err := s.uncovered(ctx, recs)
+	return len(out), err
 }

@@ -32,7 +32,10 @@ import (
 //   - update: each task written received first, then its completion (a
 //     task that spans two flushes); the second write is measured;
 //   - duplicate: each task's whole record written twice (two replicas
-//     that both write every task); the second write is measured;
+//     that both take the task for theirs); the second write is measured;
+//   - held: each task's whole record written, then checked as a replica
+//     checks the records it held for the one that wrote them (a read
+//     that finds nothing to write); the check is measured;
 //   - drop: the insert again, after dropping the activity trigger (then
 //     once with the trigram index's fastupdate off), then the secondary
 //     indexes one at a time, largest first: each
@@ -114,6 +117,28 @@ func BenchmarkWritePath(b *testing.B) {
 					b.Fatal(err)
 				}
 			})
+		}
+	})
+	b.Run("held", func(b *testing.B) {
+		for b.Loop() {
+			var f writeFigures
+			for range batches {
+				bt := batch(true)
+				if err := s.Write(context.Background(), bt); err != nil {
+					b.Fatal(err)
+				}
+				renice(b, conn)
+				lsn0 := lsn(b, conn)
+				t0 := time.Now()
+				n, err := s.CheckHeld(context.Background(), bt)
+				if err != nil || n != 0 {
+					b.Fatalf("the check would write %d of %d records (%v), want none", n, size, err)
+				}
+				f.add(time.Since(t0), size, walUsage(b, conn, lsn0, lsn(b, conn)))
+				next += size
+			}
+			fmt.Printf("held: %s\n", f)
+			f.report(b)
 		}
 	})
 	b.Run("drop", func(b *testing.B) {

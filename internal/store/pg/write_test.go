@@ -86,8 +86,9 @@ func writeRecordsOfOneTask(t *testing.T, s *pg.Store) {
 }
 
 // TestWriteThatChangesNothingKeepsTheRow: a record that changes nothing
-// in its row (the same record written again, as every replica writes
-// every task, or a replica's older view of the task) writes no new
+// in its row (the same record written again, as by two replicas that
+// each took the task for their own for a moment, or a replica's older
+// view of the task) writes no new
 // version of the row, while one that changes something does.
 func TestWriteThatChangesNothingKeepsTheRow(t *testing.T) {
 	url := newDB(t)
