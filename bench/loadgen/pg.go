@@ -219,12 +219,29 @@ func runPG(ctx context.Context, c config, pc pgConfig) (err error) {
 		if err != nil {
 			return err
 		}
+		cpu0 := phaseCPU(fleet)
 		took, err := feedPG(ctx, rdb, channel, fleet, conn, payloads, from, pc.maxTasks/2, start, step)
 		if err != nil {
 			return err
 		}
+		cpu1 := phaseCPU(fleet)
 		figure(fmt.Sprintf("pg_ingest_rows_per_s_%d", n), float64(pc.ingest)/took.Seconds())
 		figure(fmt.Sprintf("pg_ingest_events_per_s_%d", n), 3*float64(pc.ingest)/took.Seconds())
+		// Where the machine's cores went during the phase: each replica,
+		// PostgreSQL's processes, and all of them (in cores).
+		for i := range fleet {
+			figure(fmt.Sprintf("pg_ingest_cpus_%d_replica%d", n, i+1), (cpu1.replicas[i]-cpu0.replicas[i])/took.Seconds())
+		}
+		figure(fmt.Sprintf("pg_ingest_cpus_%d_postgres", n), (cpu1.postgres-cpu0.postgres)/took.Seconds())
+		figure(fmt.Sprintf("pg_ingest_cpus_%d_machine", n), (cpu1.machine-cpu0.machine)/took.Seconds())
+		for i, r := range fleet {
+			// The records each replica wrote, and of them those it wrote
+			// for another that had not (the replicas share the writing).
+			written, _ := r.metric("stamen_store_written_records_total")
+			taken, _ := r.metric("stamen_store_taken_over_records_total")
+			figure(fmt.Sprintf("pg_written_records_%d_replica%d", n, i+1), written)
+			figure(fmt.Sprintf("pg_taken_over_records_%d_replica%d", n, i+1), taken)
+		}
 		w1, err := settledWrites(ctx, conn)
 		if err != nil {
 			return err
@@ -644,4 +661,68 @@ func lastLines(b []byte, n int) string {
 		lines = lines[len(lines)-n:]
 	}
 	return strings.Join(lines, "\n") + "\n"
+}
+
+// cpuReading is CPU time used so far, in seconds: by each replica, by
+// PostgreSQL's processes, and by the whole machine (every core's busy
+// time).
+type cpuReading struct {
+	replicas          []float64
+	postgres, machine float64
+}
+
+// clockTicks is the kernel's USER_HZ, the unit of /proc's CPU times: 100
+// on Linux's supported architectures.
+const clockTicks = 100
+
+// phaseCPU reads the CPU time of the fleet, of PostgreSQL and of the
+// machine; what it cannot read counts 0.
+func phaseCPU(fleet []*stamen) cpuReading {
+	var r cpuReading
+	for _, s := range fleet {
+		r.replicas = append(r.replicas, procCPU(s.cmd.Process.Pid))
+	}
+	if ents, err := os.ReadDir("/proc"); err == nil {
+		for _, e := range ents {
+			pid, err := strconv.Atoi(e.Name())
+			if err != nil {
+				continue
+			}
+			if comm, err := os.ReadFile(fmt.Sprintf("/proc/%d/comm", pid)); err == nil && strings.TrimSpace(string(comm)) == "postgres" {
+				r.postgres += procCPU(pid)
+			}
+		}
+	}
+	if b, err := os.ReadFile("/proc/stat"); err == nil {
+		// cpu user nice system idle iowait irq softirq steal: busy is all
+		// but idle and iowait.
+		f := strings.Fields(strings.SplitN(string(b), "\n", 2)[0])
+		for i, v := range f[1:] {
+			if i == 3 || i == 4 || i >= 8 {
+				continue
+			}
+			n, _ := strconv.ParseFloat(v, 64)
+			r.machine += n / clockTicks
+		}
+	}
+	return r
+}
+
+// procCPU is the user and system CPU time of process pid so far, in
+// seconds (0 if it cannot be read).
+func procCPU(pid int) float64 {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0
+	}
+	// The fields after the command name, which is in parentheses and may
+	// hold spaces: utime and stime are the 12th and 13th of them.
+	i := strings.LastIndexByte(string(b), ')')
+	f := strings.Fields(string(b[i+1:]))
+	if len(f) < 13 {
+		return 0
+	}
+	u, _ := strconv.ParseFloat(f[11], 64)
+	st, _ := strconv.ParseFloat(f[12], 64)
+	return (u + st) / clockTicks
 }

@@ -496,7 +496,18 @@ func (s *Store) Write(ctx context.Context, b history.Batch) error {
 		return err
 	}
 	tasks = append(tasks, over...)
-	written := len(tasks)
+	if err := s.writeTasks(ctx, tasks, b, workers); err != nil {
+		s.share.giveBack(due)
+		return err
+	}
+	s.written.Add(int64(len(tasks)))
+	s.takenOver.Add(int64(len(over)))
+	return nil
+}
+
+// writeTasks writes tasks, and b's workers (those named) and forgotten
+// workers, in chunks on up to WriteConns connections at once.
+func (s *Store) writeTasks(ctx context.Context, tasks []taskrec.Task, b history.Batch, workers []string) error {
 	// Every replica locks the rows in the same order, by id: two batches
 	// sharing tasks wait for each other instead of deadlocking.
 	slices.SortStableFunc(tasks, func(x, y taskrec.Task) int { return strings.Compare(x.UUID, y.UUID) })
@@ -522,13 +533,7 @@ func (s *Store) Write(ctx context.Context, b history.Batch) error {
 		tasks = tasks[end:]
 	}
 	g.Go(func() error { return s.writeChunk(gctx, tasks, b, workers) })
-	if err := g.Wait(); err != nil {
-		s.share.giveBack(due)
-		return err
-	}
-	s.written.Add(int64(written))
-	s.takenOver.Add(int64(len(over)))
-	return nil
+	return g.Wait()
 }
 
 // Written is how many task records this replica wrote, TakenOver how many

@@ -233,3 +233,32 @@ func TestHeldRecordsBounded(t *testing.T) {
 		t.Errorf("%d rows, want %d (all but the 10 held)", all, n-10)
 	}
 }
+
+// TestLeaveWritesHeldRecords: a replica leaving the fleet (stopped, after
+// its last flush) writes the records it held whose rows lack them at
+// once, without waiting out the grace period, and deletes its row, so
+// that the others own every task from their next write.
+func TestLeaveWritesHeldRecords(t *testing.T) {
+	url := newDB(t)
+	rs := fleetOf(t, url, 2, pg.Config{})
+	const n = 500
+	leaving, staying := rs[1], rs[0]
+	if err := leaving.Write(t.Context(), records(t, "leave", n, "received", "started", "succeeded")); err != nil {
+		t.Fatal(err)
+	}
+	if all, _ := rowsIn(t, url, "leave", "SUCCESS"); all == n {
+		t.Fatalf("all %d rows written before leaving: nothing was held", n)
+	}
+	if err := leaving.Leave(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if all, done := rowsIn(t, url, "leave", "SUCCESS"); all != n || done != n {
+		t.Errorf("%d rows, %d SUCCESS after leaving; want %d", all, done, n)
+	}
+	if err := staying.Write(t.Context(), history.Batch{}); err != nil {
+		t.Fatal(err)
+	}
+	if got := staying.Replicas(); got != 1 {
+		t.Errorf("the staying replica sees %d live, want 1 (itself)", got)
+	}
+}
