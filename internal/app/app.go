@@ -748,11 +748,14 @@ func (a *App) close() {
 		if a.buffer != nil {
 			err = a.flush(context.Background())
 		}
-		if a.Postgres != nil {
+		if a.Postgres != nil && err == nil {
 			// After the last flush: the records held for the other
 			// replicas are written where their rows lack them, and the
-			// others take this one's share from their next flush.
-			err = errors.Join(err, a.Postgres.Leave(context.Background()))
+			// others take this one's share from their next flush. Not
+			// when that flush failed: PostgreSQL is away, and waiting on
+			// it again would only hold the stop up; this replica's row
+			// goes stale by itself.
+			err = a.Postgres.Leave(context.Background())
 		}
 		if err := errors.Join(err, a.db.Close()); err != nil {
 			a.log.Error("closing the store", slog.Any("err", err))

@@ -6,6 +6,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"syscall"
 	"testing"
 	"time"
 
@@ -199,7 +200,7 @@ func awaitSharing(t *testing.T, rs []*replica) {
 // between them: each writes about half the records, the rows written in
 // PostgreSQL (inserts and updates) are at most 1.2 a task, every task
 // ends final, and once the grace period has passed neither holds a
-// record for the other.
+// record for the other. One stopped gracefully leaves the fleet.
 func TestFleetReplicasShareTheWriting(t *testing.T) {
 	testcluster.Require(t)
 	redis := testcluster.StartRedis(t)
@@ -252,6 +253,20 @@ func TestFleetReplicasShareTheWriting(t *testing.T) {
 		t.Errorf("%.0f rows written in PostgreSQL for %d tasks, want at most 1.2 a task", got, total)
 	}
 	t.Logf("the replicas wrote %.0f task records, PostgreSQL %d rows, for %d tasks", sum, rows-before, total)
+
+	// A replica stopped gracefully leaves the fleet as it exits: its row
+	// is gone, so that the other owns every task from its next flush.
+	a := rs[0]
+	a.mu.Lock()
+	_ = a.cmd.Process.Signal(syscall.SIGTERM)
+	exited := a.exited
+	a.mu.Unlock()
+	<-exited
+	var live []string
+	pgRow(t, dsn, `SELECT coalesce(array_agg(id), '{}') FROM stamen_replicas`, nil, &live)
+	if len(live) != 1 {
+		t.Errorf("stamen_replicas holds %v after a stopped, want b's row alone", live)
+	}
 }
 
 // TestFleetPostgresOutageAtRate takes PostgreSQL away from a replica for
