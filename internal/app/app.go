@@ -648,6 +648,15 @@ func (a *App) gauges() []prometheus.Collector {
 			return float64(looked)
 		}
 	}
+	// fromPostgres reads a figure of the PostgreSQL store, 0 without one.
+	fromPostgres := func(read func(*pg.Store) float64) func() float64 {
+		return func() float64 {
+			if a.Postgres == nil {
+				return 0
+			}
+			return read(a.Postgres)
+		}
+	}
 	build := version.Get()
 	return []prometheus.Collector{
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
@@ -665,48 +674,23 @@ func (a *App) gauges() []prometheus.Collector {
 		prometheus.NewCounterFunc(prometheus.CounterOpts{
 			Name: "stamen_store_unwritable_records_total",
 			Help: "Task records and worker events kept in memory only: a task id, name, state, parent id or worker name longer than PostgreSQL's indexes take.",
-		}, func() float64 {
-			if a.Postgres == nil {
-				return 0
-			}
-			return float64(a.Postgres.Unwritable())
-		}),
+		}, fromPostgres(func(st *pg.Store) float64 { return float64(st.Unwritable()) })),
 		prometheus.NewCounterFunc(prometheus.CounterOpts{
 			Name: "stamen_store_written_records_total",
 			Help: "Task records this replica wrote to PostgreSQL: those of the tasks it owns among the live replicas, and those it held for another that had not written them in time.",
-		}, func() float64 {
-			if a.Postgres == nil {
-				return 0
-			}
-			return float64(a.Postgres.Written())
-		}),
+		}, fromPostgres(func(st *pg.Store) float64 { return float64(st.Written()) })),
 		prometheus.NewCounterFunc(prometheus.CounterOpts{
 			Name: "stamen_store_taken_over_records_total",
 			Help: "Task records this replica wrote to PostgreSQL for another replica that owned them but had not written them a grace period later (it stopped, or was cut off).",
-		}, func() float64 {
-			if a.Postgres == nil {
-				return 0
-			}
-			return float64(a.Postgres.TakenOver())
-		}),
+		}, fromPostgres(func(st *pg.Store) float64 { return float64(st.TakenOver()) })),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "stamen_store_held_records",
 			Help: "Task records this replica holds for the other replicas that own them, until it has checked they were written.",
-		}, func() float64 {
-			if a.Postgres == nil {
-				return 0
-			}
-			return float64(a.Postgres.Held())
-		}),
+		}, fromPostgres(func(st *pg.Store) float64 { return float64(st.Held()) })),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "stamen_store_live_replicas",
 			Help: "Replicas of the fleet this one saw live in PostgreSQL at its last write, itself included: the task records are divided among them.",
-		}, func() float64 {
-			if a.Postgres == nil {
-				return 0
-			}
-			return float64(a.Postgres.Replicas())
-		}),
+		}, fromPostgres(func(st *pg.Store) float64 { return float64(st.Replicas()) })),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "stamen_tasks_stored", Help: "Tasks held in the state.",
 		}, func() float64 { return float64(a.State.Len()) }),

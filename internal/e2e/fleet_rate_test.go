@@ -123,16 +123,8 @@ func (s *rateStream) finalInPostgres(t *testing.T, dsn string) int {
 // other replica received every event, held the killed one's share, wrote
 // those records it found unwritten, and dropped none.
 func TestFleetReplicaKilledAtRate(t *testing.T) {
-	testcluster.Require(t)
-	redis := testcluster.StartRedis(t)
-	broker, backend := redis.URL(0), redis.URL(1)
-	dsn := testcluster.PostgresURL(testcluster.PostgresAddr, testcluster.PostgresDB(t))
-	args := append(fleetArgs(dsn, broker, backend), "--max_tasks", "50000")
-	rs := startReplicas(t, buildStamen(t), args, "a", "b")
+	rs, s, dsn := sharingFleet(t, "killed")
 	a, b := rs[0], rs[1]
-	s := newRateStream(t, redis, "killed")
-	s.awaitSubscribers(t, 2)
-	awaitSharing(t, rs)
 
 	const total, rate = 20_000, 10_000
 	killedAt := -1
@@ -181,10 +173,20 @@ const (
 	replicasMetric  = "stamen_store_live_replicas"
 )
 
-// awaitSharing returns once every replica of rs sees all of them live, so
-// that the task records are divided among them.
-func awaitSharing(t *testing.T, rs []*replica) {
+// sharingFleet starts two replicas, a and b, on a Redis and a PostgreSQL
+// database of the test's own, and returns them once both receive the
+// events and see each other live (so that they divide the task records
+// between them), with a stream of tasks named prefix and the database.
+func sharingFleet(t *testing.T, prefix string) ([]*replica, *rateStream, string) {
 	t.Helper()
+	testcluster.Require(t)
+	redis := testcluster.StartRedis(t)
+	broker, backend := redis.URL(0), redis.URL(1)
+	dsn := testcluster.PostgresURL(testcluster.PostgresAddr, testcluster.PostgresDB(t))
+	args := append(fleetArgs(dsn, broker, backend), "--max_tasks", "50000")
+	rs := startReplicas(t, buildStamen(t), args, "a", "b")
+	s := newRateStream(t, redis, prefix)
+	s.awaitSubscribers(t, len(rs))
 	eventually(t, 30*time.Second, fmt.Sprintf("every replica seeing %d live", len(rs)), func() bool {
 		for _, r := range rs {
 			if n, err := r.metric(replicasMetric); err != nil || int(n) != len(rs) {
@@ -193,6 +195,7 @@ func awaitSharing(t *testing.T, rs []*replica) {
 		}
 		return true
 	})
+	return rs, s, dsn
 }
 
 // TestFleetReplicasShareTheWriting: two replicas ingest every event of a
@@ -202,15 +205,7 @@ func awaitSharing(t *testing.T, rs []*replica) {
 // ends final, and once the grace period has passed neither holds a
 // record for the other. One stopped gracefully leaves the fleet.
 func TestFleetReplicasShareTheWriting(t *testing.T) {
-	testcluster.Require(t)
-	redis := testcluster.StartRedis(t)
-	broker, backend := redis.URL(0), redis.URL(1)
-	dsn := testcluster.PostgresURL(testcluster.PostgresAddr, testcluster.PostgresDB(t))
-	args := append(fleetArgs(dsn, broker, backend), "--max_tasks", "50000")
-	rs := startReplicas(t, buildStamen(t), args, "a", "b")
-	s := newRateStream(t, redis, "shared")
-	s.awaitSubscribers(t, 2)
-	awaitSharing(t, rs)
+	rs, s, dsn := sharingFleet(t, "shared")
 	var before int64
 	pgRow(t, dsn, `SELECT coalesce(sum(n_tup_ins + n_tup_upd), 0) FROM pg_stat_user_tables WHERE relname = 'stamen_tasks'`, nil, &before)
 

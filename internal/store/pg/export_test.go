@@ -74,7 +74,7 @@ func (s *Store) CheckHeld(ctx context.Context, b history.Batch) (int, error) {
 		if err != nil {
 			return 0, err
 		}
-		recs = append(recs, heldRecord{task: t})
+		recs = append(recs, heldRecord{tasks: []taskrec.Task{t}})
 	}
 	out, err := s.uncovered(ctx, recs)
 	return len(out), err

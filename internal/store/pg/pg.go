@@ -758,15 +758,15 @@ var upsertSQL = func() string {
 	return b.String()
 }()
 
-// uncoveredSQL returns the ids of the records, given as upsertSQL's
-// arrays, that upsertSQL would change a row for: those of a task without
-// a row, and those the row lacks something of. It reads, locks nothing and
-// writes nothing: what a replica asks of the records it held for another
-// (share.go).
+// uncoveredSQL returns the places (from 1) of the records, given as
+// upsertSQL's arrays, that upsertSQL would change a row for: those of a
+// task without a row, and those the row lacks something of. Two records
+// of a task may be among them. It locks nothing and writes nothing: what a
+// replica asks of the records it held for another (share.go).
 var uncoveredSQL = func() string {
 	cols, exprs := mergeExprs("r")
-	return "SELECT r.id FROM " + unnestArgs + " AS r(" + strings.Join(taskColumns, ", ") +
-		") LEFT JOIN stamen_tasks t ON t.id = r.id WHERE t.id IS NULL OR " + changes(cols, exprs)
+	return "SELECT r.n FROM " + unnestArgs + " WITH ORDINALITY AS r(" + strings.Join(taskColumns, ", ") +
+		", n) LEFT JOIN stamen_tasks t ON t.id = r.id WHERE t.id IS NULL OR " + changes(cols, exprs)
 }()
 
 // unnestArgs is upsertArgs' arrays as rows, a column a field.
@@ -1023,7 +1023,7 @@ func (s *Store) Counts(ctx context.Context) (tasks, workers, types int, err erro
 // tables are the tables of stamen's schema, as Size counts them.
 var tables = []string{"stamen_schema_version", "stamen_tasks", "stamen_workers", "stamen_task_types",
 	"stamen_audit", "stamen_sent", "stamen_queues", "stamen_task_stats", "stamen_task_stats_delta",
-	"stamen_task_stats_hour", "stamen_task_stats_total", "stamen_task_stats_total_hour"}
+	"stamen_task_stats_hour", "stamen_task_stats_total", "stamen_task_stats_total_hour", "stamen_replicas"}
 
 // sizeEvery is how often Size reads the size of the history: a catalog
 // read, cheap, but a scrape every few seconds by every replica need not

@@ -78,9 +78,12 @@ type sharer struct {
 	queue []heldEntry
 }
 
+// heldRecord is what is held of a task: its records, newest last (more
+// than one only where a newer one lacks what an older brings: the task
+// was evicted from the state and seen again), since at.
 type heldRecord struct {
-	task taskrec.Task
-	at   time.Time
+	tasks []taskrec.Task
+	at    time.Time
 }
 
 type heldEntry struct {
@@ -188,12 +191,27 @@ func (sh *sharer) split(tasks []taskrec.Task) []taskrec.Task {
 	return own
 }
 
-// hold keeps t for its owner until the grace period has passed.
+// hold keeps t for its owner until the grace period has passed. The
+// records of the task t covers go, and t is not kept if one of them
+// covers it: a record is the task's whole record as the state knows it,
+// so a newer one sets every field an older one set, but after the state
+// forgot the task.
 func (sh *sharer) hold(t taskrec.Task, at time.Time) {
 	if h, ok := sh.held[t.UUID]; ok {
-		h.task, h.at = t, at
+		for i := range h.tasks {
+			if covers(&h.tasks[i], &t) {
+				return // a held record brings all t does
+			}
+		}
+		kept := h.tasks[:0]
+		for _, old := range h.tasks {
+			if !covers(&t, &old) {
+				kept = append(kept, old)
+			}
+		}
+		h.tasks, h.at = append(kept, t), at
 	} else {
-		sh.held[t.UUID] = &heldRecord{task: t, at: at}
+		sh.held[t.UUID] = &heldRecord{tasks: []taskrec.Task{t}, at: at}
 	}
 	sh.queue = append(sh.queue, heldEntry{id: t.UUID, at: at})
 }
@@ -228,11 +246,12 @@ func (sh *sharer) giveBack(recs []heldRecord) {
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
 	for _, r := range recs {
-		if _, ok := sh.held[r.task.UUID]; ok {
+		id := r.tasks[0].UUID
+		if _, ok := sh.held[id]; ok {
 			continue
 		}
-		sh.held[r.task.UUID] = &heldRecord{task: r.task, at: r.at}
-		sh.queue = append(sh.queue, heldEntry{id: r.task.UUID, at: r.at})
+		sh.held[id] = &heldRecord{tasks: r.tasks, at: r.at}
+		sh.queue = append(sh.queue, heldEntry{id: id, at: r.at})
 	}
 	// Keep the queue in the order the records are due: those given back
 	// are the oldest.
@@ -257,28 +276,26 @@ func (sh *sharer) heldCount() int {
 // uncovered returns the records of recs whose rows lack something they
 // bring, in chunks of WriteChunk records, one read each.
 func (s *Store) uncovered(ctx context.Context, recs []heldRecord) ([]taskrec.Task, error) {
+	var all []taskrec.Task
+	for _, r := range recs {
+		all = append(all, r.tasks...)
+	}
 	var out []taskrec.Task
-	for len(recs) > 0 {
-		part := recs[:min(len(recs), s.cfg.WriteChunk)]
-		recs = recs[len(part):]
-		byID := make(map[string]*taskrec.Task, len(part))
-		tasks := make([]taskrec.Task, len(part))
-		for i := range part {
-			tasks[i] = part[i].task
-			byID[tasks[i].UUID] = &tasks[i]
-		}
+	for len(all) > 0 {
+		part := all[:min(len(all), s.cfg.WriteChunk)]
+		all = all[len(part):]
 		err := s.read(ctx, func(ctx context.Context) error {
-			rows, err := s.pool.Query(ctx, uncoveredSQL, upsertArgs(tasks)...)
+			rows, err := s.pool.Query(ctx, uncoveredSQL, upsertArgs(part)...)
 			if err != nil {
 				return err
 			}
 			defer rows.Close()
 			for rows.Next() {
-				var id string
-				if err := rows.Scan(&id); err != nil {
+				var n int64 // the record's place in part, from 1
+				if err := rows.Scan(&n); err != nil {
 					return handedOut(err)
 				}
-				out = append(out, *byID[id])
+				out = append(out, part[n-1])
 			}
 			return handedOut(rows.Err())
 		})
@@ -287,6 +304,12 @@ func (s *Store) uncovered(ctx context.Context, recs []heldRecord) ([]taskrec.Tas
 		}
 	}
 	return out, nil
+}
+
+// covers reports whether record a holds everything record b brings to a
+// row: a is as new (timestamp, then clock) and sets every field b sets.
+func covers(a, b *taskrec.Task) bool {
+	return a.Set&b.Set == b.Set && (a.Timestamp > b.Timestamp || a.Timestamp == b.Timestamp && a.Clock >= b.Clock)
 }
 
 // takeOver returns the held records due that this replica is to write:

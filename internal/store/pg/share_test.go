@@ -262,3 +262,39 @@ func TestLeaveWritesHeldRecords(t *testing.T) {
 		t.Errorf("the staying replica sees %d live, want 1 (itself)", got)
 	}
 }
+
+// TestHeldRecordsOfATaskSeenAgain: a replica holds two records of each
+// task, neither covering the other (the task evicted from its state after
+// its reception, and seen again at its completion: the second record
+// lacks the name). Their owner wrote neither; past the grace period the
+// holder writes both, and each row has the name and the final state.
+func TestHeldRecordsOfATaskSeenAgain(t *testing.T) {
+	url := newDB(t)
+	rs := fleetOf(t, url, 2, pg.Config{})
+	const n = 200
+	received := records(t, "again", n, "received")
+	completed := records(t, "again", n, "succeeded")
+	b := history.Batch{Tasks: append(received.Tasks, completed.Tasks...)}
+	holder := rs[1]
+	if err := holder.Write(t.Context(), b); err != nil {
+		t.Fatal(err)
+	}
+	holder.clock.pastGrace(1)
+	if err := holder.Write(t.Context(), history.Batch{}); err != nil {
+		t.Fatal(err)
+	}
+	conn, err := pgx.Connect(t.Context(), url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(context.Background())
+	var all, whole int
+	err = conn.QueryRow(t.Context(), `SELECT count(*), count(*) FILTER (WHERE state = 'SUCCESS' AND name = 'proj.add')
+		FROM stamen_tasks WHERE id LIKE 'again-%'`).Scan(&all, &whole)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if all != n || whole != n {
+		t.Errorf("%d rows, %d SUCCESS with their name; want %d", all, whole, n)
+	}
+}
