@@ -99,7 +99,8 @@ type Config struct {
 	// bounds those it keeps (0: DefaultMaxWorkers).
 	MaxWorkers int
 	// ReplicaID names this replica in stamen_replicas (empty: a random
-	// name, new at each start). FlushInterval is how often the fleet's
+	// name, new at each start; replicas given one name do not see each
+	// other, and each writes every task). FlushInterval is how often the fleet's
 	// replicas call Write (0: DefaultFlushInterval): it sets how long a
 	// record is held for another replica and how long a silent replica
 	// counts as live (share.go). MaxHeld bounds the records held (0:

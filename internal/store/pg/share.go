@@ -32,17 +32,17 @@ import (
 // slow, or that never received the events, loses nothing: its share is
 // written by the others from what they held, a grace period later. The
 // replicas' views of who is live may differ for a moment (a replica seen
-// by one a flush before the other); a task both think the other owns is
-// written by both once their grace has passed, one none thinks it owns
-// cannot be. The read costs the database about what the write it replaces
+// by one a flush before the other): a task each thinks another owns is
+// then written by each holder once its grace period has passed, so none
+// is left unwritten. The read costs the database about what the write it replaces
 // cost when it changed nothing (a lookup and the merge compared), without
 // that write's row lock and WAL, and after the owner's write rather than
 // beside it (bench/RESULTS.md).
 //
 // The held records are bounded by Config.MaxHeld: beyond it the oldest are
-// checked and written at once rather than held longer. A record replaced
-// by a newer one of the same task (the state's records are the task's
-// whole record) is held from then on.
+// checked and written at once rather than held longer. A newer record of
+// a held task replaces the held ones it covers (see hold), and is held
+// from its arrival.
 
 // Defaults of the sharing.
 const (
