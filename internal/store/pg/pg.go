@@ -3,7 +3,8 @@
 //
 // Design: every replica ingests the events it receives into its own
 // in-memory state, as a lone stamen does, bounded by --max_tasks (its hot
-// set), and writes the task records that changed (state.Drain) here with
+// set), and writes the task records that changed (state.Drain) here, those
+// of the tasks it owns among the live replicas (share.go), with
 // idempotent, order-tolerant upserts keyed by task id. A row takes each
 // field from the incoming record when the incoming is newer (by timestamp,
 // then clock) and set, else keeps the stored one (COALESCE both ways), and
@@ -746,8 +747,8 @@ var upsertSQL = func() string {
 		}
 		fmt.Fprintf(&b, "%s = %s", c, exprs[i])
 	}
-	// A record that changes nothing (the same task written by every
-	// replica, or a replica's older view of it) leaves the row as it is
+	// A record that changes nothing (the same task written by two
+	// replicas, or a replica's older view of it) leaves the row as it is
 	// rather than writing a new version of it: an UPDATE, even to the
 	// same values, writes a new tuple, and one that finds no room on its
 	// page (the table is filled as it is appended to) is not HOT, so it
