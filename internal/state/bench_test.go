@@ -525,6 +525,8 @@ func BenchmarkSearchIDFragment(b *testing.B) {
 		// A nibble, a hyphen and the variant nibble: a 64th of the tasks, too
 		// many candidates, so the walk finds the page.
 		{"common", func() (string, string) { return "", id[17:20] }},
+		// A piece of a task name, in a third of the tasks: the walk.
+		{"name", func() (string, string) { return "", "mai" }},
 		// Hex letters only: found in the arena by one letter in both cases.
 		{"letters", func() (string, string) { return "*", "fbdeca" }},
 	} {

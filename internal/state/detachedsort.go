@@ -85,7 +85,8 @@ func (d *detachedSort) add(s *State, i uint32, v *view) {
 		d.texts = append(d.texts, s.textIDs[i])
 		dk.text = uint32(len(d.texts))
 	} else {
-		dk.hi, dk.lo = binary.BigEndian.Uint64(sl.ID[:8]), binary.BigEndian.Uint64(sl.ID[8:])
+		id := s.slots.ID(i)
+		dk.hi, dk.lo = binary.BigEndian.Uint64(id[:8]), binary.BigEndian.Uint64(id[8:])
 	}
 	d.keys = append(d.keys, dk)
 }

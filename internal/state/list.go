@@ -247,7 +247,7 @@ func (s *State) view(v *view, i uint32, children bool) *taskrec.Task {
 			kids = s.children[s.textIDs[i]]
 		} else {
 			var b [36]byte
-			kids = s.children[string(taskrec.AppendUUID(b[:0], sl.ID))]
+			kids = s.children[string(taskrec.AppendUUID(b[:0], *s.slots.ID(i)))]
 		}
 	}
 	// Room for the task's, the root's, the parent's and the children's
@@ -260,7 +260,7 @@ func (s *State) view(v *view, i uint32, children bool) *taskrec.Task {
 	if sl.HasTextID() {
 		uuid = s.textIDs[i]
 	} else {
-		uuid = taskrec.FormatID(sl.ID, &v.ids)
+		uuid = taskrec.FormatID(*s.slots.ID(i), &v.ids)
 	}
 	s.loadInto(&v.t, i, uuid, taskrec.ViewText, &v.ids)
 	if children {
@@ -269,7 +269,7 @@ func (s *State) view(v *view, i uint32, children bool) *taskrec.Task {
 			if ks := s.slots.At(k); ks.HasTextID() {
 				v.kids = append(v.kids, s.textIDs[k])
 			} else {
-				v.kids = append(v.kids, taskrec.FormatID(ks.ID, &v.ids))
+				v.kids = append(v.kids, taskrec.FormatID(*s.slots.ID(k), &v.ids))
 			}
 		}
 		v.t.Children = v.kids

@@ -59,7 +59,9 @@ func searchState(t testing.TB, r *rand.Rand, n, bigs int) (*State, []string) {
 		id := searchID(r)
 		ids = append(ids, id)
 		w := fmt.Sprintf("w%d@host", i%3)
-		extra := map[string]any{"name": []string{"proj.add", "proj.mail"}[i%2]}
+		// Numbers in every record, as real arguments have: runs of digits
+		// and hyphens that the chunks' digests record.
+		extra := map[string]any{"name": []string{"proj.add", "proj.mail"}[i%2], "args": fmt.Sprintf("(%d, 'order-%d')", i*7919, i)}
 		if i > 0 && r.IntN(8) == 0 {
 			other := ids[r.IntN(len(ids))]
 			switch r.IntN(5) {
@@ -98,6 +100,18 @@ func searchState(t testing.TB, r *rand.Rand, n, bigs int) (*State, []string) {
 	return s, ids
 }
 
+// sealedChunks counts the arena's chunks of standard size that records are
+// no longer appended to.
+func sealedChunks(s *State) int {
+	n := 0
+	for i, ch := range s.arena.Chunks {
+		if ch != nil && cap(ch.Data) == taskrec.ChunkSize && s.arena.Grams(i) != nil {
+			n++
+		}
+	}
+	return n
+}
+
 // slowTasks is what Tasks answers, found by matching every task.
 // all holds every task of each State filter, newest first.
 func slowTasks(t testing.TB, s *State, q Query, all map[string][]taskrec.Task) []string {
@@ -129,7 +143,12 @@ func slowTasks(t testing.TB, s *State, q Query, all map[string][]taskrec.Task) [
 
 func TestSearchCandidatesMatchEveryTask(t *testing.T) {
 	r := rand.New(rand.NewPCG(1, 2))
-	s, ids := searchState(t, r, 2000, 3)
+	s, ids := searchState(t, r, 16000, 3)
+	// Records in chunks no longer written to: the searches read those
+	// through their digests (taskrec.Grams).
+	if sealed := sealedChunks(s); sealed < 3 {
+		t.Fatalf("%d sealed chunks of records", sealed)
+	}
 	fast := 0
 	all := map[string][]taskrec.Task{}
 	for range 400 {

@@ -59,7 +59,7 @@ func (s *State) stableKeyOf(i uint32, field string, v *view) stableKey {
 	if sl := s.slots.At(i); sl.HasTextID() {
 		sk.text, sk.isText = s.textIDs[i], true
 	} else {
-		sk.uuid = sl.ID
+		sk.uuid = *s.slots.ID(i)
 	}
 	return sk
 }

@@ -557,7 +557,7 @@ func (s *State) taskID(i uint32) string {
 	if sl.HasTextID() {
 		return s.textIDs[i]
 	}
-	return taskrec.FormatUUID(sl.ID)
+	return taskrec.FormatUUID(*s.slots.ID(i))
 }
 
 // itemLess orders index items by key, then by task id.
@@ -573,7 +573,7 @@ func (s *State) itemLess(a, b taskrec.Item) bool {
 func (s *State) compareIDs(a, b uint32) int {
 	x, y := s.slots.At(a), s.slots.At(b)
 	if !x.HasTextID() && !y.HasTextID() {
-		return bytes.Compare(x.ID[:], y.ID[:])
+		return bytes.Compare(s.slots.ID(a)[:], s.slots.ID(b)[:])
 	}
 	return strings.Compare(s.taskID(a), s.taskID(b))
 }
@@ -592,7 +592,7 @@ func (s *State) addTask(uuid string) uint32 {
 	sl := s.slots.At(i)
 	*sl = taskrec.Slot{Set: taskrec.SlotLive, Cold: taskrec.NoRef}
 	if id, ok := taskrec.ParseUUID(uuid); ok {
-		sl.ID = id
+		*s.slots.ID(i) = id
 		s.byUUID.Put(i, &s.slots)
 	} else {
 		sl.Set |= taskrec.SlotTextID

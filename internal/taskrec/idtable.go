@@ -38,7 +38,7 @@ func (t *IDTable) Get(id *[16]byte, slots *Slab) (uint32, bool) {
 		if c == 0 {
 			return 0, false
 		}
-		if slots.At(c-1).ID == *id {
+		if *slots.ID(c - 1) == *id {
 			return c - 1, true
 		}
 	}
@@ -54,7 +54,7 @@ func (t *IDTable) Put(i uint32, slots *Slab) {
 }
 
 func (t *IDTable) insert(i uint32, slots *Slab) {
-	for h := t.hash(&slots.At(i).ID) & t.mask; ; h = (h + 1) & t.mask {
+	for h := t.hash(slots.ID(i)) & t.mask; ; h = (h + 1) & t.mask {
 		if t.cells[h] == 0 {
 			t.cells[h] = i + 1
 			return
@@ -77,14 +77,14 @@ func (t *IDTable) grow(slots *Slab) {
 // still in the slot. Later cells of the probe run shift back into the
 // hole, so lookups need no tombstones.
 func (t *IDTable) Remove(i uint32, slots *Slab) {
-	h := t.hash(&slots.At(i).ID) & t.mask
+	h := t.hash(slots.ID(i)) & t.mask
 	for t.cells[h] != i+1 {
 		h = (h + 1) & t.mask
 	}
 	t.n--
 	hole := h
 	for j := (hole + 1) & t.mask; t.cells[j] != 0; j = (j + 1) & t.mask {
-		home := t.hash(&slots.At(t.cells[j]-1).ID) & t.mask
+		home := t.hash(slots.ID(t.cells[j]-1)) & t.mask
 		// Move cell j into the hole unless its home lies cyclically in
 		// (hole, j], where it would no longer be found.
 		if (j-home)&t.mask >= (j-hole)&t.mask {

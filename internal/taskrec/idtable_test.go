@@ -32,14 +32,14 @@ func TestIDTableAgainstMap(t *testing.T) {
 		s := sl.At(i)
 		if s.Live() {
 			tab.Remove(i, &sl)
-			delete(model, s.ID)
+			delete(model, *sl.ID(i))
 			s.Set = 0
 		} else {
 			id := idOf(step)
 			if _, dup := model[id]; dup {
 				continue
 			}
-			s.ID, s.Set = id, SlotLive
+			*sl.ID(i), s.Set = id, SlotLive
 			tab.Put(i, &sl)
 			model[id] = i
 		}
@@ -89,12 +89,12 @@ func TestIDTableResistsFlooding(t *testing.T) {
 			t.Fatalf("%s is not a canonical uuid", text)
 		}
 		s := sl.At(uint32(i))
-		s.ID, s.Set = id, SlotLive
+		*sl.ID(uint32(i)), s.Set = id, SlotLive
 		tab.Put(uint32(i), &sl)
 	}
 	total, longest := 0, 0
 	for i := range n {
-		id := sl.At(uint32(i)).ID
+		id := *sl.ID(uint32(i))
 		p := tab.probes(&id, &sl)
 		total += p
 		longest = max(longest, p)
@@ -111,7 +111,7 @@ func (t *IDTable) probes(id *[16]byte, slots *Slab) int {
 	n := 1
 	for h := t.hash(id) & t.mask; ; h = (h + 1) & t.mask {
 		c := t.cells[h]
-		if c == 0 || slots.At(c-1).ID == *id {
+		if c == 0 || *slots.ID(c - 1) == *id {
 			return n
 		}
 		n++

@@ -5,21 +5,21 @@ import (
 	"encoding/hex"
 	"slices"
 	"strings"
+	"sync/atomic"
 
 	"github.com/stamen-dev/stamen/internal/pyfmt"
 )
 
 // A task record lives in a slot: a fixed-size struct without pointers that
-// holds what the indexes and filters read (id, order key, received time,
-// interned name, worker and state), plus a reference to the rest of the
-// record packed into an arena. Slots are reused in a ring, so the slot of
+// holds what the indexes and filters read (order key, interned name,
+// worker and state), plus a reference to the rest of the record packed
+// into an arena; its id lies beside it, in the slab's id pages. Slots are reused in a ring, so the slot of
 // the n-th task created is n mod MaxTasks and eviction of the oldest task
 // is the reuse of its slot. Nothing here holds a Go pointer per task: at a
 // million tasks the heap is a few large pointer-free arrays that the
 // garbage collector does not scan.
 type Slot struct {
-	ID   [16]byte // the uuid's bytes when canonical (see ParseUUID)
-	Key  float64  // order key: the timestamp, or 0
+	Key  float64 // order key: the timestamp, or 0
 	Cold Ref
 	// Set is the record's Task.Set plus the slot's own flags.
 	Set    Field
@@ -49,6 +49,11 @@ const PageBits = 12
 // large MaxTasks costs nothing until tasks arrive and growing never copies.
 type Slab struct {
 	Pages [][]Slot
+	// IDs holds each slot's id, the uuid's bytes when canonical (see
+	// ParseUUID), page for page with Pages. Kept apart, the ids are 16
+	// contiguous bytes a task: a search for a piece of an id reads them
+	// alone, a third of the bytes of the slots.
+	IDs [][][16]byte
 }
 
 // At returns slot i, which Ensure made addressable.
@@ -60,7 +65,13 @@ func (s *Slab) At(i uint32) *Slot {
 func (s *Slab) Ensure(i uint32) {
 	for int(i>>PageBits) >= len(s.Pages) {
 		s.Pages = append(s.Pages, make([]Slot, 1<<PageBits))
+		s.IDs = append(s.IDs, make([][16]byte, 1<<PageBits))
 	}
+}
+
+// ID returns the id of slot i, which Ensure made addressable.
+func (s *Slab) ID(i uint32) *[16]byte {
+	return &s.IDs[i>>PageBits][i&(1<<PageBits-1)]
 }
 
 // ParseUUID returns the 16 bytes of a task id written the way Celery
@@ -236,6 +247,9 @@ const ChunkSize = 256 << 10
 type Chunk struct {
 	Data []byte
 	dead int // bytes of records no slot refers to any more
+	// grams is the chunk's digest for searches, once one built it
+	// (Arena.Grams).
+	grams atomic.Pointer[Grams]
 }
 
 // Arena holds the packed part of every record, appended to the current

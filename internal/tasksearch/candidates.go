@@ -38,6 +38,9 @@ type candidateScan struct {
 	// rarest shortens it.
 	anchor []byte
 	at     int // the anchor's offset in the term
+	// run is the term's longest run of hex digits and hyphens, which a
+	// chunk's digest can rule out (taskrec.Grams) when it is long enough.
+	run []byte
 	// upper is set for a term without digits or hyphens: its anchor is
 	// then one of its letters that only themselves fold to (isLetterAnchor),
 	// found in either case, upper being the other.
@@ -89,14 +92,32 @@ func scanFor(t term) *candidateScan {
 		}
 	}
 	if end > best {
-		return &candidateScan{term: v, anchor: []byte(v[best:end]), at: best, pats: idPatterns(v)}
+		return &candidateScan{term: v, anchor: []byte(v[best:end]), at: best, run: gramRun(v), pats: idPatterns(v)}
 	}
 	for i := 0; i < len(v); i++ {
 		if isLetterAnchor(v[i]) {
-			return &candidateScan{term: v, anchor: []byte{v[i]}, at: i, upper: []byte{v[i] - 'a' + 'A'}, pats: idPatterns(v)}
+			return &candidateScan{term: v, anchor: []byte{v[i]}, at: i, upper: []byte{v[i] - 'a' + 'A'}, run: gramRun(v), pats: idPatterns(v)}
 		}
 	}
 	return nil
+}
+
+// gramRun returns the longest run of v's bytes that taskrec.Grams
+// records, or nil when it is too short for the digest to rule anything
+// out.
+func gramRun(v string) []byte {
+	best, end, start := 0, 0, 0
+	for i := 0; i < len(v); i++ {
+		if !taskrec.IsGramByte(v[i]) {
+			start = i + 1
+		} else if i+1-start > end-best {
+			best, end = start, i+1
+		}
+	}
+	if end-best < taskrec.GramLen {
+		return nil
+	}
+	return []byte(v[best:end])
 }
 
 func isAnchorByte(c byte) bool { return c == '-' || '0' <= c && c <= '9' }
@@ -179,20 +200,31 @@ func (s *Search) Candidates(r Records) ([]uint32, bool) {
 func (r *Records) candidates(c *candidateScan) ([]uint32, bool) {
 	// A symbol is searched once, not once per task that refers to it.
 	symHit := make([]bool, len(r.Symbols.Strs))
+	anySym := false
 	for id, str := range r.Symbols.Strs {
 		symHit[id] = str != "" && pyfmt.ContainsFold(str, c.term)
+		anySym = anySym || symHit[id]
 	}
 	c.rarest(r.Arena)
 	nslots := len(r.Slots.Pages) << taskrec.PageBits
 	var found atomic.Int64
 	parts := min(runtime.GOMAXPROCS(0), max(nslots>>16, 1))
-	lists := make([][]uint32, 2*parts)
+	lists := make([][]uint32, 2*parts+1)
+	if !anySym {
+		lists[2*parts] = r.textIDsHolding(c, &found)
+	}
+	// A goroutine a core, each scanning its share of the slots and then of
+	// the arena: a term that too many names or ids hold (a task name) is
+	// given up on before the arena, the larger scan, begins; with a
+	// goroutine for each, the arena's could take every core first.
 	var wg sync.WaitGroup
 	for p := range parts {
 		wg.Go(func() {
-			lists[p] = r.scanSlots(c, symHit, nslots*p/parts, nslots*(p+1)/parts, &found)
-		})
-		wg.Go(func() {
+			if anySym {
+				lists[p] = r.scanSlots(c, symHit, nslots*p/parts, nslots*(p+1)/parts, &found)
+			} else if len(c.pats) > 0 {
+				lists[p] = r.scanIDs(c, nslots*p/parts, nslots*(p+1)/parts, &found)
+			}
 			lists[parts+p] = r.scanArena(c, p, parts, &found)
 		})
 	}
@@ -225,7 +257,8 @@ func (r *Records) scanSlots(c *candidateScan, symHit []bool, from, to int, found
 			if !hit && sl.HasTextID() {
 				hit = pyfmt.ContainsFold(r.TextIDs[uint32(i)], c.term)
 			} else if !hit {
-				lo, hi := binary.LittleEndian.Uint64(sl.ID[:8]), binary.LittleEndian.Uint64(sl.ID[8:])
+				id := &r.Slots.IDs[i>>taskrec.PageBits][j]
+				lo, hi := binary.LittleEndian.Uint64(id[:8]), binary.LittleEndian.Uint64(id[8:])
 				for _, p := range c.pats {
 					if lo&p.mask[0] == p.val[0] && hi&p.mask[1] == p.val[1] {
 						hit = true
@@ -238,6 +271,57 @@ func (r *Records) scanSlots(c *candidateScan, symHit []bool, from, to int, found
 				if found.Add(1) > maxCandidates {
 					return out
 				}
+			}
+		}
+	}
+	return out
+}
+
+// scanIDs returns the slots in [from, to) whose canonical id may match.
+// When no name, worker or state holds the term, as for a pasted id, only
+// the ids are read, 16 contiguous bytes a slot, and the slot itself only
+// where one matches.
+func (r *Records) scanIDs(c *candidateScan, from, to int, found *atomic.Int64) []uint32 {
+	var out []uint32
+	pats := c.pats
+	for i := from; i < to; {
+		if found.Load() > maxCandidates {
+			return out
+		}
+		page, ids := r.Slots.Pages[i>>taskrec.PageBits], r.Slots.IDs[i>>taskrec.PageBits]
+		base := i &^ (1<<taskrec.PageBits - 1)
+		end := min(to, base+1<<taskrec.PageBits)
+		for j, id := range ids[i-base : end-base] {
+			lo, hi := binary.LittleEndian.Uint64(id[:8]), binary.LittleEndian.Uint64(id[8:])
+			k := 0
+			for k < len(pats) && (lo&pats[k].mask[0] != pats[k].val[0] || hi&pats[k].mask[1] != pats[k].val[1]) {
+				k++
+			}
+			if k == len(pats) {
+				continue
+			}
+			// A free slot or one whose id is text may hold any bytes.
+			if sl := &page[i-base+j]; sl.Live() && !sl.HasTextID() {
+				out = append(out, uint32(i+j))
+				if found.Add(1) > maxCandidates {
+					return out
+				}
+			}
+		}
+		i = end
+	}
+	return out
+}
+
+// textIDsHolding returns the live slots whose id, kept as text, holds the
+// term.
+func (r *Records) textIDsHolding(c *candidateScan, found *atomic.Int64) []uint32 {
+	var out []uint32
+	for slot, id := range r.TextIDs {
+		if pyfmt.ContainsFold(id, c.term) && r.Slots.At(slot).Live() {
+			out = append(out, slot)
+			if found.Add(1) > maxCandidates {
+				return out
 			}
 		}
 	}
@@ -258,6 +342,11 @@ func (r *Records) scanArena(c *candidateScan, p, parts int, found *atomic.Int64)
 		if found.Load() > maxCandidates {
 			// The other scans found too many already.
 			return out
+		}
+		if c.run != nil {
+			if g := a.Grams(ci); g != nil && !g.MayHold(c.run) {
+				continue
+			}
 		}
 		for _, anchor := range [2][]byte{c.anchor, c.upper} {
 			if anchor == nil {
