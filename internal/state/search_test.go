@@ -5,6 +5,7 @@ import (
 	"math/rand/v2"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/stamen-dev/stamen/internal/celery"
@@ -105,7 +106,7 @@ func searchState(t testing.TB, r *rand.Rand, n, bigs int) (*State, []string) {
 func sealedChunks(s *State) int {
 	n := 0
 	for i, ch := range s.arena.Chunks {
-		if ch != nil && cap(ch.Data) == taskrec.ChunkSize && s.arena.Grams(i) != nil {
+		if ch != nil && cap(ch.Data) == taskrec.ChunkSize && s.arena.Sealed(i) {
 			n++
 		}
 	}
@@ -228,4 +229,62 @@ func FuzzSearchCandidates(f *testing.F) {
 			t.Fatalf("search %q offset %d: got %q, want %q", search, q.Offset, gotIDs, want)
 		}
 	})
+}
+
+// TestSearchesBuildDigestsWhileTheWriterApplies: concurrent searches for
+// pieces of ids build the digests of the sealed chunks (taskrec.Grams)
+// under the read lock while the writer applies new tasks. Run with -race,
+// it finds a digest built or read outside the lock's protection; each
+// answer must still be a task whose id holds the piece.
+func TestSearchesBuildDigestsWhileTheWriterApplies(t *testing.T) {
+	r := rand.New(rand.NewPCG(11, 12))
+	s, ids := searchState(t, r, 16000, 0)
+	if sealed := sealedChunks(s); sealed < 3 {
+		t.Fatalf("%d sealed chunks of records", sealed)
+	}
+	var evs [][]celery.Event
+	for b := range 40 {
+		var batch []celery.Event
+		for k := range 50 {
+			id := searchID(r)
+			batch = append(batch, taskEv(t, "received", id, "w@host", 1.8e9+float64(b*50+k),
+				map[string]any{"name": "proj.add", "args": fmt.Sprintf("(%d,)", b*50+k)}))
+		}
+		evs = append(evs, batch)
+	}
+	var frags []string
+	var searches []*tasksearch.Search
+	for len(frags) < 200 {
+		id := ids[len(ids)-1-r.IntN(8000)]
+		if len(id) != 36 {
+			continue
+		}
+		frag := strings.ToLower(id[24:])
+		search, err := tasksearch.Compile(frag)
+		if err != nil {
+			t.Fatal(err)
+		}
+		frags, searches = append(frags, frag), append(searches, search)
+	}
+	var wg sync.WaitGroup
+	for g := range 4 {
+		wg.Go(func() {
+			for i := g; i < len(frags); i += 4 {
+				got, err := s.Tasks(Query{Limit: 10, Search: frags[i]})
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				for _, task := range got {
+					if !searches[i].Match(&task) {
+						t.Errorf("search %q answered %s, which does not match", frags[i], task.UUID)
+					}
+				}
+			}
+		})
+	}
+	for _, batch := range evs {
+		s.Apply(batch...)
+	}
+	wg.Wait()
 }

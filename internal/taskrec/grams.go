@@ -114,7 +114,7 @@ func (g *Grams) MayHold(run []byte) bool {
 // under the owner's read lock, concurrently: two of them may build the
 // same digest, and either is kept.
 func (a *Arena) Grams(ci int) *Grams {
-	if ci == a.cur {
+	if !a.Sealed(ci) {
 		return nil
 	}
 	ch := a.Chunks[ci]
@@ -125,3 +125,7 @@ func (a *Arena) Grams(ci int) *Grams {
 	ch.grams.Store(g)
 	return g
 }
+
+// Sealed reports whether chunk ci is no longer appended to: its bytes
+// stay as they are until it is freed.
+func (a *Arena) Sealed(ci int) bool { return ci != a.cur }
