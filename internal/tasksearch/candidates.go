@@ -201,11 +201,22 @@ func (r *Records) candidates(c *candidateScan) ([]uint32, bool) {
 	// A symbol is searched once, not once per task that refers to it.
 	symHit := make([]bool, len(r.Symbols.Strs))
 	anySym := false
+	named := 0 // the live tasks of the task names that hold the term
 	for id, str := range r.Symbols.Strs {
 		symHit[id] = str != "" && pyfmt.ContainsFold(str, c.term)
 		anySym = anySym || symHit[id]
+		if symHit[id] {
+			named += int(r.Symbols.Named[id])
+		}
 	}
-	c.rarest(r.Arena)
+	if named > maxCandidates {
+		// A piece of a task name: the walk finds its page among the newest.
+		return nil, false
+	}
+	// The arena's scans need the anchor's rarest byte, from a sample of
+	// the arena (100-500 µs at a million tasks): taken once, by the first
+	// goroutine that gets to the arena with candidates still few.
+	rarest := sync.OnceFunc(func() { c.rarest(r.Arena) })
 	nslots := len(r.Slots.Pages) << taskrec.PageBits
 	var found atomic.Int64
 	parts := min(runtime.GOMAXPROCS(0), max(nslots>>16, 1))
@@ -225,6 +236,10 @@ func (r *Records) candidates(c *candidateScan) ([]uint32, bool) {
 			} else if len(c.pats) > 0 {
 				lists[p] = r.scanIDs(c, nslots*p/parts, nslots*(p+1)/parts, &found)
 			}
+			if found.Load() > maxCandidates {
+				return
+			}
+			rarest()
 			lists[parts+p] = r.scanArena(c, p, parts, &found)
 		})
 	}
