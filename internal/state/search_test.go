@@ -232,7 +232,8 @@ func FuzzSearchCandidates(f *testing.F) {
 }
 
 // TestSearchesBuildDigestsWhileTheWriterApplies: concurrent searches for
-// pieces of ids build the digests of the sealed chunks (taskrec.Grams)
+// pieces of ids build the digests of the sealed chunks (taskrec.Grams),
+// a few each,
 // under the read lock while the writer applies new tasks. Run with -race,
 // it finds a digest built or read outside the lock's protection; each
 // answer must still be a task whose id holds the piece.

@@ -6,8 +6,8 @@ import "bytes"
 // hyphens: at a million tasks, tens of megabytes a search. A chunk that is
 // no longer written to can be ruled out by a digest of what it holds: the
 // 4-byte windows of its runs of hex digits and hyphens, case folded,
-// hashed into a fixed bitmap. The digest is built by the first search that
-// reads the chunk, never by the writer, and lives and dies with the chunk.
+// hashed into a fixed bitmap. Digests are built by searches, a few at a
+// time, never by the writer, and live and die with their chunks.
 
 // GramLen is the window of the digest: a run shorter than that cannot be
 // ruled out.
@@ -109,11 +109,14 @@ func (g *Grams) MayHold(run []byte) bool {
 	return true
 }
 
-// Grams returns the digest of chunk ci, building it on first use, or nil
-// while the chunk is the one records are appended to. Readers call it
-// under the owner's read lock, concurrently: two of them may build the
+// Grams returns the digest of chunk ci if a search built it, else nil.
+func (a *Arena) Grams(ci int) *Grams { return a.Chunks[ci].grams.Load() }
+
+// BuildGrams returns the digest of chunk ci, building it if none did yet,
+// or nil while the chunk is the one records are appended to. Readers call
+// it under the owner's read lock, concurrently: two of them may build the
 // same digest, and either is kept.
-func (a *Arena) Grams(ci int) *Grams {
+func (a *Arena) BuildGrams(ci int) *Grams {
 	if !a.Sealed(ci) {
 		return nil
 	}
