@@ -83,49 +83,40 @@ func scanFor(t term) *candidateScan {
 		return nil
 	}
 	v := t.value
-	start, best, end := 0, 0, 0
 	for i := 0; i < len(v); i++ {
-		c := v[i]
 		// Only printable ASCII: a NUL may span fields (see term.match), and
 		// other characters fold from more than themselves.
-		if c < 0x20 || c >= 0x7f {
+		if v[i] < 0x20 || v[i] >= 0x7f {
 			return nil
 		}
-		if !isAnchorByte(c) {
-			start = i + 1
-			continue
-		}
-		if i+1-start > end-best {
-			best, end = start, i+1
-		}
 	}
-	if end > best {
-		return &candidateScan{term: v, anchor: []byte(v[best:end]), at: best, run: gramRun(v), pats: idPatterns(v)}
+	var run []byte
+	if best, end := longestRun(v, taskrec.IsGramByte); end-best >= taskrec.GramLen {
+		run = []byte(v[best:end])
+	}
+	if best, end := longestRun(v, isAnchorByte); end > best {
+		return &candidateScan{term: v, anchor: []byte(v[best:end]), at: best, run: run, pats: idPatterns(v)}
 	}
 	for i := 0; i < len(v); i++ {
 		if isLetterAnchor(v[i]) {
-			return &candidateScan{term: v, anchor: []byte{v[i]}, at: i, upper: []byte{v[i] - 'a' + 'A'}, run: gramRun(v), pats: idPatterns(v)}
+			return &candidateScan{term: v, anchor: []byte{v[i]}, at: i, upper: []byte{v[i] - 'a' + 'A'}, run: run, pats: idPatterns(v)}
 		}
 	}
 	return nil
 }
 
-// gramRun returns the longest run of v's bytes that taskrec.Grams
-// records, or nil when it is too short for the digest to rule anything
-// out.
-func gramRun(v string) []byte {
-	best, end, start := 0, 0, 0
+// longestRun returns where v's longest run of bytes that in holds starts
+// and ends; end == start when there is none.
+func longestRun(v string, in func(byte) bool) (start, end int) {
+	from := 0
 	for i := 0; i < len(v); i++ {
-		if !taskrec.IsGramByte(v[i]) {
-			start = i + 1
-		} else if i+1-start > end-best {
-			best, end = start, i+1
+		if !in(v[i]) {
+			from = i + 1
+		} else if i+1-from > end-start {
+			start, end = from, i+1
 		}
 	}
-	if end-best < taskrec.GramLen {
-		return nil
-	}
-	return []byte(v[best:end])
+	return start, end
 }
 
 func isAnchorByte(c byte) bool { return c == '-' || '0' <= c && c <= '9' }
@@ -279,14 +270,7 @@ func (r *Records) scanSlots(c *candidateScan, symHit []bool, from, to int, found
 			if !hit && sl.HasTextID() {
 				hit = pyfmt.ContainsFold(r.TextIDs[uint32(i)], c.term)
 			} else if !hit {
-				id := &r.Slots.IDs[i>>taskrec.PageBits][j]
-				lo, hi := binary.LittleEndian.Uint64(id[:8]), binary.LittleEndian.Uint64(id[8:])
-				for _, p := range c.pats {
-					if lo&p.mask[0] == p.val[0] && hi&p.mask[1] == p.val[1] {
-						hit = true
-						break
-					}
-				}
+				hit = idMayHold(c.pats, &r.Slots.IDs[i>>taskrec.PageBits][j])
 			}
 			if hit {
 				out = append(out, uint32(i))
@@ -313,13 +297,8 @@ func (r *Records) scanIDs(c *candidateScan, from, to int, found *atomic.Int64) [
 		page, ids := r.Slots.Pages[i>>taskrec.PageBits], r.Slots.IDs[i>>taskrec.PageBits]
 		base := i &^ (1<<taskrec.PageBits - 1)
 		end := min(to, base+1<<taskrec.PageBits)
-		for j, id := range ids[i-base : end-base] {
-			lo, hi := binary.LittleEndian.Uint64(id[:8]), binary.LittleEndian.Uint64(id[8:])
-			k := 0
-			for k < len(pats) && (lo&pats[k].mask[0] != pats[k].val[0] || hi&pats[k].mask[1] != pats[k].val[1]) {
-				k++
-			}
-			if k == len(pats) {
+		for j := range ids[i-base : end-base] {
+			if !idMayHold(pats, &ids[i-base+j]) {
 				continue
 			}
 			// A free slot or one whose id is text may hold any bytes.
@@ -333,6 +312,17 @@ func (r *Records) scanIDs(c *candidateScan, from, to int, found *atomic.Int64) [
 		i = end
 	}
 	return out
+}
+
+// idMayHold reports whether a canonical id's bytes match one of pats.
+func idMayHold(pats []idPattern, id *[16]byte) bool {
+	lo, hi := binary.LittleEndian.Uint64(id[:8]), binary.LittleEndian.Uint64(id[8:])
+	for k := range pats {
+		if lo&pats[k].mask[0] == pats[k].val[0] && hi&pats[k].mask[1] == pats[k].val[1] {
+			return true
+		}
+	}
+	return false
 }
 
 // textIDsHolding returns the live slots whose id, kept as text, holds the
