@@ -25,6 +25,7 @@
 package pg
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -42,6 +43,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgtype"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"golang.org/x/sync/errgroup"
 
@@ -512,7 +514,7 @@ func (s *Store) Write(ctx context.Context, b history.Batch) error {
 func (s *Store) writeTasks(ctx context.Context, tasks []taskrec.Task, b history.Batch, workers []string) error {
 	// Every replica locks the rows in the same order, by id: two batches
 	// sharing tasks wait for each other instead of deadlocking.
-	slices.SortStableFunc(tasks, func(x, y taskrec.Task) int { return strings.Compare(x.UUID, y.UUID) })
+	tasks = sortedByID(tasks)
 	// The chunks go on WriteConns connections at once: one connection
 	// writing keeps one of the server's cores busy, however many it has.
 	// A batch is spread over them in chunks of at least minWriteChunk.
@@ -536,6 +538,29 @@ func (s *Store) writeTasks(ctx context.Context, tasks []taskrec.Task, b history.
 	}
 	g.Go(func() error { return s.writeChunk(gctx, tasks, b, workers) })
 	return g.Wait()
+}
+
+// sortedByID returns tasks sorted by id, a task's records in the order
+// they came. It sorts their places and then moves each record once: a
+// record is a few hundred bytes, and a stable sort of the records
+// themselves rotated each of them many times (a tenth of a replica's CPU
+// while it wrote 10,000 tasks a second).
+func sortedByID(tasks []taskrec.Task) []taskrec.Task {
+	order := make([]int32, len(tasks))
+	for i := range order {
+		order[i] = int32(i)
+	}
+	slices.SortFunc(order, func(a, b int32) int {
+		if c := strings.Compare(tasks[a].UUID, tasks[b].UUID); c != 0 {
+			return c
+		}
+		return cmp.Compare(a, b)
+	})
+	sorted := make([]taskrec.Task, len(tasks))
+	for i, j := range order {
+		sorted[i] = tasks[j]
+	}
+	return sorted
 }
 
 // Written is how many task records this replica wrote, TakenOver how many
@@ -627,102 +652,112 @@ func (s *Store) writeChunk(ctx context.Context, tasks []taskrec.Task, b history.
 	return nil
 }
 
-// taskColumns are the columns of a task, in the order of taskArgs and of
-// the upsert's arrays, and taskTypes their types.
-var taskColumns = []string{
-	"id", "state", "name", "received", "sent", "started", "rejected", "succeeded", "failed", "retried", "revoked",
-	"args", "kwargs", "eta", "expires", "retries", "worker", "result", "exception", "ts", "runtime",
-	"traceback", "exchange", "routing_key", "clock", "client", "root_id", "parent_id",
+// A column is one of a task's columns: its name, its SQL type, and how a
+// record gives its value, ok false for an unset field (NULL). Exactly
+// one of text, num and integer is set, by the type.
+type column struct {
+	name, typ string
+	text      func(*taskrec.Task) (v string, ok bool)
+	num       func(*taskrec.Task) (v float64, ok bool)
+	integer   func(*taskrec.Task) (v int64, ok bool)
 }
 
-var taskTypes = func() []string {
-	types := make([]string, len(taskColumns))
-	for i, c := range taskColumns {
-		switch c {
-		case "received", "sent", "started", "rejected", "succeeded", "failed", "retried", "revoked", "ts", "runtime":
-			types[i] = "float8"
-		case "retries", "clock":
-			types[i] = "int8"
-		default:
-			types[i] = "text"
-		}
+func textColumn(name string, f taskrec.Field, get func(*taskrec.Task) string) column {
+	return column{name: name, typ: "text", text: func(t *taskrec.Task) (string, bool) { return get(t), f == 0 || t.Has(f) }}
+}
+
+func numColumn(name string, f taskrec.Field, get func(*taskrec.Task) float64) column {
+	return column{name: name, typ: "float8", num: func(t *taskrec.Task) (float64, bool) { return get(t), t.Has(f) }}
+}
+
+// columns are a task's columns, in the order of the upsert's arrays.
+var columns = []column{
+	textColumn("id", 0, func(t *taskrec.Task) string { return t.UUID }),
+	textColumn("state", 0, func(t *taskrec.Task) string { return t.State }),
+	textColumn("name", taskrec.FieldName, func(t *taskrec.Task) string { return t.Name }),
+	numColumn("received", taskrec.FieldReceived, func(t *taskrec.Task) float64 { return t.Received }),
+	numColumn("sent", taskrec.FieldSent, func(t *taskrec.Task) float64 { return t.Sent }),
+	numColumn("started", taskrec.FieldStarted, func(t *taskrec.Task) float64 { return t.Started }),
+	numColumn("rejected", taskrec.FieldRejected, func(t *taskrec.Task) float64 { return t.Rejected }),
+	numColumn("succeeded", taskrec.FieldSucceeded, func(t *taskrec.Task) float64 { return t.Succeeded }),
+	numColumn("failed", taskrec.FieldFailed, func(t *taskrec.Task) float64 { return t.Failed }),
+	numColumn("retried", taskrec.FieldRetried, func(t *taskrec.Task) float64 { return t.Retried }),
+	numColumn("revoked", taskrec.FieldRevoked, func(t *taskrec.Task) float64 { return t.Revoked }),
+	textColumn("args", taskrec.FieldArgs, func(t *taskrec.Task) string { return t.Args }),
+	textColumn("kwargs", taskrec.FieldKwargs, func(t *taskrec.Task) string { return t.Kwargs }),
+	textColumn("eta", taskrec.FieldETA, func(t *taskrec.Task) string { return t.ETA }),
+	textColumn("expires", taskrec.FieldExpires, func(t *taskrec.Task) string { return t.Expires }),
+	{name: "retries", typ: "int8", integer: func(t *taskrec.Task) (int64, bool) {
+		return int64(t.Retries), t.Has(taskrec.FieldRetries)
+	}},
+	textColumn("worker", taskrec.FieldWorker, func(t *taskrec.Task) string { return t.Worker }),
+	textColumn("result", taskrec.FieldResult, func(t *taskrec.Task) string { return t.Result }),
+	textColumn("exception", taskrec.FieldException, func(t *taskrec.Task) string { return t.Exception }),
+	numColumn("ts", taskrec.FieldTimestamp, func(t *taskrec.Task) float64 { return t.Timestamp }),
+	numColumn("runtime", taskrec.FieldRuntime, func(t *taskrec.Task) float64 { return t.Runtime }),
+	textColumn("traceback", taskrec.FieldTraceback, func(t *taskrec.Task) string { return t.Traceback }),
+	textColumn("exchange", taskrec.FieldExchange, func(t *taskrec.Task) string { return t.Exchange }),
+	textColumn("routing_key", taskrec.FieldRoutingKey, func(t *taskrec.Task) string { return t.RoutingKey }),
+	{name: "clock", typ: "int8", integer: func(t *taskrec.Task) (int64, bool) { return t.Clock, true }},
+	textColumn("client", taskrec.FieldClient, func(t *taskrec.Task) string { return t.Client }),
+	textColumn("root_id", taskrec.FieldRootID, func(t *taskrec.Task) string { return t.RootID }),
+	textColumn("parent_id", taskrec.FieldParentID, func(t *taskrec.Task) string { return t.ParentID }),
+}
+
+// taskColumns are columns' names and taskTypes their types.
+var taskColumns, taskTypes = func() (names, types []string) {
+	for _, c := range columns {
+		names, types = append(names, c.name), append(types, c.typ)
 	}
-	return types
+	return names, types
 }()
 
-func taskArgs(t *taskrec.Task) []any {
-	str := func(f taskrec.Field, v string) any {
-		if t.Has(f) {
-			return v
-		}
-		return nil
-	}
-	num := func(f taskrec.Field, v float64) any {
-		if t.Has(f) {
-			return v
-		}
-		return nil
-	}
-	var retries any
-	if t.Has(taskrec.FieldRetries) {
-		retries = int64(t.Retries)
-	}
-	return []any{
-		t.UUID, t.State, str(taskrec.FieldName, t.Name),
-		num(taskrec.FieldReceived, t.Received), num(taskrec.FieldSent, t.Sent), num(taskrec.FieldStarted, t.Started),
-		num(taskrec.FieldRejected, t.Rejected), num(taskrec.FieldSucceeded, t.Succeeded), num(taskrec.FieldFailed, t.Failed),
-		num(taskrec.FieldRetried, t.Retried), num(taskrec.FieldRevoked, t.Revoked),
-		str(taskrec.FieldArgs, t.Args), str(taskrec.FieldKwargs, t.Kwargs), str(taskrec.FieldETA, t.ETA),
-		str(taskrec.FieldExpires, t.Expires), retries, str(taskrec.FieldWorker, t.Worker),
-		str(taskrec.FieldResult, t.Result), str(taskrec.FieldException, t.Exception),
-		num(taskrec.FieldTimestamp, t.Timestamp), num(taskrec.FieldRuntime, t.Runtime),
-		str(taskrec.FieldTraceback, t.Traceback), str(taskrec.FieldExchange, t.Exchange),
-		str(taskrec.FieldRoutingKey, t.RoutingKey), t.Clock, str(taskrec.FieldClient, t.Client),
-		str(taskrec.FieldRootID, t.RootID), str(taskrec.FieldParentID, t.ParentID),
-	}
-}
-
 // upsertArgs are upsertSQL's arguments for tasks, whose ids are distinct:
-// an array a column (taskTypes), a NULL element for an unset field.
+// an array a column (taskTypes), a NULL element for an unset field. The
+// arrays are of pgtype's nullable values, which pgx encodes without
+// reflection, and are read through pointers (pointerArray): a field
+// costs no allocation. Laying out and encoding a record took 4.2 µs with
+// a stable sort and pointers to boxed values, 1.7 µs so
+// (BenchmarkWriteArgs).
 func upsertArgs(tasks []taskrec.Task) []any {
-	texts := make([][]*string, len(taskColumns))
-	nums := make([][]*float64, len(taskColumns))
-	ints := make([][]*int64, len(taskColumns))
-	for c, typ := range taskTypes {
-		switch typ {
-		case "float8":
-			nums[c] = make([]*float64, len(tasks))
-		case "int8":
-			ints[c] = make([]*int64, len(tasks))
-		default:
-			texts[c] = make([]*string, len(tasks))
-		}
-	}
-	for i := range tasks {
-		for c, v := range taskArgs(&tasks[i]) {
-			switch v := v.(type) {
-			case string:
-				texts[c][i] = &v
-			case float64:
-				nums[c][i] = &v
-			case int64:
-				ints[c][i] = &v
+	args := make([]any, len(columns))
+	for c, col := range columns {
+		switch {
+		case col.num != nil:
+			a := make([]pgtype.Float8, len(tasks))
+			for i := range tasks {
+				a[i].Float64, a[i].Valid = col.num(&tasks[i])
 			}
-		}
-	}
-	args := make([]any, len(taskColumns))
-	for c, typ := range taskTypes {
-		switch typ {
-		case "float8":
-			args[c] = nums[c]
-		case "int8":
-			args[c] = ints[c]
+			args[c] = pointerArray[pgtype.Float8](a)
+		case col.integer != nil:
+			a := make([]pgtype.Int8, len(tasks))
+			for i := range tasks {
+				a[i].Int64, a[i].Valid = col.integer(&tasks[i])
+			}
+			args[c] = pointerArray[pgtype.Int8](a)
 		default:
-			args[c] = texts[c]
+			a := make([]pgtype.Text, len(tasks))
+			for i := range tasks {
+				a[i].String, a[i].Valid = col.text(&tasks[i])
+			}
+			args[c] = pointerArray[pgtype.Text](a)
 		}
 	}
 	return args
 }
+
+// pointerArray is pgtype.FlatArray for encoding only, whose elements pgx
+// reads through pointers: FlatArray hands out each element as an
+// interface value, which copies it to the heap.
+type pointerArray[T any] []T
+
+func (a pointerArray[T]) Dimensions() []pgtype.ArrayDimension {
+	return []pgtype.ArrayDimension{{Length: int32(len(a)), LowerBound: 1}}
+}
+
+func (a pointerArray[T]) Index(i int) any { return &a[i] }
+
+func (a pointerArray[T]) IndexType() any { return new(T) }
 
 // upsertSQL merges records into their rows, a record an element of each
 // array (upsertArgs), in one statement. "newer" orders two records of
