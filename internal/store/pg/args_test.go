@@ -37,7 +37,7 @@ func randomTasks(n int, r *rand.Rand) []taskrec.Task {
 	return tasks
 }
 
-func TestSortedByIDKeepsATasksRecordsInOrder(t *testing.T) {
+func TestByIDKeepsATasksRecordsInOrder(t *testing.T) {
 	r := rand.New(rand.NewPCG(1, 2))
 	tasks := randomTasks(2000, r)
 	// Every fifth task comes again, later, with a record of its own.
@@ -47,7 +47,7 @@ func TestSortedByIDKeepsATasksRecordsInOrder(t *testing.T) {
 		tasks = append(tasks, again)
 	}
 	r.Shuffle(2000, func(i, j int) { tasks[i], tasks[j] = tasks[j], tasks[i] })
-	sorted := sortedByID(tasks)
+	sorted := byID(tasks)
 	if len(sorted) != len(tasks) {
 		t.Fatalf("%d records sorted, %d given", len(sorted), len(tasks))
 	}
@@ -83,8 +83,7 @@ func BenchmarkWriteArgs(b *testing.B) {
 	var buf []byte
 	b.ReportAllocs()
 	for b.Loop() {
-		sorted := sortedByID(tasks)
-		for i, a := range upsertArgs(sorted) {
+		for i, a := range upsertArgs(byID(tasks)) {
 			var err error
 			if buf, err = m.Encode(oids[i], pgtype.BinaryFormatCode, a, buf[:0]); err != nil {
 				b.Fatal(err)

@@ -285,7 +285,11 @@ func (s *Store) uncovered(ctx context.Context, recs []heldRecord) ([]taskrec.Tas
 		part := all[:min(len(all), s.cfg.WriteChunk)]
 		all = all[len(part):]
 		err := s.read(ctx, func(ctx context.Context) error {
-			rows, err := s.pool.Query(ctx, uncoveredSQL, upsertArgs(part)...)
+			places := make([]*taskrec.Task, len(part))
+			for i := range part {
+				places[i] = &part[i]
+			}
+			rows, err := s.pool.Query(ctx, uncoveredSQL, upsertArgs(places)...)
 			if err != nil {
 				return err
 			}
