@@ -651,6 +651,8 @@ type column struct {
 	integer   func(*taskrec.Task) (v int64, ok bool)
 }
 
+// textColumn is a text column set when the record has f; f 0 for one
+// every record has (the id, the state).
 func textColumn(name string, f taskrec.Field, get func(*taskrec.Task) string) column {
 	return column{name: name, typ: "text", text: func(t *taskrec.Task) (string, bool) { return get(t), f == 0 || t.Has(f) }}
 }

@@ -276,20 +276,18 @@ func (sh *sharer) heldCount() int {
 // uncovered returns the records of recs whose rows lack something they
 // bring, in chunks of WriteChunk records, one read each.
 func (s *Store) uncovered(ctx context.Context, recs []heldRecord) ([]taskrec.Task, error) {
-	var all []taskrec.Task
-	for _, r := range recs {
-		all = append(all, r.tasks...)
+	var all []*taskrec.Task
+	for i := range recs {
+		for j := range recs[i].tasks {
+			all = append(all, &recs[i].tasks[j])
+		}
 	}
 	var out []taskrec.Task
 	for len(all) > 0 {
 		part := all[:min(len(all), s.cfg.WriteChunk)]
 		all = all[len(part):]
 		err := s.read(ctx, func(ctx context.Context) error {
-			places := make([]*taskrec.Task, len(part))
-			for i := range part {
-				places[i] = &part[i]
-			}
-			rows, err := s.pool.Query(ctx, uncoveredSQL, upsertArgs(places)...)
+			rows, err := s.pool.Query(ctx, uncoveredSQL, upsertArgs(part)...)
 			if err != nil {
 				return err
 			}
@@ -299,7 +297,7 @@ func (s *Store) uncovered(ctx context.Context, recs []heldRecord) ([]taskrec.Tas
 				if err := rows.Scan(&n); err != nil {
 					return handedOut(err)
 				}
-				out = append(out, part[n-1])
+				out = append(out, *part[n-1])
 			}
 			return handedOut(rows.Err())
 		})
