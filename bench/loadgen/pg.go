@@ -573,9 +573,13 @@ func bulkLoad(ctx context.Context, conn *pgx.Conn, from, to, chunk int, start, s
 		return err
 	}
 	// Everything a task's three events set, as the state machine sets it.
+	// The ids' grams as stamen writes them (stamen_id_grams computes what
+	// its write path does), so that their index is at its full size.
 	const insert = `INSERT INTO stamen_tasks (id, state, name, received, started, succeeded, failed,
-		args, kwargs, retries, worker, result, exception, traceback, ts, runtime, clock)
-	SELECT ` + pgTaskIDSQL + `,
+		args, kwargs, retries, worker, result, exception, traceback, ts, runtime, clock, id_grams)
+	SELECT id, state, name, received, started, succeeded, failed,
+		args, kwargs, retries, worker, result, exception, traceback, ts, runtime, clock, stamen_id_grams(id)
+	FROM (SELECT ` + pgTaskIDSQL + ` AS id,
 		CASE WHEN f THEN 'FAILURE' ELSE 'SUCCESS' END,
 		(ARRAY['bench.add', 'bench.mul', 'bench.div'])[i % 3 + 1],
 		at, at, CASE WHEN f THEN NULL ELSE at END, CASE WHEN f THEN at END,
@@ -586,7 +590,9 @@ func bulkLoad(ctx context.Context, conn *pgx.Conn, from, to, chunk int, start, s
 		CASE WHEN f THEN E'Traceback (most recent call last):\nValueError: boom\n' END,
 		at, CASE WHEN f THEN NULL ELSE 0.001 END, i
 	FROM (SELECT i, $3::float8 + i * $4::float8 AS at, (i / 12) % 10 = 0 AS f
-		FROM generate_series($1::bigint, $2::bigint) AS i) AS g`
+		FROM generate_series($1::bigint, $2::bigint) AS i) AS g)
+		AS r(id, state, name, received, started, succeeded, failed, args, kwargs, retries, worker, result,
+			exception, traceback, ts, runtime, clock)`
 	for lo := from; lo < to; lo += chunk {
 		hi := min(lo+chunk, to) - 1
 		began := time.Now()

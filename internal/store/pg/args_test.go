@@ -76,10 +76,11 @@ func TestByIDKeepsATasksRecordsInOrder(t *testing.T) {
 func BenchmarkWriteArgs(b *testing.B) {
 	tasks := randomTasks(5000, rand.New(rand.NewPCG(3, 4)))
 	m := pgtype.NewMap()
-	oids := make([]uint32, len(taskTypes))
+	oids := make([]uint32, len(taskTypes), len(taskTypes)+1)
 	for i, typ := range taskTypes {
 		oids[i] = map[string]uint32{"text": pgtype.TextArrayOID, "float8": pgtype.Float8ArrayOID, "int8": pgtype.Int8ArrayOID}[typ]
 	}
+	oids = append(oids, pgtype.TextArrayOID) // the ids' grams
 	var buf []byte
 	b.ReportAllocs()
 	for b.Loop() {

@@ -79,3 +79,23 @@ func (s *Store) CheckHeld(ctx context.Context, b history.Batch) (int, error) {
 	out, err := s.uncovered(ctx, recs)
 	return len(out), err
 }
+
+// ExplainList is the plan of the statement List runs for q.
+func (s *Store) ExplainList(ctx context.Context, q state.Query) (string, error) {
+	sel, err := buildList(q)
+	if err != nil {
+		return "", err
+	}
+	rows, err := s.pool.Query(ctx, "EXPLAIN "+sel.sql, sel.args...)
+	if err != nil {
+		return "", err
+	}
+	plan, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	return strings.Join(plan, "\n"), err
+}
+
+// IDGrams is the id_grams value the write path sends for id.
+func IDGrams(id string) string { return string(idGrams(nil, id)) }
+
+// TermGrams are the grams an id fragment is looked for by.
+func TermGrams(term string) [][]int32 { return termGrams(term) }

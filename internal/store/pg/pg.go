@@ -133,6 +133,9 @@ type Store struct {
 	// those of them another replica owned but had not written in time.
 	share              *sharer
 	written, takenOver atomic.Int64
+	// upsert is upsertSQL, or upsertWithoutGramsSQL on a schema an older
+	// stamen left (a test's).
+	upsert string
 }
 
 // IsURL reports whether a --db value names PostgreSQL rather than a bbolt
@@ -221,7 +224,10 @@ func open(ctx context.Context, cfg Config, version int) (*Store, error) {
 	if cfg.WriteConns <= 0 {
 		cfg.WriteConns = max(1, int(pool.Config().MaxConns)/2)
 	}
-	s := &Store{pool: pool, cfg: cfg, log: cfg.Logger, share: newSharer(cfg, version >= replicasVersion)}
+	s := &Store{pool: pool, cfg: cfg, log: cfg.Logger, share: newSharer(cfg, version >= replicasVersion), upsert: upsertSQL}
+	if version < idGramsVersion {
+		s.upsert = upsertWithoutGramsSQL
+	}
 	mctx, cancel := context.WithTimeout(ctx, MigrateTimeout)
 	defer cancel()
 	if err := s.migrate(mctx, version); err != nil {
@@ -590,7 +596,11 @@ func (s *Store) writeChunk(ctx context.Context, tasks []*taskrec.Task, b history
 			}
 			first = append(first, round[i])
 		}
-		pb.Queue(upsertSQL, upsertArgs(first)...)
+		if s.upsert == upsertSQL {
+			pb.Queue(upsertSQL, upsertArgs(first)...)
+		} else {
+			pb.Queue(s.upsert, recordArgs(first)...)
+		}
 		round = rest
 	}
 	// Sorted too: two replicas deleting the same workers in two orders
@@ -704,11 +714,28 @@ var taskColumns, taskTypes = func() (names, types []string) {
 }()
 
 // upsertArgs are upsertSQL's arguments for tasks, whose ids are distinct:
-// an array a column (taskTypes), a NULL element for an unset field. The
-// arrays are of pgtype's nullable values, which pgx encodes without
-// reflection, and are read through pointers (pointerArray): a field
-// costs no allocation.
+// recordArgs' arrays, then the ids' grams (idGrams), cut from one string.
 func upsertArgs(tasks []*taskrec.Task) []any {
+	ends := make([]int, len(tasks))
+	buf := make([]byte, 0, len(tasks)*100) // a uuid's grams take 98 bytes
+	for i, t := range tasks {
+		buf = idGrams(buf, t.UUID)
+		ends[i] = len(buf)
+	}
+	all := string(buf)
+	grams := make([]string, len(tasks))
+	from := 0
+	for i, end := range ends {
+		grams[i], from = all[from:end], end
+	}
+	return append(recordArgs(tasks), grams)
+}
+
+// recordArgs are tasks' records as arrays, a column each (taskTypes), a
+// NULL element for an unset field. The arrays are of pgtype's nullable
+// values, which pgx encodes without reflection, and are read through
+// pointers (pointerArray): a field costs no allocation.
+func recordArgs(tasks []*taskrec.Task) []any {
 	args := make([]any, len(columns))
 	for c, col := range columns {
 		switch {
@@ -757,12 +784,28 @@ func (a pointerArray[T]) IndexType() any { return new(T) }
 // stronger by Celery's precedence, except that RETRY (which Celery lets
 // replace and be replaced out of order) and ties go by recency. The rows
 // are inserted, and locked, in the arrays' order.
-var upsertSQL = func() string {
+var upsertSQL = upsert(true)
+
+// upsertWithoutGramsSQL is upsertSQL as a stamen before the id's grams
+// (migration 10) wrote, from recordArgs.
+var upsertWithoutGramsSQL = upsert(false)
+
+// idGramsVersion is the schema version that has id_grams.
+const idGramsVersion = 10
+
+func upsert(grams bool) string {
 	var b strings.Builder
 	b.WriteString("INSERT INTO stamen_tasks AS t (")
 	b.WriteString(strings.Join(taskColumns, ", "))
-	b.WriteString(") SELECT * FROM ")
-	b.WriteString(unnestArgs)
+	if grams {
+		b.WriteString(", id_grams) SELECT r.")
+		b.WriteString(strings.Join(taskColumns, ", r."))
+		fmt.Fprintf(&b, ", r.grams::int4[] FROM %s, $%d::text[]) AS r(%s, grams)",
+			strings.TrimSuffix(unnestArgs, ")"), len(taskColumns)+1, strings.Join(taskColumns, ", "))
+	} else {
+		b.WriteString(") SELECT * FROM ")
+		b.WriteString(unnestArgs)
+	}
 	b.WriteString(" ON CONFLICT (id) DO UPDATE SET ")
 	cols, exprs := mergeExprs("EXCLUDED")
 	for i, c := range cols {
@@ -782,7 +825,7 @@ var upsertSQL = func() string {
 	b.WriteString(" WHERE ")
 	b.WriteString(changes(cols, exprs))
 	return b.String()
-}()
+}
 
 // uncoveredSQL returns the places (from 1) of the records, given as
 // upsertSQL's arrays, that upsertSQL would change a row for: those of a

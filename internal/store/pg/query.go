@@ -466,8 +466,9 @@ func orderBy(field string, desc bool) string {
 }
 
 // search translates a parsed search to a condition. Every substring term
-// is answered through the trigram index over the searched fields; a
-// qualified one is then checked on its own column.
+// is answered through the trigram index over the searched fields, an
+// unqualified one also through the id's (idFragment); a qualified one is
+// then checked on its own column.
 func (b *builder) search(n *tasksearch.Node) (string, error) {
 	switch n.Op {
 	case "and", "or":
@@ -507,14 +508,32 @@ func (b *builder) search(n *tasksearch.Node) (string, error) {
 	pattern := b.arg("%" + likeEscape(n.Value) + "%")
 	cond := searchTextOf("t.") + " LIKE " + pattern
 	if n.Field != "" {
-		cond = "(" + cond + " AND lower(t." + n.Field + ") LIKE " + pattern + ")"
+		return "(" + cond + " AND lower(t." + n.Field + ") LIKE " + pattern + ")", nil
 	}
-	return cond, nil
+	return "(" + b.idFragment(n.Value, pattern) + " OR " + cond + ")", nil
+}
+
+// idFragment is the condition that a task's id holds the folded term,
+// whose LIKE pattern is the argument pattern: through the id's grams
+// (grams.go), or for a row written without them through the trigram
+// index of those rows' ids. A term too short for grams is looked for in
+// every id (a scan of the table).
+func (b *builder) idFragment(term, pattern string) string {
+	like := "lower(t.id) LIKE " + pattern
+	offsets := termGrams(term)
+	if offsets == nil {
+		return like
+	}
+	parts := []string{"(t.id_grams IS NULL AND " + like + ")"}
+	for _, g := range offsets {
+		parts = append(parts, "(t.id_grams @> "+b.arg(g)+"::int4[] AND "+like+")")
+	}
+	return strings.Join(parts, " OR ")
 }
 
 // searchTextOf is the trigram index's expression with columns of alias.
 func searchTextOf(alias string) string {
-	r := strings.NewReplacer("(id ", "("+alias+"id ", "(name,", "("+alias+"name,", "|| state ||", "|| "+alias+"state ||",
+	r := strings.NewReplacer("(name,", "("+alias+"name,", "|| state ||", "|| "+alias+"state ||",
 		"(worker,", "("+alias+"worker,", "(args,", "("+alias+"args,", "(kwargs,", "("+alias+"kwargs,", "(result,", "("+alias+"result,")
 	return r.Replace(searchText)
 }

@@ -26,10 +26,14 @@ package pg
 //     from the index alone;
 //   - parent_id, for each task's children;
 //   - a pg_trgm GIN index over the fields an unqualified search term reads
-//     (id, name, state, worker, args, kwargs, result), separated by \x1f so
-//     that no term of the search language spans two (a term holding \x1f
-//     is refused). Every substring term goes through it, a qualified one
-//     then rechecked on its own column;
+//     but the id (name, state, worker, args, kwargs, result), separated by
+//     \x1f so that no term of the search language spans two (a term
+//     holding \x1f is refused). Every substring term goes through it, a
+//     qualified one then rechecked on its own column (migration 10; the
+//     id was in it before);
+//   - a GIN index over id_grams, the id's aligned 3-grams (grams.go), and
+//     a pg_trgm one over the ids of the rows without them (written before
+//     migration 10), for an unqualified term in the id;
 //   - the non-terminal tasks by timestamp, for StaleTasks;
 //   - the failures by name, exception type and failure time (migration 4),
 //     for GET /api/failures.
@@ -81,7 +85,7 @@ CREATE INDEX stamen_tasks_received ON stamen_tasks (received NULLS FIRST, id);
 CREATE INDEX stamen_tasks_started ON stamen_tasks (started NULLS FIRST, id);
 CREATE INDEX stamen_tasks_parent ON stamen_tasks (parent_id, seq) WHERE parent_id IS NOT NULL;
 CREATE INDEX stamen_tasks_stale ON stamen_tasks (ts) WHERE state IN ('PENDING', 'RECEIVED', 'STARTED', 'RETRY');
-CREATE INDEX stamen_tasks_search ON stamen_tasks USING gin ((` + searchText + `) gin_trgm_ops);
+CREATE INDEX stamen_tasks_search ON stamen_tasks USING gin ((` + searchTextWithID + `) gin_trgm_ops);
 CREATE TABLE stamen_workers (
 	hostname text COLLATE "C" PRIMARY KEY,
 	seq      bigint GENERATED ALWAYS AS IDENTITY,
@@ -336,6 +340,21 @@ CREATE TRIGGER stamen_task_stats_update AFTER UPDATE ON stamen_tasks
 	id   text COLLATE "C" PRIMARY KEY,
 	seen timestamptz NOT NULL
 );`,
+	// 10: the id out of the trigram index, found through its aligned
+	// grams instead (grams.go): the id's 37 trigrams were most of what the
+	// index cost a new task. The rows already there keep a NULL id_grams
+	// and their ids in a trigram index of their own, which no row written
+	// since enters: filling the column would rewrite the table and every
+	// index, where building the two indexes reads it. A replica of an
+	// older stamen still running writes its new rows without grams, so
+	// they too are found, through that index. The builds hold a SHARE
+	// lock: the other replicas' writes wait for them (reads do not).
+	idGramsSQL + `
+ALTER TABLE stamen_tasks ADD COLUMN id_grams int4[];
+DROP INDEX stamen_tasks_search;
+CREATE INDEX stamen_tasks_search ON stamen_tasks USING gin ((` + searchText + `) gin_trgm_ops);
+CREATE INDEX stamen_tasks_id ON stamen_tasks USING gin ((lower(id)) gin_trgm_ops) WHERE id_grams IS NULL;
+CREATE INDEX stamen_tasks_id_grams ON stamen_tasks USING gin (id_grams) WHERE id_grams IS NOT NULL;`,
 }
 
 // runtimeBin is taskstats.Bin in SQL: the runtime histogram's bin of a
@@ -347,9 +366,14 @@ const runtimeBin = `CASE WHEN t.runtime IS NULL OR t.runtime = 'NaN' THEN NULL W
 // no queue, so that the statistics' key stays within a b-tree entry.
 const maxKeyBytesSQL = "256"
 
-// searchText is the text an unqualified search term is looked for in, the
-// expression of the trigram index; queries must spell it the same.
-const searchText = `lower(id || E'\x1f' || coalesce(name, '') || E'\x1f' || state || E'\x1f' || coalesce(worker, '') || E'\x1f' || coalesce(args, '') || E'\x1f' || coalesce(kwargs, '') || E'\x1f' || coalesce(result, ''))`
+// searchText is the text an unqualified search term is looked for in
+// besides the id (grams.go), the expression of the trigram index; queries
+// must spell it the same.
+const searchText = `lower(coalesce(name, '') || E'\x1f' || state || E'\x1f' || coalesce(worker, '') || E'\x1f' || coalesce(args, '') || E'\x1f' || coalesce(kwargs, '') || E'\x1f' || coalesce(result, ''))`
+
+// searchTextWithID is the trigram index's expression before migration 10,
+// the id first.
+const searchTextWithID = `lower(id || E'\x1f' || coalesce(name, '') || E'\x1f' || state || E'\x1f' || coalesce(worker, '') || E'\x1f' || coalesce(args, '') || E'\x1f' || coalesce(kwargs, '') || E'\x1f' || coalesce(result, ''))`
 
 // The failures index (migration 4) and Failures' queries spell these the
 // same: PostgreSQL uses a partial index only for a query whose conditions

@@ -287,7 +287,7 @@ func (s *Store) uncovered(ctx context.Context, recs []heldRecord) ([]taskrec.Tas
 		part := all[:min(len(all), s.cfg.WriteChunk)]
 		all = all[len(part):]
 		err := s.read(ctx, func(ctx context.Context) error {
-			rows, err := s.pool.Query(ctx, uncoveredSQL, upsertArgs(part)...)
+			rows, err := s.pool.Query(ctx, uncoveredSQL, recordArgs(part)...)
 			if err != nil {
 				return err
 			}

@@ -235,14 +235,14 @@ func bulkLoad(b *testing.B, conn *pgx.Conn, n int) {
 		stmts = append(stmts, "DROP INDEX "+n)
 	}
 	stmts = append(stmts, fmt.Sprintf(`INSERT INTO stamen_tasks (id, state, name, received, started, succeeded, failed,
-			args, kwargs, retries, worker, result, exception, ts, runtime, traceback, exchange, routing_key, clock)
+			args, kwargs, retries, worker, result, exception, ts, runtime, traceback, exchange, routing_key, clock, id_grams)
 		SELECT md5(i::text), CASE WHEN f THEN 'FAILURE' ELSE 'SUCCESS' END,
 			(ARRAY['bench.add', 'bench.mul', 'bench.div'])[i %% 3 + 1],
 			at, at + 0.001, CASE WHEN f THEN NULL ELSE at + 0.002 + rt END, CASE WHEN f THEN at + 0.002 + rt END,
 			'(1, 2)', '{}', 0, (ARRAY['bench@w0', 'bench@w1', 'bench@w2', 'bench@w3'])[i %% 4 + 1],
 			CASE WHEN f THEN NULL ELSE '3' END, CASE WHEN f THEN 'ValueError(''bad input'')' END,
 			at + 0.002 + rt, CASE WHEN f THEN NULL ELSE rt END,
-			CASE WHEN f THEN 'Traceback (most recent call last):' END, '', 'celery', 3 * i + 2
+			CASE WHEN f THEN 'Traceback (most recent call last):' END, '', 'celery', 3 * i + 2, stamen_id_grams(md5(i::text))
 		FROM (SELECT i, %f - 60000 + i * 60000.0 / %d AS at, (i / 12) %% 10 = 0 AS f, 0.001 * (1 + i %% 500) AS rt
 			FROM generate_series(0, %d - 1) AS i) AS g`, now, n, n))
 	stmts = append(stmts, defs...)
