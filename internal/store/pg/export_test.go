@@ -94,8 +94,15 @@ func (s *Store) ExplainList(ctx context.Context, q state.Query) (string, error) 
 	return strings.Join(plan, "\n"), err
 }
 
-// IDGrams is the id_grams value the write path sends for id.
-func IDGrams(id string) string { return string(idGrams(nil, id)) }
+// IDGrams is the id_grams value the write path sends for id, "NULL" for
+// none.
+func IDGrams(id string) string {
+	g, ok := idGrams(nil, id)
+	if !ok {
+		return "NULL"
+	}
+	return string(g)
+}
 
 // TermGrams are the grams an id fragment is looked for by.
 func TermGrams(term string) [][]int32 { return termGrams(term) }

@@ -716,19 +716,19 @@ var taskColumns, taskTypes = func() (names, types []string) {
 // upsertArgs are upsertSQL's arguments for tasks, whose ids are distinct:
 // recordArgs' arrays, then the ids' grams (idGrams), cut from one string.
 func upsertArgs(tasks []*taskrec.Task) []any {
+	grams := make([]pgtype.Text, len(tasks))
 	ends := make([]int, len(tasks))
 	buf := make([]byte, 0, len(tasks)*100) // a uuid's grams take 98 bytes
 	for i, t := range tasks {
-		buf = idGrams(buf, t.UUID)
+		buf, grams[i].Valid = idGrams(buf, t.UUID)
 		ends[i] = len(buf)
 	}
 	all := string(buf)
-	grams := make([]string, len(tasks))
 	from := 0
 	for i, end := range ends {
-		grams[i], from = all[from:end], end
+		grams[i].String, from = all[from:end], end
 	}
-	return append(recordArgs(tasks), grams)
+	return append(recordArgs(tasks), pointerArray[pgtype.Text](grams))
 }
 
 // recordArgs are tasks' records as arrays, a column each (taskTypes), a

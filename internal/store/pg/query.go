@@ -515,16 +515,20 @@ func (b *builder) search(n *tasksearch.Node) (string, error) {
 
 // idFragment is the condition that a task's id holds the folded term,
 // whose LIKE pattern is the argument pattern: through the id's grams
-// (grams.go), or for a row written without them through the trigram
-// index of those rows' ids. A term too short for grams is looked for in
-// every id (a scan of the table).
+// (grams.go), or for a row without them through the trigram index of
+// those rows' ids. A hex term too short for grams is looked for in every
+// id.
 func (b *builder) idFragment(term, pattern string) string {
 	like := "lower(t.id) LIKE " + pattern
+	withoutGrams := "(t.id_grams IS NULL AND " + like + ")"
+	if !hexTerm(term) {
+		return withoutGrams
+	}
 	offsets := termGrams(term)
 	if offsets == nil {
 		return like
 	}
-	parts := []string{"(t.id_grams IS NULL AND " + like + ")"}
+	parts := []string{withoutGrams}
 	for _, g := range offsets {
 		parts = append(parts, "(t.id_grams @> "+b.arg(g)+"::int4[] AND "+like+")")
 	}
