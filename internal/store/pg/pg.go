@@ -133,9 +133,9 @@ type Store struct {
 	// those of them another replica owned but had not written in time.
 	share              *sharer
 	written, takenOver atomic.Int64
-	// upsert is upsertSQL, or upsertWithoutGramsSQL on a schema an older
-	// stamen left (a test's).
-	upsert string
+	// grams is whether the schema has the ids' grams (grams.go); a
+	// schema an older stamen left (a test's) has not.
+	grams bool
 }
 
 // IsURL reports whether a --db value names PostgreSQL rather than a bbolt
@@ -224,10 +224,7 @@ func open(ctx context.Context, cfg Config, version int) (*Store, error) {
 	if cfg.WriteConns <= 0 {
 		cfg.WriteConns = max(1, int(pool.Config().MaxConns)/2)
 	}
-	s := &Store{pool: pool, cfg: cfg, log: cfg.Logger, share: newSharer(cfg, version >= replicasVersion), upsert: upsertSQL}
-	if version < idGramsVersion {
-		s.upsert = upsertWithoutGramsSQL
-	}
+	s := &Store{pool: pool, cfg: cfg, log: cfg.Logger, share: newSharer(cfg, version >= replicasVersion), grams: version >= idGramsVersion}
 	mctx, cancel := context.WithTimeout(ctx, MigrateTimeout)
 	defer cancel()
 	if err := s.migrate(mctx, version); err != nil {
@@ -596,10 +593,10 @@ func (s *Store) writeChunk(ctx context.Context, tasks []*taskrec.Task, b history
 			}
 			first = append(first, round[i])
 		}
-		if s.upsert == upsertSQL {
+		if s.grams {
 			pb.Queue(upsertSQL, upsertArgs(first)...)
 		} else {
-			pb.Queue(s.upsert, recordArgs(first)...)
+			pb.Queue(upsertWithoutGramsSQL, recordArgs(first)...)
 		}
 		round = rest
 	}
@@ -783,7 +780,9 @@ func (a pointerArray[T]) IndexType() any { return new(T) }
 // so that the row ends the same whichever replica writes first. The state is the
 // stronger by Celery's precedence, except that RETRY (which Celery lets
 // replace and be replaced out of order) and ties go by recency. The rows
-// are inserted, and locked, in the arrays' order.
+// are inserted, and locked, in the arrays' order. A new row's id_grams
+// comes from one more array, of their array literals; a row's grams never
+// change, as its id does not.
 var upsertSQL = upsert(true)
 
 // upsertWithoutGramsSQL is upsertSQL as a stamen before the id's grams
