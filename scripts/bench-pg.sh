@@ -92,7 +92,7 @@ pgset=$(psql "$admin" -Atc "SELECT string_agg(name || ' ' || current_setting(nam
     echo "| \`GET $(http "pg_$f" 9)\` p99 < 50 ms (indexed) | p50 $p50 ms, p99 $p99 ms at $rows tasks | $(judged "$p99 < 50") |"
   done
   for f in search search_id; do
-    echo "| \`GET $(http "pg_$f" 9)\` (search; id fragment by pg_trgm) p99 < 50 ms | p50 $(http "pg_$f" 5) ms, p99 $(http "pg_$f" 6) ms at $rows tasks | $(judged "$(http "pg_$f" 6) < 50") |"
+    echo "| \`GET $(http "pg_$f" 9)\` (search; id fragment by the id's grams) p99 < 50 ms | p50 $(http "pg_$f" 5) ms, p99 $(http "pg_$f" 6) ms at $rows tasks | $(judged "$(http "pg_$f" 6) < 50") |"
   done
   for f in info info_ingested info_replica2; do
     echo "| \`GET $(http "pg_$f" 9)\` p99 < 5 ms | p50 $(http "pg_$f" 5) ms, p99 $(http "pg_$f" 6) ms at $rows tasks | $(judged "$(http "pg_$f" 6) < 5") |"

@@ -450,7 +450,7 @@ var taskEnvelope = testcluster.TaskEnvelope
 
 // taskID is task i's id in the in-memory runs: sequential, which costs an
 // in-memory substring scan what a random one does (the PostgreSQL run,
-// whose trigram index it would defeat, uses pgTaskID).
+// whose index of the ids' grams it would defeat, uses pgTaskID).
 func taskID(i int) string { return fmt.Sprintf("00000000-0000-4000-8000-%012d", i) }
 
 type target struct{ label, path string }

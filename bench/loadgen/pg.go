@@ -317,7 +317,7 @@ func pgTargets(epoch time.Time, n int) []target {
 // pgTaskID is task i's id in the PostgreSQL run: shaped as the uuid4 Celery
 // gives a task (random hex, version 4, variant 8-b), drawn from md5 of i so
 // that the driver and the bulk load's SQL (pgTaskIDSQL) agree. Sequential
-// ids would share most of their trigrams, which makes pg_trgm's index
+// ids would share most of their grams, which makes the index of them
 // useless for an id fragment where real ids make it selective.
 func pgTaskID(i int) string {
 	sum := md5.Sum([]byte(strconv.Itoa(i)))
