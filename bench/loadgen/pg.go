@@ -501,9 +501,13 @@ const pollLanded = 25 * time.Millisecond
 // timestamps (the ids are random), through the default order's index;
 // half a step either side absorbs a float's rounding. It remembers the
 // longest run of tasks from the first that have all landed, a chunk at a
-// time, and counts only past it: a count over every task of the phase
-// took Postgres more time the further the phase went, beside the writes
-// it measures.
+// time, and counts only the chunk after it: a count over every task of
+// the phase took Postgres more time the further the phase went, and one
+// over every task past the run, up to the lag allowed, still took a
+// sixth of Postgres's CPU at 7,000 tasks/s (perf, 2026-11-28), beside
+// the writes it measures. The rows landed past that chunk are counted
+// once the run reaches them, so the count may lag the rows by about a
+// flush; the run's end is exact.
 type landing struct {
 	conn        *pgx.Conn
 	start, step float64
@@ -534,7 +538,7 @@ func (l *landing) count(ctx context.Context) (int, error) {
 	if l.done == l.n {
 		return l.n, nil
 	}
-	c, err := l.between(ctx, l.done, l.n)
+	c, err := l.between(ctx, l.done, min(l.done+chunk, l.n))
 	return l.done + c, err
 }
 
