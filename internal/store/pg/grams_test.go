@@ -26,11 +26,7 @@ func TestIDGramsMatchSQL(t *testing.T) {
 	openStore(t, url)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	conn, err := pgx.Connect(ctx, url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close(ctx)
+	conn := connect(t, url)
 	for _, id := range []string{"", "a", "ab", "abc", "abcd", "ABCDEF", "ABCDEFG", "694061739e55-4A2B", "d1f0c0de-7c4e-4b8a-9f3e-2a1b0c9d8e7f",
 		"D1F0C0DE-7C4E-4B8A-9F3E-2A1B0C9D8E7F", "0123456789", "tâche-É1", "ß", "\u00ff\u00fe\u00fd", "Z@[`{~", "abc/", "ab c"} {
 		var want string
@@ -160,13 +156,8 @@ func TestMigrateIDGramsFromVersion9(t *testing.T) {
 		st.Apply(taskEv(t, "received", fmt.Sprintf("%08x-1111-4000-8000-%012x", i, i), "w0@h", 2000+float64(i), map[string]any{"name": "proj.new"}))
 	}
 	drainTo(t, st, s)
-	conn, err := pgx.Connect(ctx, url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close(ctx)
 	var without, with int
-	if err := conn.QueryRow(ctx, `SELECT count(*) FILTER (WHERE id_grams IS NULL), count(*) FILTER (WHERE id_grams IS NOT NULL) FROM stamen_tasks`).Scan(&without, &with); err != nil {
+	if err := connect(t, url).QueryRow(ctx, `SELECT count(*) FILTER (WHERE id_grams IS NULL), count(*) FILTER (WHERE id_grams IS NOT NULL) FROM stamen_tasks`).Scan(&without, &with); err != nil {
 		t.Fatal(err)
 	}
 	if without != 120 || with != 40 {
@@ -175,4 +166,16 @@ func TestMigrateIDGramsFromVersion9(t *testing.T) {
 	for _, search := range []string{"0000000a-0000", "0a-0000-40", "1c-1111-4", "0-1111-4", "00000000001", "ext-1", "1111"} {
 		t.Run(search, func(t *testing.T) { sameList(t, st, s, state.Query{Limit: state.NoLimit, Search: search}) })
 	}
+}
+
+// connect opens a connection of its own to the database url, closed when
+// the test ends.
+func connect(t testing.TB, url string) *pgx.Conn {
+	t.Helper()
+	conn, err := pgx.Connect(t.Context(), url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = conn.Close(context.Background()) })
+	return conn
 }
