@@ -3,6 +3,7 @@ package pg_test
 import (
 	"context"
 	"crypto/md5"
+	"errors"
 	"fmt"
 	"slices"
 	"strconv"
@@ -12,8 +13,10 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/stamen-dev/stamen/internal/history"
 	"github.com/stamen-dev/stamen/internal/state"
 	"github.com/stamen-dev/stamen/internal/store/pg"
+	"github.com/stamen-dev/stamen/internal/tasksearch"
 )
 
 // TestIDGramsMatchSQL: the grams the write path sends for an id are those
@@ -178,4 +181,19 @@ func connect(t testing.TB, url string) *pgx.Conn {
 	}
 	t.Cleanup(func() { _ = conn.Close(context.Background()) })
 	return conn
+}
+
+// TestShortHexTermPastTimeoutIs400: a term of 3 or 4 hex characters is
+// looked for in every id, with no index; when that outlasts the read
+// timeout the answer is a 400 that says why, not a 503 that a load
+// balancer would repeat on another replica.
+func TestShortHexTermPastTimeoutIs400(t *testing.T) {
+	const n = 400_000 // reading them takes several times the timeout
+	s := loadTasks(t, 100*time.Millisecond, `INSERT INTO stamen_tasks (id, state, name, args, kwargs, ts)
+		SELECT i::text, 'SUCCESS', 'proj.a', '(1, 2)', '{}', i FROM generate_series(1, $1::bigint) AS i`, n)
+	_, _, err := listPG(t, s, state.Query{Limit: 10, Search: "abcd"})
+	var se *tasksearch.Error
+	if !errors.As(err, &se) || errors.Is(err, history.ErrUnavailable) || !strings.Contains(se.Message, "every task id") {
+		t.Fatalf("a 4-character hex term no task holds, over %d tasks: %v; want a *tasksearch.Error saying every id was read", n, err)
+	}
 }

@@ -67,7 +67,7 @@ func (s *Store) open(ctx context.Context, cancel context.CancelFunc, sel selecti
 // error and, for retry, the driver's error it came from. The cursor has
 // no cancel yet: open sets it.
 func (s *Store) start(ctx context.Context, sel selection) (*Cursor, error, error) {
-	c := &Cursor{ctx: ctx, match: sel.match, skip: sel.offset, left: sel.limit}
+	c := &Cursor{ctx: ctx, match: sel.match, skip: sel.offset, left: sel.limit, scansIDs: sel.scansIDs}
 	if sel.match == nil {
 		rows, err := s.pool.Query(ctx, sel.sql, sel.args...)
 		if err != nil {
@@ -136,6 +136,8 @@ type Cursor struct {
 	match      *tasksearch.Search
 	checked    int
 	skip, left int
+	// scansIDs is the selection's: a term read every id.
+	scansIDs bool
 }
 
 // Next calls fn with each of the next n tasks, in order, and reports
@@ -218,7 +220,8 @@ func (c *Cursor) fetch() bool {
 // fail records err as what ended the rows, unless one is recorded. A
 // superset that passed its deadline while its rows were coming is a search
 // too broad for the timeout, not an outage: a 400 that says so, where a
-// 503 would have a load balancer repeat it on another replica.
+// 503 would have a load balancer repeat it on another replica. So is a
+// selection that read every id for a short term and passed its deadline.
 func (c *Cursor) fail(err error) {
 	if c.err != nil {
 		return
@@ -227,6 +230,11 @@ func (c *Cursor) fail(err error) {
 	if c.match != nil && c.checked > 0 && errors.Is(c.ctx.Err(), context.DeadlineExceeded) {
 		c.err = &tasksearch.Error{Position: -1, Message: fmt.Sprintf("Search terms kwargs:key=value are checked on each task their words select: "+
 			"%d were checked within the store's read timeout without completing the answer; narrow the search or add a filter", c.checked)}
+		return
+	}
+	if c.scansIDs && errors.Is(c.ctx.Err(), context.DeadlineExceeded) {
+		c.err = &tasksearch.Error{Position: -1, Message: fmt.Sprintf("Search terms of fewer than %d hex digits and hyphens are looked for in every task id, "+
+			"which took longer than the store's read timeout; give more of the id or add a filter", minGramTerm)}
 		return
 	}
 	c.err = unavailable(err)
@@ -264,9 +272,11 @@ func (c *Cursor) Close() {
 // builder collects a query's arguments. superset is set when a search
 // term was translated to a condition that selects more than it matches
 // (kwargs:key=value): each row must then be checked (selection).
+// scansIDs is set when a term is looked for in every id (idFragment).
 type builder struct {
 	args     []any
 	superset bool
+	scansIDs bool
 }
 
 func (b *builder) arg(v any) string {
@@ -291,6 +301,7 @@ type selection struct {
 	empty         bool
 	match         *tasksearch.Search
 	offset, limit int
+	scansIDs      bool
 }
 
 // buildList translates q, selecting the columns of a task (row).
@@ -316,7 +327,7 @@ func buildSelect(cols string, q state.Query) (selection, error) {
 	if err != nil {
 		return selection{}, err
 	}
-	sel := selection{}
+	sel := selection{scansIDs: b.scansIDs}
 	if b.superset {
 		if sel.match, err = tasksearch.Compile(q.Search); err != nil {
 			return selection{}, err
@@ -526,6 +537,7 @@ func (b *builder) idFragment(term, pattern string) string {
 	}
 	offsets := termGrams(term)
 	if offsets == nil {
+		b.scansIDs = true
 		return like
 	}
 	parts := []string{withoutGrams}
