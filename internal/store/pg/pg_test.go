@@ -682,3 +682,72 @@ func TestWriteLeavesOutKeysOverTheIndexes(t *testing.T) {
 		t.Errorf("Unwritable() = %d, want 6 (5 tasks, 1 worker)", n)
 	}
 }
+
+// TestWindowPageBeyondHead: a narrow window's page holds the tasks
+// received early in the window that finished last, which the newest
+// received entries (the head the page's bound comes from) do not hold,
+// and the tasks whose time ties the bound's; pages deep into the window
+// and past its end are the state's too.
+func TestWindowPageBeyondHead(t *testing.T) {
+	s := openStore(t, newDB(t))
+	const n = 2600
+	st := state.New(state.Config{MaxTasks: 2 * n, TrackChanges: true})
+	extra := map[string]any{"name": "proj.add", "args": "()", "kwargs": "{}"}
+	done := func(i int) float64 { return 5000 + float64(i)/10 + 0.05 }
+	for i := range n {
+		id := fmt.Sprintf("%08x-0000-4000-8000-%012x", i*7919%n, i)
+		if i == 1550 {
+			id = "ffffffff-0000-4000-8000-000000001550"
+		}
+		st.Apply(taskEv(t, "received", id, "w0@h", 5000+float64(i)/10, extra))
+		switch {
+		case i < n/2 && i%97 == 0:
+			// Received early, done after every other task.
+			st.Apply(taskEv(t, "succeeded", id, "w0@h", 6000+float64(i), nil))
+		case i < n/2 && i%89 == 0:
+			// Received early, done at the time of a task of the head.
+			st.Apply(taskEv(t, "succeeded", id, "w0@h", done(n-1-i%50), nil))
+		case i == 1550:
+			// Done with the newest received, and first of the two by id:
+			// the whole page of one in a window without the early tasks.
+			st.Apply(taskEv(t, "succeeded", id, "w0@h", done(n-1), nil))
+		case i == 1501:
+			// The oldest received of the head of the window ending with
+			// task 2500, done after every task: on the page once.
+			st.Apply(taskEv(t, "succeeded", id, "w0@h", 8000, nil))
+		default:
+			st.Apply(taskEv(t, "succeeded", id, "w0@h", done(i), nil))
+		}
+	}
+	st.Apply(taskEv(t, "sent", "never-received", "client@h", 5100, extra))
+	drainTo(t, st, s)
+	at := func(sec int64) *time.Time { x := time.Unix(sec, 0); return &x }
+	for _, q := range []state.Query{
+		{Limit: 100, ReceivedStart: at(5000), ReceivedEnd: at(5300)},
+		{Limit: 30, Offset: 10, ReceivedStart: at(5000), ReceivedEnd: at(5300)},
+		{Limit: 50, Offset: 1200, ReceivedStart: at(5000), ReceivedEnd: at(5300)},
+		{Limit: 2000, ReceivedStart: at(5000), ReceivedEnd: at(5300)},
+		{Limit: 100, Offset: 2550, ReceivedStart: at(5000), ReceivedEnd: at(5300)},
+		{Limit: 20, ReceivedStart: at(5010), ReceivedEnd: at(5150)},
+		{Limit: 1, ReceivedStart: at(5151), ReceivedEnd: at(5300)},
+		{Limit: 3, ReceivedStart: at(5151), ReceivedEnd: at(5300)},
+		{Limit: 3, ReceivedStart: at(5040), ReceivedEnd: at(5250)},
+	} {
+		sameList(t, st, s, q)
+	}
+	// The first page is the early tasks that finished last, found past
+	// the head, after the one done last of all.
+	ids, _, err := listPG(t, s, state.Query{Limit: n/2/97 + 2, ReceivedStart: at(5000), ReceivedEnd: at(5300)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ids) == 0 || !strings.HasSuffix(ids[0], fmt.Sprintf("-%012x", 1501)) {
+		t.Fatalf("page %v, want task 1501 first", ids)
+	}
+	for k, id := range ids[1:] {
+		i := (n/2/97 - k) * 97
+		if want := fmt.Sprintf("%08x-0000-4000-8000-%012x", i*7919%n, i); id != want {
+			t.Fatalf("page place %d: %s, want %s", k, id, want)
+		}
+	}
+}
