@@ -250,6 +250,7 @@ func runPG(ctx context.Context, c config, pc pgConfig) (err error) {
 		}
 		figure(fmt.Sprintf("pg_row_writes_per_task_%d", n), float64(w1.rows-w0.rows)/float64(pc.ingest))
 		figure(fmt.Sprintf("pg_wal_bytes_per_task_%d", n), float64(w1.wal-w0.wal)/float64(pc.ingest))
+		figure(fmt.Sprintf("pg_wal_fpi_per_task_%d", n), float64(w1.fpi-w0.fpi)/float64(pc.ingest))
 	}
 	for i, s := range []*stamen{r1, r2} {
 		rss, _, err := s.memory(fmt.Sprintf("ingest_replica%d", i+1))
@@ -442,15 +443,17 @@ func feedPG(ctx context.Context, rdb *goredis.Client, channel string, fleet []*s
 
 // writeCount is what the database has written: the rows of stamen_tasks
 // inserted and updated (pg_stat_user_tables: this database's, as its
-// backends report them, at the latest 10 s after a write) and the WAL's
-// position (the whole server's: the run holds the integration tests'
-// lock, so that the bench's database is the one writing).
-type writeCount struct{ rows, wal int64 }
+// backends report them, at the latest 10 s after a write), the WAL's
+// position and the whole pages written to it (pg_stat_wal's full page
+// images: the first change of a page after a checkpoint writes all of
+// it). The WAL is the whole server's: the run holds the integration
+// tests' lock, so that the bench's database is the one writing.
+type writeCount struct{ rows, wal, fpi int64 }
 
 func writes(ctx context.Context, conn *pgx.Conn) (writeCount, error) {
 	var w writeCount
 	err := conn.QueryRow(ctx, `SELECT coalesce((SELECT n_tup_ins + n_tup_upd FROM pg_stat_user_tables WHERE relname = 'stamen_tasks'), 0),
-		pg_wal_lsn_diff(pg_current_wal_lsn(), '0/0')::bigint`).Scan(&w.rows, &w.wal)
+		pg_wal_lsn_diff(pg_current_wal_lsn(), '0/0')::bigint, (SELECT wal_fpi FROM pg_stat_wal)`).Scan(&w.rows, &w.wal, &w.fpi)
 	return w, err
 }
 
@@ -505,9 +508,11 @@ const pollLanded = 25 * time.Millisecond
 // the phase took Postgres more time the further the phase went, and one
 // over every task past the run, up to the lag allowed, still took a
 // sixth of Postgres's CPU at 7,000 tasks/s (perf, 2026-11-28), beside
-// the writes it measures. The rows landed past that chunk are counted
-// once the run reaches them, so the count may lag the rows by about a
-// flush; the run's end is exact.
+// the writes it measures. The chunk is small because the driver counts
+// it every pollLanded while it waits: 2,000 rows took 5.7% of the
+// machine at 8,600 tasks/s (perf, 2026-11-29). The rows landed past that
+// chunk are counted once the run reaches them, so the count may lag the
+// rows by about a flush; the run's end is exact.
 type landing struct {
 	conn        *pgx.Conn
 	start, step float64
@@ -523,7 +528,7 @@ func (l *landing) between(ctx context.Context, a, b int) (int, error) {
 }
 
 func (l *landing) count(ctx context.Context) (int, error) {
-	const chunk = 2000
+	const chunk = 250
 	for l.done < l.n {
 		k := min(chunk, l.n-l.done)
 		c, err := l.between(ctx, l.done, l.done+k)
