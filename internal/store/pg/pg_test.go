@@ -732,6 +732,9 @@ func TestWindowPageBeyondHead(t *testing.T) {
 		{Limit: 1, ReceivedStart: at(5151), ReceivedEnd: at(5300)},
 		{Limit: 3, ReceivedStart: at(5151), ReceivedEnd: at(5300)},
 		{Limit: 3, ReceivedStart: at(5040), ReceivedEnd: at(5250)},
+		{Limit: 100, Offset: 19900, ReceivedStart: at(5000), ReceivedEnd: at(5300)},
+		{Limit: 100, Offset: 19901, ReceivedStart: at(5000), ReceivedEnd: at(5300)},
+		{Limit: 20001, ReceivedStart: at(5000), ReceivedEnd: at(5300)},
 	} {
 		sameList(t, st, s, q)
 	}
