@@ -120,6 +120,7 @@ func main() {
 	flag.IntVar(&pc.ingest, "pg-ingest", 100_000, "tasks published in each ingestion phase (-pg)")
 	flag.IntVar(&pc.chunk, "pg-chunk", 1_000_000, "rows per INSERT of the bulk load (-pg)")
 	flag.IntVar(&pc.maxTasks, "pg-max-tasks", 100_000, "the replicas' --max_tasks (-pg): half of it is the most tasks published and not yet written")
+	flag.Float64Var(&pc.rate, "pg-rate", 0, "tasks a second to publish in each ingestion phase (-pg), 0: as fast as the replicas' bounds allow")
 	flag.StringVar(&pc.lock, "lock", "", "flock this file around the measured phases (-pg)")
 	flag.StringVar(&benchDB, "pg-db", benchDB, "the database the Postgres run creates and drops (-pg)")
 	flag.BoolVar(&pc.keep, "pg-keep", false, "keep "+benchDB+" afterwards (-pg)")

@@ -54,9 +54,13 @@ type pgConfig struct {
 	// maxTasks is the replicas' --max_tasks, which bounds the records a
 	// replica holds unwritten; the driver keeps half of it in flight.
 	maxTasks int
-	lock     string
-	keep     bool
-	reuse    bool
+	// rate, when not 0, paces the publishing at that many tasks a
+	// second, as a cluster's workers send them, instead of as fast as
+	// the bounds allow.
+	rate  float64
+	lock  string
+	keep  bool
+	reuse bool
 }
 
 // flock takes an exclusive lock on path (waiting for it) and returns its
@@ -220,12 +224,14 @@ func runPG(ctx context.Context, c config, pc pgConfig) (err error) {
 			return err
 		}
 		cpu0 := phaseCPU(fleet)
-		took, err := feedPG(ctx, rdb, channel, fleet, conn, payloads, from, pc.maxTasks/2, start, step)
+		ph, err := feedPG(ctx, rdb, channel, fleet, conn, payloads, from, pc.maxTasks/2, pc.rate, start, step)
 		if err != nil {
 			return err
 		}
 		cpu1 := phaseCPU(fleet)
+		took := ph.took
 		figure(fmt.Sprintf("pg_ingest_rows_per_s_%d", n), float64(pc.ingest)/took.Seconds())
+		figure(fmt.Sprintf("pg_ingest_steady_rows_per_s_%d", n), ph.steady())
 		figure(fmt.Sprintf("pg_ingest_events_per_s_%d", n), 3*float64(pc.ingest)/took.Seconds())
 		// Where the machine's cores went during the phase: each replica,
 		// PostgreSQL's processes, and all of them (in cores).
@@ -358,37 +364,28 @@ func waitSubscribers(ctx context.Context, rdb *goredis.Client, db, n int) error 
 
 // feedPG publishes payloads (tasks from.. of the bench) in pipelined
 // batches and returns once every task's row is in Postgres in its final
-// state, with how long that took from the first publish. It publishes at
-// most window tasks ahead of the slowest replica's ingestion (what Redis
-// holds for a subscriber; see window) and at most maxLag tasks ahead of
-// the rows landed (what the replicas hold unwritten: under their
-// --max_tasks, which bounds it). Bounding the publishing by the rows
-// landed alone, by window, measured the driver: with the flush interval of
-// a second, the replicas could never write more than window tasks a
-// flush, 2,100 tasks/s.
-func feedPG(ctx context.Context, rdb *goredis.Client, channel string, fleet []*stamen, conn *pgx.Conn, payloads [][]byte, from, maxLag int, start, step float64) (time.Duration, error) {
-	bases := make([]float64, len(fleet))
-	for k, s := range fleet {
-		n, err := s.metric(`stamen_events_ingested_total{kind="task"}`)
-		if err != nil {
-			return 0, err
-		}
-		bases[k] = n
+// state, with how long that took from the first publish. It publishes
+// while Redis holds less than window tasks' messages for every replica
+// (see backlog) and at most maxLag tasks ahead of the rows landed (what
+// the replicas hold unwritten: under their --max_tasks, which bounds it).
+// Bounding the publishing by the rows landed alone, by window, measured
+// the driver: with the flush interval of a second, the replicas could
+// never write more than window tasks a flush, 2,100 tasks/s. Reading
+// each replica's ingestion from its /metrics cost the replicas too: the
+// driver waits on that bound most of a phase, so it read 35 KB of metrics
+// from every replica every pollEvery, 200 times a second, on the cores
+// the replicas share with the database.
+func feedPG(ctx context.Context, rdb *goredis.Client, channel string, fleet []*stamen, conn *pgx.Conn, payloads [][]byte, from, maxLag int, rate, start, step float64) (phase, error) {
+	size := 0
+	for _, p := range payloads {
+		size += len(p)
 	}
-	// ingested is the tasks the slowest replica has taken from Redis.
-	ingested := func() (int, error) {
-		least := len(payloads)
-		for k, s := range fleet {
-			n, err := s.metric(`stamen_events_ingested_total{kind="task"}`)
-			if err != nil {
-				return 0, err
-			}
-			least = min(least, int(n-bases[k])/3)
-		}
-		return least, nil
-	}
+	// A pmessage reply is the payload and its pattern, channel and framing.
+	most := int64(window) * int64(size/max(1, len(payloads))+2*len(channel)+64)
 	l := &landing{conn: conn, start: start, step: step, from: from, n: len(payloads)}
+	var ph phase
 	began := time.Now()
+	counted := began
 	moved, last := time.Now(), -1
 	landed := func() (int, error) {
 		rows, err := l.count(ctx)
@@ -397,6 +394,7 @@ func feedPG(ctx context.Context, rdb *goredis.Client, channel string, fleet []*s
 		}
 		if rows > last {
 			moved, last = time.Now(), rows
+			ph.mark(rows, len(payloads), moved)
 		}
 		if time.Since(moved) > stall {
 			lost := 0.0
@@ -408,37 +406,115 @@ func feedPG(ctx context.Context, rdb *goredis.Client, channel string, fleet []*s
 		}
 		return rows, nil
 	}
-	got, rows := 0, 0
+	held, rows := int64(0), 0
 	for i := 0; i < len(payloads); {
 		var err error
 		switch {
-		case i-got > window:
-			if got, err = ingested(); err == nil && i-got > window {
+		case held > most:
+			if held, err = backlog(ctx, rdb, len(fleet)); err == nil && held > most {
 				time.Sleep(pollEvery)
 			}
 		case i-rows > maxLag:
 			if rows, err = landed(); err == nil && i-rows > maxLag {
 				time.Sleep(pollLanded)
 			}
+		case rate > 0 && i >= int(rate*time.Since(began).Seconds()):
+			// Paced: the tasks due by now, looked at every paceTick.
+			time.Sleep(paceTick)
 		default:
 			j := min(i+batch, len(payloads))
-			err = publish(ctx, rdb, channel, payloads[i:j])
+			if rate > 0 {
+				j = min(j, max(i+1, int(rate*time.Since(began).Seconds())))
+			}
+			if err = publish(ctx, rdb, channel, payloads[i:j]); err == nil {
+				held, err = backlog(ctx, rdb, len(fleet))
+			}
 			i = j
+			// Counted while publishing too, for the steady rate's marks.
+			if err == nil && time.Since(counted) >= pollLanded {
+				counted = time.Now()
+				rows, err = landed()
+			}
 		}
 		if err != nil {
-			return 0, err
+			return ph, err
 		}
 	}
 	for {
 		rows, err := landed()
 		if err != nil {
-			return 0, err
+			return ph, err
 		}
 		if rows >= len(payloads) {
-			return time.Since(began), nil
+			ph.took = time.Since(began)
+			return ph, nil
 		}
 		time.Sleep(pollLanded)
 	}
+}
+
+// phase is how an ingestion phase went: how long from its first publish
+// to its last row landed, and when the rows landed first reached a fifth
+// and four fifths of the phase. The rate between those two marks is the
+// steady one: the whole phase's also holds the pipeline's latency at its
+// end (the rows of the last flush interval, written after it), about two
+// seconds whatever the phase's length, a fifth of a 100,000-task phase
+// at 15,000 tasks/s.
+type phase struct {
+	took                 time.Duration
+	fifth, fourFifths    time.Time
+	atFifth, atFourFifth int
+}
+
+func (p *phase) mark(rows, n int, at time.Time) {
+	if p.fifth.IsZero() && rows >= n/5 {
+		p.fifth, p.atFifth = at, rows
+	}
+	if p.fourFifths.IsZero() && rows >= 4*n/5 {
+		p.fourFifths, p.atFourFifth = at, rows
+	}
+}
+
+// steady is the rows a second between the marks, 0 without both.
+func (p phase) steady() float64 {
+	d := p.fourFifths.Sub(p.fifth).Seconds()
+	if p.fifth.IsZero() || p.fourFifths.IsZero() || d <= 0 {
+		return 0
+	}
+	return float64(p.atFourFifth-p.atFifth) / d
+}
+
+// backlog is the most Redis holds unsent for one of the replicas'
+// subscriptions: the output buffer of each pub/sub client stamen named
+// (CLIENT LIST), beyond which Redis would drop the subscriber. It is read
+// from Redis, not from the replicas, so that the driver takes none of
+// their CPU. It fails unless there are n such clients.
+func backlog(ctx context.Context, rdb *goredis.Client, n int) (int64, error) {
+	list, err := rdb.Do(ctx, "CLIENT", "LIST", "TYPE", "pubsub").Text()
+	if err != nil {
+		return 0, fmt.Errorf("client list: %w", err)
+	}
+	var most int64
+	seen := 0
+	for line := range strings.Lines(list) {
+		var name string
+		var omem int64
+		for _, f := range strings.Fields(line) {
+			if v, ok := strings.CutPrefix(f, "name="); ok {
+				name = v
+			} else if v, ok := strings.CutPrefix(f, "omem="); ok {
+				omem, _ = strconv.ParseInt(v, 10, 64)
+			}
+		}
+		if name == "stamen" {
+			seen++
+			most = max(most, omem)
+		}
+	}
+	if seen < n {
+		return 0, fmt.Errorf("%d of the %d replicas subscribed to Redis (did Redis drop a subscriber?)", seen, n)
+	}
+	return most, nil
 }
 
 // writeCount is what the database has written: the rows of stamen_tasks
