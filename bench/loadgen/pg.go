@@ -408,6 +408,11 @@ func feedPG(ctx context.Context, rdb *goredis.Client, channel string, fleet []*s
 	}
 	held, rows := int64(0), 0
 	for i := 0; i < len(payloads); {
+		// Paced, the tasks due by now; else all of them.
+		due := len(payloads)
+		if rate > 0 {
+			due = min(due, int(rate*time.Since(began).Seconds()))
+		}
 		var err error
 		switch {
 		case held > most:
@@ -418,14 +423,10 @@ func feedPG(ctx context.Context, rdb *goredis.Client, channel string, fleet []*s
 			if rows, err = landed(); err == nil && i-rows > maxLag {
 				time.Sleep(pollLanded)
 			}
-		case rate > 0 && i >= int(rate*time.Since(began).Seconds()):
-			// Paced: the tasks due by now, looked at every paceTick.
+		case i >= due:
 			time.Sleep(paceTick)
 		default:
-			j := min(i+batch, len(payloads))
-			if rate > 0 {
-				j = min(j, max(i+1, int(rate*time.Since(began).Seconds())))
-			}
+			j := min(i+batch, due)
 			if err = publish(ctx, rdb, channel, payloads[i:j]); err == nil {
 				held, err = backlog(ctx, rdb, len(fleet))
 			}
@@ -459,7 +460,10 @@ func feedPG(ctx context.Context, rdb *goredis.Client, channel string, fleet []*s
 // steady one: the whole phase's also holds the pipeline's latency at its
 // end (the rows of the last flush interval, written after it), about two
 // seconds whatever the phase's length, a fifth of a 100,000-task phase
-// at 15,000 tasks/s.
+// at 15,000 tasks/s. The rows land a flush at a time, so the marks fall
+// on flushes: the steady rate is off by up to a flush interval over the
+// marks' span, which wants phases of many flush intervals (400,000 tasks
+// at 20,000 a second span 12 s).
 type phase struct {
 	took                 time.Duration
 	fifth, fourFifths    time.Time
